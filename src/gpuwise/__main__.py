@@ -1,0 +1,3 @@
+from gpuwise.cli.main import run
+
+run()

@@ -1,0 +1,1 @@
+"""Thin typer commands: parse flags, call the library, render a rich table or ``--json``."""

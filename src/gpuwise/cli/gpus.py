@@ -1,0 +1,80 @@
+"""``gpuwise gpus``: GPU models, their datasheet figures and the cheapest prices per cloud."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, number, split_list
+
+
+def gpus(
+    min_memory: Annotated[float | None, typer.Option("--min-memory", help="Only GPUs with at least this many GiB.")] = None,
+    cloud: Annotated[list[str] | None, typer.Option("--cloud", help="Prices from these clouds only (comma-separated or repeated).")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="Only GPUs with a spot offer; sort by spot price.")] = False,
+    all_models: Annotated[bool, typer.Option("--all", help="Also list models with no offer in the catalog.")] = True,
+    catalog: CatalogFlag = None,
+    json: JsonFlag = False,
+) -> None:
+    """GPU types: datasheet specs and the cheapest on-demand and spot $/GPU-hour (and where)."""
+    from gpuwise.catalog import OfferQuery, cheapest_per_gpu, load_catalog, query_offers
+    from gpuwise.hardware import gpu_table
+    from gpuwise.units import check_finite
+
+    if min_memory is not None:
+        check_finite(min_memory, "--min-memory")
+    cat = load_catalog(catalog or ())
+    offers = query_offers(cat.offers, OfferQuery(clouds=tuple(split_list(cloud))))
+    od, sp = cheapest_per_gpu(offers, spot=False), cheapest_per_gpu(offers, spot=True)
+    rows: list[dict[str, Any]] = []
+    for spec in gpu_table().specs:
+        if min_memory is not None and spec.memory_gib < min_memory:
+            continue
+        if spot and spec.name not in sp:
+            continue
+        if not all_models and spec.name not in od and spec.name not in sp:
+            continue
+        o, s = od.get(spec.name), sp.get(spec.name)
+        peak = spec.peak_bf16_tflops or spec.peak_fp16_tflops
+        rows.append({
+            "gpu": spec.name,
+            "vendor": spec.vendor,
+            "architecture": spec.architecture,
+            "memory_gib": spec.memory_gib,
+            "memory_bandwidth_tb_s": spec.memory_bandwidth_tb_s,
+            "peak_fp32_tflops": spec.peak_fp32_tflops,
+            "peak_tf32_tflops": spec.peak_tf32_tflops,
+            "peak_fp16_tflops": spec.peak_fp16_tflops,
+            "peak_bf16_tflops": spec.peak_bf16_tflops,
+            "peak_fp8_tflops": spec.peak_fp8_tflops,
+            "interconnect": spec.interconnect,
+            "tdp_w": spec.tdp_w,
+            "mig_profiles": list(spec.mig_profiles),
+            "min_on_demand_usd_per_gpu_hour": o.usd_per_gpu_hour if o else None,
+            "min_on_demand_where": f"{o.cloud} {o.region} {o.instance_type}" if o else None,
+            "min_spot_usd_per_gpu_hour": s.usd_per_gpu_hour if s else None,
+            "min_spot_where": f"{s.cloud} {s.region} {s.instance_type}" if s else None,
+            # value, not just price: dollars per PFLOP-hour of dense 16-bit tensor compute
+            "usd_per_bf16_pflop_hour": (o.usd_per_gpu_hour / (peak / 1000)) if o and peak else None,
+        })
+    key = "min_spot_usd_per_gpu_hour" if spot else "min_on_demand_usd_per_gpu_hour"
+    rows.sort(key=lambda r: (r[key] is None, r[key] or 0.0, r["gpu"]))
+    if json:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(cat.clouds) or 'no cloud'}")
+    for col, justify in [("GPU", "left"), ("Mem GiB", "right"), ("BW TB/s", "right"), ("BF16 TFLOP/s", "right"),
+                         ("FP8", "right"), ("On-demand $/GPU-h", "right"), ("where", "left"),
+                         ("Spot $/GPU-h", "right"), ("$/PFLOP-h", "right")]:
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(r["gpu"], number(r["memory_gib"], ",.0f"), number(r["memory_bandwidth_tb_s"], ".2f"),
+                      number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"), number(r["peak_fp8_tflops"], ",.0f"),
+                      money(r["min_on_demand_usd_per_gpu_hour"]), r["min_on_demand_where"] or "—",
+                      money(r["min_spot_usd_per_gpu_hour"]), money(r["usd_per_bf16_pflop_hour"]))
+    console().print(table)
+    console().print("[dim]Peaks are dense (no sparsity). BF16 column shows FP16 where the GPU has no BF16. "
+                    "Prices: bundled snapshot unless --catalog; see `gpuwise catalog info`.[/dim]")

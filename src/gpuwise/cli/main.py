@@ -1,0 +1,120 @@
+"""The ``gpuwise`` command: one typer app, one error handler.
+
+Command modules import only typer and the standard library at the top; the library (numpy,
+scipy, torch, prometheus-client, ...) is imported inside each command, so ``gpuwise --help``
+stays fast. Register a command by adding it to :func:`_register`.
+
+Exit codes: 0 success; 1 internal error (a bug: please report it); 2 bad input or environment
+(one line ``error: <what> — To fix: <how>``); other codes are documented by the command that
+returns them (``gpuwise plan``: 3 = no option meets the constraints).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+
+from gpuwise import __version__
+from gpuwise.errors import GpuwiseError
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+
+app = typer.Typer(
+    name="gpuwise",
+    help="Choose, pay less for, run safely on, and see cloud GPUs for PyTorch work.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class _State:
+    debug: bool = bool(os.environ.get("GPUWISE_DEBUG"))
+
+
+state = _State()
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"gpuwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
+    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    """Choose, pay less for, run safely on, and see cloud GPUs for PyTorch work."""
+    if debug:
+        state.debug = True
+
+
+def _register() -> None:
+    from gpuwise.cli import catalog, gpus, offers
+
+    app.command("gpus")(gpus.gpus)
+    app.command("offers")(offers.offers)
+    app.add_typer(catalog.app, name="catalog")
+
+
+_register()
+
+
+def _print_error(text: str) -> None:
+    sys.stderr.write(f"error: {text}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gpuwise`` console script; returns the exit code."""
+    state.debug = bool(os.environ.get("GPUWISE_DEBUG")) or "--debug" in (argv if argv is not None else sys.argv)
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=list(argv) if argv is not None else None, prog_name="gpuwise",
+                          standalone_mode=False)
+    except GpuwiseError as exc:
+        if state.debug:
+            import traceback
+
+            traceback.print_exc()
+        _print_error(exc.one_line())
+        return EXIT_USAGE
+    except typer.TyperException as exc:  # typer's (vendored click's) usage errors
+        if not exc.format_message():  # bare `gpuwise`: the help was the answer
+            return EXIT_OK
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "gpuwise"
+        fix = f" — To fix: see `{where} --help`" if exc.exit_code == EXIT_USAGE else ""
+        _print_error(f"{exc.format_message()}{fix}")
+        return exc.exit_code
+    except typer.Abort:
+        _print_error("aborted")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a bug: say so, show the traceback only with --debug
+        if state.debug:
+            raise
+        _print_error(f"internal error: {type(exc).__name__}: {exc} — To fix: rerun with --debug "
+                     "and report the traceback")
+        return EXIT_INTERNAL
+    return rv if isinstance(rv, int) else EXIT_OK
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,70 @@
+"""``gpuwise offers``: instance offers across clouds, filtered and ranked by price."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, number, split_list
+
+
+def offers(
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU model or alias, e.g. H100, A100-80GB, L4.")] = None,
+    count: Annotated[float | None, typer.Option("--count", help="Exactly this many GPUs per instance.")] = None,
+    min_count: Annotated[float | None, typer.Option("--min-count", help="At least this many GPUs per instance.")] = None,
+    cloud: Annotated[list[str] | None, typer.Option("--cloud", help="Only these clouds (comma-separated or repeated).")] = None,
+    region: Annotated[str | None, typer.Option("--region", help="Region name or glob, e.g. 'us-*'.")] = None,
+    max_price: Annotated[str | None, typer.Option("--max-price", help="Max $/hour for the instance (spot price with --spot).")] = None,
+    min_gpu_memory: Annotated[float | None, typer.Option("--min-gpu-memory", help="Only GPUs with at least this many GiB each.")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="Only offers with a real spot discount, priced at spot.")] = False,
+    sort: Annotated[str, typer.Option("--sort", help="price | gpu-price | spot | spot-gpu-price.")] = "price",
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many rows (0 = all).")] = 20,
+    catalog: CatalogFlag = None,
+    json: JsonFlag = False,
+) -> None:
+    """Instance offers with filters, one table across clouds, cheapest first."""
+    from gpuwise.catalog import SORT_KEYS, OfferQuery, load_catalog, query_offers, sort_offers
+    from gpuwise.errors import InputError, did_you_mean
+    from gpuwise.units import check_finite, parse_money_usd
+
+    if sort not in SORT_KEYS:
+        raise InputError(f"unknown --sort {sort!r}", hint=f"use one of {', '.join(SORT_KEYS)}",
+                         suggestions=did_you_mean(sort, SORT_KEYS))
+    for value, flag in ((count, "--count"), (min_count, "--min-count")):
+        if value is not None:
+            check_finite(value, flag, strict=True)
+    if min_gpu_memory is not None:
+        check_finite(min_gpu_memory, "--min-gpu-memory")
+    if limit < 0:
+        raise InputError(f"--limit must be ≥ 0, got {limit}", hint="give 0 for all rows, or a positive count")
+    query = OfferQuery(
+        gpu=gpu, count=count, min_count=min_count, clouds=tuple(c.lower() for c in split_list(cloud)),
+        region=region, max_price_usd_per_hour=parse_money_usd(max_price, "--max-price") if max_price else None,
+        spot=spot, min_gpu_memory_gib=min_gpu_memory,
+    )
+    cat = load_catalog(catalog or ())
+    if spot and sort == "price":
+        sort = "spot"
+    found = sort_offers(query_offers(cat.offers, query), sort)  # type: ignore[arg-type]
+    shown = found[:limit] if limit else found
+    if json:
+        emit_json([{**o.to_dict(), "on_demand_usd_per_gpu_hour": o.on_demand_usd_per_gpu_hour,
+                    "spot_usd_per_gpu_hour": o.spot_usd_per_gpu_hour} for o in shown])
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""))
+    for col, justify in [("cloud", "left"), ("region", "left"), ("zone", "left"), ("instance", "left"),
+                         ("GPU", "left"), ("n", "right"), ("GiB/GPU", "right"), ("vCPU", "right"),
+                         ("RAM GiB", "right"), ("$/h", "right"), ("$/GPU-h", "right"), ("spot $/h", "right")]:
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for o in shown:
+        table.add_row(o.cloud, o.region, o.zone or "—", o.instance_type, o.gpu, f"{o.gpu_count:g}",
+                      number(o.gpu_memory_gib, ",.0f"), number(o.vcpus, ",.0f"), number(o.memory_gib, ",.0f"),
+                      money(o.on_demand_usd_per_hour), money(o.on_demand_usd_per_gpu_hour),
+                      money(o.spot_usd_per_hour) if o.has_spot_discount else "—")
+    out = console()
+    out.print(table)
+    if not found:
+        out.print("[yellow]No offer matches. Loosen a filter, or see `gpuwise gpus` for models and prices.[/yellow]")
