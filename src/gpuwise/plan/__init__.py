@@ -1,0 +1,62 @@
+"""Rank cloud offers for a workload by what the job costs and how long it takes.
+
+Pieces: :mod:`~gpuwise.plan.model` (the workload interface and the estimator adapter),
+:mod:`~gpuwise.plan.spot` (interruption rates, Young/Daly, expected time, deadline
+probability), :mod:`~gpuwise.plan.core` (enumerate, price, constrain, rank, Pareto),
+:mod:`~gpuwise.plan.explain`, and :mod:`~gpuwise.plan.export` (SkyPilot task YAML,
+Kubernetes Job / PyTorchJob). Pure Python: no network, no CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuwise.plan.core import plan_offers
+from gpuwise.plan.model import Evaluation, EstimatorModel, WorkloadModel
+from gpuwise.plan.spot import (
+    CloudSpotRisk,
+    SpotDefaults,
+    SpotOutcome,
+    daly_interval_hours,
+    load_spot_defaults,
+    p_meet_deadline,
+    spot_outcome,
+    young_interval_hours,
+)
+from gpuwise.plan.types import OBJECTIVES, Objective, Plan, PlanOption, PlanRequest, Rejection
+
+__all__ = [
+    "OBJECTIVES",
+    "CloudSpotRisk",
+    "EstimatorModel",
+    "Evaluation",
+    "Objective",
+    "Plan",
+    "PlanOption",
+    "PlanRequest",
+    "Rejection",
+    "SpotDefaults",
+    "SpotOutcome",
+    "WorkloadModel",
+    "daly_interval_hours",
+    "load_spot_defaults",
+    "p_meet_deadline",
+    "plan",
+    "plan_offers",
+    "spot_outcome",
+    "young_interval_hours",
+]
+
+
+def plan(workload: Any, request: PlanRequest | None = None, *, catalog: Sequence[Path | str] = (),
+         calibration: Any = None) -> Plan:
+    """Plan ``workload`` (a :class:`gpuwise.estimate.Workload` or any :class:`WorkloadModel`)
+    over the catalog in effect (or the given catalog files)."""
+    from gpuwise.catalog import load_catalog
+    from gpuwise.catalog.reserved import load_reserved_terms
+
+    model: WorkloadModel = workload if hasattr(workload, "evaluate") else EstimatorModel(workload, calibration)
+    return plan_offers(load_catalog(catalog).offers, model, request or PlanRequest(),
+                       spot=load_spot_defaults(), reserved=load_reserved_terms())

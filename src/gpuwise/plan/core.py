@@ -1,0 +1,421 @@
+"""The planner: join a workload model with catalog offers, price every way to run the job, rank.
+
+:func:`plan_offers` is pure (offers, model, request in; :class:`Plan` out): it enumerates cloud ×
+region × instance × billing × nodes, drops what does not fit or cannot be priced, prices the
+rest (expected time and cost under the spot model for spot), applies the deadline and budget,
+ranks by the objective, and computes the Pareto front. Rows that differ only by availability
+zone, or by region at the same price, are merged into one option that lists its regions.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from gpuwise.catalog.offer import Offer
+from gpuwise.catalog.reserved import ReservedTerm
+from gpuwise.errors import EstimateError, GpuwiseError, HardwareError, InputError, did_you_mean
+from gpuwise.plan.model import Evaluation, WorkloadModel
+from gpuwise.plan.spot import SpotDefaults, SpotOutcome, p_meet_deadline, spot_outcome
+from gpuwise.plan.types import Plan, PlanOption, PlanRequest, Rejection
+from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
+
+_KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "no-estimate": 3, "reserved-unknown": 4,
+               "no-price": 5, "fractional": 6}
+
+
+def _fmt_hours(h: float) -> str:
+    if h < 1:
+        return f"{h * 60:.0f} min"
+    return f"{h:.1f} h" if h < 10 else f"{h:,.0f} h"
+
+
+def _fmt_usd(v: float) -> str:
+    return f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
+
+
+def _setup(gpu: str, gpn: int, nodes: int) -> str:
+    return f"{gpn * nodes}×{gpu}"
+
+
+def _label(c: _Cand) -> str:
+    nodes = f" ×{c.nodes}" if c.nodes > 1 else ""
+    return f"{_setup(c.gpu, c.gpn, c.nodes)} ({c.cloud} {c.instance_type}{nodes}, {c.billing})"
+
+
+class _Cand:
+    """A priced candidate during enumeration (a plain slotted object: thousands are made)."""
+
+    __slots__ = ("billing", "cloud", "cost", "ev", "gpn", "gpu", "hours", "instance_type", "nodes",
+                 "out", "p", "price", "regions", "source", "zones")
+
+    def __init__(self, cloud: str, region: str, instance_type: str, gpu: str, gpn: int, nodes: int,
+                 billing: str, price: float, zones: int) -> None:
+        self.cloud, self.instance_type, self.gpu, self.gpn, self.nodes = cloud, instance_type, gpu, gpn, nodes
+        self.billing, self.price, self.zones = billing, price, zones
+        self.regions = [region]
+        self.hours = self.cost = 0.0
+        self.p: float | None = None
+        self.ev: Evaluation | None = None
+        self.out: SpotOutcome | None = None
+        self.source: str | None = None
+
+
+def _check_filters(offers: Sequence[Offer], request: PlanRequest) -> tuple[set[str], set[str] | None]:
+    """Validate --cloud/--region/--gpu against the catalog (did-you-mean); return clouds and GPUs."""
+    from gpuwise.catalog.query import resolve_gpu_filter
+
+    clouds_known = sorted({o.cloud for o in offers})
+    for cloud in request.clouds:
+        if cloud not in clouds_known:
+            raise InputError(f"unknown cloud {cloud!r}", hint=f"use one of: {', '.join(clouds_known)}",
+                             suggestions=did_you_mean(cloud, clouds_known))
+    clouds = set(request.clouds or clouds_known)
+    regions = {o.region for o in offers if o.cloud in clouds}
+    for pattern in request.regions:
+        if not any(fnmatch.fnmatchcase(r, pattern) for r in regions):
+            raise InputError(f"no region matches {pattern!r}" + (f" in {', '.join(sorted(clouds))}"
+                                                                 if request.clouds else ""),
+                             hint="give a region name or a glob like 'us-*' (see `gpuwise offers`)",
+                             suggestions=did_you_mean(pattern, regions))
+    gpus = {resolve_gpu_filter(g, offers) for g in request.gpus} if request.gpus else None
+    return clouds, gpus
+
+
+class _Rejects:
+    """Groups rejections as they are found; keeps the best member of each group."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def add(self, kind: str, key: tuple[Any, ...], **info: Any) -> dict[str, Any]:
+        group = self.groups.get((kind, *key))
+        if group is None:
+            group = {"kind": kind, "offers": 0, "nodes": set(), **info}
+            self.groups[(kind, *key)] = group
+        group["offers"] += 1
+        return group
+
+
+def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequest, *,
+                spot: SpotDefaults, reserved: dict[tuple[str, int], ReservedTerm | None]) -> Plan:
+    """Rank every way to run the workload on ``offers`` under ``request`` (module docstring)."""
+    clouds, gpus = _check_filters(offers, request)
+    rejects = _Rejects()
+    assumptions = _assumptions(request, spot, clouds)
+
+    # 1. Collapse availability-zone rows: one site per (cloud, region, instance type, GPU, count).
+    sites: dict[tuple[str, str, str, str, float], list[Any]] = {}
+    for o in offers:
+        if o.cloud not in clouds or (gpus is not None and o.gpu not in gpus):
+            continue
+        if request.regions and not any(fnmatch.fnmatchcase(o.region, p) for p in request.regions):
+            continue
+        key = (o.cloud, o.region, o.instance_type, o.gpu, o.gpu_count)
+        site = sites.get(key)
+        spot_price = o.spot_usd_per_hour if o.has_spot_discount else None
+        if site is None:
+            sites[key] = [o.on_demand_usd_per_hour, spot_price, 1]
+        else:
+            site[0] = _min(site[0], o.on_demand_usd_per_hour)
+            site[1] = _min(site[1], spot_price)
+            site[2] += 1
+
+    evals: dict[tuple[str, int, int], Evaluation | GpuwiseError] = {}
+    outcomes: dict[tuple[str, str, int, int], tuple[SpotOutcome, str]] = {}
+    merged: dict[tuple[Any, ...], _Cand] = {}
+    considered = 0
+    for (cloud, region, itype, gpu, count), (od, sp, zones) in sorted(sites.items()):
+        if count < 1 or count != int(count):
+            rejects.add("fractional", (gpu, count), gpu=gpu, gpu_count=count,
+                        reason=f"{gpu} ×{count:g}: fractional GPUs are not planned")
+            continue
+        gpn = int(count)
+        for nodes in range(1, request.max_nodes + 1):
+            if request.max_gpus is not None and gpn * nodes > request.max_gpus:
+                break
+            ev = evals.get((gpu, gpn, nodes))
+            if ev is None:
+                try:
+                    ev = model.evaluate(gpu, gpn, nodes)
+                except (HardwareError, EstimateError) as exc:
+                    ev = exc
+                evals[(gpu, gpn, nodes)] = ev
+            if isinstance(ev, GpuwiseError):
+                rejects.add("no-estimate", (gpu,), gpu=gpu, reason=f"{gpu}: cannot estimate ({ev.message})")
+                break
+            if not ev.fits:
+                g = rejects.add("no-fit", (gpu, gpn), gpu=gpu, gpu_count=gpn, capacity=ev.capacity_gib,
+                                need={})
+                g["nodes"].add(nodes)
+                g["need"][nodes] = ev.per_gpu_memory_gib
+                continue
+            for billing in request.billings:
+                considered += 1
+                price = _price(billing, od, sp, cloud, reserved)
+                if price is None:
+                    kind = "reserved-unknown" if billing.startswith("reserved") and od is not None else "no-price"
+                    rejects.add(kind, (cloud, billing), cloud=cloud, billing=billing,
+                                reason=_no_price_reason(kind, cloud, billing))
+                    continue
+                mkey = (cloud, itype, gpu, gpn, nodes, billing, round(price, 4))
+                cand = merged.get(mkey)
+                if cand is not None:
+                    cand.regions.append(region)
+                    cand.zones += zones
+                    continue
+                cand = _Cand(cloud, region, itype, gpu, gpn, nodes, billing, price, zones)
+                cand.ev = ev
+                _price_candidate(cand, ev, request, spot, outcomes)
+                merged[mkey] = cand
+
+    feasible: list[_Cand] = []
+    fits_any: list[_Cand] = []
+    for cand in merged.values():
+        fits_any.append(cand)
+        if request.deadline_hours is not None and not _meets_deadline(cand, request):
+            g = rejects.add("deadline", (cand.gpu, cand.gpn, cand.billing), gpu=cand.gpu, gpu_count=cand.gpn,
+                            billing=cand.billing, best=None)
+            g["nodes"].add(cand.nodes)
+            if g["best"] is None or cand.hours < g["best"].hours:
+                g["best"] = cand
+            continue
+        if request.budget_usd is not None and cand.cost > request.budget_usd:
+            g = rejects.add("budget", (cand.gpu, cand.gpn, cand.billing), gpu=cand.gpu, gpu_count=cand.gpn,
+                            billing=cand.billing, best=None)
+            g["nodes"].add(cand.nodes)
+            if g["best"] is None or cand.cost < g["best"].cost:
+                g["best"] = cand
+            continue
+        feasible.append(cand)
+
+    feasible.sort(key=_sort_key(request))
+    front = _pareto(feasible)
+    options = tuple(_to_option(i + 1, c, id(c) in front) for i, c in enumerate(feasible))
+    pareto = tuple(sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours)))
+    rejected = _finish_rejections(rejects, request)
+    reason, nearest = (None, None) if options else _why_empty(request, fits_any, rejects, sites)
+    from gpuwise.plan.explain import explain
+
+    return Plan(workload=dict(model.describe()), request=request, options=options, pareto=pareto,
+                rejected=rejected, explanation=tuple(explain(options, rejected, request)),
+                reason=reason, nearest_miss=nearest, considered=considered, assumptions=assumptions)
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _price(billing: str, od: float | None, sp: float | None, cloud: str,
+           reserved: dict[tuple[str, int], ReservedTerm | None]) -> float | None:
+    if billing == "on-demand":
+        return od
+    if billing == "spot":
+        return sp
+    term = reserved.get((cloud, 1 if billing == "reserved-1y" else 3))
+    if term is None or od is None:
+        return None
+    return od * (1 - term.discount)
+
+
+def _no_price_reason(kind: str, cloud: str, billing: str) -> str:
+    if kind == "reserved-unknown":
+        return (f"{cloud} {billing}: discount unknown (null in gpuwise's reserved.yaml) — set your rate in "
+                "<config dir>/reserved.yaml to plan reserved capacity")
+    if billing == "spot":
+        return f"{cloud} spot: no spot price (or no discount) in the catalog for these offers"
+    return f"{cloud} {billing}: no price in the catalog for these offers (e.g. reservation-only types)"
+
+
+def _price_candidate(cand: _Cand, ev: Evaluation, request: PlanRequest, spot: SpotDefaults,
+                     outcomes: dict[tuple[str, str, int, int], tuple[SpotOutcome, str]]) -> None:
+    hours = ev.hours
+    if cand.billing == "spot":
+        key = (cand.cloud, cand.gpu, cand.gpn, cand.nodes)
+        hit = outcomes.get(key)
+        if hit is None:
+            hit = _spot(ev, cand, request, spot)
+            outcomes[key] = hit
+        out, source = hit
+        cand.out, cand.source = out, source
+        hours = out.expected_hours
+        if request.deadline_hours is not None:
+            cand.p = p_meet_deadline(out, ev.hours, request.deadline_hours)
+    elif request.deadline_hours is not None:
+        cand.p = 1.0 if hours <= request.deadline_hours else 0.0
+    cand.hours = hours
+    cand.cost = cand.price * cand.nodes * hours
+
+
+def _spot(ev: Evaluation, cand: _Cand, request: PlanRequest, spot: SpotDefaults) -> tuple[SpotOutcome, str]:
+    risk = spot.for_cloud(cand.cloud)
+    if request.spot_mtbf_hours is not None:
+        rate_node = 1 / request.spot_mtbf_hours
+        source = f"--spot-mtbf {request.spot_mtbf_hours:g} h"
+    else:
+        rate_node = risk.rate_per_node_hour
+        source = (f"{risk.cloud} default {risk.monthly_interruption_probability:.0%}/month "
+                  f"({risk.confidence} confidence)")
+    ckpt_gib = request.checkpoint_gib
+    if ckpt_gib is None:
+        ckpt_gib = ev.checkpoint_gib if ev.checkpoint_gib is not None else \
+            ev.per_gpu_memory_gib * cand.gpn * cand.nodes  # conservative: all GPU memory
+    bw = request.checkpoint_bandwidth_gb_s or spot.checkpoint_bandwidth_gb_s
+    c_hours = ckpt_gib * BYTES_PER_GIB / (bw * BYTES_PER_GB) / 3600
+    restart = (request.restart_hours if request.restart_hours is not None else spot.restart_hours) + c_hours
+    out = spot_outcome(ev.hours, rate_per_hour=rate_node * cand.nodes, checkpoint_hours=c_hours,
+                       restart_hours=restart)
+    return out, source
+
+
+def _meets_deadline(cand: _Cand, request: PlanRequest) -> bool:
+    if cand.billing == "spot":
+        return cand.p is not None and cand.p >= request.confidence
+    return request.deadline_hours is None or cand.hours <= request.deadline_hours
+
+
+def _sort_key(request: PlanRequest) -> Any:
+    def key(c: _Cand) -> tuple[Any, ...]:
+        tail = (c.cloud, c.instance_type, c.nodes, c.billing, c.regions[0])
+        if request.objective == "time":
+            return (round(c.hours, 9), round(c.cost, 6), *tail)
+        if request.objective == "balanced":
+            return (round(c.cost * c.hours, 6), round(c.cost, 6), *tail)
+        return (round(c.cost, 6), round(c.hours, 9), *tail)
+
+    return key
+
+
+def _pareto(cands: Sequence[_Cand]) -> set[int]:
+    """ids of candidates no other beats on both cost and hours (ties kept once)."""
+    front: set[int] = set()
+    best_hours = math.inf
+    for c in sorted(cands, key=lambda c: (c.cost, c.hours)):
+        if c.hours < best_hours:
+            front.add(id(c))
+            best_hours = c.hours
+    return front
+
+
+def _to_option(rank: int, c: _Cand, on_front: bool) -> PlanOption:
+    ev = c.ev
+    assert ev is not None  # set for every priced candidate
+    regions = tuple(sorted(set(c.regions)))
+    return PlanOption(
+        rank=rank, cloud=c.cloud, region=regions[0], regions=regions, instance_type=c.instance_type,
+        gpu=c.gpu, gpu_count=c.gpn, nodes=c.nodes, billing=c.billing,  # type: ignore[arg-type]
+        price_usd_per_hour=c.price * c.nodes, hours=c.hours, cost_usd=c.cost, fits=True,
+        p_meet_deadline=c.p, failure_free_hours=ev.hours, per_gpu_memory_gib=ev.per_gpu_memory_gib,
+        capacity_gib=ev.capacity_gib, on_pareto_front=on_front,
+        checkpoint_interval_hours=(None if c.out is None or math.isinf(c.out.interval_hours)
+                                   else c.out.interval_hours),
+        expected_interruptions=None if c.out is None else c.out.expected_interruptions,
+        interruption_source=c.source, zones=c.zones,
+    )
+
+
+def _span(nodes: set[int]) -> str:
+    lo, hi = min(nodes), max(nodes)
+    if lo == hi:
+        return "" if lo == 1 else f" on {lo} nodes"
+    return f" on {lo}–{hi} nodes"
+
+
+def _finish_rejections(rejects: _Rejects, request: PlanRequest) -> tuple[Rejection, ...]:
+    out: list[tuple[tuple[Any, ...], Rejection]] = []
+    for g in rejects.groups.values():
+        kind = g["kind"]
+        nodes = tuple(sorted(g["nodes"]))
+        best: _Cand | None = g.get("best")
+        if kind == "no-fit":
+            top = max(nodes)
+            need = g["need"][top]
+            where = f" on {top} nodes" if len(nodes) > 1 or top > 1 else ""
+            digits = 1 if round(need) == round(g["capacity"]) else 0
+            reason = (f"{g['gpu']} ×{g['gpu_count']}{_span(g['nodes'])}: does not fit (needs {need:.{digits}f} "
+                      f"GiB/GPU{where}, has {g['capacity']:.{digits}f})")
+            sort_metric = need - g["capacity"]
+            out.append(((_KIND_ORDER[kind], sort_metric), Rejection(
+                kind=kind, reason=reason, offers=g["offers"], gpu=g["gpu"], gpu_count=g["gpu_count"], nodes=nodes)))
+            continue
+        if kind in ("deadline", "budget") and best is not None:
+            setup = f"{best.gpu} ×{best.gpn}{_span(g['nodes'])} {best.billing}"
+            if kind == "deadline":
+                if best.billing == "spot" and best.p is not None and best.ev is not None \
+                        and best.out is not None and best.out.failure_free_hours <= (request.deadline_hours or 0):
+                    why = (f"{best.p:.0%} chance to finish within {_fmt_hours(request.deadline_hours or 0)} "
+                           f"(needs {request.confidence:.0%}; best {_label(best)})")
+                else:
+                    why = (f"misses the {_fmt_hours(request.deadline_hours or 0)} deadline "
+                           f"(fastest {_fmt_hours(best.hours)}, {_label(best)})")
+                metric = best.hours
+            else:
+                why = (f"over the {_fmt_usd(request.budget_usd or 0)} budget "
+                       f"(cheapest {_fmt_usd(best.cost)}, {_label(best)})")
+                metric = best.cost
+            out.append(((_KIND_ORDER[kind], metric), Rejection(
+                kind=kind, reason=f"{setup}: {why}", offers=g["offers"], gpu=best.gpu, gpu_count=best.gpn,
+                nodes=nodes, billing=best.billing, cloud=best.cloud, example=_label(best),
+                hours=best.hours, cost_usd=best.cost)))
+            continue
+        out.append(((_KIND_ORDER[kind], 0.0), Rejection(
+            kind=kind, reason=g["reason"], offers=g["offers"], gpu=g.get("gpu"), gpu_count=g.get("gpu_count"),
+            billing=g.get("billing"), cloud=g.get("cloud"))))
+    out.sort(key=lambda x: (x[0], x[1].reason))
+    return tuple(r for _, r in out)
+
+
+def _why_empty(request: PlanRequest, fits_any: Sequence[_Cand], rejects: _Rejects,
+               sites: dict[Any, Any]) -> tuple[str, str | None]:
+    if not sites:
+        return ("no offer matches the --cloud/--region/--gpu filters", None)
+    if not fits_any:
+        misses = [g for g in rejects.groups.values() if g["kind"] == "no-fit"]
+        if not misses:
+            return ("no offer can be priced for the requested billing models (see rejected)", None)
+        best = min(misses, key=lambda g: g["need"][max(g["nodes"])] / g["capacity"])
+        top = max(best["nodes"])
+        total = best["gpu_count"] * top
+        return ("the workload fits on no GPU setup in the catalog",
+                f"closest: {total}×{best['gpu']} needs {best['need'][top]:.0f} GiB/GPU, has "
+                f"{best['capacity']:.0f} (try --zero 3, --grad-ckpt, a smaller --micro-batch, or --max-nodes)")
+    parts = []
+    kinds = {g["kind"] for g in rejects.groups.values()}
+    if "deadline" in kinds:
+        fastest = min(fits_any, key=lambda c: (c.hours, c.cost))
+        parts.append(f"fastest possible: {_fmt_hours(fastest.hours)} on "
+                     f"{_setup(fastest.gpu, fastest.gpn, fastest.nodes)} "
+                     f"({fastest.cloud} {fastest.instance_type}"
+                     f"{f' ×{fastest.nodes}' if fastest.nodes > 1 else ''}, {fastest.billing}, "
+                     f"{_fmt_usd(fastest.cost)})")
+    if "budget" in kinds:
+        cheapest = min(fits_any, key=lambda c: (c.cost, c.hours))
+        parts.append(f"cheapest possible: {_fmt_usd(cheapest.cost)} on {_label(cheapest)} "
+                     f"in {_fmt_hours(cheapest.hours)}")
+    what = " and ".join(w for w, k in (("deadline", "deadline"), ("budget", "budget")) if k in kinds)
+    return (f"no option meets the {what or 'constraints'}", "; ".join(parts) or None)
+
+
+def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> tuple[str, ...]:
+    if "spot" not in request.billings:
+        return ()
+    out = []
+    if request.spot_mtbf_hours is None:
+        for cloud in sorted(clouds):
+            risk = spot.for_cloud(cloud)
+            out.append(f"{cloud} spot interruptions: {risk.monthly_interruption_probability:.0%}/month per "
+                       f"instance (MTBF {risk.mtbf_hours:,.0f} h, {risk.confidence} confidence) — "
+                       "override with --spot-mtbf")
+    if request.checkpoint_bandwidth_gb_s is None:
+        out.append(f"checkpoint bandwidth {spot.checkpoint_bandwidth_gb_s:g} GB/s (placeholder) — "
+                   "override with --checkpoint-bandwidth")
+    if request.restart_hours is None:
+        out.append(f"restart {spot.restart_hours * 60:.0f} min + checkpoint reload (placeholder) — "
+                   "override with --restart-time")
+    return tuple(out)

@@ -1,0 +1,68 @@
+"""Sentences that say why the winner won and why the others lost."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuwise.plan.types import PlanOption, PlanRequest, Rejection
+
+
+def _h(h: float) -> str:
+    if h < 1:
+        return f"{h * 60:.0f} min"
+    return f"{h:.1f} h" if h < 10 else f"{h:,.0f} h"
+
+
+def _usd(v: float) -> str:
+    return f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
+
+
+def _pct(a: float, b: float) -> str:
+    """How much more ``a`` is than ``b``, as ``+12%`` or ``2.3×``."""
+    if b <= 0:
+        return "more"
+    ratio = a / b
+    return f"{ratio:.1f}×" if ratio >= 2 else f"+{(ratio - 1) * 100:.0f}%"
+
+
+def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], request: PlanRequest,
+            *, runners_up: int = 3, rejections: int = 6) -> list[str]:
+    """Winner first, then the nearest runners-up against it, then the main rejection groups."""
+    lines: list[str] = []
+    if options:
+        w = options[0]
+        what = {"cost": "lowest expected cost", "time": "shortest expected time",
+                "balanced": "lowest cost × time"}[request.objective]
+        line = f"{w.label} wins on {what}: {_usd(w.cost_usd)} in {_h(w.hours)}"
+        if w.billing == "spot" and w.expected_interruptions is not None:
+            line += f" (expected, incl. ~{w.expected_interruptions:.2g} interruptions"
+            if w.p_meet_deadline is not None:
+                line += f"; {w.p_meet_deadline:.0%} chance to finish within {_h(request.deadline_hours or 0)}"
+            line += ")"
+        lines.append(line + f", out of {len(options)} options that meet every constraint.")
+        for o in options[1:1 + runners_up]:
+            diffs = []
+            if o.cost_usd > w.cost_usd * 1.005:
+                diffs.append(f"costs {_pct(o.cost_usd, w.cost_usd)}")
+            elif o.cost_usd < w.cost_usd * 0.995:
+                diffs.append(f"is {_pct(w.cost_usd, o.cost_usd)} cheaper")
+            if o.hours > w.hours * 1.005:
+                diffs.append(f"takes {_pct(o.hours, w.hours)} longer")
+            elif o.hours < w.hours * 0.995:
+                diffs.append(f"is {_pct(w.hours, o.hours)} faster")
+            lines.append(f"#{o.rank} {o.label}: {', '.join(diffs) or 'ties'} "
+                         f"({_usd(o.cost_usd)}, {_h(o.hours)}).")
+        fastest = min(options, key=lambda o: (o.hours, o.cost_usd))
+        if fastest is not w and fastest.hours < w.hours * 0.9:
+            lines.append(f"Fastest: {fastest.label} in {_h(fastest.hours)} for {_usd(fastest.cost_usd)} "
+                         f"({_pct(fastest.cost_usd, w.cost_usd)} the cost); see the Pareto front.")
+        if w.billing == "spot":
+            od = next((o for o in options if o.billing == "on-demand"), None)
+            if od is not None:
+                lines.append(f"Best on-demand: {od.label} at {_usd(od.cost_usd)} in {_h(od.hours)} "
+                             f"({_pct(od.cost_usd, w.cost_usd)} the cost, no interruption risk).")
+    for r in list(rejected)[:rejections]:
+        lines.append(f"Rejected: {r.reason}" + (f" [{r.offers} offer rows]" if r.offers > 1 else "") + ".")
+    if len(rejected) > rejections:
+        lines.append(f"... and {len(rejected) - rejections} more rejection groups (see --json).")
+    return lines

@@ -1,0 +1,213 @@
+"""The planner's values: what is asked (:class:`PlanRequest`), and what comes back
+(:class:`Plan` with ranked :class:`PlanOption` s and grouped :class:`Rejection` s)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+from gpuwise.catalog.offer import BILLINGS, Billing
+from gpuwise.errors import InputError, did_you_mean
+from gpuwise.units import check_finite
+
+Objective = Literal["cost", "time", "balanced"]
+OBJECTIVES: tuple[Objective, ...] = ("cost", "time", "balanced")
+RejectKind = Literal["no-fit", "no-estimate", "fractional", "no-price", "reserved-unknown",
+                     "deadline", "budget"]
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Constraints, objective and spot-model inputs of one plan. Every field is optional."""
+
+    deadline_hours: float | None = None
+    """Finish within this many wall-clock hours (spot: with probability ≥ ``confidence``)."""
+    budget_usd: float | None = None
+    """Spend at most this much (expected cost for spot)."""
+    max_gpus: int | None = None
+    """At most this many GPUs in total (nodes × GPUs per node)."""
+    max_nodes: int = 8
+    """Try 1..max_nodes nodes of each instance type."""
+    clouds: tuple[str, ...] = ()
+    """Only these clouds (empty = all)."""
+    regions: tuple[str, ...] = ()
+    """Only regions matching these names or shell globs (``us-*``)."""
+    gpus: tuple[str, ...] = ()
+    """Only these GPU models or aliases (empty = all)."""
+    billings: tuple[Billing, ...] = BILLINGS
+    """Billing models to consider: on-demand, spot, reserved-1y, reserved-3y."""
+    objective: Objective = "cost"
+    """Rank by expected cost, by expected time, or ``balanced`` (minimise cost × hours)."""
+    confidence: float = 0.9
+    """Spot options must meet the deadline with at least this probability."""
+    spot_mtbf_hours: float | None = None
+    """Mean hours between interruptions of one spot instance; overrides the per-cloud defaults."""
+    checkpoint_gib: float | None = None
+    """Size of one checkpoint in GiB; default: the estimate's weights + optimizer state."""
+    checkpoint_bandwidth_gb_s: float | None = None
+    """Checkpoint write/read rate in GB/s; default from the spot data file."""
+    restart_hours: float | None = None
+    """Re-provision + start time per interruption (checkpoint reload is added); default from data."""
+
+    def __post_init__(self) -> None:
+        for name in ("deadline_hours", "checkpoint_bandwidth_gb_s", "spot_mtbf_hours"):
+            value = getattr(self, name)
+            if value is not None:
+                check_finite(value, name.replace("_", " "), strict=True)
+        for name in ("budget_usd", "checkpoint_gib", "restart_hours"):
+            value = getattr(self, name)
+            if value is not None:
+                check_finite(value, name.replace("_", " "))
+        if self.max_gpus is not None and self.max_gpus < 1:
+            raise InputError(f"--max-gpus must be ≥ 1, got {self.max_gpus}", hint="give a positive GPU count")
+        if not 1 <= self.max_nodes <= 1024:
+            raise InputError(f"--max-nodes must be in 1..1024, got {self.max_nodes}", hint="give e.g. 8")
+        check_finite(self.confidence, "confidence", maximum=1.0)
+        if self.objective not in OBJECTIVES:
+            raise InputError(f"unknown objective {self.objective!r}", hint=f"use one of {', '.join(OBJECTIVES)}",
+                             suggestions=did_you_mean(self.objective, OBJECTIVES))
+        for billing in self.billings:
+            if billing not in BILLINGS:
+                raise InputError(f"unknown billing {billing!r}", hint=f"use one of {', '.join(BILLINGS)}",
+                                 suggestions=did_you_mean(billing, BILLINGS))
+        if not self.billings:
+            raise InputError("no billing model to consider", hint=f"give one or more of {', '.join(BILLINGS)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class PlanOption:
+    """One way to run the job: an instance type × nodes × billing, in one or more regions."""
+
+    rank: int
+    """1 = best for the objective."""
+    cloud: str
+    region: str
+    """The region listed first (cheapest, then alphabetical) among ``regions``."""
+    regions: tuple[str, ...]
+    """Every region where this instance type has the same price (near-identical rows merged)."""
+    instance_type: str
+    gpu: str
+    gpu_count: int
+    """GPUs per node."""
+    nodes: int
+    billing: Billing
+    price_usd_per_hour: float
+    """Price of all nodes together."""
+    hours: float
+    """Wall-clock hours: failure-free for on-demand/reserved, expected (incl. interruptions) for spot."""
+    cost_usd: float
+    """price_usd_per_hour × hours."""
+    fits: bool
+    """Always True for a ranked option (what does not fit is rejected)."""
+    p_meet_deadline: float | None
+    """Probability of finishing by the deadline; None without a deadline."""
+    failure_free_hours: float
+    """Hours without interruptions (and without checkpoints)."""
+    per_gpu_memory_gib: float
+    capacity_gib: float
+    on_pareto_front: bool
+    """Not beaten on both cost and time by another option."""
+    checkpoint_interval_hours: float | None = None
+    """Spot: Young/Daly checkpoint interval; None for on-demand/reserved."""
+    expected_interruptions: float | None = None
+    """Spot: mean number of interruptions over the run."""
+    interruption_source: str | None = None
+    """Spot: where the interruption rate comes from, with its confidence."""
+    zones: int = 0
+    """How many availability-zone rows were merged into this option."""
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpu_count * self.nodes
+
+    @property
+    def setup(self) -> str:
+        """``8×H100`` or ``16×H100 (2 nodes)``."""
+        text = f"{self.total_gpus}×{self.gpu}"
+        return text if self.nodes == 1 else f"{text} ({self.nodes} nodes)"
+
+    @property
+    def label(self) -> str:
+        """``8×H100 (aws p5.48xlarge, spot)``."""
+        nodes = f" ×{self.nodes}" if self.nodes > 1 else ""
+        return f"{self.total_gpus}×{self.gpu} ({self.cloud} {self.instance_type}{nodes}, {self.billing})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A group of offers that could not be options, and why."""
+
+    kind: RejectKind
+    """no-fit, no-estimate, fractional, no-price, reserved-unknown, deadline or budget."""
+    reason: str
+    """One line for people, e.g. ``A10G ×4: does not fit (needs 31 GiB/GPU, has 24)``."""
+    offers: int
+    """How many (offer × nodes × billing) combinations the group stands for."""
+    gpu: str | None = None
+    gpu_count: float | None = None
+    """GPUs per node."""
+    nodes: tuple[int, ...] = ()
+    """Node counts the group covers."""
+    billing: str | None = None
+    cloud: str | None = None
+    example: str | None = None
+    """The group's best (fastest or cheapest) member, as a label."""
+    hours: float | None = None
+    """Best hours in the group (deadline misses)."""
+    cost_usd: float | None = None
+    """Best cost in the group (budget misses)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The answer: ranked options, their Pareto front, what was rejected, and why."""
+
+    workload: Mapping[str, Any]
+    """The workload spec, echoed."""
+    request: PlanRequest
+    options: tuple[PlanOption, ...]
+    """Options meeting every constraint, best first (empty when none does)."""
+    pareto: tuple[PlanOption, ...]
+    """The cost-vs-time Pareto front of ``options``, cheapest first."""
+    rejected: tuple[Rejection, ...]
+    explanation: tuple[str, ...]
+    """Why the winner won and why the others lost, one sentence each."""
+    reason: str | None = None
+    """Why ``options`` is empty; None otherwise."""
+    nearest_miss: str | None = None
+    """The closest thing to a feasible option, e.g. ``fastest possible: 61 h on 8×H100 (aws p5.48xlarge)``."""
+    considered: int = 0
+    """(offer × nodes × billing) combinations looked at."""
+    assumptions: tuple[str, ...] = field(default=())
+    """Model inputs that are defaults or placeholders, with their sources."""
+
+    @property
+    def winner(self) -> PlanOption | None:
+        return self.options[0] if self.options else None
+
+    def to_dict(self, limit: int | None = None) -> dict[str, Any]:
+        """The ``plan --json`` document; ``limit`` caps ``options`` (``options_total`` keeps the count)."""
+        shown = self.options if not limit else self.options[:limit]
+        return {
+            "workload": dict(self.workload),
+            "request": self.request.to_dict(),
+            "options": [o.to_dict() for o in shown],
+            "options_total": len(self.options),
+            "pareto": [o.to_dict() for o in self.pareto],
+            "rejected": [r.to_dict() for r in self.rejected],
+            "explanation": list(self.explanation),
+            "reason": self.reason,
+            "nearest_miss": self.nearest_miss,
+            "considered": self.considered,
+            "assumptions": list(self.assumptions),
+        }

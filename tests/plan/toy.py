@@ -1,0 +1,43 @@
+"""A tiny hand-made workload model for planner tests (a test double of a pure function).
+
+Memory per GPU = ``state_gib / total_gpus + fixed_gib``; hours = ``gpu_hours / total_gpus`` divided
+by a per-GPU speed factor and a multi-node efficiency — every answer can be worked out by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwise.errors import HardwareError
+from gpuwise.plan.model import Evaluation
+
+
+@dataclass(frozen=True)
+class ToyModel:
+    state_gib: float = 100.0
+    """Sharded state (weights + grads + optimizer), split evenly over all GPUs."""
+    fixed_gib: float = 10.0
+    """Unsharded memory per GPU (activations, buffers)."""
+    gpu_hours: float = 100.0
+    """GPU-hours on a speed-1.0 GPU."""
+    speed: Mapping[str, float] = field(default_factory=lambda: {"H100": 3.0, "A100": 1.0, "A10G": 0.3, "L4": 0.25})
+    """Relative speed per GPU model; models not listed cannot be estimated."""
+    capacity: Mapping[str, float] = field(default_factory=lambda: {"H100": 80.0, "A100": 40.0, "A10G": 24.0, "L4": 24.0})
+    node_efficiency: float = 0.9
+    """Throughput factor per extra node (0.9 → 2 nodes run at 90%)."""
+    checkpoint_gib: float = 50.0
+
+    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int) -> Evaluation:
+        if gpu not in self.speed:
+            raise HardwareError(f"unknown GPU {gpu!r}", hint="toy model")
+        n = gpus_per_node * nodes
+        need = self.state_gib / n + self.fixed_gib
+        eff = self.node_efficiency ** (nodes - 1)
+        hours = self.gpu_hours / (n * self.speed[gpu] * eff)
+        return Evaluation(fits=need <= self.capacity[gpu], per_gpu_memory_gib=need,
+                          capacity_gib=self.capacity[gpu], hours=hours, checkpoint_gib=self.checkpoint_gib)
+
+    def describe(self) -> Mapping[str, Any]:
+        return {"model": "toy", "state_gib": self.state_gib, "gpu_hours": self.gpu_hours}
