@@ -193,7 +193,9 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
 
     feasible.sort(key=_sort_key(request))
     front = _pareto(feasible)
-    options = tuple(_to_option(i + 1, c, id(c) in front) for i, c in enumerate(feasible))
+    options = tuple(_to_option(i + 1, c, id(c) in front, _checkpoint_hours(c.ev, c.gpn * c.nodes, request, spot)
+                               if c.ev is not None else None)
+                    for i, c in enumerate(feasible))
     pareto = tuple(sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours)))
     rejected = _finish_rejections(rejects, request)
     reason, nearest = (None, None) if options else _why_empty(request, fits_any, rejects, sites)
@@ -262,16 +264,20 @@ def _spot(ev: Evaluation, cand: _Cand, request: PlanRequest, spot: SpotDefaults)
         rate_node = risk.rate_per_node_hour
         source = (f"{risk.cloud} default {risk.monthly_interruption_probability:.0%}/month "
                   f"({risk.confidence} confidence)")
-    ckpt_gib = request.checkpoint_gib
-    if ckpt_gib is None:
-        ckpt_gib = ev.checkpoint_gib if ev.checkpoint_gib is not None else \
-            ev.per_gpu_memory_gib * cand.gpn * cand.nodes  # conservative: all GPU memory
-    bw = request.checkpoint_bandwidth_gb_s or spot.checkpoint_bandwidth_gb_s
-    c_hours = ckpt_gib * BYTES_PER_GIB / (bw * BYTES_PER_GB) / 3600
+    c_hours = _checkpoint_hours(ev, cand.gpn * cand.nodes, request, spot)
     restart = (request.restart_hours if request.restart_hours is not None else spot.restart_hours) + c_hours
     out = spot_outcome(ev.hours, rate_per_hour=rate_node * cand.nodes, checkpoint_hours=c_hours,
                        restart_hours=restart)
     return out, source
+
+
+def _checkpoint_hours(ev: Evaluation, total_gpus: int, request: PlanRequest, spot: SpotDefaults) -> float:
+    """Checkpoint size / bandwidth; without a size, all GPU memory in use (conservative)."""
+    ckpt_gib = request.checkpoint_gib
+    if ckpt_gib is None:
+        ckpt_gib = ev.checkpoint_gib if ev.checkpoint_gib is not None else ev.per_gpu_memory_gib * total_gpus
+    bw = request.checkpoint_bandwidth_gb_s or spot.checkpoint_bandwidth_gb_s
+    return ckpt_gib * BYTES_PER_GIB / (bw * BYTES_PER_GB) / 3600
 
 
 def _meets_deadline(cand: _Cand, request: PlanRequest) -> bool:
@@ -303,7 +309,7 @@ def _pareto(cands: Sequence[_Cand]) -> set[int]:
     return front
 
 
-def _to_option(rank: int, c: _Cand, on_front: bool) -> PlanOption:
+def _to_option(rank: int, c: _Cand, on_front: bool, checkpoint_hours: float | None) -> PlanOption:
     ev = c.ev
     assert ev is not None  # set for every priced candidate
     regions = tuple(sorted(set(c.regions)))
@@ -316,7 +322,7 @@ def _to_option(rank: int, c: _Cand, on_front: bool) -> PlanOption:
         checkpoint_interval_hours=(None if c.out is None or math.isinf(c.out.interval_hours)
                                    else c.out.interval_hours),
         expected_interruptions=None if c.out is None else c.out.expected_interruptions,
-        interruption_source=c.source, zones=c.zones,
+        interruption_source=c.source, zones=c.zones, checkpoint_hours=checkpoint_hours,
     )
 
 

@@ -119,6 +119,8 @@ class PlanOption:
     """Spot: where the interruption rate comes from, with its confidence."""
     zones: int = 0
     """How many availability-zone rows were merged into this option."""
+    checkpoint_hours: float | None = None
+    """Time to write one checkpoint (size / bandwidth); sizes the emergency-save grace period."""
 
     @property
     def total_gpus(self) -> int:
