@@ -1,0 +1,198 @@
+"""The exports validate against the real schemas: SkyPilot's JSON schemas (and SkyPilot itself
+when importable), the Kubernetes client's models, and the Kubeflow training SDK's models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuwise.catalog import Offer
+from gpuwise.errors import PlanError
+from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.plan.export import grace_period_seconds, k8s_manifest, skypilot_task, to_yaml
+
+from .toy import ToyModel
+
+SCHEMAS = json.loads((Path(__file__).parent / "data" / "skypilot_schemas.json").read_text())
+
+
+def offer(cloud: str, region: str, itype: str, gpu: str, count: float, od: float, spot: float | None) -> Offer:
+    return Offer(cloud=cloud, region=region, zone=None, instance_type=itype, gpu=gpu, gpu_count=count,
+                 gpu_memory_gib=None, vcpus=None, memory_gib=None, on_demand_usd_per_hour=od,
+                 spot_usd_per_hour=spot, arch="x86_64", source="test", as_of="2026-11")
+
+
+OFFERS = [
+    offer("aws", "us-east-1", "p4d.24xlarge", "A100", 8, 32.0, 12.0),
+    offer("aws", "us-west-2", "p4d.24xlarge", "A100", 8, 32.0, 13.0),
+    offer("gcp", "us-central1", "a2-highgpu-8g", "A100", 8, 29.4, 14.0),
+    offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0, 40.0),
+]
+
+
+def make_plan(**req: Any):  # type: ignore[no-untyped-def]
+    request = PlanRequest(**{"max_nodes": 2, **req})
+    return plan_offers(OFFERS, ToyModel(), request, spot=load_spot_defaults(), reserved={})
+
+
+def validate_skypilot(doc: dict[str, Any]) -> None:
+    import jsonschema
+
+    jsonschema.validate(doc, SCHEMAS["task"])
+    jsonschema.validate(doc["resources"], SCHEMAS["resources"])
+    for mount in doc.get("file_mounts", {}).values():
+        if isinstance(mount, dict):
+            jsonschema.validate(mount, SCHEMAS["storage"])
+
+
+def strict_model(data: Any, klass: Any, path: str = "$") -> None:
+    """Check ``data`` against an OpenAPI-generated client model: every key known, every required
+    field present, nested models checked the same way (ApiClient.deserialize ignores unknown keys)."""
+    import re
+
+    import kubernetes.client.models as k8s
+    from kubeflow.training import models as kf
+
+    def resolve(name: str) -> Any:
+        return getattr(k8s, name, None) or getattr(kf, name)
+
+    if isinstance(klass, str):
+        m = re.fullmatch(r"list\[(.+)\]", klass)
+        if m:
+            assert isinstance(data, list), f"{path}: expected a list"
+            for i, item in enumerate(data):
+                strict_model(item, m.group(1), f"{path}[{i}]")
+            return
+        m = re.fullmatch(r"dict\(str, (.+)\)", klass)
+        if m:
+            assert isinstance(data, dict), f"{path}: expected a mapping"
+            for k, v in data.items():
+                strict_model(v, m.group(1), f"{path}.{k}")
+            return
+        prim = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
+        if klass in prim:
+            assert isinstance(data, prim[klass]), f"{path}: {data!r} is not {klass}"
+            return
+        klass = resolve(klass)
+    assert isinstance(data, dict), f"{path}: expected an object for {klass.__name__}"
+    by_json = {v: k for k, v in klass.attribute_map.items()}
+    unknown = set(data) - set(by_json)
+    assert not unknown, f"{path}: unknown field(s) {sorted(unknown)} for {klass.__name__}"
+    for key, value in data.items():
+        strict_model(value, klass.openapi_types[by_json[key]], f"{path}.{key}")
+    # the generated constructor enforces required fields (client-side validation)
+    if klass.__module__.startswith("kubeflow"):
+        from kubeflow.training.api_client import ApiClient
+    else:
+        from kubernetes.client import ApiClient
+    ApiClient()._ApiClient__deserialize(data, klass)  # type: ignore[attr-defined]
+
+
+def test_skypilot_export_validates_and_carries_the_ranking() -> None:
+    plan = make_plan(billings=("on-demand", "spot"), spot_mtbf_hours=1e6)
+    doc = skypilot_task(plan, bucket="my-ckpts", command="python train.py --lr 3e-4")
+    validate_skypilot(doc)
+    ordered = doc["resources"]["ordered"]
+    assert ordered[0] == {"infra": "aws/us-east-1", "instance_type": "p4d.24xlarge", "use_spot": True}
+    # spot: A100 $150 (us-east-1), $162.50 (us-west-2), H100 $166.67, A100 on GCP $175, then on-demand
+    assert [(c["infra"], c["instance_type"], c["use_spot"]) for c in ordered[:5]] == [
+        ("aws/us-east-1", "p4d.24xlarge", True), ("aws/us-west-2", "p4d.24xlarge", True),
+        ("aws/us-east-1", "p5.48xlarge", True), ("gcp/us-central1", "a2-highgpu-8g", True),
+        ("gcp/us-central1", "a2-highgpu-8g", False)]
+    assert doc["num_nodes"] == 1
+    assert doc["resources"]["job_recovery"]["strategy"] == "EAGER_NEXT_REGION"
+    assert doc["file_mounts"]["/checkpoints"] == {"name": "my-ckpts", "mode": "MOUNT_CACHED"}
+    assert doc["run"].startswith("gpuwise run -- torchrun ")
+    assert doc["run"].endswith("train.py --lr 3e-4")
+    assert yaml.safe_load(to_yaml(doc)) == doc
+    validate_skypilot(skypilot_task(plan, mode="any_of", command="bash run.sh"))
+
+
+def test_skypilot_multi_node_candidates_share_the_node_count() -> None:
+    plan = make_plan(objective="time", billings=("on-demand",))
+    doc = skypilot_task(plan)
+    validate_skypilot(doc)
+    assert doc["num_nodes"] == 2
+    # fastest first; equal hours (A100 ×16) → cheaper first; p4d is one option in two regions
+    assert [c["instance_type"] for c in doc["resources"]["ordered"]] == [
+        "p5.48xlarge", "a2-highgpu-8g", "p4d.24xlarge", "p4d.24xlarge"]
+
+
+def test_skypilot_itself_accepts_the_export(tmp_path: Path) -> None:
+    sky = pytest.importorskip("sky", reason="SkyPilot is not installed in this environment")
+    plan = make_plan(billings=("on-demand", "spot"), spot_mtbf_hours=1e6)
+    path = tmp_path / "task.yaml"
+    path.write_text(to_yaml(skypilot_task(plan)))
+    task = sky.Task.from_yaml(str(path))
+    assert task.num_nodes == 1
+
+
+def test_k8s_single_node_is_a_job() -> None:
+    plan = make_plan(billings=("on-demand", "spot"), spot_mtbf_hours=1e6, max_nodes=1)
+    doc = k8s_manifest(plan, image="ghcr.io/me/train:1")
+    from kubernetes.client import V1Job
+
+    strict_model(doc, V1Job)
+    pod = doc["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    keys = {e["key"]: e["values"] for t in terms for e in t["matchExpressions"]}
+    assert keys == {"cloud.google.com/gke-accelerator": ["nvidia-tesla-a100"],
+                    "nvidia.com/gpu.product": ["NVIDIA-A100-SXM4-40GB"]}
+    assert "preferredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["nodeAffinity"]  # spot won
+    assert pod["terminationGracePeriodSeconds"] == grace_period_seconds(plan.winner)
+    assert pod["terminationGracePeriodSeconds"] >= 60
+    assert "gpuwise run -- torchrun --standalone --nproc-per-node=8 train.py" in container["command"][-1]
+    assert yaml.safe_load(to_yaml(doc)) == doc
+
+
+def test_grace_period_covers_the_checkpoint_write() -> None:
+    # 50 GiB at 0.1 GB/s = 537 s → 1.5 × 537 + 30 = 836 s
+    plan = make_plan(checkpoint_gib=50, checkpoint_bandwidth_gb_s=0.1, max_nodes=1)
+    assert plan.winner is not None and plan.winner.checkpoint_hours is not None
+    write_s = 50 * 2**30 / 0.1e9
+    assert grace_period_seconds(plan.winner) == pytest.approx(1.5 * write_s + 30, abs=1)
+
+
+def test_k8s_multi_node_is_a_pytorchjob() -> None:
+    plan = make_plan(objective="time", billings=("on-demand",))
+    doc = k8s_manifest(plan, pvc="ckpt-pvc")
+    from kubeflow.training.models import KubeflowOrgV1PyTorchJob
+
+    strict_model(doc, KubeflowOrgV1PyTorchJob)
+    assert doc["kind"] == "PyTorchJob" and doc["apiVersion"] == "kubeflow.org/v1"
+    specs = doc["spec"]["pytorchReplicaSpecs"]
+    assert specs["Master"]["replicas"] == 1 and specs["Worker"]["replicas"] == 1
+    pod = specs["Worker"]["template"]["spec"]
+    assert pod["containers"][0]["name"] == "pytorch"   # the training operator looks for this name
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt-pvc"}} in pod["volumes"]
+    assert "--nnodes=$WORLD_SIZE --node-rank=$RANK" in pod["containers"][0]["command"][-1]
+
+
+def test_the_strict_validator_catches_mistakes() -> None:
+    from kubernetes.client import V1Job
+
+    plan = make_plan(max_nodes=1)
+    doc = k8s_manifest(plan)
+    doc["spec"]["template"]["spec"]["containers"][0]["resource"] = {}   # typo
+    with pytest.raises(AssertionError, match="unknown field"):
+        strict_model(doc, V1Job)
+    doc = k8s_manifest(plan)
+    del doc["spec"]["template"]["spec"]["containers"][0]["name"]      # required
+    with pytest.raises(ValueError):
+        strict_model(doc, V1Job)
+
+
+def test_exporting_an_empty_plan_says_why() -> None:
+    plan = make_plan(deadline_hours=0.1)
+    assert plan.options == ()
+    with pytest.raises(PlanError, match="nothing to export"):
+        skypilot_task(plan)
+    with pytest.raises(PlanError):
+        k8s_manifest(plan)
