@@ -29,7 +29,7 @@ _KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "no-estimate": 3, "reser
 def _fmt_hours(h: float) -> str:
     if h < 1:
         return f"{h * 60:.0f} min"
-    return f"{h:.1f} h" if h < 10 else f"{h:,.0f} h"
+    return f"{h:.1f} h" if h < 100 else f"{h:,.0f} h"
 
 
 def _fmt_usd(v: float) -> str:
@@ -104,7 +104,6 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
     """Rank every way to run the workload on ``offers`` under ``request`` (module docstring)."""
     clouds, gpus = _check_filters(offers, request)
     rejects = _Rejects()
-    assumptions = _assumptions(request, spot, clouds)
 
     # 1. Collapse availability-zone rows: one site per (cloud, region, instance type, GPU, count).
     sites: dict[tuple[str, str, str, str, float], list[Any]] = {}
@@ -199,6 +198,8 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
     pareto = tuple(sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours)))
     rejected = _finish_rejections(rejects, request)
     reason, nearest = (None, None) if options else _why_empty(request, fits_any, rejects, sites)
+    spot_clouds = {c.cloud for c in merged.values() if c.billing == "spot"}
+    assumptions = _assumptions(request, spot, spot_clouds)
     from gpuwise.plan.explain import explain
 
     return Plan(workload=dict(model.describe()), request=request, options=options, pareto=pareto,
@@ -409,7 +410,8 @@ def _why_empty(request: PlanRequest, fits_any: Sequence[_Cand], rejects: _Reject
 
 
 def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> tuple[str, ...]:
-    if "spot" not in request.billings:
+    """The spot-model inputs that are defaults, for the clouds whose spot offers were priced."""
+    if not clouds:
         return ()
     out = []
     if request.spot_mtbf_hours is None:

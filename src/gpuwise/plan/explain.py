@@ -10,7 +10,7 @@ from gpuwise.plan.types import PlanOption, PlanRequest, Rejection
 def _h(h: float) -> str:
     if h < 1:
         return f"{h * 60:.0f} min"
-    return f"{h:.1f} h" if h < 10 else f"{h:,.0f} h"
+    return f"{h:.1f} h" if h < 100 else f"{h:,.0f} h"
 
 
 def _usd(v: float) -> str:

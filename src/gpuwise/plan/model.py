@@ -45,11 +45,16 @@ class WorkloadModel(Protocol):
 
 
 class EstimatorModel:
-    """:class:`WorkloadModel` over gpuwise's estimator (issue 3), with a per-setup cache."""
+    """:class:`WorkloadModel` over gpuwise's estimator (issue 3), with a per-setup cache.
 
-    def __init__(self, workload: Any, calibration: Any = None) -> None:
+    ``max_zero`` is the parallelism the user allows: where the workload does not fit at its own
+    ZeRO stage, the planner may raise the stage up to ``max_zero`` (None: never).
+    """
+
+    def __init__(self, workload: Any, calibration: Any = None, *, max_zero: int | None = None) -> None:
         self.workload = workload
         self.calibration = calibration
+        self.max_zero = max_zero
         self._cache: dict[tuple[str, int, int], Evaluation | Exception] = {}
 
     def evaluate(self, gpu: str, gpus_per_node: int, nodes: int) -> Evaluation:
@@ -68,12 +73,23 @@ class EstimatorModel:
     def _evaluate(self, gpu: str, gpus_per_node: int, nodes: int) -> Evaluation:
         from gpuwise.estimate import estimate_workload
 
-        est = estimate_workload(self.workload, gpu, gpus_per_node * nodes, gpus_per_node=gpus_per_node,
-                                calibration=self.calibration)
+        workload = self.workload
+        stage = int(getattr(workload, "zero", 0) or 0)
+        while True:
+            est = estimate_workload(workload, gpu, gpus_per_node * nodes, gpus_per_node=gpus_per_node,
+                                    calibration=self.calibration, suggest=False)
+            if est.memory.fits or self.max_zero is None or stage >= self.max_zero:
+                break
+            stage += 1
+            workload = workload.with_changes(zero=stage)
+        if est.wall_hours is None:
+            raise EstimateError("the workload has no size, so it has no hours",
+                                hint="give --tokens (or --samples; --requests for inference)")
         mem = est.memory
+        note = f"ZeRO-{stage} needed" if stage != int(getattr(self.workload, "zero", 0) or 0) else ""
         return Evaluation(fits=bool(mem.fits), per_gpu_memory_gib=float(mem.per_gpu_gib),
                           capacity_gib=float(mem.capacity_gib), hours=float(est.wall_hours),
-                          checkpoint_gib=_checkpoint_gib(est))
+                          checkpoint_gib=_checkpoint_gib(est), note=note)
 
     def describe(self) -> Mapping[str, Any]:
         to_dict = getattr(self.workload, "to_dict", None)
@@ -87,12 +103,25 @@ class EstimatorModel:
 
 
 def _checkpoint_gib(est: Any) -> float | None:
-    """Weights + optimizer state from the estimate's memory breakdown, when it has one."""
-    total = getattr(est, "checkpoint_gib", None)
-    if isinstance(total, (int, float)):
-        return float(total)
-    mem = est.memory
-    parts = [getattr(mem, name, None) for name in ("weights_total_gib", "optimizer_total_gib")]
-    if all(isinstance(p, (int, float)) for p in parts):
-        return float(sum(parts))  # type: ignore[arg-type]
-    return None
+    """One full checkpoint: weights + optimizer states + fp32 master weights over all GPUs.
+
+    Un-shards the per-GPU breakdown by the ZeRO stage (ZeRO paper Sec. 5: stage ≥ 1 shards
+    optimizer states and master weights, stage 3 the weights) and by tensor × pipeline parallel.
+    LoRA/QLoRA checkpoints hold the adapters (fp32) and their optimizer state, not the frozen base.
+    """
+    breakdown = getattr(est.memory, "breakdown", None)
+    wl = getattr(est, "workload", None)
+    if not isinstance(breakdown, dict) or wl is None:
+        return None
+    dp = int(getattr(est, "data_parallel", 1) or 1)
+    zero = int(getattr(wl, "zero", 0) or 0)
+    shard = int(getattr(wl, "tensor_parallel", 1) or 1) * int(getattr(wl, "pipeline_parallel", 1) or 1)
+    f1 = dp if zero >= 1 else 1
+    opt = (breakdown.get("optimizer_states", 0.0) + breakdown.get("master_weights", 0.0)) * f1
+    if getattr(wl, "task", "") in ("lora", "qlora"):
+        weights = float(getattr(est, "params_trainable", 0.0)) * 4 / 2**30
+    else:
+        weights = breakdown.get("weights", 0.0) * (dp if zero >= 3 else 1)
+    if getattr(wl, "task", "") == "inference":
+        return None
+    return float((weights + opt) * shard)

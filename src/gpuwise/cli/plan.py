@@ -1,0 +1,208 @@
+"""``gpuwise plan``: rank cloud offers for a workload by job cost and time; export to SkyPilot/k8s.
+
+Exit codes: 0 a plan with at least one option; 2 bad input; 3 no option meets the constraints
+(the output still says why, and the nearest miss).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, split_list
+
+if TYPE_CHECKING:
+    from gpuwise.plan import Plan
+
+EXIT_NO_OPTION = 3
+
+
+def plan_command(
+    # -- workload (the shared workload flags; see `gpuwise estimate --help`) -------------------
+    model: Annotated[str | None, typer.Option("--model", help="Model preset or path/to/config.json.")] = None,
+    params: Annotated[str | None, typer.Option("--params", help="Parameter count when no --model, e.g. 7B.")] = None,
+    task: Annotated[str, typer.Option("--task", help="pretrain | finetune | lora | qlora | inference.")] = "pretrain",
+    tokens: Annotated[str | None, typer.Option("--tokens", help="Training tokens, e.g. 2B.")] = None,
+    samples: Annotated[str | None, typer.Option("--samples", help="Training samples per epoch.")] = None,
+    seq_len: Annotated[str | None, typer.Option("--seq-len", help="Tokens per sequence.")] = None,
+    micro_batch: Annotated[str | None, typer.Option("--micro-batch", help="Sequences per GPU per step.")] = None,
+    global_batch: Annotated[str | None, typer.Option("--global-batch", help="Sequences per optimizer step.")] = None,
+    precision: Annotated[str, typer.Option("--precision", help="fp32 | fp16 | bf16 | fp8.")] = "bf16",
+    optimizer: Annotated[str, typer.Option("--optimizer", help="adamw | adamw8bit | sgd | adafactor.")] = "adamw",
+    zero: Annotated[str, typer.Option("--zero", help="ZeRO stage 0-3 (FSDP = 3).")] = "0",
+    grad_ckpt: Annotated[str, typer.Option("--grad-ckpt", help="none | selective | full.")] = "none",
+    gpu: Annotated[list[str] | None, typer.Option("--gpu", help="Only these GPU models (comma-separated or repeated).")] = None,
+    # -- constraints and objective ---------------------------------------------------------
+    deadline: Annotated[str | None, typer.Option("--deadline", help="Finish within this time, e.g. 24h, 2d.")] = None,
+    budget: Annotated[str | None, typer.Option("--budget", help="Spend at most this much, e.g. 2000 or $2k.")] = None,
+    max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="At most this many GPUs in total.")] = None,
+    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Try 1..N nodes of each instance type.")] = 8,
+    cloud: Annotated[list[str] | None, typer.Option("--cloud", help="Only these clouds (comma-separated or repeated).")] = None,
+    region: Annotated[list[str] | None, typer.Option("--region", help="Only these regions (names or globs like 'us-*').")] = None,
+    billing: Annotated[list[str] | None, typer.Option(
+        "--billing", help="on-demand, spot, reserved-1y, reserved-3y (default: all).")] = None,
+    objective: Annotated[str, typer.Option("--objective", help="cost | time | balanced (cost × time).")] = "cost",
+    confidence: Annotated[str, typer.Option(
+        "--confidence", help="Spot options must meet the deadline with this probability, e.g. 0.9 or 90%.")] = "0.9",
+    # -- spot model --------------------------------------------------------------------------
+    spot_mtbf: Annotated[str | None, typer.Option(
+        "--spot-mtbf", help="Mean time between interruptions of one spot instance, e.g. 72h (default: per-cloud data).")] = None,
+    checkpoint_size: Annotated[str | None, typer.Option(
+        "--checkpoint-size", help="GiB per checkpoint (default: weights + optimizer state from the estimate).")] = None,
+    checkpoint_bandwidth: Annotated[str | None, typer.Option(
+        "--checkpoint-bandwidth", help="Checkpoint storage GB/s (default: 1, a placeholder).")] = None,
+    restart_time: Annotated[str | None, typer.Option(
+        "--restart-time", help="Re-provision + start time per interruption, e.g. 10m (default: 10m, a placeholder).")] = None,
+    max_zero: Annotated[int | None, typer.Option(
+        "--max-zero", help="Allow raising the ZeRO stage up to N where the workload would not fit.")] = None,
+    # -- output and export ----------------------------------------------------------------------
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many options (0 = all).")] = 15,
+    export: Annotated[str | None, typer.Option("--export", help="skypilot | k8s: print a task YAML / manifest.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the export to this file.")] = None,
+    run_cmd: Annotated[str, typer.Option("--run", help="Training command for the export.")] = "python train.py",
+    name: Annotated[str | None, typer.Option("--name", help="Job name for the export.")] = None,
+    bucket: Annotated[str | None, typer.Option("--bucket", help="SkyPilot checkpoint bucket name.")] = None,
+    image: Annotated[str, typer.Option("--image", help="Container image for the k8s export.")] = "pytorch/pytorch:latest",
+    pvc: Annotated[str | None, typer.Option("--pvc", help="PersistentVolumeClaim for checkpoints (k8s export).")] = None,
+    catalog: CatalogFlag = None,
+    json: JsonFlag = False,
+) -> int:
+    """Rank cloud offers for a workload by what the job costs and how long it takes (spot-risk aware).
+
+    Exit code 3 when no option meets the constraints (the reason and the nearest miss are printed).
+    """
+    from gpuwise.estimate.workload import workload_from_options
+
+    workload = workload_from_options(model=model, params=params, task=task, tokens=tokens, samples=samples,
+                                     seq_len=seq_len, micro_batch=micro_batch, global_batch=global_batch,
+                                     precision=precision, optimizer=optimizer, zero=zero, grad_ckpt=grad_ckpt)
+    return run_plan(workload, gpus=split_list(gpu), deadline=deadline, budget=budget, max_gpus=max_gpus,
+                    max_nodes=max_nodes, cloud=cloud, region=region, billing=billing, objective=objective,
+                    confidence=confidence, spot_mtbf=spot_mtbf, checkpoint_size=checkpoint_size,
+                    checkpoint_bandwidth=checkpoint_bandwidth, restart_time=restart_time, max_zero=max_zero,
+                    limit=limit, export=export, output=output, run_cmd=run_cmd, name=name, bucket=bucket,
+                    image=image, pvc=pvc, catalog=catalog, json=json)
+
+
+EXPORTS = ("skypilot", "k8s")
+
+
+def run_plan(workload: Any, *, gpus: list[str], deadline: str | None, budget: str | None, max_gpus: int | None,
+             max_nodes: int, cloud: list[str] | None, region: list[str] | None, billing: list[str] | None,
+             objective: str, confidence: str, spot_mtbf: str | None, checkpoint_size: str | None,
+             checkpoint_bandwidth: str | None, restart_time: str | None, max_zero: int | None, limit: int,
+             export: str | None, output: Path | None, run_cmd: str, name: str | None, bucket: str | None,
+             image: str, pvc: str | None, catalog: list[Path] | None, json: bool) -> int:
+    """Everything after the workload is parsed: request, plan, render, export; returns the exit code."""
+    from gpuwise.catalog import BILLINGS, load_catalog
+    from gpuwise.catalog.reserved import load_reserved_terms
+    from gpuwise.errors import InputError, did_you_mean
+    from gpuwise.plan import EstimatorModel, PlanRequest, load_spot_defaults, plan_offers
+    from gpuwise.units import parse_count, parse_duration_hours, parse_fraction, parse_money_usd
+
+    if export is not None and export not in EXPORTS:
+        raise InputError(f"unknown --export {export!r}", hint=f"use one of {', '.join(EXPORTS)}",
+                         suggestions=did_you_mean(export, EXPORTS))
+    if limit < 0:
+        raise InputError(f"--limit must be ≥ 0, got {limit}", hint="give 0 for all rows, or a positive count")
+    if max_zero is not None and max_zero not in (0, 1, 2, 3):
+        raise InputError(f"--max-zero must be 0, 1, 2 or 3, got {max_zero}", hint="use 3 to allow FSDP full sharding")
+    billings = tuple(b.lower() for b in split_list(billing)) or BILLINGS
+    request = PlanRequest(
+        deadline_hours=parse_duration_hours(deadline, "--deadline") if deadline else None,
+        budget_usd=parse_money_usd(budget, "--budget") if budget else None,
+        max_gpus=max_gpus, max_nodes=max_nodes,
+        clouds=tuple(c.lower() for c in split_list(cloud)), regions=tuple(split_list(region)), gpus=tuple(gpus),
+        billings=billings, objective=objective.lower(),  # type: ignore[arg-type]
+        confidence=parse_fraction(confidence, "--confidence"),
+        spot_mtbf_hours=parse_duration_hours(spot_mtbf, "--spot-mtbf") if spot_mtbf else None,
+        checkpoint_gib=parse_count(checkpoint_size, "--checkpoint-size") if checkpoint_size else None,
+        checkpoint_bandwidth_gb_s=(parse_count(checkpoint_bandwidth, "--checkpoint-bandwidth", allow_zero=False)
+                                   if checkpoint_bandwidth else None),
+        restart_hours=parse_duration_hours(restart_time, "--restart-time") if restart_time else None,
+    )
+    offers = load_catalog(catalog or ()).offers
+    model = workload if hasattr(workload, "evaluate") else EstimatorModel(workload, max_zero=max_zero)
+    plan = plan_offers(offers, model, request, spot=load_spot_defaults(), reserved=load_reserved_terms())
+    code = 0 if plan.options else EXIT_NO_OPTION
+    text = _export_text(plan, export, run_cmd=run_cmd, name=name, bucket=bucket, image=image, pvc=pvc) \
+        if export and plan.options else None
+    if text is not None and output is not None:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {output}: {exc.strerror}", hint="check the --output path") from None
+    if json:
+        doc = plan.to_dict(limit=limit or None)
+        if export:
+            doc["export"] = {"format": export, "text": text, "path": str(output) if output else None}
+        emit_json(doc)
+        return code
+    if text is not None and output is None:
+        import sys
+
+        sys.stdout.write(text)
+        _render(plan, limit, console(stderr=True))  # the YAML owns stdout
+        return code
+    _render(plan, limit, console())
+    if output is not None and text is not None:
+        console().print(f"[green]wrote {export} export to {output}[/green]")
+    return code
+
+
+def _export_text(plan: Plan, export: str, **kw: Any) -> str:
+    from gpuwise.plan.export import k8s_manifest, skypilot_task, to_yaml
+
+    if export == "skypilot":
+        doc = skypilot_task(plan, name=kw["name"], command=kw["run_cmd"], bucket=kw["bucket"])
+        head = "# SkyPilot task from `gpuwise plan`: candidates in our ranking order. Launch: sky jobs launch this.yaml\n"
+    else:
+        doc = k8s_manifest(plan, name=kw["name"], command=kw["run_cmd"], image=kw["image"], pvc=kw["pvc"])
+        head = (f"# {doc['kind']} from `gpuwise plan`. Needs a PVC named for checkpoints"
+                f"{' and the Kubeflow training operator' if doc['kind'] == 'PyTorchJob' else ''}.\n")
+    return head + to_yaml(doc)
+
+
+def _hours(h: float) -> str:
+    if h < 1:
+        return f"{h * 60:.0f} min"
+    return f"{h:.1f} h" if h < 100 else f"{h:,.0f} h"
+
+
+def _render(plan: Plan, limit: int, out: Any) -> None:
+    from rich.table import Table
+
+    req = plan.request
+    shown = plan.options if not limit else plan.options[:limit]
+    title = f"{len(shown)} of {len(plan.options)} options, ranked by {req.objective}"
+    if req.deadline_hours is not None:
+        title += f", deadline {_hours(req.deadline_hours)}"
+    if req.budget_usd is not None:
+        title += f", budget {money(req.budget_usd, 0)}"
+    table = Table(title=title)
+    for col, justify in [("#", "right"), ("GPUs", "left"), ("cloud", "left"), ("instance", "left"),
+                         ("region", "left"), ("billing", "left"), ("$/h", "right"), ("hours", "right"),
+                         ("cost", "right"), ("P(deadline)", "right"), ("front", "center")]:
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for o in shown:
+        extra = f" +{len(o.regions) - 1}" if len(o.regions) > 1 else ""
+        table.add_row(str(o.rank), o.setup, o.cloud, o.instance_type, o.region + extra, o.billing,
+                      money(o.price_usd_per_hour), _hours(o.hours), money(o.cost_usd),
+                      "—" if o.p_meet_deadline is None else f"{o.p_meet_deadline:.0%}",
+                      "★" if o.on_pareto_front else "")
+    if shown:
+        out.print(table)
+        front = " → ".join(f"{money(o.cost_usd, 0)}/{_hours(o.hours)} {o.setup} {o.cloud} {o.billing}"
+                           for o in plan.pareto[:6])
+        out.print(f"[bold]Pareto front[/bold] (cost/time, ★): {front}" +
+                  (f" … ({len(plan.pareto)} in all)" if len(plan.pareto) > 6 else ""))
+    else:
+        out.print(f"[bold red]No option: {plan.reason}.[/bold red]")
+        if plan.nearest_miss:
+            out.print(f"[yellow]Nearest miss — {plan.nearest_miss}.[/yellow]")
+    for line in plan.explanation:
+        out.print(line, markup=False)
+    for line in plan.assumptions:
+        out.print(f"[dim]assumed: {line}[/dim]")
