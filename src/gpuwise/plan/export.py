@@ -38,7 +38,9 @@ def _name(plan: Plan, name: str | None) -> str:
         raw = name
     else:
         w = plan.workload
-        raw = "-".join(str(w.get(k)) for k in ("model", "task") if w.get(k)) or "job"
+        model = w.get("model")
+        model = model.get("name") if isinstance(model, dict) else model
+        raw = "-".join(str(v) for v in (model, w.get("task")) if v) or "job"
         raw = f"gpuwise-{raw}"
     slug = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")[:50].strip("-")
     return slug or "gpuwise-job"

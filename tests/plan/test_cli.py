@@ -1,0 +1,131 @@
+"""`gpuwise plan` end to end on the bundled catalog: the README's main job, JSON fields, exit
+codes, did-you-mean, bad input, exports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+MAIN = ("plan", "--model", "llama-3.1-8b", "--task", "lora", "--tokens", "2B", "--deadline", "24h")
+OPTION_FIELDS = {"cloud", "region", "instance_type", "gpu", "gpu_count", "nodes", "billing", "price_usd_per_hour",
+                 "hours", "cost_usd", "fits", "p_meet_deadline"}
+
+
+@pytest.fixture(scope="module")
+def main_json() -> dict:  # type: ignore[type-arg]
+    from gpuwise.cli.main import main
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main([*MAIN, "--json", "--limit", "0"])
+    assert code == 0
+    return json.loads(buf.getvalue())  # type: ignore[no-any-return]
+
+
+def test_main_job_json_fields(main_json: dict) -> None:  # type: ignore[type-arg]
+    doc = main_json
+    assert doc["workload"]["task"] == "lora" and doc["workload"]["model"]["name"] == "llama-3.1-8b"
+    assert doc["options"] and doc["options_total"] == len(doc["options"])
+    for o in doc["options"]:
+        assert OPTION_FIELDS <= set(o)
+        assert o["billing"] in ("on-demand", "spot", "reserved-1y", "reserved-3y")
+        assert o["fits"] is True and 0.9 <= o["p_meet_deadline"] <= 1.0
+        assert o["cost_usd"] == pytest.approx(o["price_usd_per_hour"] * o["hours"], rel=1e-9)
+        assert o["per_gpu_memory_gib"] <= o["capacity_gib"]
+    costs = [o["cost_usd"] for o in doc["options"]]
+    assert costs == sorted(costs)                                  # ranked by cost
+    assert doc["pareto"] and all(p["on_pareto_front"] for p in doc["pareto"])
+    assert doc["rejected"] and all(r["reason"] for r in doc["rejected"])
+    # the bundled reserved.yaml has no known discounts: reserved billing is rejected with a reason
+    assert any(r["kind"] == "reserved-unknown" for r in doc["rejected"])
+    assert doc["explanation"][0].startswith(doc["options"][0]["gpu"].join(["", ""]) or "")
+
+
+def test_pareto_front_is_not_dominated(main_json: dict) -> None:  # type: ignore[type-arg]
+    front = main_json["pareto"]
+    for p in front:
+        for o in main_json["options"]:
+            assert not (o["cost_usd"] < p["cost_usd"] - 1e-9 and o["hours"] < p["hours"] - 1e-9)
+
+
+def test_main_job_table(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*MAIN)
+    assert r.code == 0, r.stderr
+    assert "wins on lowest expected cost" in r.stdout and "Pareto front" in r.stdout
+
+
+def test_impossible_deadline_exit_code_3(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", "--model", "llama-3.1-70b", "--task", "pretrain", "--tokens", "1T", "--deadline", "2h",
+            "--zero", "3", "--json")
+    assert r.code == 3, r.stderr
+    doc = r.json()
+    assert doc["options"] == [] and doc["reason"] == "no option meets the deadline"
+    assert doc["nearest_miss"].startswith("fastest possible: ")
+    table = cli("plan", "--model", "llama-3.1-70b", "--task", "pretrain", "--tokens", "1T", "--deadline", "2h",
+                "--zero", "3")
+    assert table.code == 3 and "Nearest miss — fastest possible" in table.stdout
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--cloud", "awz"), "did you mean 'aws'"),
+    (("--region", "us-eats-1"), "did you mean 'us-east-1'"),
+    (("--gpu", "H10O"), "did you mean"),
+    (("--billing", "spto"), "did you mean 'spot'"),
+    (("--objective", "cheap"), "unknown objective"),
+    (("--export", "skypilt"), "did you mean 'skypilot'"),
+])
+def test_unknown_names_get_did_you_mean(cli, args: tuple[str, ...], needle: str) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*MAIN, *args)
+    assert r.code == 2
+    assert r.stderr.startswith("error: ") and needle in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("--deadline", "-5h"), ("--deadline", "nan"), ("--deadline", "soon"), ("--budget", "lots"),
+    ("--budget", "-1"), ("--max-gpus", "0"), ("--max-nodes", "0"), ("--confidence", "2"),
+    ("--spot-mtbf", "0h"), ("--checkpoint-bandwidth", "0"), ("--limit", "-1"), ("--max-zero", "7"),
+    ("--checkpoint-size", "inf"),
+])
+def test_bad_input_is_one_line_exit_2(cli, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*MAIN, *args)
+    assert r.code == 2, (r.code, r.stderr)
+    assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+def test_contradictory_constraints_do_not_crash(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*MAIN, "--budget", "1", "--json")
+    assert r.code == 3
+    assert r.json()["nearest_miss"].startswith("cheapest possible: ")
+    r = cli(*MAIN, "--cloud", "lambda", "--billing", "spot", "--json")   # Lambda sells no spot
+    assert r.code == 3 and r.json()["options"] == []
+
+
+def test_export_skypilot_prints_yaml(cli) -> None:  # type: ignore[no-untyped-def]
+    import jsonschema
+
+    r = cli(*MAIN, "--export", "skypilot", "--run", "python finetune.py --lora")
+    assert r.code == 0, r.stderr
+    doc = yaml.safe_load(r.stdout)
+    schemas = json.loads((Path(__file__).parent / "data" / "skypilot_schemas.json").read_text())
+    jsonschema.validate(doc, schemas["task"])
+    jsonschema.validate(doc["resources"], schemas["resources"])
+    assert doc["name"] == "gpuwise-llama-3-1-8b-lora"
+    assert doc["run"].endswith("finetune.py --lora")
+    assert "wins on" in r.stderr   # the table goes to stderr when YAML owns stdout
+
+
+def test_export_k8s_to_file_and_json(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "job.yaml"
+    r = cli(*MAIN, "--export", "k8s", "-o", out, "--json", "--limit", "3")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert len(doc["options"]) == 3 and doc["export"]["format"] == "k8s"
+    manifest = yaml.safe_load(out.read_text())
+    assert manifest["kind"] in ("Job", "PyTorchJob")
+    assert doc["export"]["text"] == out.read_text()
