@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpuwise.catalog.skypilot import read_vms_csv
@@ -151,7 +153,7 @@ def test_unknown_accelerators_keep_the_cloud_name() -> None:
     ("p5,H100,8,1,1,,3,,us-east-1,z,x86_64,extra", "row 2: more cells than columns"),
 ])
 def test_malformed_rows_name_file_row_and_column(body: str, message: str) -> None:
-    with pytest.raises(CatalogError, match=message.replace("(", r"\(")) as info:
+    with pytest.raises(CatalogError, match=re.escape(message)) as info:
         read(f"{AWS_HEADER}\n{body}\n")
     assert str(info.value).startswith("test.csv, row 2")
 
