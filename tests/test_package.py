@@ -17,6 +17,17 @@ PUBLIC_API = [
     "find_gpu",
     "load_catalog",
     "query_offers",
+    # estimate (issue 3)
+    "Estimate",
+    "Workload",
+    "estimate",
+    "estimate_workload",
+    "workload_from_options",
+    # plan (issue 4)
+    "Plan",
+    "PlanOption",
+    "PlanRequest",
+    "plan",
 ]
 
 

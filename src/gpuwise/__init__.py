@@ -28,6 +28,11 @@ _LAZY: dict[str, str] = {
     "Estimate": "gpuwise.estimate",
     "estimate_workload": "gpuwise.estimate",
     "workload_from_options": "gpuwise.estimate",
+    # `gpuwise.plan` is callable the same way: `gpuwise.plan(workload, PlanRequest(...))`.
+    "plan": "gpuwise.plan",
+    "Plan": "gpuwise.plan",
+    "PlanOption": "gpuwise.plan",
+    "PlanRequest": "gpuwise.plan",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -38,12 +38,12 @@ def test_main_job_json_fields(main_json: dict) -> None:  # type: ignore[type-arg
         assert o["cost_usd"] == pytest.approx(o["price_usd_per_hour"] * o["hours"], rel=1e-9)
         assert o["per_gpu_memory_gib"] <= o["capacity_gib"]
     costs = [o["cost_usd"] for o in doc["options"]]
-    assert costs == sorted(costs)                                  # ranked by cost
+    assert all(a <= b + 1e-6 for a, b in zip(costs, costs[1:]))   # ranked by cost
     assert doc["pareto"] and all(p["on_pareto_front"] for p in doc["pareto"])
     assert doc["rejected"] and all(r["reason"] for r in doc["rejected"])
     # the bundled reserved.yaml has no known discounts: reserved billing is rejected with a reason
     assert any(r["kind"] == "reserved-unknown" for r in doc["rejected"])
-    assert doc["explanation"][0].startswith(doc["options"][0]["gpu"].join(["", ""]) or "")
+    assert "wins on lowest expected cost" in doc["explanation"][0]
 
 
 def test_pareto_front_is_not_dominated(main_json: dict) -> None:  # type: ignore[type-arg]

@@ -5,10 +5,15 @@ Pieces: :mod:`~gpuwise.plan.model` (the workload interface and the estimator ada
 probability), :mod:`~gpuwise.plan.core` (enumerate, price, constrain, rank, Pareto),
 :mod:`~gpuwise.plan.explain`, and :mod:`~gpuwise.plan.export` (SkyPilot task YAML,
 Kubernetes Job / PyTorchJob). Pure Python: no network, no CLI.
+
+The package's module object is callable: ``gpuwise.plan(workload, request)`` runs :func:`plan`
+(``gpuwise.plan`` is both this package and the function users call).
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +30,7 @@ from gpuwise.plan.spot import (
     spot_outcome,
     young_interval_hours,
 )
-from gpuwise.plan.types import OBJECTIVES, Objective, Plan, PlanOption, PlanRequest, Rejection
+from gpuwise.plan.values import OBJECTIVES, Objective, Plan, PlanOption, PlanRequest, Rejection
 
 __all__ = [
     "OBJECTIVES",
@@ -60,3 +65,13 @@ def plan(workload: Any, request: PlanRequest | None = None, *, catalog: Sequence
     model: WorkloadModel = workload if hasattr(workload, "evaluate") else EstimatorModel(workload, calibration)
     return plan_offers(load_catalog(catalog).offers, model, request or PlanRequest(),
                        spot=load_spot_defaults(), reserved=load_reserved_terms())
+
+
+class _CallableModule(types.ModuleType):
+    """This package's module type: calling it is calling :func:`plan`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Plan:
+        return plan(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -19,7 +19,7 @@ from gpuwise.catalog.reserved import ReservedTerm
 from gpuwise.errors import EstimateError, GpuwiseError, HardwareError, InputError, did_you_mean
 from gpuwise.plan.model import Evaluation, WorkloadModel
 from gpuwise.plan.spot import SpotDefaults, SpotOutcome, p_meet_deadline, spot_outcome
-from gpuwise.plan.types import Plan, PlanOption, PlanRequest, Rejection
+from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection
 from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
 
 _KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "no-estimate": 3, "reserved-unknown": 4,
@@ -391,22 +391,20 @@ def _why_empty(request: PlanRequest, fits_any: Sequence[_Cand], rejects: _Reject
         total = best["gpu_count"] * top
         return ("the workload fits on no GPU setup in the catalog",
                 f"closest: {total}×{best['gpu']} needs {best['need'][top]:.0f} GiB/GPU, has "
-                f"{best['capacity']:.0f} (try --zero 3, --grad-ckpt, a smaller --micro-batch, or --max-nodes)")
-    parts = []
-    kinds = {g["kind"] for g in rejects.groups.values()}
-    if "deadline" in kinds:
+                f"{best['capacity']:.0f} (try --max-zero 3, --grad-ckpt full, a smaller --micro-batch, or more --max-nodes)")
+    on_time = [c for c in fits_any if _meets_deadline(c, request)] if request.deadline_hours is not None \
+        else list(fits_any)
+    if not on_time:
         fastest = min(fits_any, key=lambda c: (c.hours, c.cost))
-        parts.append(f"fastest possible: {_fmt_hours(fastest.hours)} on "
-                     f"{_setup(fastest.gpu, fastest.gpn, fastest.nodes)} "
-                     f"({fastest.cloud} {fastest.instance_type}"
-                     f"{f' ×{fastest.nodes}' if fastest.nodes > 1 else ''}, {fastest.billing}, "
-                     f"{_fmt_usd(fastest.cost)})")
-    if "budget" in kinds:
-        cheapest = min(fits_any, key=lambda c: (c.cost, c.hours))
-        parts.append(f"cheapest possible: {_fmt_usd(cheapest.cost)} on {_label(cheapest)} "
-                     f"in {_fmt_hours(cheapest.hours)}")
-    what = " and ".join(w for w, k in (("deadline", "deadline"), ("budget", "budget")) if k in kinds)
-    return (f"no option meets the {what or 'constraints'}", "; ".join(parts) or None)
+        return ("no option meets the deadline",
+                f"fastest possible: {_fmt_hours(fastest.hours)} on {_setup(fastest.gpu, fastest.gpn, fastest.nodes)} "
+                f"({fastest.cloud} {fastest.instance_type}{f' ×{fastest.nodes}' if fastest.nodes > 1 else ''}, "
+                f"{fastest.billing}, {_fmt_usd(fastest.cost)})")
+    cheapest = min(on_time, key=lambda c: (c.cost, c.hours))
+    reason = "no option that meets the deadline is within the budget" if request.deadline_hours is not None \
+        else "no option is within the budget"
+    return (reason, f"cheapest possible: {_fmt_usd(cheapest.cost)} on {_label(cheapest)} "
+                    f"in {_fmt_hours(cheapest.hours)}")
 
 
 def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> tuple[str, ...]:

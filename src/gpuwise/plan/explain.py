@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwise.plan.types import PlanOption, PlanRequest, Rejection
+from gpuwise.plan.values import PlanOption, PlanRequest, Rejection
 
 
 def _h(h: float) -> str:

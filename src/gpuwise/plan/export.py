@@ -26,7 +26,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from gpuwise.errors import PlanError
-from gpuwise.plan.types import Plan, PlanOption
+from gpuwise.plan.values import Plan, PlanOption
 
 CHECKPOINT_DIR = "/checkpoints"
 DEFAULT_COMMAND = "python train.py"
