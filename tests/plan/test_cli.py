@@ -3,6 +3,7 @@ codes, did-you-mean, bad input, exports."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -16,9 +17,10 @@ OPTION_FIELDS = {"cloud", "region", "instance_type", "gpu", "gpu_count", "nodes"
 
 @pytest.fixture(scope="module")
 def main_json() -> dict:  # type: ignore[type-arg]
-    from gpuwise.cli.main import main
     import contextlib
     import io
+
+    from gpuwise.cli.main import main
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -32,13 +34,13 @@ def test_main_job_json_fields(main_json: dict) -> None:  # type: ignore[type-arg
     assert doc["workload"]["task"] == "lora" and doc["workload"]["model"]["name"] == "llama-3.1-8b"
     assert doc["options"] and doc["options_total"] == len(doc["options"])
     for o in doc["options"]:
-        assert OPTION_FIELDS <= set(o)
+        assert set(o) >= OPTION_FIELDS
         assert o["billing"] in ("on-demand", "spot", "reserved-1y", "reserved-3y")
         assert o["fits"] is True and 0.9 <= o["p_meet_deadline"] <= 1.0
         assert o["cost_usd"] == pytest.approx(o["price_usd_per_hour"] * o["hours"], rel=1e-9)
         assert o["per_gpu_memory_gib"] <= o["capacity_gib"]
     costs = [o["cost_usd"] for o in doc["options"]]
-    assert all(a <= b + 1e-6 for a, b in zip(costs, costs[1:]))   # ranked by cost
+    assert all(a <= b + 1e-6 for a, b in itertools.pairwise(costs))   # ranked by cost
     assert doc["pareto"] and all(p["on_pareto_front"] for p in doc["pareto"])
     assert doc["rejected"] and all(r["reason"] for r in doc["rejected"])
     # the bundled reserved.yaml has no known discounts: reserved billing is rejected with a reason

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.plan.core import plan_offers
-from gpuwise.plan.model import Evaluation, EstimatorModel, WorkloadModel
+from gpuwise.plan.model import EstimatorModel, Evaluation, WorkloadModel
 from gpuwise.plan.spot import (
     CloudSpotRisk,
     SpotDefaults,
