@@ -62,10 +62,11 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import catalog, gpus, offers
+    from gpuwise.cli import catalog, estimate, gpus, offers
 
     app.command("gpus")(gpus.gpus)
     app.command("offers")(offers.offers)
+    app.command("estimate")(estimate.estimate)
     app.add_typer(catalog.app, name="catalog")
 
 
