@@ -61,7 +61,7 @@ def estimate(
     tensor_parallel: TensorParallelOpt = "1",
     pipeline_parallel: PipelineParallelOpt = "1",
     cpu_offload: CpuOffloadOpt = False,
-    flash_attention: FlashAttentionOpt = None,
+    flash_attention: FlashAttentionOpt = "auto",
     prompt_len: PromptLenOpt = "512",
     output_len: OutputLenOpt = "256",
     requests: RequestsOpt = None,
