@@ -9,6 +9,11 @@ import gpuwise
 
 PUBLIC_API = [
     "Catalog",
+    "Estimate",
+    "Workload",
+    "estimate",
+    "estimate_workload",
+    "workload_from_options",
     "GpuSpec",
     "GpuwiseError",
     "InputError",

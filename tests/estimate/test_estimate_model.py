@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from gpuwise.errors import DataFileError, EstimateError, InputError
-from gpuwise.estimate.model import ModelConfig, get_preset, parse_hf_config, preset_names, resolve_model
+from gpuwise.estimate.model import (
+    ModelConfig,
+    get_preset,
+    parse_hf_config,
+    preset_names,
+    resolve_model,
+)
 
 
 @pytest.mark.parametrize(

@@ -419,6 +419,7 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
                                   head_dim=head_dim, intermediate=inter, vocab=vocab, max_positions=maxpos,
                                   tied_embeddings=tied, experts=experts, experts_per_token=topk, source=where)
     act = str(cfg.get("hidden_act") or cfg.get("activation_function") or cfg.get("feed_forward_proj") or "")
+    spec: dict[str, Any]
     if model_type in ("gpt2", "gpt_neo", "gpt_bigcode"):
         spec = dict(arch="decoder", gated_mlp=False, bias=True, norm="layernorm", learned_positions=True,
                     dropout=bool(cfg.get("resid_pdrop", 0.1)), flash_attention=False)
