@@ -12,6 +12,31 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, split_list
+from gpuwise.cli._workload import (
+    CpuOffloadOpt,
+    EpochsOpt,
+    FlashAttentionOpt,
+    GlobalBatchOpt,
+    GradCkptOpt,
+    InterNodeOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
+    MicroBatchOpt,
+    ModelOpt,
+    OptimizerOpt,
+    OutputLenOpt,
+    ParamsOpt,
+    PipelineParallelOpt,
+    PrecisionOpt,
+    PromptLenOpt,
+    RequestsOpt,
+    SamplesOpt,
+    SeqLenOpt,
+    TaskOpt,
+    TensorParallelOpt,
+    TokensOpt,
+    ZeroOpt,
+)
 
 if TYPE_CHECKING:
     from gpuwise.plan import Plan
@@ -20,20 +45,32 @@ EXIT_NO_OPTION = 3
 
 
 def plan_command(
-    # -- workload (the shared workload flags; see `gpuwise estimate --help`) -------------------
-    model: Annotated[str | None, typer.Option("--model", help="Model preset or path/to/config.json.")] = None,
-    params: Annotated[str | None, typer.Option("--params", help="Parameter count when no --model, e.g. 7B.")] = None,
-    task: Annotated[str, typer.Option("--task", help="pretrain | finetune | lora | qlora | inference.")] = "pretrain",
-    tokens: Annotated[str | None, typer.Option("--tokens", help="Training tokens, e.g. 2B.")] = None,
-    samples: Annotated[str | None, typer.Option("--samples", help="Training samples per epoch.")] = None,
-    seq_len: Annotated[str | None, typer.Option("--seq-len", help="Tokens per sequence.")] = None,
-    micro_batch: Annotated[str | None, typer.Option("--micro-batch", help="Sequences per GPU per step.")] = None,
-    global_batch: Annotated[str | None, typer.Option("--global-batch", help="Sequences per optimizer step.")] = None,
-    precision: Annotated[str, typer.Option("--precision", help="fp32 | fp16 | bf16 | fp8.")] = "bf16",
-    optimizer: Annotated[str, typer.Option("--optimizer", help="adamw | adamw8bit | sgd | adafactor.")] = "adamw",
-    zero: Annotated[str, typer.Option("--zero", help="ZeRO stage 0-3 (FSDP = 3).")] = "0",
-    grad_ckpt: Annotated[str, typer.Option("--grad-ckpt", help="none | selective | full.")] = "none",
-    gpu: Annotated[list[str] | None, typer.Option("--gpu", help="Only these GPU models (comma-separated or repeated).")] = None,
+    # -- workload: the flags shared with `gpuwise estimate` (gpuwise.cli._workload) -------------
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    task: TaskOpt = "pretrain",
+    tokens: TokensOpt = None,
+    samples: SamplesOpt = None,
+    epochs: EpochsOpt = "1",
+    seq_len: SeqLenOpt = None,
+    micro_batch: MicroBatchOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    precision: PrecisionOpt = "bf16",
+    optimizer: OptimizerOpt = "adamw",
+    zero: ZeroOpt = "0",
+    grad_ckpt: GradCkptOpt = None,
+    lora_rank: LoraRankOpt = "16",
+    lora_targets: LoraTargetsOpt = "all-linear",
+    tensor_parallel: TensorParallelOpt = "1",
+    pipeline_parallel: PipelineParallelOpt = "1",
+    cpu_offload: CpuOffloadOpt = False,
+    flash_attention: FlashAttentionOpt = "auto",
+    prompt_len: PromptLenOpt = "512",
+    output_len: OutputLenOpt = "256",
+    requests: RequestsOpt = None,
+    inter_node_gbps: InterNodeOpt = 400.0,
+    gpu: Annotated[list[str] | None, typer.Option(
+        "--gpu", help="Only these GPU models (comma-separated or repeated), e.g. H100,A100-80GB.")] = None,
     # -- constraints and objective ---------------------------------------------------------
     deadline: Annotated[str | None, typer.Option("--deadline", help="Finish within this time, e.g. 24h, 2d.")] = None,
     budget: Annotated[str | None, typer.Option("--budget", help="Spend at most this much, e.g. 2000 or $2k.")] = None,
@@ -73,12 +110,17 @@ def plan_command(
 
     Exit code 3 when no option meets the constraints (the reason and the nearest miss are printed).
     """
-    from gpuwise.estimate.workload import workload_from_options
+    from gpuwise.cli._workload import workload_from_cli
+    from gpuwise.units import check_finite
 
-    workload = workload_from_options(model=model, params=params, task=task, tokens=tokens, samples=samples,
-                                     seq_len=seq_len, micro_batch=micro_batch, global_batch=global_batch,
-                                     precision=precision, optimizer=optimizer, zero=zero, grad_ckpt=grad_ckpt)
-    return run_plan(workload, gpus=split_list(gpu), deadline=deadline, budget=budget, max_gpus=max_gpus,
+    workload = workload_from_cli(
+        model=model, params=params, task=task, tokens=tokens, samples=samples, epochs=epochs, seq_len=seq_len,
+        micro_batch=micro_batch, global_batch=global_batch, precision=precision, optimizer=optimizer, zero=zero,
+        grad_ckpt=grad_ckpt, lora_rank=lora_rank, lora_targets=lora_targets, tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel, cpu_offload=cpu_offload, flash_attention=flash_attention,
+        prompt_len=prompt_len, output_len=output_len, requests=requests)
+    check_finite(inter_node_gbps, "--inter-node-gbps", strict=True)
+    return run_plan(workload, inter_node_gbit_s=inter_node_gbps, gpus=split_list(gpu), deadline=deadline, budget=budget, max_gpus=max_gpus,
                     max_nodes=max_nodes, cloud=cloud, region=region, billing=billing, objective=objective,
                     confidence=confidence, spot_mtbf=spot_mtbf, checkpoint_size=checkpoint_size,
                     checkpoint_bandwidth=checkpoint_bandwidth, restart_time=restart_time, max_zero=max_zero,
@@ -89,7 +131,7 @@ def plan_command(
 EXPORTS = ("skypilot", "k8s")
 
 
-def run_plan(workload: Any, *, gpus: list[str], deadline: str | None, budget: str | None, max_gpus: int | None,
+def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str], deadline: str | None, budget: str | None, max_gpus: int | None,
              max_nodes: int, cloud: list[str] | None, region: list[str] | None, billing: list[str] | None,
              objective: str, confidence: str, spot_mtbf: str | None, checkpoint_size: str | None,
              checkpoint_bandwidth: str | None, restart_time: str | None, max_zero: int | None, limit: int,
@@ -124,7 +166,8 @@ def run_plan(workload: Any, *, gpus: list[str], deadline: str | None, budget: st
         restart_hours=parse_duration_hours(restart_time, "--restart-time") if restart_time else None,
     )
     offers = load_catalog(catalog or ()).offers
-    model = workload if hasattr(workload, "evaluate") else EstimatorModel(workload, max_zero=max_zero)
+    model = workload if hasattr(workload, "evaluate") else \
+        EstimatorModel(workload, max_zero=max_zero, inter_node_gbit_s=inter_node_gbit_s)
     plan = plan_offers(offers, model, request, spot=load_spot_defaults(), reserved=load_reserved_terms())
     code = 0 if plan.options else EXIT_NO_OPTION
     text = _export_text(plan, export, run_cmd=run_cmd, name=name, bucket=bucket, image=image, pvc=pvc) \

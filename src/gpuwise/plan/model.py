@@ -51,10 +51,12 @@ class EstimatorModel:
     ZeRO stage, the planner may raise the stage up to ``max_zero`` (None: never).
     """
 
-    def __init__(self, workload: Any, calibration: Any = None, *, max_zero: int | None = None) -> None:
+    def __init__(self, workload: Any, calibration: Any = None, *, max_zero: int | None = None,
+                 inter_node_gbit_s: float | None = None) -> None:
         self.workload = workload
         self.calibration = calibration
         self.max_zero = max_zero
+        self.inter_node_gbit_s = inter_node_gbit_s
         self._cache: dict[tuple[str, int, int], Evaluation | Exception] = {}
 
     def evaluate(self, gpu: str, gpus_per_node: int, nodes: int) -> Evaluation:
@@ -76,8 +78,13 @@ class EstimatorModel:
         workload = self.workload
         stage = int(getattr(workload, "zero", 0) or 0)
         while True:
+            extra: dict[str, Any] = {}
+            if self.inter_node_gbit_s is not None:
+                extra["inter_node_gbit_s"] = self.inter_node_gbit_s
+            if self.calibration is not None:
+                extra["calibration"] = self.calibration
             est = estimate_workload(workload, gpu, gpus_per_node * nodes, gpus_per_node=gpus_per_node,
-                                    calibration=self.calibration, suggest=False)
+                                    suggest=False, **extra)
             if est.memory.fits or self.max_zero is None or stage >= self.max_zero:
                 break
             stage += 1
