@@ -22,7 +22,7 @@ def _pct(a: float, b: float) -> str:
     if b <= 0:
         return "more"
     ratio = a / b
-    return f"{ratio:.1f}×" if ratio >= 2 else f"+{(ratio - 1) * 100:.0f}%"
+    return f"{ratio:.1f}×" if ratio >= 1.995 else f"+{(ratio - 1) * 100:.0f}%"
 
 
 def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], request: PlanRequest,
