@@ -172,7 +172,7 @@ def main() -> None:
     cli = bench_cli(args.runs)
     print(f"gpuwise plan speed (median of {args.runs}; {ip['offers']} catalog rows, {ip['considered']} offer x "
           f"nodes x billing combinations priced, {ip['options']} options, {ip['rejected_groups']} rejection groups)")
-    print(f"{'measure':58} {'time':>10}  target")
+    print(f"{'measure':72} {'time':>10}  target")
     rows = [
         ("load the bundled catalog (load_catalog)", ip["load_catalog_s"], ""),
         ("plan_offers, cold estimator cache (all clouds/regions/billings, 1-8 nodes)", ip["plan_cold_s"], "< 200 ms"),
@@ -181,7 +181,7 @@ def main() -> None:
         ("CLI wall: python -m gpuwise plan <README main job> --json", cli, "< 1 s"),
     ]
     for name, secs, target in rows:
-        print(f"{name[:58]:58} {secs * 1000:8.0f} ms  {target}")
+        print(f"{name[:72]:72} {secs * 1000:8.0f} ms  {target}")
     if args.sky_python and args.sky_catalog:
         sky = bench_sky(args.sky_python, args.sky_catalog, args.runs)
         if "error" in sky:
@@ -189,11 +189,11 @@ def main() -> None:
         else:
             opt = float(sky["optimize_s"])  # type: ignore[arg-type]
             show = float(sky["show_gpus_s"])  # type: ignore[arg-type]
-            print(f"{'SkyPilot optimizer, ' + str(sky['candidates']) + ' accelerator x spot candidates':58} "
+            print(f"{'SkyPilot optimizer, ' + str(sky['candidates']) + ' accelerator x spot candidates':72} "
                   f"{opt * 1000:8.0f} ms  ratio to gpuwise cold plan: {opt / ip['plan_cold_s']:.1f}x")
-            print(f"{'SkyPilot list_accelerators (show-gpus --all-regions)':58} {show * 1000:8.0f} ms  "
+            print(f"{'SkyPilot list_accelerators (show-gpus --all-regions)':72} {show * 1000:8.0f} ms  "
                   f"ratio: {show / ip['plan_cold_s']:.1f}x")
-            print(f"{'SkyPilot import':58} {float(sky['import_s']) * 1000:8.0f} ms")  # type: ignore[arg-type]
+            print(f"{'SkyPilot import':72} {float(sky['import_s']) * 1000:8.0f} ms")  # type: ignore[arg-type]
             print(f"SkyPilot's choice (1-hour runtime, hourly price): {sky['chosen']}")
     print(f"(total benchmark time {time.perf_counter() - t:.1f} s)")
 

@@ -92,7 +92,7 @@ def test_unknown_names_get_did_you_mean(cli, args: tuple[str, ...], needle: str)
     ("--deadline", "-5h"), ("--deadline", "nan"), ("--deadline", "soon"), ("--budget", "lots"),
     ("--budget", "-1"), ("--max-gpus", "0"), ("--max-nodes", "0"), ("--confidence", "2"),
     ("--spot-mtbf", "0h"), ("--checkpoint-bandwidth", "0"), ("--limit", "-1"), ("--max-zero", "7"),
-    ("--checkpoint-size", "inf"),
+    ("--checkpoint-size", "inf"), ("--max-nodes", "65"), ("--inter-node-gbps", "0"),
 ])
 def test_bad_input_is_one_line_exit_2(cli, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
     r = cli(*MAIN, *args)
@@ -131,3 +131,18 @@ def test_export_k8s_to_file_and_json(cli, tmp_path: Path) -> None:  # type: igno
     manifest = yaml.safe_load(out.read_text())
     assert manifest["kind"] in ("Job", "PyTorchJob")
     assert doc["export"]["text"] == out.read_text()
+
+
+def test_a_workload_without_size_is_a_usage_error(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("plan", "--model", "llama-3.1-8b", "--task", "finetune")
+    assert r.code == 2 and "--tokens" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_library_api_is_callable_module() -> None:
+    import gpuwise
+    from gpuwise.estimate import workload_from_options
+
+    wl = workload_from_options(model="llama-3.1-8b", task="lora", tokens="2B")
+    plan = gpuwise.plan(wl, gpuwise.PlanRequest(deadline_hours=24, clouds=("lambda",), max_nodes=1))
+    assert plan.winner is not None and plan.winner.cloud == "lambda"
+    assert all(o.nodes == 1 for o in plan.options)

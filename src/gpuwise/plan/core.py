@@ -170,6 +170,14 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
                 _price_candidate(cand, ev, request, spot, outcomes)
                 merged[mkey] = cand
 
+    estimated = [e for e in evals.values() if not isinstance(e, GpuwiseError)]
+    workload_errors = [e for e in evals.values() if isinstance(e, EstimateError)]
+    if not estimated and workload_errors:  # nothing could be estimated: a workload problem, not a plan
+        from collections import Counter
+
+        common = Counter(e.message for e in workload_errors).most_common(1)[0][0]
+        raise next(e for e in workload_errors if e.message == common)
+
     feasible: list[_Cand] = []
     fits_any: list[_Cand] = []
     for cand in merged.values():

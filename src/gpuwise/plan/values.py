@@ -13,6 +13,8 @@ from gpuwise.units import check_finite
 
 Objective = Literal["cost", "time", "balanced"]
 OBJECTIVES: tuple[Objective, ...] = ("cost", "time", "balanced")
+MAX_NODES = 64
+"""Largest --max-nodes: every node count 1..N of every instance type is estimated and priced."""
 RejectKind = Literal["no-fit", "no-estimate", "fractional", "no-price", "reserved-unknown",
                      "deadline", "budget"]
 
@@ -61,8 +63,9 @@ class PlanRequest:
                 check_finite(value, name.replace("_", " "))
         if self.max_gpus is not None and self.max_gpus < 1:
             raise InputError(f"--max-gpus must be ≥ 1, got {self.max_gpus}", hint="give a positive GPU count")
-        if not 1 <= self.max_nodes <= 1024:
-            raise InputError(f"--max-nodes must be in 1..1024, got {self.max_nodes}", hint="give e.g. 8")
+        if not 1 <= self.max_nodes <= MAX_NODES:
+            raise InputError(f"--max-nodes must be in 1..{MAX_NODES}, got {self.max_nodes}",
+                             hint=f"give e.g. 8 (at most {MAX_NODES}: every node count is priced)")
         check_finite(self.confidence, "confidence", maximum=1.0)
         if self.objective not in OBJECTIVES:
             raise InputError(f"unknown objective {self.objective!r}", hint=f"use one of {', '.join(OBJECTIVES)}",
