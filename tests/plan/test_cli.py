@@ -146,3 +146,16 @@ def test_library_api_is_callable_module() -> None:
     plan = gpuwise.plan(wl, gpuwise.PlanRequest(deadline_hours=24, clouds=("lambda",), max_nodes=1))
     assert plan.winner is not None and plan.winner.cloud == "lambda"
     assert all(o.nodes == 1 for o in plan.options)
+
+
+@pytest.mark.parametrize(("values", "text"), [([], ""), ([2, 3, 4, 7], "2–4, 7"), ([8], "8"), ([5, 3, 4], "3–5")])
+def test_node_ranges(values: list[int], text: str) -> None:
+    from gpuwise.cli.plan import _ranges
+
+    assert _ranges(values) == text
+
+
+def test_table_collapses_node_counts(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*MAIN, "--limit", "3")
+    assert r.code == 0
+    assert "3 of " in r.stdout and "instance choices" in r.stdout and "other nodes" in r.stdout

@@ -214,12 +214,33 @@ def _hours(h: float) -> str:
     return f"{h:.1f} h" if h < 100 else f"{h:,.0f} h"
 
 
+def _ranges(values: list[int]) -> str:
+    """[2, 3, 4, 7] → ``2–4, 7``."""
+    out: list[str] = []
+    for v in sorted(set(values)):
+        if out and out[-1].split("–")[-1] == str(v - 1):
+            out[-1] = f"{out[-1].split('–')[0]}–{v}"
+        else:
+            out.append(str(v))
+    return ", ".join(out)
+
+
 def _render(plan: Plan, limit: int, out: Any) -> None:
     from rich.table import Table
 
     req = plan.request
-    shown = plan.options if not limit else plan.options[:limit]
-    title = f"{len(shown)} of {len(plan.options)} options, ranked by {req.objective}"
+    # one row per (cloud, instance, billing, regions): its best node count; the others are in
+    # --json and on the Pareto front
+    rows: dict[tuple[Any, ...], tuple[Any, list[int]]] = {}
+    for o in plan.options:
+        key = (o.cloud, o.instance_type, o.billing, o.regions)
+        if key in rows:
+            rows[key][1].append(o.nodes)
+        else:
+            rows[key] = (o, [])
+    shown = list(rows.values()) if not limit else list(rows.values())[:limit]
+    title = (f"{len(shown)} of {len(rows)} instance choices ({len(plan.options)} options with node counts), "
+             f"ranked by {req.objective}")
     if req.deadline_hours is not None:
         title += f", deadline {_hours(req.deadline_hours)}"
     if req.budget_usd is not None:
@@ -227,14 +248,15 @@ def _render(plan: Plan, limit: int, out: Any) -> None:
     table = Table(title=title)
     for col, justify in [("#", "right"), ("GPUs", "left"), ("cloud", "left"), ("instance", "left"),
                          ("region", "left"), ("billing", "left"), ("$/h", "right"), ("hours", "right"),
-                         ("cost", "right"), ("P(deadline)", "right"), ("front", "center")]:
+                         ("cost", "right"), ("P(deadline)", "right"), ("front", "center"),
+                         ("other nodes", "left")]:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for o in shown:
+    for o, others in shown:
         extra = f" +{len(o.regions) - 1}" if len(o.regions) > 1 else ""
         table.add_row(str(o.rank), o.setup, o.cloud, o.instance_type, o.region + extra, o.billing,
                       money(o.price_usd_per_hour), _hours(o.hours), money(o.cost_usd),
                       "—" if o.p_meet_deadline is None else f"{o.p_meet_deadline:.0%}",
-                      "★" if o.on_pareto_front else "")
+                      "★" if o.on_pareto_front else "", _ranges(others))
     if shown:
         out.print(table)
         front = " → ".join(f"{money(o.cost_usd, 0)}/{_hours(o.hours)} {o.setup} {o.cloud} {o.billing}"

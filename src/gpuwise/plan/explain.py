@@ -25,6 +25,21 @@ def _pct(a: float, b: float) -> str:
     return f"{ratio:.1f}×" if ratio >= 1.995 else f"+{(ratio - 1) * 100:.0f}%"
 
 
+def _varied(rejected: Sequence[Rejection], n: int) -> list[Rejection]:
+    """Up to ``n`` rejections: the first of each kind (in the given order), then the rest in order."""
+    picked: list[Rejection] = []
+    kinds: set[str] = set()
+    for r in rejected:
+        if r.kind not in kinds:
+            kinds.add(r.kind)
+            picked.append(r)
+    for r in rejected:
+        if r not in picked:
+            picked.append(r)
+    chosen = picked[:n]
+    return sorted(chosen, key=list(rejected).index)
+
+
 def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], request: PlanRequest,
             *, runners_up: int = 3, rejections: int = 6) -> list[str]:
     """Winner first, then the nearest runners-up against it, then the main rejection groups."""
@@ -61,8 +76,8 @@ def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], reques
             if od is not None:
                 lines.append(f"Best on-demand: {od.label} at {_usd(od.cost_usd)} in {_h(od.hours)} "
                              f"({_pct(od.cost_usd, w.cost_usd)} the cost, no interruption risk).")
-    for r in list(rejected)[:rejections]:
-        lines.append(f"Rejected: {r.reason}" + (f" [{r.offers} offer rows]" if r.offers > 1 else "") + ".")
+    for r in _varied(rejected, rejections):
+        lines.append(f"Rejected: {r.reason}" + (f" [{r.offers} combinations]" if r.offers > 1 else "") + ".")
     if len(rejected) > rejections:
         lines.append(f"... and {len(rejected) - rejections} more rejection groups (see --json).")
     return lines
