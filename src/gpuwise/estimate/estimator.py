@@ -248,7 +248,7 @@ def _train_step(wl: Workload, gpu: GpuSpec, gpus: int, dp: int, net: Network, fl
     if wl.pipeline_parallel > 1:  # 1F1B bubble (p-1)/m (Narayanan et al. 2021, Sec. 2.2.1)
         compute *= 1 + (wl.pipeline_parallel - 1) / accum
     shard = wl.tensor_parallel * wl.pipeline_parallel
-    grad_b = 4.0 if wl.precision == "fp32" or wl.task in ("lora", "qlora") else 2.0
+    grad_b = 4.0 if wl.precision == "fp32" or wl.task == "lora" else 2.0
     comm = 0.0
     if dp > 1:
         dp_net = replace(net, gpus_per_node=max(1, net.gpus_per_node // shard))
