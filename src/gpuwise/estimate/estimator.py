@@ -376,7 +376,10 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
                             breakdown={k: v / BYTES_PER_GIB for k, v in breakdown_b.items()})
     net = network_for(spec, gpn, inter_gbit)
     nodes = math.ceil(gpus / gpn)
-    interconnect = net.intra_kind + (f"; {inter_gbit:g} Gbit/s per node across {nodes} nodes" if nodes > 1 else "")
+    if gpus == 1:
+        interconnect = "single GPU"
+    else:
+        interconnect = net.intra_kind + (f"; {inter_gbit:g} Gbit/s per node across {nodes} nodes" if nodes > 1 else "")
     adapter = trainable_params(wl) if wl.task in ("lora", "qlora") else 0.0
     mfu_c, basis = _mfu_compute(wl, spec, cal, adapter)
     seq = wl.effective_seq_len
