@@ -21,6 +21,9 @@ _LAZY: dict[str, str] = {
     "Catalog": "gpuwise.catalog",
     "load_catalog": "gpuwise.catalog",
     "query_offers": "gpuwise.catalog",
+    "plan_fleet": "gpuwise.fleet",
+    "tco": "gpuwise.fleet",
+    "score_vendors": "gpuwise.fleet",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -62,11 +62,13 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import catalog, gpus, offers
+    from gpuwise.cli import catalog, fleet, gpus, offers
 
     app.command("gpus")(gpus.gpus)
     app.command("offers")(offers.offers)
     app.add_typer(catalog.app, name="catalog")
+    for name in ("fleet", "tco", "vendors"):
+        app.command(name)(getattr(fleet, name))
 
 
 _register()
