@@ -324,12 +324,14 @@ def vendors(
 
     out = console()
     n = Table(title="Normalization (min–max across vendors; 1 = best)")
-    for col in ("metric", "better", "min", "max", "formula", *[v.name for v in crit.vendors]):
-        n.add_column(col)
+    for col in ("metric", "better", "min", "max", *[v.name for v in crit.vendors]):
+        n.add_column(col, justify="left" if col in ("metric", "better") else "right")
     for norm in ranking.normalization:
         n.add_row(f"{norm.dimension}.{norm.metric}", norm.direction, f"{norm.min_value:g}", f"{norm.max_value:g}",
-                  norm.formula, *[f"{norm.normalized[v.name]:.2f}" for v in crit.vendors])
+                  *[f"{norm.normalized[v.name]:.2f}" for v in crit.vendors])
     out.print(n)
+    out.print("[dim]higher is better: (x − min) / (max − min); lower is better: (max − x) / (max − min); "
+              "all vendors equal: 1 for everyone. Score = Σ dimension weight × Σ metric weight × normalized.[/dim]")
     r = Table(title="Ranking (each cell: the dimension's contribution to the score)")
     dims = list(ranking.weights)
     for col in ("#", "vendor", "score", *[f"{d} ({ranking.weights[d]:.0%})" for d in dims]):
