@@ -434,7 +434,9 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
         raise PlanError(f"the solver stopped without a plan ({res.message})",
                         hint="loosen the caps or shorten the profile, and report this if it persists")
     counts = {key: int(round(res.x[j])) for key, j in col_of.items() if round(res.x[j]) > 0}
-    return Solution(counts, float(res.fun) + const, time.perf_counter() - t0, n, len(rows))
+    # the cost of the whole counts, not HiGHS's objective (which carries its integrality tolerance)
+    objective = _total(dispatch(demand, prices, counts, options), demand.hours)
+    return Solution(counts, objective, time.perf_counter() - t0, n, len(rows))
 
 
 def _infeasible(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions,
