@@ -236,7 +236,8 @@ def test_sensitivity_rows() -> None:
     down, up = plan.sensitivity[0], plan.sensitivity[1]
     assert down.reserved_utilization == pytest.approx(0.8)  # 9.6 of 12 reserved GPUs busy
     assert down.cost_usd == pytest.approx(12 * 48 * 2.0)
-    assert down.reoptimized_cost_usd == pytest.approx(10 * 48 * 2.0)  # 9.6 → 10 whole GPUs reserved
+    # re-chosen: 9 reserved + 0.6 on demand (0.6 × $3 < $2 per hour)
+    assert down.reoptimized_cost_usd == pytest.approx(9 * 48 * 2.0 + 0.6 * 48 * 3.0)
     assert up.cost_usd == pytest.approx(12 * 48 * 2.0 + 2.4 * 48 * 3.0)
     # a spot price rise costs more only when spot is in the plan
     spotty = plan_fleet(demand([[0] * 48], [[4] * 48]), {"H100": prices("H100", 3.0, 1.0, [])})
