@@ -26,12 +26,6 @@ def catalog(tmp_path: Path) -> Path:
     return path
 
 
-def write_demand(tmp_path: Path, rows: list[str]) -> Path:
-    path = tmp_path / "demand.csv"
-    path.write_text("timestamp,gpu,gpus,interruptible\n" + "\n".join(rows) + "\n")
-    return path
-
-
 def test_fleet_on_example_json(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli("fleet", "--demand", EXAMPLES / "demand.csv", "--catalog", catalog,
             "--reserved-discount", "aws:1y=0.3", "--reserved-discount", "gcp:3y=0.5", "--json")
@@ -109,25 +103,21 @@ def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
     (["tco", "--gpu", "H100"], "--server-price is required"),
     (["tco", "--gpu", "H100", "--server-price", "1e5"], "--usd-per-kwh is required"),
     (["tco", "--gpu", "H1000", "--server-price", "1e5", "--usd-per-kwh", "0.1"], "unknown GPU"),
-    (["tco", "--gpu", "H100", "--server-price", "-5", "--usd-per-kwh", "0.1"], "server price"),
+    (["tco", "--gpu", "H100", "--server-price", "-5", "--usd-per-kwh", "0.1"], "--server-price must be"),
     (["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1", "--utilization", "2"], "utilization"),
     # vendors
     (["vendors", "--criteria", "{badweights}"], "sum to"),
     (["vendors", "--criteria", "missing.yaml"], "not found"),
 ])
 def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
-    files = {
-        "gap": write_demand(tmp_path / "gap.csv" if False else tmp_path, ["2026-01-01T00:00:00,H100,1,false",
-                                                                           "2026-01-01T02:00:00,H100,1,false"]),
-    }
-    (tmp_path / "gap.csv").write_text(files["gap"].read_text())
     samples = {
+        "gap": ["2026-01-01T00:00:00,H100,1,false", "2026-01-01T02:00:00,H100,1,false"],
         "dup": ["2026-01-01T00:00:00,H100,1,false", "2026-01-01T00:00:00,H100,1,false"],
         "neg": ["2026-01-01T00:00:00,H100,-3,false"],
         "unknown": ["2026-01-01T00:00:00,H10,1,false"],
         "ok": ["2026-01-01T00:00:00,H100,4,false", "2026-01-01T01:00:00,H100,4,false"],
     }
-    paths = {"gap": str(tmp_path / "gap.csv")}
+    paths = {}
     for name, rows in samples.items():
         p = tmp_path / f"{name}.csv"
         p.write_text("timestamp,gpu,gpus,interruptible\n" + "\n".join(rows) + "\n")
