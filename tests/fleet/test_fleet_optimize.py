@@ -45,7 +45,7 @@ def brute_force(d: Demand, pr: dict[str, GpuPrices], opt: FleetOptions) -> float
     per_gpu_opts = [[(g, i) for i, o in enumerate(pr[gpu].reserved) if o.term_years in opt.terms]
                     for g, gpu in enumerate(d.gpus)]
     keys = [k for opts in per_gpu_opts for k in opts]
-    peaks = [int(math.ceil(d.total[g].max())) for g in range(len(d.gpus))]
+    peaks = [math.ceil(d.total[g].max()) for g in range(len(d.gpus))]
     best = math.inf
     for combo in itertools.product(*[range(peaks[g] + 1) for g, _ in keys]):
         counts = dict(zip(keys, combo, strict=True))

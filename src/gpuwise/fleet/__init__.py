@@ -3,7 +3,13 @@
 (:func:`score_vendors`). Pure Python + numpy/scipy: no network, no CLI.
 """
 
-from gpuwise.fleet.demand import Demand, demand_to_csv, parse_demand_csv, read_demand_csv, synthetic_demand
+from gpuwise.fleet.demand import (
+    Demand,
+    demand_to_csv,
+    parse_demand_csv,
+    read_demand_csv,
+    synthetic_demand,
+)
 from gpuwise.fleet.optimize import (
     DEFAULT_SPOT_OVERHEAD,
     Commitment,
@@ -14,7 +20,13 @@ from gpuwise.fleet.optimize import (
     plan_fleet,
     solve,
 )
-from gpuwise.fleet.pricing import GpuPrices, PriceQuote, ReservedOption, gpu_prices, parse_reserved_overrides
+from gpuwise.fleet.pricing import (
+    GpuPrices,
+    PriceQuote,
+    ReservedOption,
+    gpu_prices,
+    parse_reserved_overrides,
+)
 from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts, TcoResult, tco
 from gpuwise.fleet.vendors import (
     DEFAULT_WEIGHTS,
@@ -52,6 +64,7 @@ __all__ = [
     "parse_reserved_overrides",
     "plan_fleet",
     "read_criteria",
+    "read_demand_csv",
     "score_vendors",
     "solve",
     "synthetic_demand",

@@ -65,7 +65,7 @@ class Demand:
     @property
     def total(self) -> np.ndarray:
         """Firm + interruptible GPUs per hour, shape (GPUs, hours)."""
-        return self.firm + self.interruptible
+        return np.asarray(self.firm + self.interruptible, dtype=float)
 
     def timestamps(self) -> list[dt.datetime]:
         return [self.start + i * _HOUR for i in range(self.hours)]

@@ -359,7 +359,7 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
         curve = _curve(p, options)
         firm, flex = demand.firm[g], demand.interruptible[g]
         opts = [i for i, o in enumerate(p.reserved) if o.term_years in options.terms]
-        peak = int(math.ceil(float((firm + flex).max()) - 1e-9)) if demand.hours else 0
+        peak = math.ceil(float((firm + flex).max()) - 1e-9) if demand.hours else 0
         if not opts or peak == 0:
             for m, ix in enumerate(groups):
                 const_month[m] += float(cost_curve(firm[ix], flex[ix], curve, np.array([0.0]))[0])
@@ -433,7 +433,7 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
     if res.x is None:
         raise PlanError(f"the solver stopped without a plan ({res.message})",
                         hint="loosen the caps or shorten the profile, and report this if it persists")
-    counts = {key: int(round(res.x[j])) for key, j in col_of.items() if round(res.x[j]) > 0}
+    counts = {key: round(res.x[j]) for key, j in col_of.items() if round(res.x[j]) > 0}
     # the cost of the whole counts, not HiGHS's objective (which carries its integrality tolerance)
     objective = _total(dispatch(demand, prices, counts, options), demand.hours)
     return Solution(counts, objective, time.perf_counter() - t0, n, len(rows))
@@ -471,7 +471,7 @@ def solve_uncapped(demand: Demand, prices: Mapping[str, GpuPrices], options: Fle
             continue
         best = min(opts, key=lambda i: p.reserved[i].usd_per_gpu_hour)
         curve = _curve(p, options)
-        peak = int(math.ceil(float(demand.total[g].max()) - 1e-9))
+        peak = math.ceil(float(demand.total[g].max()) - 1e-9)
         c = cost_curve(demand.firm[g], demand.interruptible[g], curve, np.arange(peak + 1, dtype=float))
         saving = -np.diff(c)
         k = int(np.sum(saving > p.reserved[best].usd_per_gpu_hour * demand.hours * (1 + 1e-12)))
