@@ -78,3 +78,8 @@ def test_synthetic_is_deterministic_and_shaped() -> None:
     hours = np.arange(a.hours)
     day = (hours % 24 >= 9) & (hours % 24 < 18) & ((hours // 24 + a.start.weekday()) % 7 < 5)
     assert a.interruptible[0, day].mean() > a.interruptible[0, ~day].mean()
+
+
+def test_implausible_demand_is_rejected() -> None:
+    with pytest.raises(DataFileError, match="implausible"):
+        parse_demand_csv(HEADER + "2026-01-01T00:00:00,H100,1e12,false\n", "d.csv")

@@ -242,3 +242,18 @@ def test_sensitivity_rows() -> None:
     # a spot price rise costs more only when spot is in the plan
     spotty = plan_fleet(demand([[0] * 48], [[4] * 48]), {"H100": prices("H100", 3.0, 1.0, [])})
     assert spotty.sensitivity[-1].cost_usd == pytest.approx(2 * spotty.cost_usd)
+
+
+def test_huge_and_fractional_demand_stays_small_and_exact() -> None:
+    # a peak of millions of GPUs must not make one cut per whole GPU
+    d = demand([[2_000_000.5, 10, 3_000_000]], [[0.25, 7.75, 0]])
+    pr = {"H100": prices("H100", 3.0, 1.0, [(1, 1.0)])}
+    sol = solve(d, pr, FleetOptions())
+    assert sol.constraints < 50
+    assert sol.counts == solve_uncapped(d, pr, FleetOptions())
+    # a reserved GPU costs $3 over the 3 hours. The 2,000,001st still saves $4.77 (half a firm
+    # hour at $3, a quarter hour of spot at $1.075, a full hour at $3); the next saves only $3.
+    assert sol.counts == {("H100", 0): 2_000_001}
+    disp = dispatch(d, pr, sol.counts, FleetOptions())
+    assert sol.objective_usd == pytest.approx(disp.reserved_usd_per_hour.sum() * 3 + disp.on_demand_usd.sum()
+                                              + disp.spot_usd.sum())

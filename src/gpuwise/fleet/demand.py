@@ -27,6 +27,8 @@ import numpy as np
 from gpuwise.errors import DataFileError, InputError, did_you_mean
 
 COLUMNS = ("timestamp", "gpu", "gpus", "interruptible")
+MAX_GPUS_PER_HOUR = 1e7
+"""More GPUs than this in one hour is taken for a unit mistake (the largest clusters are ~1e5)."""
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 _HOUR = dt.timedelta(hours=1)
@@ -54,8 +56,8 @@ class Demand:
         if self.firm.shape[1] == 0:
             raise InputError(f"{self.origin}: no hours of demand", hint="give at least one hour")
         for arr in (self.firm, self.interruptible):
-            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-                raise InputError(f"{self.origin}: demand must be finite and ≥ 0",
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > MAX_GPUS_PER_HOUR):
+                raise InputError(f"{self.origin}: demand must be finite, ≥ 0 and ≤ {MAX_GPUS_PER_HOUR:g} GPUs",
                                  hint="fix the negative or non-finite values")
 
     @property
@@ -111,6 +113,9 @@ def _parse_gpus(raw: str, where: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise DataFileError(f"{where}, column gpus: {raw!r} must be a finite number ≥ 0",
                             hint="demand cannot be negative; write 0 for an idle hour")
+    if value > MAX_GPUS_PER_HOUR:
+        raise DataFileError(f"{where}, column gpus: {raw!r} GPUs in one hour is implausible",
+                            hint=f"give GPUs wanted that hour (at most {MAX_GPUS_PER_HOUR:,.0f}); is it GPU-seconds?")
     return value
 
 

@@ -285,6 +285,15 @@ def cost_curve(firm: np.ndarray, flex: np.ndarray, curve: _Curve, ks: np.ndarray
     return np.asarray(c0 - curve.od * sa - s * (sd - sa), dtype=float)
 
 
+def _candidates(firm: np.ndarray, flex: np.ndarray, curve: _Curve, peak: int) -> np.ndarray:
+    """Whole reserved counts where C may bend: 0, the peak, and the whole numbers around each
+    breakpoint A_h, D_h. Between two neighbours C is linear, so secants through them are exact
+    at every whole R; with whole-GPU demand these are just the distinct demand levels."""
+    a, d = _breakpoints(firm, flex, curve)
+    pts = np.concatenate(([0.0, float(peak)], np.floor(a), np.ceil(a), np.floor(d), np.ceil(d)))
+    return np.unique(np.clip(pts, 0.0, float(peak)))
+
+
 # ---------------------------------------------------------------- dispatch for fixed reservations
 
 
@@ -378,7 +387,7 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
                 month_cost_cols[m][col_of[(gpu, i)]] = rate * n_h
         # total reserved for this GPU never needs to pass its peak
         rows.append(({c: 1.0 for c in r_cols}, -np.inf, float(peak)))
-        ks = np.arange(peak + 1, dtype=float)
+        ks = _candidates(firm, flex, curve, peak)
         for m, ix in enumerate(groups):
             z = len(cols_c)
             cols_c.append(1.0)
@@ -388,13 +397,13 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
             reserved_row.append(0.0)
             month_cost_cols[m][z] = 1.0
             c = cost_curve(firm[ix], flex[ix], curve, ks)
-            slopes = np.diff(c)
+            slopes = np.diff(c) / np.diff(ks)
             keep = np.ones(len(slopes), dtype=bool)
             keep[1:] = ~np.isclose(slopes[1:], slopes[:-1], rtol=1e-12, atol=1e-9)
             for k in np.flatnonzero(keep):
                 # z − slope·ΣR ≥ C(k) − slope·k
                 coefs = {z: 1.0, **{rc: -float(slopes[k]) for rc in r_cols}}
-                rows.append((coefs, float(c[k] - slopes[k] * k), np.inf))
+                rows.append((coefs, float(c[k] - slopes[k] * ks[k]), np.inf))
             rows.append(({z: 1.0}, float(c[-1]), np.inf))
 
     n = len(cols_c)
@@ -472,9 +481,11 @@ def solve_uncapped(demand: Demand, prices: Mapping[str, GpuPrices], options: Fle
         best = min(opts, key=lambda i: p.reserved[i].usd_per_gpu_hour)
         curve = _curve(p, options)
         peak = math.ceil(float(demand.total[g].max()) - 1e-9)
-        c = cost_curve(demand.firm[g], demand.interruptible[g], curve, np.arange(peak + 1, dtype=float))
-        saving = -np.diff(c)
-        k = int(np.sum(saving > p.reserved[best].usd_per_gpu_hour * demand.hours * (1 + 1e-12)))
+        ks = _candidates(demand.firm[g], demand.interruptible[g], curve, peak)
+        c = cost_curve(demand.firm[g], demand.interruptible[g], curve, ks)
+        saving_per_gpu = -np.diff(c) / np.diff(ks)  # non-increasing: C is convex
+        worth = np.flatnonzero(saving_per_gpu > p.reserved[best].usd_per_gpu_hour * demand.hours * (1 + 1e-12))
+        k = int(ks[worth[-1] + 1]) if len(worth) else 0
         if k:
             counts[(gpu, best)] = k
     return counts
