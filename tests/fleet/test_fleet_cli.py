@@ -93,6 +93,11 @@ def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
     (["fleet", "--demand", "{unknown}"], "did you mean"),
     (["fleet", "--demand", "missing.csv"], "not found"),
     (["fleet"], "exactly one of --demand FILE or --profile"),
+    (["fleet", "--profile", "--profile-peak", "-5"], "profile peak"),
+    (["fleet", "--profile", "--profile-hours", "0"], "--profile-hours"),
+    (["fleet", "--profile", "--save-demand", "/nonexistent/dir/d.csv"], "cannot write"),
+    (["fleet", "--profile", "--spot-capacity", "L4=3"], "not in the demand"),
+    (["fleet", "--profile", "--terms", "2"], "only 1 and 3 years"),
     # an infeasible cap
     (["fleet", "--demand", "{ok}", "--budget", "1"], "no plan meets --budget"),
     (["fleet", "--demand", "{ok}", "--monthly-budget", "1"], "no plan meets --monthly-budget"),
@@ -133,6 +138,15 @@ def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], 
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
     assert needle in r.stderr, r.stderr
     assert r.stdout == ""
+
+
+def test_normalize_weights_warns_on_stderr(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "v.yaml"
+    path.write_text((EXAMPLES / "vendors.yaml").read_text().replace("performance: 0.30", "performance: 0.60"))
+    r = cli("vendors", "--criteria", path, "--normalize-weights", "--json")
+    assert r.code == 0, r.stderr
+    assert "warning: weights: weights summed to 1.3; rescaled" in r.stderr
+    assert r.json()["weights"]["performance"] == pytest.approx(0.6 / 1.3)
 
 
 def test_examples_run_as_documented() -> None:

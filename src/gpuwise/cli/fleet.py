@@ -104,7 +104,11 @@ def fleet(
         dem = synthetic_demand(tuple(split_list(profile_gpus)) or ("H100", "A100-80GB"), hours=profile_hours,
                                seed=seed, peak_gpus=profile_peak)
     if save_demand is not None:
-        save_demand.write_text(demand_to_csv(dem), "utf-8")
+        try:
+            save_demand.write_text(demand_to_csv(dem), "utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {save_demand} ({exc.strerror})",
+                             hint="give a writable --save-demand path") from None
     try:
         allowed_terms = tuple(sorted({int(t) for t in split_list([terms])}))
     except ValueError:

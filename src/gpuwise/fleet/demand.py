@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuwise.errors import DataFileError, InputError, did_you_mean
+from gpuwise.units import check_finite
 
 COLUMNS = ("timestamp", "gpu", "gpus", "interruptible")
 MAX_GPUS_PER_HOUR = 1e7
@@ -240,8 +241,10 @@ def synthetic_demand(gpus: Sequence[str] = ("H100", "A100-80GB"), *, hours: int 
     project bursts of 2–14 days that add a large block of interruptible work. All whole GPUs.
     The shape is illustrative, not fitted to any trace.
     """
-    if hours < 1:
-        raise InputError("the synthetic profile needs at least one hour", hint="give --hours ≥ 1")
+    if not 1 <= hours <= 10 * 8760:
+        raise InputError(f"the synthetic profile needs 1 to 87,600 hours (10 years), got {hours}",
+                         hint="give --profile-hours between 1 and 87600")
+    check_finite(peak_gpus, "profile peak (GPUs)", strict=True, maximum=MAX_GPUS_PER_HOUR / 4)
     from gpuwise.hardware import find_gpu
 
     names = tuple(find_gpu(g).name for g in gpus)
