@@ -58,7 +58,11 @@ def _spot_caps(values: list[str] | None, gpus: tuple[str, ...]) -> dict[str, flo
     for raw in split_list(values):
         if "=" in raw:
             name, _, n = raw.partition("=")
-            caps[find_gpu(name.strip()).name] = parse_count(n, "--spot-capacity")
+            gpu = find_gpu(name.strip()).name
+            if gpu not in gpus:
+                raise InputError(f"--spot-capacity {raw!r}: {gpu} is not in the demand",
+                                 hint=f"the demand has {', '.join(gpus)}")
+            caps[gpu] = parse_count(n, "--spot-capacity")
         else:
             if not gpus:
                 raise InputError("--spot-capacity N needs a demand", hint="give --demand or --profile")
