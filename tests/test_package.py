@@ -21,12 +21,15 @@ PUBLIC_API = [
     "__version__",
     "find_gpu",
     "load_catalog",
+    "plan_fleet",
     "query_offers",
     # plan (issue 4)
     "Plan",
     "PlanOption",
     "PlanRequest",
     "plan",
+    "score_vendors",
+    "tco",
 ]
 
 

@@ -33,6 +33,9 @@ _LAZY: dict[str, str] = {
     "Plan": "gpuwise.plan",
     "PlanOption": "gpuwise.plan",
     "PlanRequest": "gpuwise.plan",
+    "plan_fleet": "gpuwise.fleet",
+    "tco": "gpuwise.fleet",
+    "score_vendors": "gpuwise.fleet",
 }
 
 __all__ = ["__version__", *_LAZY]

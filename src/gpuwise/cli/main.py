@@ -62,13 +62,15 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import catalog, estimate, gpus, offers, plan
+    from gpuwise.cli import catalog, estimate, fleet, gpus, offers, plan
 
     app.command("gpus")(gpus.gpus)
     app.command("offers")(offers.offers)
     app.command("estimate")(estimate.estimate)
     app.command("plan")(plan.plan_command)
     app.add_typer(catalog.app, name="catalog")
+    for name in ("fleet", "tco", "vendors"):
+        app.command(name)(getattr(fleet, name))
 
 
 _register()
