@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from gpuwise.plan import Plan
 
 EXIT_NO_OPTION = 3
+_C = "Constraints and objective"
+_S = "Spot model"
+_O = "Output and export"
 
 
 def plan_command(
@@ -70,39 +73,40 @@ def plan_command(
     requests: RequestsOpt = None,
     inter_node_gbps: InterNodeOpt = 400.0,
     gpu: Annotated[list[str] | None, typer.Option(
-        "--gpu", help="Only these GPU models (comma-separated or repeated), e.g. H100,A100-80GB.")] = None,
+        "--gpu", help="Only these GPU models (comma-separated or repeated), e.g. H100,A100-80GB.",
+        rich_help_panel=_C)] = None,
     # -- constraints and objective ---------------------------------------------------------
-    deadline: Annotated[str | None, typer.Option("--deadline", help="Finish within this time, e.g. 24h, 2d.")] = None,
-    budget: Annotated[str | None, typer.Option("--budget", help="Spend at most this much, e.g. 2000 or $2k.")] = None,
-    max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="At most this many GPUs in total.")] = None,
-    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Try 1..N nodes of each instance type.")] = 8,
-    cloud: Annotated[list[str] | None, typer.Option("--cloud", help="Only these clouds (comma-separated or repeated).")] = None,
-    region: Annotated[list[str] | None, typer.Option("--region", help="Only these regions (names or globs like 'us-*').")] = None,
+    deadline: Annotated[str | None, typer.Option("--deadline", help="Finish within this time, e.g. 24h, 2d.", rich_help_panel=_C)] = None,
+    budget: Annotated[str | None, typer.Option("--budget", help="Spend at most this much, e.g. 2000 or $2k.", rich_help_panel=_C)] = None,
+    max_gpus: Annotated[int | None, typer.Option("--max-gpus", help="At most this many GPUs in total.", rich_help_panel=_C)] = None,
+    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Try 1..N nodes of each instance type.", rich_help_panel=_C)] = 8,
+    cloud: Annotated[list[str] | None, typer.Option("--cloud", help="Only these clouds (comma-separated or repeated).", rich_help_panel=_C)] = None,
+    region: Annotated[list[str] | None, typer.Option("--region", help="Only these regions (names or globs like 'us-*').", rich_help_panel=_C)] = None,
     billing: Annotated[list[str] | None, typer.Option(
-        "--billing", help="on-demand, spot, reserved-1y, reserved-3y (default: all).")] = None,
-    objective: Annotated[str, typer.Option("--objective", help="cost | time | balanced (cost × time).")] = "cost",
+        "--billing", help="on-demand, spot, reserved-1y, reserved-3y (default: all).", rich_help_panel=_C)] = None,
+    objective: Annotated[str, typer.Option("--objective", help="cost | time | balanced (cost × time).", rich_help_panel=_C)] = "cost",
     confidence: Annotated[str, typer.Option(
-        "--confidence", help="Spot options must meet the deadline with this probability, e.g. 0.9 or 90%.")] = "0.9",
+        "--confidence", help="Spot options must meet the deadline with this probability, e.g. 0.9 or 90%.", rich_help_panel=_C)] = "0.9",
     # -- spot model --------------------------------------------------------------------------
     spot_mtbf: Annotated[str | None, typer.Option(
-        "--spot-mtbf", help="Mean time between interruptions of one spot instance, e.g. 72h (default: per-cloud data).")] = None,
+        "--spot-mtbf", help="Mean time between interruptions of one spot instance, e.g. 72h (default: per-cloud data).", rich_help_panel=_S)] = None,
     checkpoint_size: Annotated[str | None, typer.Option(
-        "--checkpoint-size", help="GiB per checkpoint (default: weights + optimizer state from the estimate).")] = None,
+        "--checkpoint-size", help="GiB per checkpoint (default: weights + optimizer state from the estimate).", rich_help_panel=_S)] = None,
     checkpoint_bandwidth: Annotated[str | None, typer.Option(
-        "--checkpoint-bandwidth", help="Checkpoint storage GB/s (default: 1, a placeholder).")] = None,
+        "--checkpoint-bandwidth", help="Checkpoint storage GB/s (default: 1, a placeholder).", rich_help_panel=_S)] = None,
     restart_time: Annotated[str | None, typer.Option(
-        "--restart-time", help="Re-provision + start time per interruption, e.g. 10m (default: 10m, a placeholder).")] = None,
+        "--restart-time", help="Re-provision + start time per interruption, e.g. 10m (default: 10m, a placeholder).", rich_help_panel=_S)] = None,
     max_zero: Annotated[int | None, typer.Option(
-        "--max-zero", help="Allow raising the ZeRO stage up to N where the workload would not fit.")] = None,
+        "--max-zero", help="Allow raising the ZeRO stage up to N where the workload would not fit.", rich_help_panel=_S)] = None,
     # -- output and export ----------------------------------------------------------------------
-    limit: Annotated[int, typer.Option("--limit", help="Show at most this many options (0 = all).")] = 15,
-    export: Annotated[str | None, typer.Option("--export", help="skypilot | k8s: print a task YAML / manifest.")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the export to this file.")] = None,
-    run_cmd: Annotated[str, typer.Option("--run", help="Training command for the export.")] = "python train.py",
-    name: Annotated[str | None, typer.Option("--name", help="Job name for the export.")] = None,
-    bucket: Annotated[str | None, typer.Option("--bucket", help="SkyPilot checkpoint bucket name.")] = None,
-    image: Annotated[str, typer.Option("--image", help="Container image for the k8s export.")] = "pytorch/pytorch:latest",
-    pvc: Annotated[str | None, typer.Option("--pvc", help="PersistentVolumeClaim for checkpoints (k8s export).")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many options (0 = all).", rich_help_panel=_O)] = 15,
+    export: Annotated[str | None, typer.Option("--export", help="skypilot | k8s: print a task YAML / manifest.", rich_help_panel=_O)] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the export to this file.", rich_help_panel=_O)] = None,
+    run_cmd: Annotated[str, typer.Option("--run", help="Training command for the export.", rich_help_panel=_O)] = "python train.py",
+    name: Annotated[str | None, typer.Option("--name", help="Job name for the export.", rich_help_panel=_O)] = None,
+    bucket: Annotated[str | None, typer.Option("--bucket", help="SkyPilot checkpoint bucket name.", rich_help_panel=_O)] = None,
+    image: Annotated[str, typer.Option("--image", help="Container image for the k8s export.", rich_help_panel=_O)] = "pytorch/pytorch:latest",
+    pvc: Annotated[str | None, typer.Option("--pvc", help="PersistentVolumeClaim for checkpoints (k8s export).", rich_help_panel=_O)] = None,
     catalog: CatalogFlag = None,
     json: JsonFlag = False,
 ) -> int:
