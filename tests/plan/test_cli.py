@@ -80,6 +80,7 @@ def test_impossible_deadline_exit_code_3(cli) -> None:  # type: ignore[no-untype
     (("--billing", "spto"), "did you mean 'spot'"),
     (("--objective", "cheap"), "unknown objective"),
     (("--export", "skypilt"), "did you mean 'skypilot'"),
+    (("--skypilot-candidates", "anyof"), "did you mean 'any_of'"),
 ])
 def test_unknown_names_get_did_you_mean(cli, args: tuple[str, ...], needle: str) -> None:  # type: ignore[no-untyped-def]
     r = cli(*MAIN, *args)
@@ -120,6 +121,9 @@ def test_export_skypilot_prints_yaml(cli) -> None:  # type: ignore[no-untyped-de
     assert doc["name"] == "gpuwise-llama-3-1-8b-lora"
     assert doc["run"].endswith("finetune.py --lora")
     assert "wins on" in r.stderr   # the table goes to stderr when YAML owns stdout
+    any_of = yaml.safe_load(cli(*MAIN, "--export", "skypilot", "--skypilot-candidates", "any-of").stdout)
+    jsonschema.validate(any_of["resources"], schemas["resources"])
+    assert "any_of" in any_of["resources"] and "ordered" not in any_of["resources"]
 
 
 def test_export_k8s_to_file_and_json(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -148,6 +148,9 @@ def test_k8s_single_node_is_a_job() -> None:
     assert pod["terminationGracePeriodSeconds"] == grace_period_seconds(plan.winner)
     assert pod["terminationGracePeriodSeconds"] >= 60
     assert "gpuwise run -- torchrun --standalone --nproc-per-node=8 train.py" in container["command"][-1]
+    assert pod["restartPolicy"] == "Never"   # required by the pod failure policy
+    rule = doc["spec"]["podFailurePolicy"]["rules"][0]
+    assert rule["action"] == "Ignore" and rule["onPodConditions"][0]["type"] == "DisruptionTarget"
     assert yaml.safe_load(to_yaml(doc)) == doc
 
 

@@ -105,6 +105,9 @@ def plan_command(
     run_cmd: Annotated[str, typer.Option("--run", help="Training command for the export.", rich_help_panel=_O)] = "python train.py",
     name: Annotated[str | None, typer.Option("--name", help="Job name for the export.", rich_help_panel=_O)] = None,
     bucket: Annotated[str | None, typer.Option("--bucket", help="SkyPilot checkpoint bucket name.", rich_help_panel=_O)] = None,
+    sky_candidates: Annotated[str, typer.Option(
+        "--skypilot-candidates", help="ordered (our ranking, tried in order) | any_of (SkyPilot picks the cheapest).",
+        rich_help_panel=_O)] = "ordered",
     image: Annotated[str, typer.Option("--image", help="Container image for the k8s export.", rich_help_panel=_O)] = "pytorch/pytorch:latest",
     pvc: Annotated[str | None, typer.Option("--pvc", help="PersistentVolumeClaim for checkpoints (k8s export).", rich_help_panel=_O)] = None,
     catalog: CatalogFlag = None,
@@ -129,6 +132,7 @@ def plan_command(
                     confidence=confidence, spot_mtbf=spot_mtbf, checkpoint_size=checkpoint_size,
                     checkpoint_bandwidth=checkpoint_bandwidth, restart_time=restart_time, max_zero=max_zero,
                     limit=limit, export=export, output=output, run_cmd=run_cmd, name=name, bucket=bucket,
+                    sky_candidates=sky_candidates,
                     image=image, pvc=pvc, catalog=catalog, json=json)
 
 
@@ -140,7 +144,8 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
              objective: str, confidence: str, spot_mtbf: str | None, checkpoint_size: str | None,
              checkpoint_bandwidth: str | None, restart_time: str | None, max_zero: int | None, limit: int,
              export: str | None, output: Path | None, run_cmd: str, name: str | None, bucket: str | None,
-             image: str, pvc: str | None, catalog: list[Path] | None, json: bool) -> int:
+             image: str, pvc: str | None, catalog: list[Path] | None, json: bool,
+             sky_candidates: str = "ordered") -> int:
     """Everything after the workload is parsed: request, plan, render, export; returns the exit code."""
     from gpuwise.catalog import BILLINGS, load_catalog
     from gpuwise.catalog.reserved import load_reserved_terms
@@ -153,6 +158,10 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
                          suggestions=did_you_mean(export, EXPORTS))
     if limit < 0:
         raise InputError(f"--limit must be ≥ 0, got {limit}", hint="give 0 for all rows, or a positive count")
+    sky_mode = sky_candidates.strip().lower().replace("-", "_")
+    if sky_mode not in ("ordered", "any_of"):
+        raise InputError(f"unknown --skypilot-candidates {sky_candidates!r}", hint="use ordered or any_of",
+                         suggestions=did_you_mean(sky_mode, ("ordered", "any_of")))
     if max_zero is not None and max_zero not in (0, 1, 2, 3):
         raise InputError(f"--max-zero must be 0, 1, 2 or 3, got {max_zero}", hint="use 3 to allow FSDP full sharding")
     billings = tuple(b.lower() for b in split_list(billing)) or BILLINGS
@@ -174,7 +183,8 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
         EstimatorModel(workload, max_zero=max_zero, inter_node_gbit_s=inter_node_gbit_s)
     plan = plan_offers(offers, model, request, spot=load_spot_defaults(), reserved=load_reserved_terms())
     code = 0 if plan.options else EXIT_NO_OPTION
-    text = _export_text(plan, export, run_cmd=run_cmd, name=name, bucket=bucket, image=image, pvc=pvc) \
+    text = _export_text(plan, export, run_cmd=run_cmd, name=name, bucket=bucket, image=image, pvc=pvc,
+                        mode=sky_mode) \
         if export and plan.options else None
     if text is not None and output is not None:
         try:
@@ -203,7 +213,7 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
     from gpuwise.plan.export import k8s_manifest, skypilot_task, to_yaml
 
     if export == "skypilot":
-        doc = skypilot_task(plan, name=kw["name"], command=kw["run_cmd"], bucket=kw["bucket"])
+        doc = skypilot_task(plan, name=kw["name"], command=kw["run_cmd"], bucket=kw["bucket"], mode=kw["mode"])
         head = "# SkyPilot task from `gpuwise plan`: candidates in our ranking order. Launch: sky jobs launch this.yaml\n"
     else:
         doc = k8s_manifest(plan, name=kw["name"], command=kw["run_cmd"], image=kw["image"], pvc=kw["pvc"])

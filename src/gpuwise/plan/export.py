@@ -8,7 +8,8 @@ SkyPilot's own schema and the Kubernetes / Kubeflow client models. What the docu
   ``EAGER_NEXT_REGION``, docs "managed jobs"), ``num_nodes``, a checkpoint bucket mounted
   ``MOUNT_CACHED`` (SkyPilot's recommendation for checkpoints), and ``run:`` through
   ``gpuwise run``.
-- Kubernetes: ``nvidia.com/gpu`` limits, a required node affinity for the GPU model (GKE's
+- Kubernetes: a Job whose pod failure policy ignores disruptions (preemption, drain) so only
+  real failures count against ``backoffLimit``; ``nvidia.com/gpu`` limits, a required node affinity for the GPU model (GKE's
   ``cloud.google.com/gke-accelerator`` or GPU Feature Discovery's ``nvidia.com/gpu.product``,
   labels in ``data/k8s_gpu_labels.yaml``), a preference for spot nodes when the plan chose
   spot, and ``terminationGracePeriodSeconds`` long enough for an emergency checkpoint:
@@ -182,8 +183,13 @@ def k8s_manifest(plan: Plan, *, name: str | None = None, command: str = DEFAULT_
             "metadata": {"name": job_name, "labels": labels},
             "spec": {
                 "backoffLimit": backoff_limit,
+                # a preempted or drained node is not the program's fault: retry without counting it
+                # (Job pod failure policy, Kubernetes ≥ 1.26; needs restartPolicy Never)
+                "podFailurePolicy": {"rules": [
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                ]},
                 "template": {"metadata": {"labels": labels},
-                             "spec": _pod_spec(w, "train", image, argv, pvc, "OnFailure")},
+                             "spec": _pod_spec(w, "train", image, argv, pvc, "Never")},
             },
         }
     # The training operator sets MASTER_ADDR, MASTER_PORT, WORLD_SIZE (= nodes) and RANK per pod.
