@@ -163,3 +163,20 @@ def test_table_collapses_node_counts(cli) -> None:  # type: ignore[no-untyped-de
     r = cli(*MAIN, "--limit", "3")
     assert r.code == 0
     assert "3 of " in r.stdout and "instance choices" in r.stdout and "other nodes" in r.stdout
+
+
+def test_reserved_with_a_user_discount(cli, isolated_env: Path) -> None:  # type: ignore[no-untyped-def]
+    cfg = isolated_env / "config"
+    cfg.mkdir(exist_ok=True)
+    (cfg / "reserved.yaml").write_text("aws:\n  1y: {discount: 0.4, source: my contract}\n")
+    r = cli(*MAIN, "--cloud", "aws", "--billing", "on-demand,reserved-1y", "--json", "--limit", "0")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    reserved = [o for o in doc["options"] if o["billing"] == "reserved-1y"]
+    on_demand = {(o["instance_type"], o["region"], o["nodes"]): o for o in doc["options"] if o["billing"] == "on-demand"}
+    assert reserved
+    for o in reserved:
+        od = on_demand.get((o["instance_type"], o["region"], o["nodes"]))
+        if od is not None:
+            assert o["price_usd_per_hour"] == pytest.approx(0.6 * od["price_usd_per_hour"])
+    assert doc["options"][0]["billing"] == "reserved-1y"   # 40% off wins on cost
