@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +35,7 @@ def test_plan_invariants(offers: list[Offer], objective: str, deadline: float | 
     opts = plan.options
     key = {"cost": lambda o: o.cost_usd, "time": lambda o: o.hours,
            "balanced": lambda o: o.cost_usd * o.hours}[objective]
-    assert all(key(a) <= key(b) * (1 + 1e-9) + 1e-6 for a, b in zip(opts, opts[1:], strict=False))
+    assert all(key(a) <= key(b) * (1 + 1e-9) + 1e-6 for a, b in itertools.pairwise(opts))
     assert [o.rank for o in opts] == list(range(1, len(opts) + 1))
     for o in opts:
         assert o.fits and o.per_gpu_memory_gib <= o.capacity_gib
