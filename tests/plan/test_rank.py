@@ -120,6 +120,9 @@ def test_deadline_and_budget_together_can_contradict() -> None:
 
 
 def test_max_gpus_caps_nodes() -> None:
+    small = run(CATALOG, max_gpus=4)
+    assert [r.reason for r in small.rejected if r.kind == "max-gpus"] == [
+        "A100 ×8: more GPUs per node than --max-gpus 4", "H100 ×8: more GPUs per node than --max-gpus 4"]
     plan = run(CATALOG, max_gpus=8)
     assert all(o.total_gpus <= 8 for o in plan.options)
     assert names(plan) == [("A100", 8, 1), ("H100", 8, 1), ("A10G", 4, 2)]  # 2 × 4 A10G = 8 GPUs is allowed

@@ -22,8 +22,8 @@ from gpuwise.plan.spot import SpotDefaults, SpotOutcome, p_meet_deadline, spot_o
 from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection
 from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
 
-_KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "no-estimate": 3, "reserved-unknown": 4,
-               "no-price": 5, "fractional": 6}
+_KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "max-gpus": 3, "no-estimate": 4, "reserved-unknown": 5,
+               "no-price": 6, "fractional": 7}
 
 
 def _fmt_hours(h: float) -> str:
@@ -134,6 +134,9 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
         gpn = int(count)
         for nodes in range(1, request.max_nodes + 1):
             if request.max_gpus is not None and gpn * nodes > request.max_gpus:
+                if nodes == 1:
+                    rejects.add("max-gpus", (gpu, gpn), gpu=gpu, gpu_count=gpn,
+                                reason=f"{gpu} ×{gpn}: more GPUs per node than --max-gpus {request.max_gpus}")
                 break
             ev = evals.get((gpu, gpn, nodes))
             if ev is None:

@@ -16,7 +16,7 @@ OBJECTIVES: tuple[Objective, ...] = ("cost", "time", "balanced")
 MAX_NODES = 64
 """Largest --max-nodes: every node count 1..N of every instance type is estimated and priced."""
 RejectKind = Literal["no-fit", "no-estimate", "fractional", "no-price", "reserved-unknown",
-                     "deadline", "budget"]
+                     "deadline", "budget", "max-gpus"]
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class Rejection:
     """A group of offers that could not be options, and why."""
 
     kind: RejectKind
-    """no-fit, no-estimate, fractional, no-price, reserved-unknown, deadline or budget."""
+    """no-fit, no-estimate, fractional, no-price, reserved-unknown, deadline, budget or max-gpus."""
     reason: str
     """One line for people, e.g. ``A10G ×4: does not fit (needs 31 GiB/GPU, has 24)``."""
     offers: int
