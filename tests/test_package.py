@@ -21,7 +21,10 @@ PUBLIC_API = [
     "__version__",
     "find_gpu",
     "load_catalog",
+    "plan_fleet",
     "query_offers",
+    "score_vendors",
+    "tco",
 ]
 
 

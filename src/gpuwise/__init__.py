@@ -28,6 +28,9 @@ _LAZY: dict[str, str] = {
     "Estimate": "gpuwise.estimate",
     "estimate_workload": "gpuwise.estimate",
     "workload_from_options": "gpuwise.estimate",
+    "plan_fleet": "gpuwise.fleet",
+    "tco": "gpuwise.fleet",
+    "score_vendors": "gpuwise.fleet",
 }
 
 __all__ = ["__version__", *_LAZY]

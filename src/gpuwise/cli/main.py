@@ -62,12 +62,14 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import catalog, estimate, gpus, offers
+    from gpuwise.cli import catalog, estimate, fleet, gpus, offers
 
     app.command("gpus")(gpus.gpus)
     app.command("offers")(offers.offers)
     app.command("estimate")(estimate.estimate)
     app.add_typer(catalog.app, name="catalog")
+    for name in ("fleet", "tco", "vendors"):
+        app.command(name)(getattr(fleet, name))
 
 
 _register()
