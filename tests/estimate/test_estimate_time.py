@@ -255,3 +255,13 @@ def test_bf16_on_a_gpu_without_bf16_is_estimated_in_fp16() -> None:
     est = estimate_workload(workload_from_options(model="gpt2", task="finetune"), "V100", calibration=None)
     assert est.workload.precision == "fp16" and est.peak_tflops == 125  # V100 fp16 tensor peak
     assert any("no bf16" in n for n in est.notes)
+
+
+def test_fp32_that_does_not_fit_is_offered_mixed_precision() -> None:
+    wl = workload_from_options(model="gpt2-xl", task="finetune", precision="fp32", micro_batch=4, seq_len=1024)
+    est = estimate_workload(wl, "A10", calibration=None)
+    assert not est.memory.fits
+    # no single change fits 24 GiB: the combination starts with mixed precision (it is faster)
+    combo = [s for s in est.suggestions if " + " in s.fix]
+    assert combo and combo[0].fix.startswith("mixed precision") and combo[0].changes["precision"] == "bf16"
+    assert any("--gpu" in s.fix for s in est.suggestions)  # and a bigger GPU
