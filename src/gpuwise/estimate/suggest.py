@@ -190,7 +190,7 @@ def _combine(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float
         if chosen is None:
             continue
         fix_text, merged, est = chosen
-        steps.append((fix_text, {k: merged[k] for k in chosen_keys(chosen, tried)}))
+        steps.append((fix_text, {k: merged[k] for k in _chosen_keys(chosen, tried)}))
         if est.memory.fits:
             steps, est = _prune(wl, spec, gpus, gpn, inter_gbit, cal, steps, est)
             merged = {k: v for _, ch in steps for k, v in ch.items()}
@@ -200,7 +200,7 @@ def _combine(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float
     return None
 
 
-def chosen_keys(chosen: tuple[str, dict[str, Any], Any], tried: list[tuple[float, str, dict[str, Any], float]]) -> set[str]:
+def _chosen_keys(chosen: tuple[str, dict[str, Any], Any], tried: list[tuple[float, str, dict[str, Any], float]]) -> set[str]:
     """The option names the chosen fix text changes."""
     for _, fix, changes, _s in tried:
         if fix == chosen[0]:
