@@ -201,12 +201,12 @@ def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:
 def inference_activation_bytes(wl: Workload) -> float:
     """Transient activations of one layer during prefill plus last-position logits (fp32)."""
     m = wl.model
-    if not m.is_transformer:
-        return m.activation_mib_per_sample * 2**20 * wl.micro_batch / 3  # forward only keeps ~1/3; a guess bound
-    b, s = wl.micro_batch, wl.prompt_len
+    if not m.is_transformer:  # without autograd only a layer or two live at once: the training figure bounds it
+        return m.activation_mib_per_sample * 2**20 * wl.micro_batch * (2.0 if wl.precision == "fp32" else 1.0) / 2
+    b, s = wl.micro_batch, wl.input_len
     act = 4.0 if wl.precision == "fp32" else 2.0
     width = 2 * m.hidden + (3 if m.gated_mlp else 1) * m.ffn / wl.tensor_parallel
-    logits = b * m.vocab * 4.0
+    logits = b * m.vocab * 4.0 if wl.is_generative else 0.0
     return b * s * width * act + logits
 
 
