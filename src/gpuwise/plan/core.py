@@ -132,6 +132,15 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
                         reason=f"{gpu} ×{count:g}: fractional GPUs are not planned")
             continue
         gpn = int(count)
+        priced: list[tuple[str, float]] = []
+        unpriced: list[str] = []
+        for billing in request.billings:  # prices do not depend on the node count
+            price = _price(billing, od, sp, cloud, reserved)
+            if price is None:
+                unpriced.append(billing)
+            else:
+                priced.append((billing, price))
+        fitting_nodes = 0
         for nodes in range(1, request.max_nodes + 1):
             if request.max_gpus is not None and gpn * nodes > request.max_gpus:
                 if nodes == 1:
@@ -154,14 +163,9 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
                 g["nodes"].add(nodes)
                 g["need"][nodes] = ev.per_gpu_memory_gib
                 continue
-            for billing in request.billings:
+            fitting_nodes += 1
+            for billing, price in priced:
                 considered += 1
-                price = _price(billing, od, sp, cloud, reserved)
-                if price is None:
-                    kind = "reserved-unknown" if billing.startswith("reserved") and od is not None else "no-price"
-                    rejects.add(kind, (cloud, billing), cloud=cloud, billing=billing,
-                                reason=_no_price_reason(kind, cloud, billing))
-                    continue
                 mkey = (cloud, itype, gpu, gpn, nodes, billing, round(price, 4))
                 cand = merged.get(mkey)
                 if cand is not None:
@@ -172,6 +176,16 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
                 cand.ev = ev
                 _price_candidate(cand, ev, request, spot, outcomes)
                 merged[mkey] = cand
+        if fitting_nodes:  # every fitting node count × each billing without a price
+            for billing in unpriced:
+                considered += fitting_nodes
+                kind = "reserved-unknown" if billing.startswith("reserved") and od is not None else "no-price"
+                group = rejects.groups.get((kind, cloud, billing))
+                if group is None:
+                    group = rejects.add(kind, (cloud, billing), cloud=cloud, billing=billing,
+                                        reason=_no_price_reason(kind, cloud, billing))
+                    group["offers"] -= 1
+                group["offers"] += fitting_nodes
 
     estimated = [e for e in evals.values() if not isinstance(e, GpuwiseError)]
     workload_errors = [e for e in evals.values() if isinstance(e, EstimateError)]

@@ -33,11 +33,10 @@ def _varied(rejected: Sequence[Rejection], n: int) -> list[Rejection]:
         if r.kind not in kinds:
             kinds.add(r.kind)
             picked.append(r)
-    for r in rejected:
-        if r not in picked:
-            picked.append(r)
-    chosen = picked[:n]
-    return sorted(chosen, key=list(rejected).index)
+    taken = {id(r) for r in picked}
+    picked += [r for r in rejected if id(r) not in taken]
+    order = {id(r): i for i, r in enumerate(rejected)}
+    return sorted(picked[:n], key=lambda r: order[id(r)])
 
 
 def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], request: PlanRequest,
