@@ -134,12 +134,12 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
         gpn = int(count)
         priced: list[tuple[str, float]] = []
         unpriced: list[str] = []
-        for billing in request.billings:  # prices do not depend on the node count
-            price = _price(billing, od, sp, cloud, reserved)
+        for bill in request.billings:  # prices do not depend on the node count
+            price = _price(bill, od, sp, cloud, reserved)
             if price is None:
-                unpriced.append(billing)
+                unpriced.append(bill)
             else:
-                priced.append((billing, price))
+                priced.append((bill, price))
         fitting_nodes = 0
         for nodes in range(1, request.max_nodes + 1):
             if request.max_gpus is not None and gpn * nodes > request.max_gpus:
@@ -164,26 +164,26 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
                 g["need"][nodes] = ev.per_gpu_memory_gib
                 continue
             fitting_nodes += 1
-            for billing, price in priced:
+            for bill_name, price in priced:
                 considered += 1
-                mkey = (cloud, itype, gpu, gpn, nodes, billing, round(price, 4))
+                mkey = (cloud, itype, gpu, gpn, nodes, bill_name, round(price, 4))
                 cand = merged.get(mkey)
                 if cand is not None:
                     cand.regions.append(region)
                     cand.zones += zones
                     continue
-                cand = _Cand(cloud, region, itype, gpu, gpn, nodes, billing, price, zones)
+                cand = _Cand(cloud, region, itype, gpu, gpn, nodes, bill_name, price, zones)
                 cand.ev = ev
                 _price_candidate(cand, ev, request, spot, outcomes)
                 merged[mkey] = cand
         if fitting_nodes:  # every fitting node count × each billing without a price
-            for billing in unpriced:
+            for bill_name in unpriced:
                 considered += fitting_nodes
-                kind = "reserved-unknown" if billing.startswith("reserved") and od is not None else "no-price"
-                group = rejects.groups.get((kind, cloud, billing))
+                kind = "reserved-unknown" if bill_name.startswith("reserved") and od is not None else "no-price"
+                group = rejects.groups.get((kind, cloud, bill_name))
                 if group is None:
-                    group = rejects.add(kind, (cloud, billing), cloud=cloud, billing=billing,
-                                        reason=_no_price_reason(kind, cloud, billing))
+                    group = rejects.add(kind, (cloud, bill_name), cloud=cloud, billing=bill_name,
+                                        reason=_no_price_reason(kind, cloud, bill_name))
                     group["offers"] -= 1
                 group["offers"] += fitting_nodes
 
