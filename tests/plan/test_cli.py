@@ -180,3 +180,13 @@ def test_reserved_with_a_user_discount(cli, isolated_env: Path) -> None:  # type
         if od is not None:
             assert o["price_usd_per_hour"] == pytest.approx(0.6 * od["price_usd_per_hour"])
     assert doc["options"][0]["billing"] == "reserved-1y"   # 40% off wins on cost
+
+
+def test_main_job_end_to_end_in_a_subprocess() -> None:
+    from tests.conftest import run_module
+
+    r = run_module([*MAIN, "--json", "--limit", "1"])
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["options"]) == 1
+    impossible = run_module([*MAIN[:-1], "1m", "--json"])
+    assert impossible.returncode == 3
