@@ -6,7 +6,8 @@ stays fast. Register a command by adding it to :func:`_register`.
 
 Exit codes: 0 success; 1 internal error (a bug: please report it); 2 bad input or environment
 (one line ``error: <what> — To fix: <how>``); other codes are documented by the command that
-returns them (``gpuwise plan``: 3 = no option meets the constraints).
+returns them (``gpuwise plan``: 3 = no option meets the
+constraints; ``gpuwise doctor``: 3 = a check failed).
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import catalog, gpus, offers
+    from gpuwise.cli import catalog, doctor, gpus, offers
 
     app.command("gpus")(gpus.gpus)
+    app.command("doctor")(doctor.doctor)
     app.command("offers")(offers.offers)
     app.add_typer(catalog.app, name="catalog")
 
