@@ -15,6 +15,7 @@ from typing import Any
 from gpuwise.doctor.probe import GpuDevice, GpuInfo
 
 Tree = dict[str, Any]
+_KV = re.compile(r"^(.*?)\s+:(?:\s(.*))?$")
 
 _REASONS = {
     "idle": "idle",
@@ -40,11 +41,9 @@ def _tree(lines: list[str]) -> Tree:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         parent = stack[-1][1]
-        key, sep, value = raw.strip().partition(":")
-        if sep and value.strip() != "":
-            parent[key.strip()] = value.strip()
-        elif sep and raw.rstrip().endswith(":"):  # "Key :" with an empty value
-            parent[key.strip()] = ""
+        m = _KV.match(raw.strip())
+        if m:  # "Key    : value" (the colon always has a space before it; bus ids have none)
+            parent[m.group(1).strip()] = (m.group(2) or "").strip()
         else:
             child: Tree = {}
             parent[raw.strip()] = child
@@ -103,7 +102,8 @@ def _device(index: int, header: str, node: Tree) -> GpuDevice:
         persistence_mode=_flag(_get(node, "Persistence Mode")),
         mig_current=_flag(_get(node, "MIG Mode", "Current")),
         mig_pending=_flag(_get(node, "MIG Mode", "Pending")),
-        mig_device_count=len(mig_devices) if isinstance(mig_devices, dict) else None,
+        mig_device_count=(len(mig_devices) if isinstance(mig_devices, dict)
+                          else 0 if mig_devices == "None" else None),
         ecc_enabled=_flag(_get(node, "ECC Mode", "Current")),
         ecc_volatile_uncorrected=_sum_counts(node, *ecc_total, kind="Uncorrectable"),
         ecc_volatile_corrected=_sum_counts(node, *ecc_total, kind="Correctable"),
