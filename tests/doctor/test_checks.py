@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from doctor_machines import (
+from tests.doctor.machines import (
     GIB,
     Change,
     cpu_box,

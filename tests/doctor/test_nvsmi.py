@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor_machines import fixture_text
+from tests.doctor.machines import fixture_text
 
 from gpuwise.doctor import parse_nvidia_smi_q
 from gpuwise.doctor.nvml import decode_clock_event_reasons
