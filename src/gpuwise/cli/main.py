@@ -63,10 +63,11 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import catalog, doctor, gpus, offers
+    from gpuwise.cli import bench, catalog, doctor, gpus, offers
 
     app.command("gpus")(gpus.gpus)
     app.command("doctor")(doctor.doctor)
+    app.command("bench")(bench.bench)
     app.command("offers")(offers.offers)
     app.add_typer(catalog.app, name="catalog")
 
