@@ -21,6 +21,13 @@ _LAZY: dict[str, str] = {
     "Catalog": "gpuwise.catalog",
     "load_catalog": "gpuwise.catalog",
     "query_offers": "gpuwise.catalog",
+    # `gpuwise.estimate` is a package whose module object is callable (see its __init__):
+    # `gpuwise.estimate(workload, "H100")` runs estimate_workload.
+    "estimate": "gpuwise.estimate",
+    "Workload": "gpuwise.estimate",
+    "Estimate": "gpuwise.estimate",
+    "estimate_workload": "gpuwise.estimate",
+    "workload_from_options": "gpuwise.estimate",
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -30,7 +37,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuwise' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    # a name that is itself a subpackage (``estimate``) resolves to the module object
+    value = imported if module == f"gpuwise.{name}" else getattr(imported, name)
     globals()[name] = value
     return value
 

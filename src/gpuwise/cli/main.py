@@ -63,12 +63,13 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import bench, catalog, doctor, gpus, offers
+    from gpuwise.cli import bench, catalog, doctor, estimate, gpus, offers
 
     app.command("gpus")(gpus.gpus)
     app.command("doctor")(doctor.doctor)
     app.command("bench")(bench.bench)
     app.command("offers")(offers.offers)
+    app.command("estimate")(estimate.estimate)
     app.add_typer(catalog.app, name="catalog")
 
 

@@ -1,0 +1,238 @@
+"""``gpuwise estimate``: memory per GPU, FLOPs, throughput and hours for one workload on one GPU setup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gpuwise.cli._output import JsonFlag, console, emit_json, number
+from gpuwise.cli._workload import (
+    CpuOffloadOpt,
+    EpochsOpt,
+    FlashAttentionOpt,
+    GlobalBatchOpt,
+    GpuOpt,
+    GpusOpt,
+    GpusPerNodeOpt,
+    GradCkptOpt,
+    InterNodeOpt,
+    LoraRankOpt,
+    LoraTargetsOpt,
+    MicroBatchOpt,
+    ModelOpt,
+    OptimizerOpt,
+    OutputLenOpt,
+    ParamsOpt,
+    PipelineParallelOpt,
+    PrecisionOpt,
+    PromptLenOpt,
+    RequestsOpt,
+    SamplesOpt,
+    SeqLenOpt,
+    TaskOpt,
+    TensorParallelOpt,
+    TokensOpt,
+    ZeroOpt,
+    workload_from_cli,
+)
+
+if TYPE_CHECKING:
+    from gpuwise.estimate import Estimate
+
+
+def estimate(
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    task: TaskOpt = "pretrain",
+    tokens: TokensOpt = None,
+    samples: SamplesOpt = None,
+    epochs: EpochsOpt = "1",
+    seq_len: SeqLenOpt = None,
+    micro_batch: MicroBatchOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    precision: PrecisionOpt = "bf16",
+    optimizer: OptimizerOpt = "adamw",
+    zero: ZeroOpt = "0",
+    grad_ckpt: GradCkptOpt = None,
+    lora_rank: LoraRankOpt = "16",
+    lora_targets: LoraTargetsOpt = "all-linear",
+    tensor_parallel: TensorParallelOpt = "1",
+    pipeline_parallel: PipelineParallelOpt = "1",
+    cpu_offload: CpuOffloadOpt = False,
+    flash_attention: FlashAttentionOpt = None,
+    prompt_len: PromptLenOpt = "512",
+    output_len: OutputLenOpt = "256",
+    requests: RequestsOpt = None,
+    gpu: GpuOpt = "A100-80GB",
+    gpus: GpusOpt = 1,
+    gpus_per_node: GpusPerNodeOpt = None,
+    inter_node_gbps: InterNodeOpt = 400.0,
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="Calibration file (default: calibration.json in the config dir, when present).")] = None,
+    no_calibration: Annotated[bool, typer.Option("--no-calibration", help="Ignore any calibration file.")] = False,
+    list_models: Annotated[bool, typer.Option("--list-models", help="List the model presets and exit.")] = False,
+    json: JsonFlag = False,
+) -> None:
+    """Memory per GPU (broken down), FLOPs, MFU, throughput, wall-clock and GPU-hours for one workload.
+
+    When it does not fit, says by how much and lists fixes that fit, cheapest in speed first.
+    """
+    from gpuwise.estimate import estimate_workload, load_calibration, preset_names
+
+    if list_models:
+        _list_models(json, preset_names())
+        return
+    wl = workload_from_cli(
+        model=model, params=params, task=task, tokens=tokens, samples=samples, epochs=epochs, seq_len=seq_len,
+        micro_batch=micro_batch, global_batch=global_batch, precision=precision, optimizer=optimizer, zero=zero,
+        grad_ckpt=grad_ckpt, lora_rank=lora_rank, lora_targets=lora_targets, tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel, cpu_offload=cpu_offload, flash_attention=flash_attention,
+        prompt_len=prompt_len, output_len=output_len, requests=requests,
+    )
+    cal = None if no_calibration else load_calibration(calibration)
+    est = estimate_workload(wl, gpu, gpus, gpus_per_node=gpus_per_node, inter_node_gbit_s=inter_node_gbps,
+                            calibration=cal)
+    if json:
+        emit_json(est.to_dict())
+        return
+    _render(est)
+
+
+def _list_models(as_json: bool, names: list[str]) -> None:
+    from gpuwise.estimate import get_preset
+
+    rows = []
+    for name in names:
+        m = get_preset(name)
+        rows.append({"name": name, "arch": m.arch, "params": m.total_params, "hidden": m.hidden or None,
+                     "layers": m.total_layers or None, "heads": m.heads or None, "kv_heads": m.n_kv if m.heads else None,
+                     "vocab": m.vocab or None, "source": m.source})
+    if as_json:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title="Model presets (gpuwise estimate --model NAME)")
+    for col in ("name", "arch", "params", "hidden", "layers", "heads/kv", "vocab"):
+        table.add_column(col, justify="left" if col in ("name", "arch") else "right")
+    for r in rows:
+        table.add_row(r["name"], r["arch"], _count(r["params"]), str(r["hidden"] or "—"), str(r["layers"] or "—"),
+                      f"{r['heads']}/{r['kv_heads']}" if r["heads"] else "—", str(r["vocab"] or "—"))
+    console().print(table)
+
+
+def _count(n: float | None) -> str:
+    if n is None:
+        return "—"
+    for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{suffix}"
+    return f"{n:.3g}"
+
+
+def _hours(h: float | None) -> str:
+    if h is None:
+        return "—"
+    if h < 1:
+        return f"{h * 60:.1f} min"
+    if h < 72:
+        return f"{h:,.1f} h"
+    return f"{h:,.0f} h ({h / 24:,.1f} days)"
+
+
+_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer_states": "optimizer states",
+           "master_weights": "fp32 master weights", "activations": "activations", "logits": "logits + loss",
+           "kv_cache": "KV cache", "comm_buffers": "communication buffers",
+           "allocator_overhead": "allocator fragmentation", "cuda_context": "CUDA context"}
+
+
+def _render(est: Estimate) -> None:
+    from rich.table import Table
+
+    out = console()
+    wl = est.workload
+    m = wl.model
+    head = (f"[bold]{m.name}[/bold] · {wl.task} · {wl.precision}"
+            + (f" · {wl.optimizer}" if wl.is_training else "")
+            + f" on [bold]{est.gpus} × {est.gpu}[/bold]"
+            + (f" ({est.nodes} nodes)" if est.nodes > 1 else ""))
+    out.print(head)
+    parallel = [f"data-parallel {est.data_parallel}"]
+    if wl.zero:
+        parallel.append(f"ZeRO-{wl.zero}")
+    if wl.tensor_parallel > 1:
+        parallel.append(f"tensor-parallel {wl.tensor_parallel}")
+    if wl.pipeline_parallel > 1:
+        parallel.append(f"pipeline-parallel {wl.pipeline_parallel}")
+    if wl.is_training:
+        parallel.append(f"seq {wl.effective_seq_len}, micro-batch {wl.micro_batch}, global batch {wl.global_batch}")
+        parallel.append(f"recompute {wl.grad_ckpt}")
+    else:
+        parallel.append(f"batch {wl.micro_batch}, prompt {wl.prompt_len}, output {wl.output_len}")
+    out.print("[dim]" + " · ".join(parallel) + "[/dim]")
+
+    mem = est.memory
+    table = Table(title="Memory per GPU")
+    table.add_column("term")
+    table.add_column("GiB", justify="right")
+    table.add_column("share", justify="right")
+    for key, gib in mem.breakdown.items():
+        if gib <= 0 and key not in ("weights", "activations"):
+            continue
+        table.add_row(_LABELS.get(key, key), f"{gib:,.2f}", f"{gib / mem.per_gpu_gib:.0%}" if mem.per_gpu_gib else "—")
+    table.add_row("[bold]total[/bold]", f"[bold]{mem.per_gpu_gib:,.2f}[/bold]", "")
+    out.print(table)
+    if mem.fits:
+        out.print(f"[green]Fits[/green]: {mem.per_gpu_gib:,.1f} of {mem.capacity_gib:g} GiB "
+                  f"({mem.headroom_gib:,.1f} GiB free).")
+    else:
+        short = -mem.headroom_gib
+        out.print(f"[red]Does not fit[/red]: needs {mem.per_gpu_gib:,.1f} GiB per GPU, the {est.gpu} has "
+                  f"{mem.capacity_gib:g} GiB — short by [bold]{short:,.1f} GiB[/bold] "
+                  f"({short / mem.capacity_gib:.0%} over).")
+
+    perf = Table(title="Compute and time", show_header=False)
+    perf.add_column("what")
+    perf.add_column("value", justify="right")
+    perf.add_row("parameters", f"{_count(est.params_total)} total, {_count(est.params_trainable)} trained")
+    perf.add_row("FLOPs per token", f"{est.flops_per_token:.3g}")
+    if est.flops_total is not None:
+        perf.add_row("FLOPs in total", f"{est.flops_total:.3g}")
+    perf.add_row("peak per GPU", f"{est.peak_tflops:,.0f} TFLOP/s ({wl.precision}, dense)")
+    perf.add_row("MFU", f"{est.mfu:.1%}" + (f" (compute {est.mfu_compute:.1%}, scaling {est.scaling_efficiency:.0%})"
+                                            if est.scaling_efficiency < 0.995 else ""))
+    perf.add_row("interconnect", est.interconnect)
+    if est.inference is None:
+        perf.add_row("tokens/s (all GPUs)", number(est.tokens_per_second, ",.0f"))
+        perf.add_row("samples/s", number(est.samples_per_second, ",.2f"))
+        perf.add_row("step time", f"{est.step_time_s:,.2f} s")
+    else:
+        inf = est.inference
+        perf.add_row("prefill tokens/s", number(inf.prefill_tokens_per_second, ",.0f"))
+        perf.add_row("decode tokens/s (all sequences)", number(est.tokens_per_second, ",.0f"))
+        perf.add_row("time to first token", f"{inf.time_to_first_token_s * 1000:,.0f} ms")
+        perf.add_row("latency per output token", f"{inf.latency_per_output_token_ms:,.1f} ms ({inf.decode_bound}-bound)")
+        perf.add_row("KV cache per sequence", f"{inf.kv_cache_gib_per_sequence:,.3f} GiB")
+        perf.add_row("max concurrent sequences", f"{inf.max_batch_that_fits:,}")
+    if est.total_tokens is not None:
+        perf.add_row("tokens in total", _count(est.total_tokens))
+    perf.add_row("wall-clock", _hours(est.wall_hours))
+    perf.add_row("GPU-hours", _hours(est.gpu_hours) if est.gpu_hours is not None else "—")
+    out.print(perf)
+    out.print(f"[dim]MFU basis: {est.mfu_basis}[/dim]")
+
+    if est.suggestions:
+        fixes = Table(title="Fixes that fit, least speed cost first")
+        fixes.add_column("#", justify="right")
+        fixes.add_column("fix")
+        fixes.add_column("GiB/GPU", justify="right")
+        fixes.add_column("speed")
+        for i, s in enumerate(est.suggestions, 1):
+            fixes.add_row(str(i), s.fix, f"{s.per_gpu_gib:,.1f}", s.speed_cost)
+        out.print(fixes)
+    elif not mem.fits:
+        out.print("[yellow]No single fix found that fits; try a bigger GPU or more GPUs with --zero 3.[/yellow]")
+    for note in est.notes:
+        out.print(f"[dim]note: {note}[/dim]")

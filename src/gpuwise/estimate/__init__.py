@@ -1,0 +1,81 @@
+"""Workload estimates: memory per GPU, FLOPs, MFU, time and GPU-hours; fixes when it does not fit.
+
+Pure library (no torch, no network). The pieces:
+
+- :mod:`.model`: model shapes (presets, HF ``config.json``, ``--params``) and parameter counts;
+- :mod:`.workload`: the :class:`Workload` spec and :func:`workload_from_options`;
+- :mod:`.memory`: per-GPU memory terms (ZeRO model states, Korthikanti activations, KV cache, ...);
+- :mod:`.throughput`: FLOPs, the MFU model fitted to published runs, communication time;
+- :mod:`.calibration`: the ``calibration.json`` that ``gpuwise bench --calibrate`` writes;
+- :mod:`.estimator`: :func:`estimate_workload` → :class:`Estimate`;
+- :mod:`.suggest`: fixes for a workload that does not fit, ranked by speed cost.
+
+``gpuwise.estimate`` is both this package and a function: ``gpuwise.estimate(workload, "H100")``
+calls :func:`estimate_workload` (DESIGN.md names the API ``gpuwise.estimate(...)``). A module
+cannot be called, so the package's module object gets a subclass of ``ModuleType`` whose
+``__call__`` forwards to :func:`estimate_workload`; attribute access is unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
+from gpuwise.estimate.estimator import (
+    Estimate,
+    InferenceEstimate,
+    MemoryEstimate,
+    Suggestion,
+    estimate_workload,
+)
+from gpuwise.estimate.model import (
+    ModelConfig,
+    get_preset,
+    parse_hf_config,
+    preset_names,
+    resolve_model,
+)
+from gpuwise.estimate.workload import (
+    GRAD_CKPT,
+    LORA_TARGETS,
+    OPTIMIZERS,
+    PRECISIONS,
+    TASKS,
+    Workload,
+    workload_from_options,
+)
+
+__all__ = [
+    "GRAD_CKPT",
+    "LORA_TARGETS",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "TASKS",
+    "Calibration",
+    "Estimate",
+    "GpuCalibration",
+    "InferenceEstimate",
+    "MemoryEstimate",
+    "ModelConfig",
+    "Suggestion",
+    "Workload",
+    "estimate_workload",
+    "get_preset",
+    "load_calibration",
+    "parse_hf_config",
+    "preset_names",
+    "resolve_model",
+    "workload_from_options",
+]
+
+
+class _CallableModule(types.ModuleType):
+    """This package's module type: calling it is calling :func:`estimate_workload`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Estimate:
+        return estimate_workload(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,166 @@
+"""Measured figures that replace the estimator's defaults: ``calibration.json``.
+
+``gpuwise bench --calibrate`` writes the file to ``<config dir>/calibration.json``; this module
+reads it. The schema (version 1, documented with examples in ``docs/calibration.md``)::
+
+    {
+      "version": 1,
+      "measured_at": "2026-11-21T06:00:00Z",        # ISO 8601, optional
+      "device": "NVIDIA H100 80GB HBM3",             # free text, optional
+      "gpus": {
+        "H100": {                                    # any name gpuwise.hardware.find_gpu knows
+          "matmul_efficiency": {"bf16": 0.78, "fp8": 0.62},   # achieved / datasheet dense peak
+          "memory_bandwidth_efficiency": 0.88,        # achieved / datasheet HBM bandwidth
+          "mfu": 0.45,                                # measured training MFU (any model)
+          "mfu_by_model": {"llama-2-7b": 0.48},       # per preset name, wins over "mfu"
+          "cuda_context_gib": 0.55,                   # memory in use before the first tensor
+          "allocator_fraction": 0.04                  # reserved/allocated - 1 at peak
+        }
+      }
+    }
+
+Every per-GPU key is optional. Fractions must lie in (0, 1]; an unknown key is an error so a
+typo does not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuwise.errors import DataFileError, did_you_mean
+from gpuwise.paths import config_dir
+
+CALIBRATION_VERSION = 1
+_GPU_KEYS = {"matmul_efficiency", "memory_bandwidth_efficiency", "mfu", "mfu_by_model", "cuda_context_gib",
+             "allocator_fraction", "matmul_tflops", "memory_bandwidth_tb_s", "notes"}
+
+
+@dataclass(frozen=True)
+class GpuCalibration:
+    """Measured figures for one GPU model; None = not measured (the default applies)."""
+
+    gpu: str
+    """Canonical GPU name (``gpuwise.hardware``)."""
+    matmul_efficiency: dict[str, float] = field(default_factory=dict)
+    """Achieved fraction of the dense datasheet peak per precision (large GEMMs)."""
+    memory_bandwidth_efficiency: float | None = None
+    """Achieved fraction of the datasheet memory bandwidth (large copies)."""
+    mfu: float | None = None
+    """Measured model-FLOPs utilisation of a training step."""
+    mfu_by_model: dict[str, float] = field(default_factory=dict)
+    """Measured MFU per model preset name; wins over ``mfu``."""
+    cuda_context_gib: float | None = None
+    """Device memory in use before the first tensor (CUDA context, cuBLAS workspace)."""
+    allocator_fraction: float | None = None
+    """Caching-allocator overhead at peak: reserved / allocated - 1."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A parsed calibration file."""
+
+    path: str
+    """Where it was read from."""
+    gpus: dict[str, GpuCalibration]
+    """Per canonical GPU name."""
+    measured_at: str | None = None
+    """When ``gpuwise bench`` measured it (ISO 8601)."""
+    device: str | None = None
+    """The device name the measurement ran on."""
+
+    def for_gpu(self, name: str) -> GpuCalibration | None:
+        return self.gpus.get(name)
+
+
+def _fraction(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= 1:
+        raise DataFileError(f"{where} must be a number in (0, 1], got {value!r}",
+                            hint="rerun `gpuwise bench --calibrate` or fix the value")
+    return float(value)
+
+
+def _positive(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise DataFileError(f"{where} must be a non-negative number, got {value!r}",
+                            hint="rerun `gpuwise bench --calibrate` or fix the value")
+    return float(value)
+
+
+def parse_calibration(data: Any, where: str) -> Calibration:
+    """Check and convert a loaded calibration document; errors name file and key."""
+    from gpuwise.hardware import gpu_table
+
+    if not isinstance(data, dict):
+        raise DataFileError(f"{where}: expected a JSON object", hint="see docs/calibration.md for the schema")
+    version = data.get("version")
+    if version != CALIBRATION_VERSION:
+        raise DataFileError(f"{where}: unsupported calibration version {version!r}",
+                            hint=f"this gpuwise reads version {CALIBRATION_VERSION}; rerun `gpuwise bench --calibrate`")
+    gpus_raw = data.get("gpus", {})
+    if not isinstance(gpus_raw, dict):
+        raise DataFileError(f"{where}: 'gpus' must be an object keyed by GPU name", hint="see docs/calibration.md")
+    table = gpu_table()
+    gpus: dict[str, GpuCalibration] = {}
+    for name, entry in gpus_raw.items():
+        at = f"{where}: gpus.{name}"
+        spec = table.get(str(name))
+        if spec is None:
+            raise DataFileError(f"{at}: unknown GPU {name!r}", hint="use a name `gpuwise gpus` lists",
+                                suggestions=did_you_mean(str(name), table.names))
+        if not isinstance(entry, dict):
+            raise DataFileError(f"{at}: expected an object", hint="see docs/calibration.md")
+        unknown = set(entry) - _GPU_KEYS
+        if unknown:
+            raise DataFileError(f"{at}: unknown key(s) {', '.join(sorted(unknown))}", hint="see docs/calibration.md",
+                                suggestions=[s for u in unknown for s in did_you_mean(u, _GPU_KEYS, 1)])
+        eff = entry.get("matmul_efficiency", {})
+        if not isinstance(eff, dict):
+            raise DataFileError(f"{at}.matmul_efficiency: expected an object keyed by precision",
+                                hint='e.g. {"bf16": 0.78}')
+        by_model = entry.get("mfu_by_model", {})
+        if not isinstance(by_model, dict):
+            raise DataFileError(f"{at}.mfu_by_model: expected an object keyed by model name",
+                                hint='e.g. {"llama-2-7b": 0.48}')
+        gpus[spec.name] = GpuCalibration(
+            gpu=spec.name,
+            matmul_efficiency={str(k): _fraction(v, f"{at}.matmul_efficiency.{k}") for k, v in eff.items()},
+            memory_bandwidth_efficiency=_fraction(entry["memory_bandwidth_efficiency"],
+                                                  f"{at}.memory_bandwidth_efficiency")
+            if entry.get("memory_bandwidth_efficiency") is not None else None,
+            mfu=_fraction(entry["mfu"], f"{at}.mfu") if entry.get("mfu") is not None else None,
+            mfu_by_model={str(k).lower(): _fraction(v, f"{at}.mfu_by_model.{k}") for k, v in by_model.items()},
+            cuda_context_gib=_positive(entry["cuda_context_gib"], f"{at}.cuda_context_gib")
+            if entry.get("cuda_context_gib") is not None else None,
+            allocator_fraction=_positive(entry["allocator_fraction"], f"{at}.allocator_fraction")
+            if entry.get("allocator_fraction") is not None else None,
+        )
+    return Calibration(path=where, gpus=gpus, measured_at=data.get("measured_at"), device=data.get("device"))
+
+
+def default_calibration_path() -> Path:
+    return config_dir() / "calibration.json"
+
+
+def load_calibration(path: str | Path | None = None) -> Calibration | None:
+    """The calibration at ``path`` (default ``<config dir>/calibration.json``), or None if absent.
+
+    A file that exists but is malformed raises DataFileError naming the file and key.
+    """
+    p = Path(path) if path is not None else default_calibration_path()
+    if not p.is_file():
+        if path is not None:
+            raise DataFileError(f"{p}: no such calibration file", hint="run `gpuwise bench --calibrate` first")
+        return None
+    try:
+        data = json.loads(p.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataFileError(f"{p}: cannot read ({exc})", hint="check the file's permissions") from None
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})",
+                            hint="rerun `gpuwise bench --calibrate` or fix the file") from None
+    return parse_calibration(data, str(p))

@@ -1,0 +1,445 @@
+"""``estimate_workload``: memory, FLOPs, MFU, time and fixes for one workload on one GPU setup.
+
+Values in, values out: a :class:`~gpuwise.estimate.workload.Workload` and a GPU name or spec go
+in, a frozen :class:`Estimate` comes out. Formulas live in :mod:`.memory` and :mod:`.throughput`;
+this module puts them together, applies a calibration when there is one, and, when the workload
+does not fit, tries the fixes and ranks those that fit by the speed they cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuwise.errors import EstimateError, InputError
+from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
+from gpuwise.estimate.memory import (
+    Overheads,
+    kv_cache_bytes,
+    memory_breakdown_bytes,
+    trainable_params,
+    weight_bytes_per_param,
+)
+from gpuwise.estimate.throughput import (
+    DEFAULT_GPUS_PER_NODE,
+    DEFAULT_INTER_NODE_GBIT_S,
+    PCIE_X16_GB_S,
+    Network,
+    allreduce_seconds,
+    forward_flops_per_token,
+    machine_balance,
+    mfu_model,
+    network_for,
+    peak_flops,
+    recompute_factor,
+    training_flops_per_token,
+)
+from gpuwise.estimate.workload import DEFAULT_PRETRAIN_BATCH_TOKENS, Workload
+from gpuwise.hardware import GpuSpec, find_gpu
+from gpuwise.units import BYTES_PER_GIB
+
+_NO_CALIBRATION = object()
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Memory per GPU."""
+
+    per_gpu_gib: float
+    """Peak memory per GPU, all terms of ``breakdown`` summed."""
+    capacity_gib: float
+    """The GPU's memory (datasheet)."""
+    fits: bool
+    """``per_gpu_gib`` ≤ ``capacity_gib``."""
+    headroom_gib: float
+    """``capacity_gib - per_gpu_gib`` (negative: short by that much)."""
+    breakdown: dict[str, float]
+    """Term name → GiB: weights, gradients, optimizer_states, master_weights, activations, logits or
+    kv_cache, comm_buffers, allocator_overhead, cuda_context."""
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A change that makes the workload fit."""
+
+    fix: str
+    """What to change, as a person would say it (with the flag)."""
+    per_gpu_gib: float
+    """Memory per GPU after the change."""
+    fits: bool
+    """Whether it fits after the change."""
+    slowdown: float
+    """New time ÷ old time (1.0 = no cost, < 1 faster, 1.33 = a third slower)."""
+    speed_cost: str
+    """The slowdown in words."""
+    changes: dict[str, Any]
+    """The changed options (workload fields, ``gpu``, ``gpus``)."""
+
+
+@dataclass(frozen=True)
+class InferenceEstimate:
+    """Serving figures: prefill is compute-bound, decode is memory-bandwidth-bound."""
+
+    prefill_tokens_per_second: float
+    """Prompt tokens processed per second (all sequences of the batch)."""
+    decode_tokens_per_second: float
+    """Generated tokens per second (all sequences of the batch)."""
+    time_to_first_token_s: float
+    """Prefill time of one batch."""
+    latency_per_output_token_ms: float
+    """Time per decode step: max(weights + KV bytes / bandwidth, FLOPs / compute)."""
+    decode_bound: str
+    """``memory`` or ``compute``: what limits a decode step."""
+    kv_cache_gib_per_sequence: float
+    """KV cache of one sequence at full context."""
+    max_batch_that_fits: int
+    """Most concurrent sequences the memory left after the weights holds (0 = weights do not fit)."""
+    bandwidth_basis: str
+    """Which memory bandwidth the decode figures assume."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Everything gpuwise estimates for one workload on one GPU setup."""
+
+    workload: Workload
+    """The workload as estimated (defaults filled)."""
+    gpu: str
+    """Canonical GPU name."""
+    gpus: int
+    """GPUs in total."""
+    gpus_per_node: int
+    """GPUs per node (sets which traffic crosses the network)."""
+    nodes: int
+    """Nodes in use."""
+    data_parallel: int
+    """Data-parallel degree: gpus / (tensor × pipeline parallel)."""
+    memory: MemoryEstimate
+    """Memory per GPU and whether it fits."""
+    params_total: float
+    """All parameters."""
+    params_trainable: float
+    """Parameters with gradients (adapters only for LoRA/QLoRA; 0 for inference)."""
+    flops_per_token: float
+    """Model FLOPs per token (training: forward + backward, no recompute; inference: forward)."""
+    flops_total: float | None
+    """Model FLOPs of the whole run (None when its size is unknown)."""
+    peak_tflops: float
+    """Dense datasheet peak per GPU for the precision."""
+    mfu: float
+    """Model-FLOPs utilisation the time assumes, communication and bubbles included:
+    time = flops_total / (gpus × peak × mfu)."""
+    mfu_compute: float
+    """MFU before communication and pipeline bubbles (fitted or calibrated, recompute applied)."""
+    mfu_basis: str
+    """Where ``mfu_compute`` comes from, in words."""
+    scaling_efficiency: float
+    """Compute time ÷ step time (1.0 = communication fully hidden)."""
+    step_time_s: float
+    """Seconds per optimizer step (training) or per decode step (inference)."""
+    comm_time_s: float
+    """Communication per step that is not hidden behind compute, seconds."""
+    interconnect: str
+    """Intra-node link and, across nodes, the network bandwidth assumed."""
+    tokens_per_second: float
+    """Training tokens (or generated tokens) per second, all GPUs."""
+    samples_per_second: float
+    """Sequences (or images) per second, all GPUs."""
+    total_tokens: float | None
+    """Tokens of the whole run (None when unknown)."""
+    wall_hours: float | None
+    """Wall-clock hours for the run (None when its size is unknown)."""
+    gpu_hours: float | None
+    """wall_hours × gpus."""
+    suggestions: tuple[Suggestion, ...]
+    """Fixes that make it fit, cheapest in speed first (empty when it fits)."""
+    inference: InferenceEstimate | None = None
+    """Serving figures for ``task=inference``."""
+    notes: tuple[str, ...] = field(default=())
+    """Assumptions and defaults the figures rest on."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        wl = self.workload
+        m = wl.model
+        return {
+            "workload": {
+                "model": m.name, "arch": m.arch, "task": wl.task, "precision": wl.precision,
+                "optimizer": wl.optimizer, "zero": wl.zero, "grad_ckpt": wl.grad_ckpt,
+                "seq_len": wl.effective_seq_len, "micro_batch": wl.micro_batch, "global_batch": wl.global_batch,
+                "tensor_parallel": wl.tensor_parallel, "pipeline_parallel": wl.pipeline_parallel,
+                "cpu_offload": wl.cpu_offload, "flash_attention": wl.uses_flash_attention,
+                "lora_rank": wl.lora_rank if wl.task in ("lora", "qlora") else None,
+                "lora_targets": wl.lora_targets if wl.task in ("lora", "qlora") else None,
+                "prompt_len": wl.prompt_len if wl.task == "inference" else None,
+                "output_len": wl.output_len if wl.task == "inference" else None,
+            },
+            "gpu": self.gpu, "gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
+            "data_parallel": self.data_parallel,
+            "memory": {"per_gpu_gib": self.memory.per_gpu_gib, "capacity_gib": self.memory.capacity_gib,
+                       "fits": self.memory.fits, "headroom_gib": self.memory.headroom_gib,
+                       "breakdown": dict(self.memory.breakdown)},
+            "params_total": self.params_total, "params_trainable": self.params_trainable,
+            "flops_per_token": self.flops_per_token, "flops_total": self.flops_total,
+            "peak_tflops": self.peak_tflops, "mfu": self.mfu, "mfu_compute": self.mfu_compute,
+            "mfu_basis": self.mfu_basis, "scaling_efficiency": self.scaling_efficiency,
+            "step_time_s": self.step_time_s, "comm_time_s": self.comm_time_s, "interconnect": self.interconnect,
+            "tokens_per_second": self.tokens_per_second, "samples_per_second": self.samples_per_second,
+            "total_tokens": self.total_tokens, "wall_hours": self.wall_hours, "gpu_hours": self.gpu_hours,
+            "suggestions": [{"fix": s.fix, "per_gpu_gib": s.per_gpu_gib, "fits": s.fits, "slowdown": s.slowdown,
+                             "speed_cost": s.speed_cost, "changes": s.changes} for s in self.suggestions],
+            "inference": None if self.inference is None else {
+                k: getattr(self.inference, k) for k in self.inference.__dataclass_fields__},
+            "notes": list(self.notes),
+        }
+
+
+# ------------------------------------------------------------------------------------------
+
+def _resolve_calibration(calibration: Any) -> Calibration | None:
+    if calibration is _NO_CALIBRATION:
+        return load_calibration()
+    if calibration is None or isinstance(calibration, Calibration):
+        return calibration
+    return load_calibration(calibration)
+
+
+def _mfu_compute(wl: Workload, gpu: GpuSpec, cal: GpuCalibration | None, adapter: float) -> tuple[float, str]:
+    m = wl.model
+    seq = wl.effective_seq_len
+    rf = recompute_factor(m, seq, wl.task, wl.grad_ckpt, adapter)
+    rc = "" if rf == 1.0 else f"; × {rf:.2f} for {wl.grad_ckpt} recompute"
+    if cal is not None:
+        by_model = cal.mfu_by_model.get(m.name.lower())
+        if by_model is not None:
+            return by_model * rf, f"calibrated: measured MFU {by_model:.0%} for {m.name} on {gpu.name}{rc}"
+        if cal.mfu is not None:
+            return cal.mfu * rf, f"calibrated: measured MFU {cal.mfu:.0%} on {gpu.name}{rc}"
+    fit = mfu_model()
+    hidden = m.hidden if m.is_transformer else 1024
+    base = fit.predict(machine_balance(gpu, wl.precision), hidden)
+    basis = (f"fitted to {fit.rows} published pretraining runs (GPU-hours as reported): {base:.0%} for "
+             f"{gpu.name} {wl.precision} at hidden size {hidden}{rc}")
+    if not m.is_transformer:
+        basis += "; non-transformer model: fit extrapolated, calibrate for real figures"
+    return base * rf, basis
+
+
+def _default_global_batch(wl: Workload, dp: int) -> int:
+    if wl.global_batch is not None:
+        return wl.global_batch
+    if wl.task == "pretrain" and wl.model.arch in ("decoder", "encoder-decoder", "encoder"):
+        seqs = math.ceil(DEFAULT_PRETRAIN_BATCH_TOKENS / wl.effective_seq_len)
+        per_step = wl.micro_batch * dp
+        return max(per_step, math.ceil(seqs / per_step) * per_step)
+    return wl.micro_batch * dp
+
+
+def _train_step(wl: Workload, gpu: GpuSpec, gpus: int, dp: int, net: Network, flops_per_token: float,
+                mfu_c: float, peak: float) -> tuple[float, float, float, int]:
+    """(step seconds, compute seconds, exposed comm seconds, global batch) for one optimizer step."""
+    m = wl.model
+    seq = wl.effective_seq_len
+    gb = _default_global_batch(wl, dp)
+    accum = max(1.0, gb / (wl.micro_batch * dp))
+    tokens = gb * (seq if m.arch != "cnn" else 1)
+    compute = flops_per_token * tokens / (gpus * peak * mfu_c)
+    if wl.pipeline_parallel > 1:  # 1F1B bubble (p-1)/m (Narayanan et al. 2021, Sec. 2.2.1)
+        compute *= 1 + (wl.pipeline_parallel - 1) / accum
+    shard = wl.tensor_parallel * wl.pipeline_parallel
+    grad_b = 4.0 if wl.precision == "fp32" or wl.task in ("lora", "qlora") else 2.0
+    comm = 0.0
+    if dp > 1:
+        dp_net = replace(net, gpus_per_node=max(1, net.gpus_per_node // shard))
+        if wl.zero >= 3:
+            weights = m.total_params / shard * weight_bytes_per_param(wl)
+            comm = 1.5 * allreduce_seconds(weights, dp, dp_net) * accum
+            hidden_by = compute
+        else:
+            comm = allreduce_seconds(trainable_params(wl) / shard * grad_b, dp, dp_net)
+            hidden_by = compute / accum * 2 / 3  # the last micro-batch's backward pass
+        comm = max(0.0, comm - hidden_by)
+    if wl.tensor_parallel > 1 and m.is_transformer:
+        act_b = 4.0 if wl.precision == "fp32" else 2.0
+        per = allreduce_seconds(wl.micro_batch * seq * m.hidden * act_b, wl.tensor_parallel,
+                                replace(net, gpus_per_node=max(net.gpus_per_node, 1)))
+        comm += 4 * per * m.total_layers / wl.pipeline_parallel * accum
+    if wl.cpu_offload:  # 16-bit gradients down and weights up over PCIe each step (ZeRO-Offload)
+        pcie = PCIE_X16_GB_S.get(gpu.pcie_gen or 4, 31.5) * 1e9
+        comm += 2 * trainable_params(wl) / shard / dp * 2.0 / pcie
+    return compute + comm, compute, comm, gb
+
+
+def _inference(wl: Workload, gpu: GpuSpec, peak: float, mfu_c: float, cal: GpuCalibration | None,
+               capacity_bytes: float, fixed_bytes: float) -> tuple[InferenceEstimate, float]:
+    m = wl.model
+    b, p, o = wl.micro_batch, wl.prompt_len, wl.output_len
+    tp = wl.tensor_parallel * wl.pipeline_parallel
+    eff_bw = cal.memory_bandwidth_efficiency if cal and cal.memory_bandwidth_efficiency else 1.0
+    bw_basis = (f"calibrated: {eff_bw:.0%} of the datasheet bandwidth" if eff_bw != 1.0 or (cal and cal.memory_bandwidth_efficiency)
+                else "datasheet peak bandwidth (a lower bound on latency; calibrate with `gpuwise bench --calibrate`)")
+    if cal and cal.matmul_efficiency.get(wl.precision):
+        mfu_c = cal.matmul_efficiency[wl.precision]
+    bw = (gpu.memory_bandwidth_tb_s or 0.0) * 1e12 * eff_bw
+    if bw <= 0:
+        raise EstimateError(f"{gpu.name}: no memory bandwidth figure", hint="add it to your gpus.csv")
+    prefill_flops = b * p * forward_flops_per_token(m, p / 2)
+    ttft = prefill_flops / (tp * peak * mfu_c)
+    weights = m.total_params * weight_bytes_per_param(wl) / tp
+    if m.experts:  # a decode step reads the experts its batch routes to: at most all of them
+        active = m.active_params * weight_bytes_per_param(wl) / tp
+        weights = min(weights, active * b)
+    kv_avg = kv_cache_bytes(wl) * (p + o / 2) / (p + o)
+    t_mem = (weights + kv_avg) / bw
+    t_cmp = b * forward_flops_per_token(m, p + o / 2) / (tp * peak * mfu_c)
+    step = max(t_mem, t_cmp)
+    kv_seq = kv_cache_bytes(wl, batch=1)
+    free = capacity_bytes - fixed_bytes
+    max_b = int(free // kv_seq) if kv_seq > 0 and free > 0 else (0 if free <= 0 else 1 << 20)
+    est = InferenceEstimate(
+        prefill_tokens_per_second=b * p / ttft if ttft > 0 else math.inf,
+        decode_tokens_per_second=b / step,
+        time_to_first_token_s=ttft,
+        latency_per_output_token_ms=step * 1000,
+        decode_bound="memory" if t_mem >= t_cmp else "compute",
+        kv_cache_gib_per_sequence=kv_seq / BYTES_PER_GIB,
+        max_batch_that_fits=max(0, min(max_b, 1 << 20)),
+        bandwidth_basis=bw_basis,
+    )
+    return est, step
+
+
+def estimate_workload(
+    workload: Workload,
+    gpu: str | GpuSpec,
+    gpus: int = 1,
+    *,
+    gpus_per_node: int | None = None,
+    inter_node_gbit_s: float = DEFAULT_INTER_NODE_GBIT_S,
+    calibration: Calibration | str | Any = _NO_CALIBRATION,
+    suggest: bool = True,
+) -> Estimate:
+    """Estimate ``workload`` on ``gpus`` GPUs of model ``gpu``.
+
+    ``gpus_per_node`` defaults to ``min(gpus, 8)``; ``inter_node_gbit_s`` is the network bandwidth
+    per node (default 400 Gbit/s, an AWS p4d). ``calibration``: a :class:`Calibration`, a path, or
+    None for none; by default the user's ``calibration.json`` when it exists. ``suggest=False``
+    skips the search for fixes (the planner calls this for many setups).
+    Raises EstimateError/HardwareError/InputError for impossible setups (fp8 on a GPU without it,
+    more tensor-parallel GPUs than GPUs, ...).
+    """
+    spec = find_gpu(gpu) if isinstance(gpu, str) else gpu
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 1 << 20:
+        raise InputError(f"--gpus must be a whole number ≥ 1, got {gpus!r}", hint="give the number of GPUs, e.g. --gpus 8")
+    gpn = gpus_per_node if gpus_per_node is not None else min(gpus, DEFAULT_GPUS_PER_NODE)
+    if isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1:
+        raise InputError(f"GPUs per node must be ≥ 1, got {gpn!r}", hint="give a positive number")
+    gpn = min(gpn, gpus)
+    if not (math.isfinite(inter_node_gbit_s) and inter_node_gbit_s > 0):
+        raise InputError(f"inter-node bandwidth must be > 0 Gbit/s, got {inter_node_gbit_s!r}",
+                         hint="give the network bandwidth per node, e.g. 400")
+    cal_doc = _resolve_calibration(calibration)
+    cal = cal_doc.for_gpu(spec.name) if cal_doc else None
+    return _estimate(workload, spec, gpus, gpn, inter_node_gbit_s, cal, suggest)
+
+
+def _overheads(cal: GpuCalibration | None) -> Overheads:
+    o = Overheads()
+    if cal is not None:
+        o = Overheads(cuda_context_gib=cal.cuda_context_gib if cal.cuda_context_gib is not None else o.cuda_context_gib,
+                      allocator_fraction=cal.allocator_fraction if cal.allocator_fraction is not None
+                      else o.allocator_fraction)
+    return o
+
+
+def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float, cal: GpuCalibration | None,
+              suggest: bool) -> Estimate:
+    m = wl.model
+    shard = wl.tensor_parallel * wl.pipeline_parallel
+    if gpus % shard:
+        raise EstimateError(f"{gpus} GPUs do not split into tensor × pipeline parallel = {shard}",
+                            hint="use a GPU count that is a multiple of tensor × pipeline parallel")
+    if wl.tensor_parallel > gpn:
+        raise EstimateError(f"tensor parallel {wl.tensor_parallel} spans more than one node of {gpn} GPUs",
+                            hint="keep tensor parallelism within a node (--tensor-parallel ≤ GPUs per node)")
+    dp = gpus // shard
+    peak = peak_flops(spec, wl.precision)
+    notes = list(wl.notes)
+    overheads = _overheads(cal)
+    breakdown_b = memory_breakdown_bytes(wl, dp, overheads)
+    per_gpu_b = sum(breakdown_b.values())
+    capacity_gib = float(spec.memory_gib)
+    per_gpu = per_gpu_b / BYTES_PER_GIB
+    memory = MemoryEstimate(per_gpu_gib=per_gpu, capacity_gib=capacity_gib, fits=per_gpu <= capacity_gib,
+                            headroom_gib=capacity_gib - per_gpu,
+                            breakdown={k: v / BYTES_PER_GIB for k, v in breakdown_b.items()})
+    net = network_for(spec, gpn, inter_gbit)
+    nodes = math.ceil(gpus / gpn)
+    interconnect = net.intra_kind + (f"; {inter_gbit:g} Gbit/s per node across {nodes} nodes" if nodes > 1 else "")
+    adapter = trainable_params(wl) if wl.task in ("lora", "qlora") else 0.0
+    mfu_c, basis = _mfu_compute(wl, spec, cal, adapter)
+    seq = wl.effective_seq_len
+    inference = None
+    if wl.is_training:
+        fpt = training_flops_per_token(m, seq, wl.task, adapter)
+        step, compute, comm, gb = _train_step(wl, spec, gpus, dp, net, fpt, mfu_c, peak)
+        tokens_step = gb * (seq if m.arch != "cnn" else 1)
+        tps = tokens_step / step
+        sps = gb / step
+        total = wl.total_tokens
+        if m.arch == "cnn" and wl.samples is not None:
+            total = wl.samples * wl.epochs
+        wall = total / tps / 3600 if total is not None else None
+        flops_total = fpt * total if total is not None else None
+        efficiency = compute / step
+        wl_out = wl if wl.global_batch is not None else replace(wl, global_batch=gb)
+        if wl.tokens is None and wl.samples is None and wl.task == "pretrain":
+            notes.append(f"no --tokens: assumed Chinchilla-optimal 20 tokens/parameter = {total:.3g} tokens")
+        if total is None:
+            notes.append("no --tokens or --samples: give one for wall-clock hours and GPU-hours")
+        if m.arch == "cnn" and not m.activation_mib_per_sample:
+            notes.append("activation memory of this CNN is unknown to gpuwise and counted as 0")
+    else:
+        wl_out = wl
+        fpt = forward_flops_per_token(m, wl.prompt_len + wl.output_len / 2)
+        fixed = per_gpu_b - breakdown_b.get("kv_cache", 0.0)
+        inference, step = _inference(wl, spec, peak, mfu_c, cal, capacity_gib * BYTES_PER_GIB, fixed)
+        tps = inference.decode_tokens_per_second
+        per_request_s = inference.time_to_first_token_s + wl.output_len * step
+        sps = wl.micro_batch / per_request_s
+        compute, comm, efficiency = step, 0.0, 1.0
+        total = wl.requests * wl.output_len if wl.requests is not None else None
+        wall = wl.requests / sps / 3600 if wl.requests is not None else None
+        flops_total = fpt * (wl.prompt_len + wl.output_len) * wl.requests if wl.requests is not None else None
+        if dp > 1:
+            tps, sps = tps * dp, sps * dp
+            wall = wall / dp if wall is not None else None
+        basis = f"prefill: {basis}; decode: {inference.bandwidth_basis}"
+        if wl.requests is None:
+            notes.append("give --requests for hours to serve a workload")
+    mfu_eff = mfu_c * (compute / step) if wl.is_training else mfu_c
+    if wl.precision == "fp8":
+        notes.append("fp8: MFU is relative to the FP8 dense peak; weights and states as in bf16 mixed precision")
+    if wl.task == "qlora":
+        notes.append("qlora: 4-bit dequantisation overhead is not in the FLOPs; expect slower steps than LoRA")
+    suggestions: tuple[Suggestion, ...] = ()
+    if suggest and not memory.fits:
+        from gpuwise.estimate.suggest import suggest_fixes
+
+        suggestions = tuple(suggest_fixes(wl, spec, gpus, gpn, inter_gbit, cal, per_gpu, tps))
+    return Estimate(
+        workload=wl_out, gpu=spec.name, gpus=gpus, gpus_per_node=gpn, nodes=nodes, data_parallel=dp,
+        memory=memory, params_total=m.total_params, params_trainable=trainable_params(wl),
+        flops_per_token=fpt, flops_total=flops_total, peak_tflops=peak / 1e12, mfu=mfu_eff, mfu_compute=mfu_c,
+        mfu_basis=basis, scaling_efficiency=efficiency, step_time_s=step, comm_time_s=comm,
+        interconnect=interconnect, tokens_per_second=tps, samples_per_second=sps, total_tokens=total,
+        wall_hours=wall, gpu_hours=wall * gpus if wall is not None else None, suggestions=suggestions,
+        inference=inference, notes=tuple(notes),
+    )
+
+
+def quick_estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float,
+                   cal: GpuCalibration | None) -> Estimate:
+    """An estimate without suggestions (used by the fix search)."""
+    return _estimate(wl, spec, gpus, gpn, inter_gbit, cal, suggest=False)

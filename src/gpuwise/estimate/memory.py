@@ -1,0 +1,236 @@
+"""Memory per GPU, broken down: weights, gradients, optimizer states, master weights,
+activations, logits, KV cache, communication buffers and runtime overhead.
+
+Every term is a published formula, cited where it is computed. All functions return bytes;
+the estimator converts to GiB. Time and FLOPs live in :mod:`.throughput`.
+
+Model states (Rajbhandari et al. 2020, "ZeRO", Sec. 3.1 and Fig. 1): mixed-precision Adam keeps
+2Ψ (16-bit weights) + 2Ψ (16-bit gradients) + KΨ with K = 12 (fp32 master weights, momentum,
+variance). ZeRO-1 shards the K term over the data-parallel GPUs, ZeRO-2 also the gradients,
+ZeRO-3 also the weights. Tensor and pipeline parallelism divide every model-state term.
+
+Activations (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4, Table 2): per layer
+``s·b·h·(34 + 5·a·s/h)`` bytes with 16-bit activations, broken down as attention ``11·sbh + 5·as²b``,
+MLP ``19·sbh`` and two norms ``4·sbh``. We keep the same element counts but generalise them to
+grouped-query attention (K and V are ``kv_heads/heads`` as wide), gated MLPs (SwiGLU stores the gate,
+up, activation and product tensors: ``8·s·b·ffn`` bytes instead of ``4·s·b·ffn``), MLP widths other
+than 4h, models without dropout (no 1-byte masks) and fused attention (FlashAttention never stores
+the ``a·s²·b`` score terms; Dao et al. 2022, Sec. 3.1). Full recompute keeps ``2·sbh`` per layer
+(the layer input) plus one layer being recomputed. With 1F1B pipelining the first stage holds about
+``L`` layers' worth of activations whatever the pipeline degree (Korthikanti Sec. 4.2.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.estimate.model import ModelConfig
+from gpuwise.estimate.workload import Workload
+
+# Bytes per value.
+_WEIGHT_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 2.0}
+"""Training keeps 16-bit weights for fp8 too: FP8 recipes (NVIDIA Transformer Engine) cast per
+GEMM and keep higher-precision weights."""
+_INFER_WEIGHT_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+# Optimizer state bytes per trainable parameter (fp32 states), not counting master weights:
+# AdamW m + v = 8 (ZeRO paper Sec. 3.1: K = 12 = 4 master + 4 m + 4 v);
+# 8-bit AdamW 2 (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization", Sec. 2: two
+# 8-bit states; block constants are <1%); SGD with momentum 4.
+_OPTIMIZER_BYTES = {"adamw": 8.0, "adamw8bit": 2.0, "sgd": 4.0}
+# QLoRA base weights: 4-bit NF4 plus double-quantised constants, 0.127 bits per parameter
+# (Dettmers et al. 2023, "QLoRA", Sec. 3 "Double Quantization": 8/64 + 32/(64·256) = 0.127 bits).
+QLORA_BITS_PER_PARAM = 4.0 + 0.127
+# DeepSpeed ZeRO-1/2 bucket defaults: reduce_bucket_size = allgather_bucket_size = 5e8 elements
+# (deepspeed.ai/docs/config-json, "ZeRO optimizations").
+_ZERO_BUCKET_ELEMENTS = 5e8
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """Runtime memory that no formula gives; both figures are assumptions unless calibrated."""
+
+    cuda_context_gib: float = 0.5
+    """CUDA context + cuBLAS/NCCL workspaces per process. Assumed 0.5 GiB (not a published
+    figure); `gpuwise bench --calibrate` measures it and calibration.json overrides it."""
+    allocator_fraction: float = 0.05
+    """PyTorch caching-allocator fragmentation as a fraction of allocated memory. Assumed 5%
+    (not a published figure); override in calibration.json."""
+
+
+def weight_bytes_per_param(wl: Workload) -> float:
+    return (_INFER_WEIGHT_BYTES if wl.task == "inference" else _WEIGHT_BYTES)[wl.precision]
+
+
+def trainable_params(wl: Workload) -> float:
+    """Parameters that get gradients and optimizer states."""
+    if wl.task in ("lora", "qlora"):
+        return wl.model.lora_params(wl.lora_rank, wl.lora_targets)
+    if wl.task == "inference":
+        return 0.0
+    return wl.model.total_params
+
+
+def _optimizer_bytes(wl: Workload) -> float:
+    if wl.optimizer != "adafactor":
+        return _OPTIMIZER_BYTES[wl.optimizer]
+    # Adafactor without momentum keeps factored second moments: rows + cols fp32 values per
+    # rows x cols matrix (Shazeer & Stern 2018, Sec. 3), i.e. 4·(1/rows + 1/cols) bytes per parameter.
+    m = wl.model
+    if wl.task in ("lora", "qlora"):
+        return 4.0 * (1 / wl.lora_rank + 1 / max(m.hidden, 1))
+    if not m.is_transformer:
+        return 4.0 * 2 / 64  # conv kernels are small matrices; ~64-wide rows assumed
+    return 4.0 * (1 / m.hidden + 1 / m.ffn)
+
+
+def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
+    """Weights, gradients, optimizer states and master weights per GPU (ZeRO paper Sec. 3.1, 5)."""
+    m, shard = wl.model, wl.tensor_parallel * wl.pipeline_parallel
+    total = m.total_params / shard
+    if wl.task == "inference":
+        return {"weights": total * weight_bytes_per_param(wl)}
+    if wl.task == "qlora":
+        base = (m.linear_params * QLORA_BITS_PER_PARAM / 8 + (m.total_params - m.linear_params) * 2.0) / shard
+    else:
+        base = total * _WEIGHT_BYTES[wl.precision]
+    train = trainable_params(wl) / shard
+    mixed = wl.precision != "fp32"
+    # LoRA adapters are small and kept in fp32 (PEFT creates them in the base dtype but recipes
+    # upcast trainable weights); count them in full so the figure is never low.
+    adapter_bytes = train * 4.0 if wl.task in ("lora", "qlora") else 0.0
+    grad_b = 4.0 if (not mixed or wl.task in ("lora", "qlora")) else 2.0
+    weights = base / dp if wl.zero >= 3 else base
+    weights += adapter_bytes / (dp if wl.zero >= 3 else 1)
+    grads = train * grad_b / (dp if wl.zero >= 2 else 1)
+    opt = train * _optimizer_bytes(wl) / (dp if wl.zero >= 1 else 1)
+    # fp32 master copy: only when the working weights are 16 bit (not for fp32 runs, not for
+    # fp32 LoRA adapters).
+    master = train * 4.0 / (dp if wl.zero >= 1 else 1) if mixed and wl.task not in ("lora", "qlora") else 0.0
+    if wl.cpu_offload:  # ZeRO-Offload keeps fp32 master + optimizer states on the CPU (Ren et al. 2021, Sec. 4)
+        opt = master = 0.0
+    return {"weights": weights, "gradients": grads, "optimizer_states": opt, "master_weights": master}
+
+
+def layer_activation_bytes(m: ModelConfig, s: int, b: int, *, tp: int = 1, flash: bool = True,
+                           act_bytes: float = 2.0, cross_attention: bool = False) -> float:
+    """Activation bytes one transformer block keeps for backward (Korthikanti et al. 2022, Table 2,
+    generalised; see the module docstring). Tensor parallelism without sequence parallelism
+    splits the attention/MLP internals but not the norms, inputs and masks (``10 + 24/t`` form)."""
+    h, f, q = m.hidden, m.ffn, m.heads * m.d_head
+    kvw = m.n_kv * m.d_head
+    k = act_bytes / 2  # Korthikanti counts 2-byte activations; masks stay 1 byte
+    mask = 1.0 if m.dropout else 0.0
+    # attention: qkv input 2h, Q 2q, K and V 2kvw each, attention output (proj input) 2q, dropout mask h
+    attn = k * 2 * h + k * (2 * q + 4 * kvw + 2 * q) / tp + mask * h
+    scores = 0.0
+    if not flash:  # softmax output 2·a·s (per token) + dropout mask a·s + dropout output 2·a·s
+        scores = m.heads * s * (k * 2 + (mask + k * 2 if m.dropout else 0.0)) / tp
+    mlp_inner = (8 if m.gated_mlp else 4) * f * k / tp
+    topk = max(1, m.experts_per_token) if m.experts else 1
+    mlp = (k * 2 * h + mlp_inner) * topk + mask * h
+    norms = k * 4 * h
+    per_token = attn + scores + mlp + norms
+    if cross_attention:  # T5 decoder block: a second attention block and a third norm
+        per_token += attn + scores + k * 2 * h
+    return float(s * b * per_token)
+
+
+def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
+    """Activations of all blocks for one micro-batch, per GPU, for the recompute mode in effect."""
+    m = wl.model
+    b, s = wl.micro_batch, wl.effective_seq_len
+    tp = tp or wl.tensor_parallel
+    act_bytes = 4.0 if wl.precision == "fp32" else 2.0
+    if m.arch == "cnn":
+        return m.activation_mib_per_sample * 2**20 * b * (act_bytes / 4)
+    if not m.is_transformer:
+        return 0.0
+    flash = wl.uses_flash_attention or wl.grad_ckpt == "selective"
+    enc = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes)
+    dec = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, cross_attention=True) \
+        if m.decoder_layers else 0.0
+    if wl.grad_ckpt == "full":
+        # keep each layer's input (2·sbh, Korthikanti Table 2) and recompute one layer at a time
+        kept = (act_bytes * s * b * m.hidden) * m.total_layers
+        return kept + max(enc, dec)
+    body = enc * m.layers + dec * m.decoder_layers
+    # final norm input + output-projection input (Korthikanti Sec. 4.3: "output layer")
+    return body + 2 * act_bytes * s * b * m.hidden
+
+
+def logits_bytes(wl: Workload) -> float:
+    """LM-head logits and loss: b·s·V values in the compute dtype, an fp32 copy for the
+    cross-entropy (Hugging Face upcasts logits before the loss) and the fp32 gradient of the logits."""
+    m = wl.model
+    if not m.has_lm_head or (m.arch == "encoder" and wl.task != "pretrain"):
+        return 0.0
+    act_bytes = 4.0 if wl.precision == "fp32" else 2.0
+    values = wl.micro_batch * wl.effective_seq_len * m.vocab / wl.tensor_parallel
+    return values * (act_bytes + 4.0 + 4.0)
+
+
+def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:
+    """KV cache: 2 (K and V) · bytes · layers · kv_heads · head_dim · context · batch
+    (vLLM ``kv_cache_interface.py`` page size; grouped-query heads from the config)."""
+    m = wl.model
+    if not m.is_transformer or m.arch in ("encoder", "vision-transformer"):
+        return 0.0
+    kv_b = 1.0 if wl.precision == "fp8" else (4.0 if wl.precision == "fp32" else 2.0)
+    heads = max(1.0, m.n_kv / wl.tensor_parallel)  # KV heads are split by TP, replicated below one per GPU
+    # decoder-only: one self-attention cache per layer; encoder-decoder: self + cross per decoder layer
+    layers = (2 * m.decoder_layers if m.decoder_layers else m.layers) / wl.pipeline_parallel
+    ctx = wl.prompt_len + wl.output_len
+    return 2 * kv_b * layers * heads * m.d_head * ctx * (batch or wl.micro_batch)
+
+
+def inference_activation_bytes(wl: Workload) -> float:
+    """Transient activations of one layer during prefill plus last-position logits (fp32)."""
+    m = wl.model
+    if not m.is_transformer:
+        return m.activation_mib_per_sample * 2**20 * wl.micro_batch / 3  # forward only keeps ~1/3; a guess bound
+    b, s = wl.micro_batch, wl.prompt_len
+    act = 4.0 if wl.precision == "fp32" else 2.0
+    width = 2 * m.hidden + (3 if m.gated_mlp else 1) * m.ffn / wl.tensor_parallel
+    logits = b * m.vocab * 4.0
+    return b * s * width * act + logits
+
+
+def comm_buffer_bytes(wl: Workload, dp: int) -> float:
+    """Communication buffers per GPU for data parallelism.
+
+    - DDP (ZeRO 0): the gradient buckets are a second copy of the gradients unless
+      ``gradient_as_bucket_view=True`` (PyTorch DDP docs, ``gradient_as_bucket_view``).
+    - ZeRO-1/2: DeepSpeed's reduce and all-gather buckets, 5e8 elements each by default.
+    - ZeRO-3 / FSDP: the all-gathered weights of the current and the prefetched unit (one block)
+      and that unit's unsharded gradients before the reduce-scatter (FSDP docs: forward/backward
+      prefetch; Zhao et al. 2023 "PyTorch FSDP", Sec. 3.2).
+    """
+    if dp <= 1 or wl.task == "inference":
+        return 0.0
+    m, shard = wl.model, wl.tensor_parallel * wl.pipeline_parallel
+    train = trainable_params(wl) / shard
+    wb = _WEIGHT_BYTES[wl.precision]
+    if wl.zero == 0:
+        grad_b = 4.0 if (wl.precision == "fp32" or wl.task in ("lora", "qlora")) else 2.0
+        return train * grad_b
+    if wl.zero in (1, 2):
+        return 2 * min(_ZERO_BUCKET_ELEMENTS, train) * wb
+    unit = (max(m.layer_params(), m.vocab * m.hidden) if m.is_transformer else m.total_params) / shard
+    unit = min(unit, m.total_params / shard)
+    return 2 * unit * wb + unit * wb
+
+
+def memory_breakdown_bytes(wl: Workload, dp: int, overheads: Overheads = Overheads()) -> dict[str, float]:
+    """The full per-GPU breakdown in bytes, keyed by the names ``--json`` reports."""
+    out = model_state_bytes(wl, dp)
+    if wl.task == "inference":
+        out["activations"] = inference_activation_bytes(wl)
+        out["kv_cache"] = kv_cache_bytes(wl)
+    else:
+        out["activations"] = activation_bytes(wl)
+        out["logits"] = logits_bytes(wl)
+    out["comm_buffers"] = comm_buffer_bytes(wl, dp)
+    allocated = sum(out.values())
+    out["allocator_overhead"] = allocated * overheads.allocator_fraction
+    out["cuda_context"] = overheads.cuda_context_gib * 2**30
+    return out

@@ -1,0 +1,463 @@
+"""Model shapes: presets, Hugging Face ``config.json`` files, or a bare parameter count.
+
+A :class:`ModelConfig` holds what the estimator needs about a network (hidden size, layers,
+heads, KV heads, MLP width, vocabulary, MoE experts) and derives parameter counts from it.
+Parameter counts are computed, never stored, and pinned by tests against the published totals
+(gpt2 124,439,808; bert-base 109,482,240; llama-2-7b 6,738,415,616, ...).
+
+Untrusted files are read by one function at the edge, :func:`parse_hf_config`, which names the
+file and the field that is wrong. Memory and time live in :mod:`.memory` and :mod:`.throughput`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuwise.errors import DataFileError, EstimateError, InputError, did_you_mean
+
+Arch = Literal["decoder", "encoder", "encoder-decoder", "vision-transformer", "cnn", "params-only"]
+ARCHS: tuple[Arch, ...] = ("decoder", "encoder", "encoder-decoder", "vision-transformer", "cnn",
+                           "params-only")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The shape of one network, enough to count parameters, FLOPs and activations."""
+
+    name: str
+    """Preset name, config path, or ``"<N> params"`` for a bare count."""
+    arch: Arch
+    """``decoder`` (GPT/Llama), ``encoder`` (BERT), ``encoder-decoder`` (T5),
+    ``vision-transformer`` (ViT), ``cnn`` (opaque: params + FLOPs only) or ``params-only``."""
+    hidden: int = 0
+    """Model width d_model (HF ``hidden_size`` / ``n_embd`` / ``d_model``)."""
+    layers: int = 0
+    """Transformer blocks (for encoder-decoder: encoder blocks)."""
+    heads: int = 0
+    """Attention heads."""
+    kv_heads: int = 0
+    """Key/value heads (grouped-query attention); equals ``heads`` for multi-head attention."""
+    head_dim: int = 0
+    """Per-head width; ``hidden // heads`` unless the config says otherwise (T5 ``d_kv``)."""
+    intermediate: int = 0
+    """MLP inner width (per expert for MoE)."""
+    vocab: int = 0
+    """Vocabulary size (0 for vision models)."""
+    max_positions: int = 0
+    """Longest sequence the model was built for (``max_position_embeddings``)."""
+    decoder_layers: int = 0
+    """Decoder blocks of an encoder-decoder model (each has self- and cross-attention)."""
+    tied_embeddings: bool = False
+    """Output projection shares the input embedding matrix (GPT-2, BERT, T5)."""
+    gated_mlp: bool = True
+    """SwiGLU/GeGLU MLP with three matrices (Llama) instead of two (GPT-2)."""
+    bias: bool = False
+    """Linear layers and norms carry biases (GPT-2, BERT)."""
+    qkv_bias: bool = False
+    """Only the q/k/v projections carry biases (Qwen2)."""
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    """Normalisation kind: RMSNorm has a weight, LayerNorm a weight and a bias."""
+    learned_positions: bool = False
+    """Learned absolute position embeddings (GPT-2, BERT) rather than RoPE/relative."""
+    type_vocab: int = 0
+    """BERT token-type embeddings."""
+    pooler: bool = False
+    """BERT pooler (a hidden x hidden dense layer)."""
+    relative_buckets: int = 0
+    """T5 relative-attention buckets (a buckets x heads table per stack)."""
+    experts: int = 0
+    """MoE experts per layer (0 = dense)."""
+    experts_per_token: int = 0
+    """Experts each token is routed to (top-k)."""
+    dropout: bool = False
+    """Dropout layers are active in training (their masks are kept for backward)."""
+    flash_attention: bool = True
+    """Attention never materialises the score matrix (FlashAttention / SDPA); on for modern models."""
+    image_size: int = 0
+    """Vision models: input side in pixels."""
+    patch_size: int = 0
+    """ViT patch side in pixels."""
+    num_channels: int = 3
+    """Vision models: input channels."""
+    num_labels: int = 0
+    """Vision classifiers: output classes."""
+    params: float = 0.0
+    """Total parameters for ``cnn``/``params-only`` models (computed from the shape otherwise)."""
+    forward_gmacs_per_sample: float = 0.0
+    """``cnn`` only: forward multiply-adds per sample in billions (published figure)."""
+    activation_mib_per_sample: float = 0.0
+    """``cnn`` only: activation memory per training sample in MiB when known (0 = unknown)."""
+    source: str = ""
+    """Where the shape comes from (HF repository, file path)."""
+
+    def __post_init__(self) -> None:
+        if self.arch in ("cnn", "params-only"):
+            if not (self.params > 0 and math.isfinite(self.params)):
+                raise EstimateError(f"model {self.name!r}: parameter count must be > 0",
+                                    hint="give --params, e.g. 7e9 or 7B")
+            return
+        for field_name in ("hidden", "layers", "heads"):
+            if getattr(self, field_name) <= 0:
+                raise EstimateError(f"model {self.name!r}: {field_name} must be > 0, got "
+                                    f"{getattr(self, field_name)}", hint="check the model config")
+        if self.head_dim == 0 and self.hidden % self.heads:
+            raise EstimateError(
+                f"model {self.name!r}: {self.heads} attention heads do not divide hidden size {self.hidden}",
+                hint="the hidden size must be a multiple of the head count (or give head_dim)")
+        if self.kv_heads and (self.kv_heads > self.heads or self.heads % self.kv_heads):
+            raise EstimateError(f"model {self.name!r}: {self.kv_heads} KV heads do not divide "
+                                f"{self.heads} attention heads", hint="num_key_value_heads must divide num_attention_heads")
+        if self.experts and not 0 < self.experts_per_token <= self.experts:
+            raise EstimateError(f"model {self.name!r}: experts_per_token must be in 1..{self.experts}",
+                                hint="set num_experts_per_tok")
+
+    # -- derived shape -------------------------------------------------------------------
+    @property
+    def is_transformer(self) -> bool:
+        return self.arch in ("decoder", "encoder", "encoder-decoder", "vision-transformer")
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def n_kv(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def ffn(self) -> int:
+        return self.intermediate or 4 * self.hidden
+
+    @property
+    def total_layers(self) -> int:
+        """All blocks (encoder + decoder)."""
+        return self.layers + self.decoder_layers
+
+    @property
+    def image_tokens(self) -> int:
+        """ViT sequence: patches + the [CLS] token."""
+        return (self.image_size // self.patch_size) ** 2 + 1 if self.patch_size else 0
+
+    @property
+    def has_lm_head(self) -> bool:
+        return self.arch in ("decoder", "encoder-decoder", "encoder") and self.vocab > 0
+
+    # -- parameter counts ---------------------------------------------------------------
+    def attention_params(self) -> int:
+        """One attention block: q, o (heads x d_head) and k, v (kv_heads x d_head) projections."""
+        h, q, kv = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head
+        n = h * q + 2 * h * kv + q * h
+        if self.bias:
+            n += q + 2 * kv + h
+        elif self.qkv_bias:
+            n += q + 2 * kv
+        return n
+
+    def mlp_params(self) -> int:
+        """One expert's MLP (gated: three matrices; plain: two)."""
+        h, f = self.hidden, self.ffn
+        n = (3 if self.gated_mlp else 2) * h * f
+        if self.bias:
+            n += f + h
+        return n
+
+    def norm_params(self) -> int:
+        return self.hidden * (2 if self.norm == "layernorm" else 1)
+
+    def layer_params(self) -> int:
+        """One decoder/encoder block: attention, MLP (all experts), router, two norms."""
+        mlp = self.mlp_params() * max(1, self.experts) + (self.hidden * self.experts if self.experts else 0)
+        return self.attention_params() + mlp + 2 * self.norm_params()
+
+    def cross_layer_params(self) -> int:
+        """One encoder-decoder decoder block: self-attention, cross-attention, MLP, three norms."""
+        return 2 * self.attention_params() + self.mlp_params() + 3 * self.norm_params()
+
+    def embedding_params(self) -> int:
+        """Input embeddings (token, position, type, patch), not counting an untied output head."""
+        if self.arch == "vision-transformer":
+            patch = self.num_channels * self.patch_size**2 * self.hidden + self.hidden
+            return patch + self.image_tokens * self.hidden + self.hidden  # + position table + [CLS]
+        n = self.vocab * self.hidden
+        if self.learned_positions:
+            n += self.max_positions * self.hidden
+        n += self.type_vocab * self.hidden
+        if self.arch == "encoder":
+            n += self.norm_params()  # BERT's embedding LayerNorm
+        return n
+
+    def head_params(self) -> int:
+        """Output head: untied LM head, BERT pooler, ViT classifier."""
+        if self.arch == "vision-transformer":
+            return self.hidden * self.num_labels + self.num_labels
+        n = 0 if self.tied_embeddings else self.vocab * self.hidden
+        if self.pooler:
+            n += self.hidden * self.hidden + self.hidden
+        return n
+
+    @functools.cached_property
+    def total_params(self) -> float:
+        """All parameters (all experts)."""
+        if self.params or not self.is_transformer:  # a count given by the user wins over the shape
+            return self.params
+        n = self.embedding_params() + self.layers * self.layer_params() + self.head_params()
+        n += self.decoder_layers * self.cross_layer_params()
+        n += self.relative_buckets * self.heads * (2 if self.decoder_layers else 1)
+        final_norms = 2 if self.decoder_layers else (0 if self.arch == "encoder" else 1)
+        n += final_norms * self.norm_params()
+        return float(n)
+
+    @functools.cached_property
+    def active_params(self) -> float:
+        """Parameters each token passes through (MoE: only top-k experts)."""
+        if not self.experts:
+            return self.total_params
+        idle = (self.experts - self.experts_per_token) * self.mlp_params() * self.layers
+        return self.total_params - idle
+
+    @functools.cached_property
+    def matmul_params(self) -> float:
+        """Active parameters that take part in matrix multiplies: the ``N`` of 6·N·D.
+
+        Input embeddings are a lookup (no FLOPs), so they are left out; a tied output head
+        still multiplies, so it is added back (Kaplan et al. 2020, Sec. 2.1 count non-embedding
+        parameters; the output projection is a matmul either way).
+        """
+        if not self.is_transformer:
+            return self.params
+        n = self.active_params - self.embedding_params()
+        if self.arch == "vision-transformer":
+            n += self.num_channels * self.patch_size**2 * self.hidden  # the patch projection is a matmul
+        elif self.tied_embeddings and self.has_lm_head:
+            n += self.vocab * self.hidden
+        return float(n)
+
+    @functools.cached_property
+    def linear_params(self) -> float:
+        """Parameters in the blocks' linear layers (what QLoRA quantises to 4 bit)."""
+        if not self.is_transformer:
+            return self.params
+        per = self.layer_params() - 2 * self.norm_params()
+        n = self.layers * per
+        if self.decoder_layers:
+            n += self.decoder_layers * (self.cross_layer_params() - 3 * self.norm_params())
+        return float(n)
+
+    def linear_shapes(self, targets: str) -> list[tuple[int, int, int]]:
+        """(in, out, count) of every linear layer LoRA ``targets`` adapts across the model.
+
+        ``qv``: query and value (PEFT's default for Llama and T5); ``attn``: q, k, v, o;
+        ``all-linear``: also the MLP (QLoRA paper Sec. 4 adapts all linear layers).
+        """
+        if not self.is_transformer:
+            raise EstimateError(f"LoRA needs a transformer model; {self.name!r} is {self.arch}",
+                                hint="use --task finetune for this model")
+        h, q, kv, f = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head, self.ffn
+        n_attn = self.layers + 2 * self.decoder_layers
+        shapes = [(h, q, n_attn), (h, kv, n_attn)]  # q, v
+        if targets in ("attn", "all-linear"):
+            shapes += [(h, kv, n_attn), (q, h, n_attn)]  # k, o
+        if targets == "all-linear":
+            mats = 3 if self.gated_mlp else 2
+            n_mlp = (self.layers + self.decoder_layers) * max(1, self.experts)
+            shapes += [(h, f, n_mlp * (mats - 1)), (f, h, n_mlp)]
+        return shapes
+
+    def lora_params(self, rank: int, targets: str) -> float:
+        """Adapter parameters: r·(in + out) per adapted matrix (Hu et al. 2021, Sec. 4.1)."""
+        return float(sum(rank * (i + o) * c for i, o, c in self.linear_shapes(targets)))
+
+
+# --------------------------------------------------------------------------------------
+# presets
+_PRESET_KEYS = {f for f in ModelConfig.__dataclass_fields__} - {"name"}
+
+
+@functools.lru_cache(maxsize=1)
+def _presets() -> dict[str, ModelConfig]:
+    import yaml
+
+    text = resources.files("gpuwise.estimate").joinpath("data/presets.yaml").read_text("utf-8")
+    raw = yaml.safe_load(text)
+    out: dict[str, ModelConfig] = {}
+    for name, fields in raw.items():
+        unknown = set(fields) - _PRESET_KEYS
+        if unknown:  # a bug in the bundled file, not a user error
+            raise ValueError(f"presets.yaml: {name}: unknown keys {sorted(unknown)}")
+        out[name] = ModelConfig(name=name, **fields)
+    return out
+
+
+def preset_names() -> list[str]:
+    """Names accepted by ``--model``."""
+    return list(_presets())
+
+
+_ALIASES = {"llama2-7b": "llama-2-7b", "llama2-13b": "llama-2-13b", "llama2-70b": "llama-2-70b",
+            "llama-3-8b": "llama-3.1-8b", "llama-3-70b": "llama-3.1-70b", "llama3.1-8b": "llama-3.1-8b",
+            "llama3.1-70b": "llama-3.1-70b", "llama3.1-405b": "llama-3.1-405b",
+            "mistral-7b-v0.1": "mistral-7b", "mixtral-8x7b-v0.1": "mixtral-8x7b", "gpt2-small": "gpt2",
+            "bert-base-uncased": "bert-base", "bert-large-uncased": "bert-large", "vit-base-patch16-224": "vit-b-16",
+            "resnet50": "resnet-50", "qwen2.5-7b-instruct": "qwen2.5-7b"}
+
+
+def get_preset(name: str) -> ModelConfig:
+    """A bundled preset by name (case-insensitive, HF org prefix allowed), with did-you-mean."""
+    presets = _presets()
+    key = name.strip().lower().rsplit("/", 1)[-1]
+    key = _ALIASES.get(key, key)
+    if key in presets:
+        return presets[key]
+    raise InputError(f"unknown model preset {name!r}",
+                     hint="give a preset (`gpuwise estimate --list-models`), a path to a config.json, "
+                     "or --params",
+                     suggestions=did_you_mean(key, list(presets) + list(_ALIASES)))
+
+
+def params_only(params: float) -> ModelConfig:
+    """A model known only by its parameter count (FLOPs 6·N; no activation shape)."""
+    return ModelConfig(name=f"{params:.3g} params", arch="params-only", params=params,
+                       source="--params")
+
+
+def scaled_llama_like(params: float) -> ModelConfig:
+    """A Llama-shaped decoder of about ``params`` parameters, for activation and KV estimates.
+
+    Used when only ``--params`` is given. Shape rule (an assumption, said in the estimate's
+    notes): hidden = 128·round(sqrt(params / (12·L)) / 128), with L chosen so hidden/L ≈ 128,
+    the ratio of Llama 2 7B (4096/32); MLP width 8/3·hidden as in LLaMA (Touvron et al. 2023,
+    Sec. 2.2); 32k vocabulary; MHA.
+    """
+    # params ≈ 12·L·h² (Kaplan et al. 2020, Sec. 2.1) with h = 128·L  ⇒  L = (params / 12 / 128²)^(1/3)
+    layers = max(2, round((params / 12 / 128**2) ** (1 / 3)))
+    hidden = max(128, 128 * round(math.sqrt(params / (12 * layers)) / 128))
+    heads = max(1, hidden // 128)
+    return ModelConfig(name=f"{params:.3g} params", arch="decoder", hidden=hidden, layers=layers, heads=heads,
+                       kv_heads=heads, intermediate=int(8 * hidden / 3), vocab=32000,
+                       max_positions=4096, source="--params (Llama-like shape assumed)")
+
+
+# --------------------------------------------------------------------------------------
+# Hugging Face config.json
+
+def _get(cfg: dict[str, Any], keys: tuple[str, ...], where: str, *, required: bool = True,
+         default: int = 0) -> int:
+    for k in keys:
+        if k in cfg and cfg[k] is not None:
+            v = cfg[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 \
+                    or int(v) != v:
+                raise DataFileError(f"{where}: field {k!r} must be a non-negative integer, got {v!r}",
+                                    hint="fix the value in the config file")
+            if v > 10**8:
+                raise DataFileError(f"{where}: field {k!r} = {v} is absurdly large",
+                                    hint="fix the value in the config file")
+            return int(v)
+    if required:
+        raise DataFileError(f"{where}: missing field {keys[0]!r}",
+                            hint=f"a transformer config.json names {' or '.join(repr(k) for k in keys)}")
+    return default
+
+
+def parse_hf_config(path: str | Path) -> ModelConfig:
+    """Read a Hugging Face ``config.json`` (llama, mistral, mixtral, qwen2, gpt2, bert, t5, vit keys)."""
+    p = Path(path)
+    where = str(p)
+    try:
+        text = p.read_text("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such file", hint="give a preset name or the path to a config.json") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataFileError(f"{where}: cannot read ({exc})", hint="give a readable UTF-8 config.json") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})",
+                            hint="give the config.json of a Hugging Face model") from None
+    if not isinstance(cfg, dict):
+        raise DataFileError(f"{where}: expected a JSON object", hint="give the config.json of a Hugging Face model")
+    return config_from_dict(cfg, where)
+
+
+def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
+    """Build a ModelConfig from a parsed HF config dict; errors name ``where`` and the field."""
+    model_type = str(cfg.get("model_type", "")).lower()
+    hidden_keys = ("hidden_size", "n_embd", "d_model", "dim")
+    if not any(k in cfg for k in hidden_keys):
+        raise DataFileError(f"{where}: does not look like a transformer config.json (no hidden_size/n_embd/d_model)",
+                            hint="give the config.json of a Hugging Face transformer model")
+    hidden = _get(cfg, hidden_keys, where)
+    heads = _get(cfg, ("num_attention_heads", "n_head", "num_heads"), where)
+    layers = _get(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where)
+    kv = _get(cfg, ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"), where, required=False,
+              default=heads)
+    head_dim = _get(cfg, ("head_dim", "d_kv"), where, required=False)
+    vocab = _get(cfg, ("vocab_size",), where, required=model_type not in ("vit",))
+    inter = _get(cfg, ("intermediate_size", "n_inner", "d_ff", "ffn_dim"), where, required=False)
+    maxpos = _get(cfg, ("max_position_embeddings", "n_positions", "n_ctx"), where, required=False, default=2048)
+    experts = _get(cfg, ("num_local_experts", "num_experts", "n_routed_experts"), where, required=False)
+    topk = _get(cfg, ("num_experts_per_tok", "moe_top_k"), where, required=False, default=2 if experts else 0)
+    if cfg.get("moe_intermediate_size"):
+        inter = _get(cfg, ("moe_intermediate_size",), where)
+    if hidden == 0 or heads == 0 or layers == 0:
+        raise DataFileError(f"{where}: hidden size, heads and layers must be > 0", hint="fix the config file")
+    tied = bool(cfg.get("tie_word_embeddings", model_type in ("gpt2", "bert", "t5", "roberta", "opt")))
+    common: dict[str, Any] = dict(name=where, hidden=hidden, layers=layers, heads=heads, kv_heads=kv,
+                                  head_dim=head_dim, intermediate=inter, vocab=vocab, max_positions=maxpos,
+                                  tied_embeddings=tied, experts=experts, experts_per_token=topk, source=where)
+    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or cfg.get("feed_forward_proj") or "")
+    if model_type in ("gpt2", "gpt_neo", "gpt_bigcode"):
+        spec = dict(arch="decoder", gated_mlp=False, bias=True, norm="layernorm", learned_positions=True,
+                    dropout=bool(cfg.get("resid_pdrop", 0.1)), flash_attention=False)
+    elif model_type in ("bert", "roberta"):
+        spec = dict(arch="encoder", gated_mlp=False, bias=True, norm="layernorm", learned_positions=True,
+                    type_vocab=_get(cfg, ("type_vocab_size",), where, required=False, default=2), pooler=True,
+                    dropout=bool(cfg.get("hidden_dropout_prob", 0.1)), flash_attention=False)
+    elif model_type in ("t5", "mt5"):
+        spec = dict(arch="encoder-decoder", decoder_layers=_get(cfg, ("num_decoder_layers",), where,
+                                                                  required=False, default=layers),
+                    gated_mlp="gated" in act, bias=False, norm="rmsnorm",
+                    relative_buckets=_get(cfg, ("relative_attention_num_buckets",), where, required=False),
+                    dropout=bool(cfg.get("dropout_rate", 0.1)), flash_attention=False)
+    elif model_type == "vit":
+        spec = dict(arch="vision-transformer", gated_mlp=False, bias=True, norm="layernorm",
+                    image_size=_get(cfg, ("image_size",), where), patch_size=_get(cfg, ("patch_size",), where),
+                    num_channels=_get(cfg, ("num_channels",), where, required=False, default=3),
+                    num_labels=len(cfg.get("id2label") or {}) or 1000, dropout=False, flash_attention=True)
+    else:  # llama, mistral, mixtral, qwen2, gemma, phi3 and other Llama-style decoders
+        if model_type and model_type not in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma",
+                                             "gemma2", "phi3", "olmo", "falcon", "deepseek_v2", "qwen3"):
+            pass  # unknown but Llama-shaped keys are present: read it as a Llama-style decoder
+        spec = dict(arch="decoder", gated_mlp=("gelu_new" not in act and act != "gelu") or model_type == "gemma",
+                    bias=bool(cfg.get("mlp_bias", False)), qkv_bias=model_type.startswith("qwen2")
+                    or bool(cfg.get("attention_bias", False)), norm="rmsnorm", dropout=False, flash_attention=True)
+    try:
+        return ModelConfig(**common, **spec)
+    except EstimateError as exc:
+        raise DataFileError(f"{where}: {exc.message}", hint=exc.hint) from None
+
+
+def resolve_model(model: str | None, params: float | None) -> ModelConfig:
+    """``--model`` (preset or config.json path) and/or ``--params`` → ModelConfig.
+
+    With both, the config gives the shape and ``--params`` must agree with it within 25%.
+    """
+    if model is None:
+        if params is None:
+            raise InputError("no model given", hint="give --model NAME (or a config.json path) or --params 7e9")
+        return scaled_llama_like(params)
+    looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
+    cfg = parse_hf_config(Path(model) if not Path(model).is_dir() else Path(model) / "config.json") \
+        if looks_like_path or Path(model).is_dir() else get_preset(model)
+    if params is not None and cfg.is_transformer and abs(cfg.total_params - params) > 0.25 * cfg.total_params:
+        raise InputError(f"--params {params:.3g} disagrees with {cfg.name} ({cfg.total_params:.3g} parameters)",
+                         hint="drop --params when --model is given")
+    if params is not None and not cfg.is_transformer:
+        cfg = replace(cfg, params=params)
+    return cfg

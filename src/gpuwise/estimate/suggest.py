@@ -1,0 +1,181 @@
+"""Fixes for a workload that does not fit, each re-estimated and ranked by the speed it costs.
+
+Candidates (issue 3): mixed precision, gradient checkpointing, a smaller micro-batch with gradient
+accumulation that keeps the global batch, ZeRO-2/3 (FSDP), CPU offload, 8-bit AdamW, LoRA or
+QLoRA, a bigger GPU or more GPUs; for inference: fp8 weights, a smaller batch, tensor parallelism
+and a bigger GPU. When no single change fits, the cheapest changes are combined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpuwise.errors import GpuwiseError
+from gpuwise.estimate.calibration import GpuCalibration
+from gpuwise.estimate.workload import Workload
+from gpuwise.hardware import GpuSpec, gpu_table
+
+
+def _speed_words(slowdown: float) -> str:
+    if slowdown < 0.98:
+        return f"{1 / slowdown:.2f}x faster"
+    if slowdown <= 1.02:
+        return "no speed cost"
+    return f"{(slowdown - 1) * 100:.0f}% slower"
+
+
+def _candidates(wl: Workload, spec: GpuSpec, gpus: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(fix text, changes) pairs; changes hold workload fields and optionally ``gpu``/``gpus``."""
+    if wl.is_training:
+        if wl.precision == "fp32":
+            prec = "bf16" if spec.peak_bf16_tflops else "fp16"
+            yield f"mixed precision (--precision {prec})", {"precision": prec}
+        if wl.grad_ckpt == "none" and not wl.uses_flash_attention:
+            yield "selective activation recomputation (--grad-ckpt selective)", {"grad_ckpt": "selective"}
+        if wl.grad_ckpt != "full":
+            yield "full gradient checkpointing (--grad-ckpt full)", {"grad_ckpt": "full"}
+        if wl.micro_batch > 1:
+            gb = wl.global_batch or wl.micro_batch * gpus // (wl.tensor_parallel * wl.pipeline_parallel)
+            mb = wl.micro_batch // 2
+            while mb >= 1:
+                yield (f"micro-batch {mb} with gradient accumulation, same global batch "
+                       f"(--micro-batch {mb} --global-batch {gb})", {"micro_batch": mb, "global_batch": gb})
+                mb //= 2
+        if gpus > 1:
+            for z in (1, 2, 3):
+                if wl.zero < z:
+                    yield f"ZeRO-{z}{' / FSDP' if z == 3 else ''} across {gpus} GPUs (--zero {z})", {"zero": z}
+        if wl.optimizer == "adamw":
+            yield "8-bit AdamW (--optimizer adamw8bit)", {"optimizer": "adamw8bit"}
+        if not wl.cpu_offload and wl.task not in ("lora", "qlora"):
+            yield "CPU offload of optimizer states (ZeRO-Offload)", {"cpu_offload": True}
+        if wl.task in ("finetune",) and wl.model.is_transformer:
+            yield f"LoRA r={wl.lora_rank} instead of full fine-tuning (--task lora)", {"task": "lora"}
+        if wl.task in ("finetune", "lora") and wl.model.is_transformer:
+            prec = "bf16" if spec.peak_bf16_tflops else "fp16"
+            yield f"QLoRA: 4-bit base + LoRA r={wl.lora_rank} (--task qlora)", {"task": "qlora", "precision": prec}
+    else:
+        if wl.precision != "fp8" and spec.peak_fp8_tflops:
+            yield "fp8 weights and KV cache (--precision fp8)", {"precision": "fp8"}
+        mb = wl.micro_batch // 2
+        while mb >= 1:
+            yield f"serve {mb} sequences at a time (--micro-batch {mb})", {"micro_batch": mb}
+            mb //= 2
+        if gpus > 1 and wl.tensor_parallel < gpus:
+            yield f"tensor parallel across {gpus} GPUs (--tensor-parallel {gpus})", {"tensor_parallel": gpus}
+
+
+def suggest_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float,
+                  cal: GpuCalibration | None, per_gpu_gib: float, base_tps: float) -> list[Any]:
+    """Suggestions that fit, fastest first; a combination when no single change fits."""
+    from gpuwise.estimate.estimator import Suggestion, quick_estimate
+
+    base_time = 1.0 / base_tps
+    found: list[Suggestion] = []
+    tried: list[tuple[float, str, dict[str, Any], float]] = []
+    seen_mb_fit = False
+    for fix, changes in _candidates(wl, spec, gpus):
+        if "micro_batch" in changes and seen_mb_fit:
+            continue
+        try:
+            new_wl = wl.with_changes(**changes)
+            est = quick_estimate(new_wl, spec, gpus, gpn, inter_gbit, cal)
+        except GpuwiseError:
+            continue
+        slow = (1.0 / est.tokens_per_second) / base_time
+        tried.append((est.memory.per_gpu_gib, fix, changes, slow))
+        if est.memory.fits:
+            if "micro_batch" in changes:
+                seen_mb_fit = True  # the largest micro-batch that fits is the one to suggest
+            found.append(Suggestion(fix=fix, per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
+                                    speed_cost=_speed_words(slow), changes=changes))
+    found.extend(_hardware_fixes(wl, spec, gpus, gpn, inter_gbit, base_time))
+    if not any(s.fits for s in found) and tried:
+        combo = _combine(wl, spec, gpus, gpn, inter_gbit, cal, tried, base_time)
+        if combo is not None:
+            found.append(combo)
+    found.sort(key=lambda s: (s.slowdown, s.per_gpu_gib))
+    return found
+
+
+def _hardware_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float,
+                    base_time: float) -> list[Any]:
+    """The smallest bigger GPU that fits, and the fewest more GPUs (with ZeRO-3 for training)."""
+    from gpuwise.estimate.estimator import Suggestion, quick_estimate
+
+    out: list[Suggestion] = []
+    # the base tokens/s is recomputed on the original setup so both sides use the same clock
+    try:
+        base = quick_estimate(wl, spec, gpus, gpn, inter_gbit, None)
+        base_tps = base.tokens_per_second
+    except GpuwiseError:
+        return out
+    bigger = sorted((s for s in gpu_table().specs if s.memory_gib > spec.memory_gib and s.vendor == spec.vendor),
+                    key=lambda s: (s.memory_gib, s.name))
+    for other in bigger:
+        try:
+            est = quick_estimate(wl, other, gpus, gpn, inter_gbit, None)
+        except GpuwiseError:
+            continue
+        if est.memory.fits:
+            slow = base_tps / est.tokens_per_second
+            out.append(Suggestion(fix=f"a bigger GPU: {other.name} ({other.memory_gib:g} GiB) (--gpu {other.name})",
+                                  per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
+                                  speed_cost=_speed_words(slow), changes={"gpu": other.name}))
+            break
+    changes: dict[str, Any] = {}
+    new_wl = wl
+    if wl.is_training and wl.zero < 3:
+        changes["zero"] = 3
+        new_wl = wl.with_changes(zero=3)
+    n = gpus * 2
+    while n <= 1024:
+        inf_changes = {}
+        if not wl.is_training:  # serve across the GPUs of one node with tensor parallelism
+            tp = min(n, 8)
+            if wl.model.heads % tp:
+                break
+            inf_changes = {"tensor_parallel": tp}
+        try:
+            cand = new_wl.with_changes(**inf_changes) if inf_changes else new_wl
+            est = quick_estimate(cand, spec, n, min(n, max(gpn, 8)), inter_gbit, None)
+        except GpuwiseError:
+            n *= 2
+            continue
+        if est.memory.fits:
+            slow = base_tps / est.tokens_per_second * n / gpus  # per-GPU speed, not wall speed
+            extra = " with ZeRO-3 / FSDP (--zero 3)" if "zero" in changes else ""
+            extra += f" and --tensor-parallel {inf_changes['tensor_parallel']}" if inf_changes else ""
+            out.append(Suggestion(fix=f"more GPUs: {n} x {spec.name}{extra} (--gpus {n})",
+                                  per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
+                                  speed_cost=_speed_words(slow) + " per GPU",
+                                  changes={**changes, **inf_changes, "gpus": n}))
+            break
+        n *= 2
+    return out
+
+
+def _combine(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float, cal: GpuCalibration | None,
+             tried: list[tuple[float, str, dict[str, Any], float]], base_time: float) -> Any:
+    """Apply the single changes cheapest-first until the workload fits."""
+    from gpuwise.estimate.estimator import Suggestion, quick_estimate
+
+    merged: dict[str, Any] = {}
+    fixes: list[str] = []
+    for _, fix, changes, _slow in sorted(tried, key=lambda t: (t[3], t[0])):
+        if any(k in merged for k in changes):
+            continue
+        trial = {**merged, **changes}
+        try:
+            new_wl = wl.with_changes(**trial)
+            est = quick_estimate(new_wl, spec, gpus, gpn, inter_gbit, cal)
+        except GpuwiseError:
+            continue
+        merged = trial
+        fixes.append(fix)
+        if est.memory.fits:
+            slow = (1 / est.tokens_per_second) / base_time
+            return Suggestion(fix=" + ".join(fixes), per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
+                              speed_cost=_speed_words(slow), changes=merged)
+    return None

@@ -1,0 +1,226 @@
+"""FLOPs, MFU, communication and time: how long a workload takes on a GPU setup.
+
+FLOPs per token (PaLM, Chowdhery et al. 2022, App. B): ``6·N + 12·L·H·Q·T`` for training, with N
+the matmul parameters (input embeddings excluded), L layers, H heads, Q head width, T sequence
+length. LoRA/QLoRA skip the frozen weights' gradients: ``4·N + 12·L·H·Q·T + 6·N_adapter``.
+
+Time = FLOPs / (GPUs × dense peak × MFU). The MFU is not a constant: :func:`mfu_model` fits
+``log MFU = b0 + b1·log(balance/153) + b2·log(hidden/4096)`` to the published pretraining runs in
+``data/published_runs.csv`` (GPU-hours as reported, so restarts and downtime are included), where
+``balance`` = dense peak FLOP/s ÷ memory bandwidth (FLOP/byte; A100-80GB = 153) stands for the GPU
+generation. Recompute lowers MFU by the extra forward pass it runs (Korthikanti et al. 2022).
+
+Communication is modelled explicitly, because published runs all had NVLink + InfiniBand and a
+user's PCIe box does not: ring all-reduce moves ``2·(n-1)/n·S`` bytes per GPU (Thakur et al. 2005;
+NCCL docs "Performance: busBW"), done hierarchically — inside a node over NVLink (half the
+bidirectional NVLink figure) or PCIe, across nodes over the node's network. Gradient all-reduce
+overlaps with the backward pass (Li et al. 2020, "PyTorch Distributed", Sec. 3.2.3); only the part
+longer than the backward pass adds time. ZeRO-3/FSDP moves 1.5x the data of DDP per micro-batch
+(Rajbhandari et al. 2020, Sec. 7.2). Tensor parallelism adds 4 all-reduces of ``b·s·h`` activations
+per layer per micro-batch that do not overlap (Shoeybi et al. 2019, Sec. 3). A pipeline adds the
+1F1B bubble ``(p-1)/m`` (Narayanan et al. 2021, Sec. 2.2).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import math
+from dataclasses import dataclass
+from importlib import resources
+
+from gpuwise.errors import EstimateError, HardwareError
+from gpuwise.estimate.model import ModelConfig
+from gpuwise.hardware import GpuSpec
+
+# PCIe x16 bandwidth per direction in GB/s by generation (PCI-SIG: 8/16/32 GT/s per lane, 128b/130b):
+# gen3 15.75, gen4 31.5, gen5 63, gen6 121 (PAM4, FLIT mode).
+PCIE_X16_GB_S = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
+# Default network bandwidth per node: 400 Gbit/s, the EFA bandwidth of an AWS p4d.24xlarge
+# (aws.amazon.com/ec2/instance-types/p4). H100 nodes often have 3200 Gbit/s (p5); pass yours.
+DEFAULT_INTER_NODE_GBIT_S = 400.0
+# The common 8-GPU server (NVIDIA HGX/DGX A100/H100): GPUs per node when none is given.
+DEFAULT_GPUS_PER_NODE = 8
+# Selective recompute costs about a tenth of full recompute's overhead (Korthikanti et al. 2022,
+# abstract: "reduces ... execution time overhead from activation recomputation by over 90%").
+_SELECTIVE_OVERHEAD_SHARE = 0.1
+_MFU_MIN, _MFU_MAX = 0.05, 0.65
+
+
+def peak_flops(gpu: GpuSpec, precision: str) -> float:
+    """Dense peak FLOP/s for ``precision``; errors say what the GPU lacks."""
+    if precision == "fp8" and gpu.peak_fp8_tflops is None:
+        raise EstimateError(f"{gpu.name} has no FP8 tensor cores", hint="use --precision bf16 (or a Hopper/Ada/Blackwell GPU)")
+    if precision == "bf16" and gpu.peak_bf16_tflops is None and gpu.peak_fp16_tflops is not None:
+        raise EstimateError(f"{gpu.name} has no BF16 support", hint="use --precision fp16 on this GPU")
+    value = gpu.peak_tflops(precision)
+    if value is None:
+        raise HardwareError(f"{gpu.name}: no published {precision} peak", hint="add the figure to your gpus.csv "
+                            "(see `gpuwise gpus --help`) or pick another GPU")
+    return value * 1e12
+
+
+def machine_balance(gpu: GpuSpec, precision: str = "bf16") -> float:
+    """FLOP per byte of memory traffic the GPU can do at peak (the roofline ridge point)."""
+    bw = gpu.memory_bandwidth_tb_s
+    if bw is None:
+        raise HardwareError(f"{gpu.name}: no published memory bandwidth", hint="add it to your gpus.csv or pick another GPU")
+    prec = precision if precision != "fp32" else "fp32"
+    return peak_flops(gpu, prec) / (bw * 1e12)
+
+
+# ------------------------------------------------------------------------------------------
+# FLOPs
+
+def attention_flops_per_token(m: ModelConfig, seq: float) -> float:
+    """Training attention FLOPs per token: 12·L·H·Q·T (PaLM App. B)."""
+    if not m.is_transformer:
+        return 0.0
+    return 12.0 * (m.layers + 2 * m.decoder_layers) * m.heads * m.d_head * seq
+
+
+def training_flops_per_token(m: ModelConfig, seq: float, task: str, adapter_params: float = 0.0) -> float:
+    """Model FLOPs per trained token (no recompute counted)."""
+    if m.arch == "cnn":
+        return 3 * 2 * m.forward_gmacs_per_sample * 1e9  # per sample: forward 2·MACs, backward 2x forward
+    attn = attention_flops_per_token(m, seq)
+    if task in ("lora", "qlora"):
+        return 4.0 * m.matmul_params + attn + 6.0 * adapter_params
+    return 6.0 * m.matmul_params + attn
+
+
+def forward_flops_per_token(m: ModelConfig, context: float) -> float:
+    """Inference forward FLOPs per token at ``context`` tokens of attention span: 2·N + 4·L·H·Q·T."""
+    if m.arch == "cnn":
+        return 2 * m.forward_gmacs_per_sample * 1e9
+    return 2.0 * m.matmul_params + attention_flops_per_token(m, context) / 3
+
+
+# ------------------------------------------------------------------------------------------
+# MFU model fitted to published runs
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One published pretraining run (a row of ``data/published_runs.csv``)."""
+
+    name: str
+    model: ModelConfig
+    seq_len: int
+    tokens: float
+    gpu: str
+    gpus: int | None
+    gpu_hours: float
+    source: str
+
+    def observed_mfu(self, gpu: GpuSpec) -> float:
+        flops = training_flops_per_token(self.model, self.seq_len, "pretrain") * self.tokens
+        return flops / (self.gpu_hours * 3600 * peak_flops(gpu, "bf16"))
+
+
+def load_published_runs() -> list[PublishedRun]:
+    text = resources.files("gpuwise.estimate").joinpath("data/published_runs.csv").read_text("utf-8")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    runs = []
+    for r in csv.DictReader(io.StringIO("\n".join(lines))):
+        m = ModelConfig(name=r["name"], arch="decoder", hidden=int(r["hidden"]), layers=int(r["layers"]),
+                        heads=int(r["heads"]), kv_heads=int(r["kv_heads"] or 0), intermediate=int(r["intermediate"]),
+                        vocab=int(r["vocab"]), gated_mlp=r["gated_mlp"] == "true", tied_embeddings=r["tied"] == "true")
+        runs.append(PublishedRun(name=r["name"], model=m, seq_len=int(r["seq_len"]), tokens=float(r["tokens"]),
+                                 gpu=r["gpu"], gpus=int(r["gpus"]) if r["gpus"] else None,
+                                 gpu_hours=float(r["gpu_hours"]), source=r["source"]))
+    return runs
+
+
+@dataclass(frozen=True)
+class MfuModel:
+    """``log MFU = b0 + b1·log(balance/153) + b2·log(hidden/4096)``, fitted by ridge least squares."""
+
+    b0: float
+    """Intercept: log MFU of an A100-80GB-like GPU on a 4096-wide model."""
+    b_balance: float
+    """Exponent on machine balance (newer GPUs: more FLOP/byte, lower MFU)."""
+    b_hidden: float
+    """Exponent on model width (wider GEMMs amortise memory-bound elementwise work)."""
+    rows: int
+    """Published runs the fit used."""
+
+    def predict(self, balance: float, hidden: int) -> float:
+        h = min(max(hidden, 512), 32768)  # do not extrapolate far beyond the data
+        x1, x2 = math.log(balance / 153.0), math.log(h / 4096.0)
+        return min(max(math.exp(self.b0 + self.b_balance * x1 + self.b_hidden * x2), _MFU_MIN), _MFU_MAX)
+
+
+def fit_mfu_model(runs: list[PublishedRun], ridge: float = 0.5) -> MfuModel:
+    """Fit :class:`MfuModel` to ``runs`` (ridge penalty on the slopes keeps 13 rows from overfitting)."""
+    import numpy as np
+
+    from gpuwise.hardware import find_gpu
+
+    xs, ys = [], []
+    for run in runs:
+        gpu = find_gpu(run.gpu)
+        xs.append([1.0, math.log(machine_balance(gpu) / 153.0), math.log(run.model.hidden / 4096.0)])
+        ys.append(math.log(run.observed_mfu(gpu)))
+    x, y = np.array(xs), np.array(ys)
+    penalty = np.diag([0.0, ridge, ridge])
+    coef = np.linalg.solve(x.T @ x + penalty, x.T @ y)
+    return MfuModel(b0=float(coef[0]), b_balance=float(coef[1]), b_hidden=float(coef[2]), rows=len(runs))
+
+
+@functools.lru_cache(maxsize=1)
+def mfu_model() -> MfuModel:
+    """The MFU model fitted to all bundled published runs (fitted once per process)."""
+    return fit_mfu_model(load_published_runs())
+
+
+def recompute_factor(m: ModelConfig, seq: float, task: str, grad_ckpt: str, adapter_params: float = 0.0) -> float:
+    """MFU multiplier for recompute: model FLOPs / (model FLOPs + recomputed forward FLOPs)."""
+    if grad_ckpt == "none":
+        return 1.0
+    model = training_flops_per_token(m, seq, task, adapter_params)
+    extra = forward_flops_per_token(m, seq)
+    if m.arch != "cnn":
+        extra = 2.0 * m.matmul_params + attention_flops_per_token(m, seq) / 3
+    if grad_ckpt == "selective":
+        extra *= _SELECTIVE_OVERHEAD_SHARE
+    return model / (model + extra)
+
+
+# ------------------------------------------------------------------------------------------
+# communication
+
+@dataclass(frozen=True)
+class Network:
+    """Where the bytes of a collective travel."""
+
+    gpus_per_node: int
+    """GPUs sharing a node (and its NVLink/PCIe fabric)."""
+    intra_node_gb_s: float
+    """Per-GPU bandwidth inside a node, one direction, GB/s."""
+    inter_node_gb_s: float
+    """Per-node network bandwidth, one direction, GB/s."""
+    intra_kind: str
+    """``NVLink``/``Infinity Fabric``/``ICI`` or ``PCIe gen N``."""
+
+
+def network_for(gpu: GpuSpec, gpus_per_node: int, inter_node_gbit_s: float) -> Network:
+    if gpu.has_gpu_fabric and gpu.nvlink_gb_s:
+        intra, kind = gpu.nvlink_gb_s / 2, gpu.interconnect
+    else:
+        intra, kind = PCIE_X16_GB_S.get(gpu.pcie_gen or 4, 31.5), f"PCIe gen {gpu.pcie_gen or 4}"
+    return Network(gpus_per_node=gpus_per_node, intra_node_gb_s=intra, inter_node_gb_s=inter_node_gbit_s / 8,
+                   intra_kind=kind)
+
+
+def allreduce_seconds(size_bytes: float, n: int, net: Network) -> float:
+    """Hierarchical ring all-reduce of ``size_bytes`` over ``n`` GPUs: ``2(g-1)/g·S/B_intra``
+    inside nodes of ``g`` GPUs plus ``2(k-1)/k·S/B_node`` across ``k`` nodes."""
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    g = min(n, net.gpus_per_node)
+    k = math.ceil(n / g)
+    t = 2 * (g - 1) / g * size_bytes / (net.intra_node_gb_s * 1e9) if g > 1 else 0.0
+    if k > 1:
+        t += 2 * (k - 1) / k * size_bytes / (net.inter_node_gb_s * 1e9)
+    return t

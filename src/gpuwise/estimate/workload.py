@@ -1,0 +1,266 @@
+"""The workload spec: what is trained or served, how, and how much of it.
+
+:class:`Workload` is a frozen value checked in ``__post_init__``; :func:`workload_from_options`
+builds one from the strings people type (``"7B"``, ``"2e12"``). Where an option is left out the
+default is stated on the field, and the estimate says which defaults it used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from gpuwise.errors import EstimateError, InputError, did_you_mean
+from gpuwise.estimate.model import ModelConfig, resolve_model
+from gpuwise.units import check_finite, parse_count
+
+Task = Literal["pretrain", "finetune", "lora", "qlora", "inference"]
+TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8"]
+Optimizer = Literal["adamw", "adamw8bit", "sgd", "adafactor"]
+GradCkpt = Literal["none", "selective", "full"]
+LoraTargets = Literal["qv", "attn", "all-linear"]
+
+TASKS: tuple[Task, ...] = ("pretrain", "finetune", "lora", "qlora", "inference")
+PRECISIONS: tuple[TrainPrecision, ...] = ("fp32", "fp16", "bf16", "fp8")
+OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw8bit", "sgd", "adafactor")
+GRAD_CKPT: tuple[GradCkpt, ...] = ("none", "selective", "full")
+LORA_TARGETS: tuple[LoraTargets, ...] = ("qv", "attn", "all-linear")
+
+# Sanity bounds: beyond these a value is a typo, not a workload.
+_MAX_TOKENS = 1e16  # ~600x Llama 3's 15.6T pretraining tokens
+_MAX_BATCH = 1 << 24
+_MAX_SEQ = 1 << 22
+_MAX_GPUS = 1 << 20
+# Chinchilla-optimal data for pretraining when no --tokens is given: ~20 tokens per parameter
+# (Hoffmann et al. 2022, "Training Compute-Optimal LLMs", Table 3).
+CHINCHILLA_TOKENS_PER_PARAM = 20.0
+# Default pretraining global batch when none is given: 4M tokens (LLaMA, Touvron et al. 2023, Sec. 2.2
+# and Table 2; Llama 2 used the same).
+DEFAULT_PRETRAIN_BATCH_TOKENS = 4 * 1024 * 1024
+
+
+def _choice(value: str, choices: tuple[str, ...], flag: str) -> str:
+    v = value.strip().lower()
+    if v not in choices:
+        raise InputError(f"unknown {flag} {value!r}", hint=f"use one of {', '.join(choices)}",
+                         suggestions=did_you_mean(v, choices))
+    return v
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One training, fine-tuning or inference job, independent of the GPUs it runs on."""
+
+    model: ModelConfig
+    """The network (preset, config.json or --params)."""
+    task: Task = "pretrain"
+    """``pretrain`` and ``finetune`` train every weight; ``lora`` trains adapters on a 16-bit base,
+    ``qlora`` on a 4-bit NF4 base with double quantisation; ``inference`` serves the model."""
+    tokens: float | None = None
+    """Training tokens (all epochs). Default: ``samples·seq_len·epochs``; for pretraining without
+    samples, 20 tokens per parameter (Chinchilla)."""
+    samples: float | None = None
+    """Training samples (sequences or images) per epoch."""
+    epochs: float = 1.0
+    """Passes over ``samples``."""
+    seq_len: int | None = None
+    """Tokens per sequence. Default: the model's context, capped at 4096 (ViT: its patch count)."""
+    micro_batch: int = 1
+    """Sequences per GPU per forward/backward pass (for inference: concurrent sequences)."""
+    global_batch: int | None = None
+    """Sequences per optimizer step across all GPUs. Default: micro_batch × data-parallel GPUs
+    (pretraining: ~4M tokens, as LLaMA)."""
+    precision: TrainPrecision = "bf16"
+    """Compute precision. 16-bit and fp8 mean mixed precision with fp32 master weights in training."""
+    optimizer: Optimizer = "adamw"
+    """Optimizer; sets the bytes of state per trainable parameter."""
+    zero: int = 0
+    """ZeRO stage (0 = DDP, 1 = shard optimizer, 2 = + gradients, 3 = + weights; FSDP full shard = 3)."""
+    grad_ckpt: GradCkpt = "none"
+    """Activation recomputation: none, selective (attention core), full (keep only layer inputs)."""
+    lora_rank: int = 16
+    """LoRA rank r (lora/qlora)."""
+    lora_targets: LoraTargets = "all-linear"
+    """Which linear layers get adapters (PEFT's default for Llama is ``qv``)."""
+    tensor_parallel: int = 1
+    """Tensor-parallel degree (Megatron-style, within a node)."""
+    pipeline_parallel: int = 1
+    """Pipeline-parallel degree (1F1B schedule)."""
+    cpu_offload: bool = False
+    """Keep optimizer states (and master weights) in CPU memory (ZeRO-Offload)."""
+    flash_attention: bool | None = None
+    """Fused attention that never stores the score matrix. None: the model's default."""
+    prompt_len: int = 512
+    """Inference: prompt tokens per sequence."""
+    output_len: int = 256
+    """Inference: generated tokens per sequence."""
+    requests: float | None = None
+    """Inference: sequences to serve in total (for hours); None = throughput only."""
+    notes: tuple[str, ...] = field(default=(), compare=False)
+    """Defaults that were filled in, said back to the user."""
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise InputError(f"unknown --task {self.task!r}", hint=f"use one of {', '.join(TASKS)}",
+                             suggestions=did_you_mean(self.task, TASKS))
+        _choice(self.precision, PRECISIONS, "--precision")
+        _choice(self.optimizer, OPTIMIZERS, "--optimizer")
+        _choice(self.grad_ckpt, GRAD_CKPT, "--grad-ckpt")
+        _choice(self.lora_targets, LORA_TARGETS, "--lora-targets")
+        if self.zero not in (0, 1, 2, 3):
+            raise InputError(f"--zero must be 0, 1, 2 or 3, got {self.zero}", hint="use 3 for FSDP full sharding")
+        for name, value, hi in (("--tokens", self.tokens, _MAX_TOKENS), ("--samples", self.samples, _MAX_TOKENS),
+                                ("--requests", self.requests, _MAX_TOKENS)):
+            if value is not None:
+                check_finite(value, name, strict=True, maximum=hi)
+        check_finite(self.epochs, "--epochs", strict=True, maximum=1e6)
+        for name, ivalue, hi in (("--seq-len", self.seq_len, _MAX_SEQ), ("--micro-batch", self.micro_batch, _MAX_BATCH),
+                                 ("--global-batch", self.global_batch, _MAX_BATCH), ("--lora-rank", self.lora_rank, 1 << 16),
+                                 ("--tensor-parallel", self.tensor_parallel, 1024),
+                                 ("--pipeline-parallel", self.pipeline_parallel, 1024),
+                                 ("--prompt-len", self.prompt_len, _MAX_SEQ), ("--output-len", self.output_len, _MAX_SEQ)):
+            if ivalue is None:
+                continue
+            if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue < 1 or ivalue > hi:
+                raise InputError(f"{name} must be a whole number from 1 to {hi:,}, got {ivalue!r}",
+                                 hint=f"give a positive whole {name}")
+        if self.prompt_len + self.output_len > _MAX_SEQ:
+            raise InputError("prompt + output length is absurdly long", hint="give shorter --prompt-len/--output-len")
+        m = self.model
+        if self.task in ("lora", "qlora") and not m.is_transformer:
+            raise EstimateError(f"--task {self.task} needs a transformer; {m.name} is a {m.arch}",
+                                hint="use --task finetune, or --model with a transformer config")
+        if self.task == "qlora" and self.precision in ("fp32", "fp8"):
+            raise EstimateError("QLoRA computes in 16 bit on a 4-bit base",
+                                hint="use --precision bf16 (or fp16) with --task qlora")
+        if self.micro_batch and self.global_batch is not None and self.global_batch < self.micro_batch:
+            raise InputError(f"--global-batch {self.global_batch} is smaller than --micro-batch {self.micro_batch}",
+                             hint="the global batch is micro-batch × GPUs × accumulation steps")
+        if self.tensor_parallel > 1 and m.is_transformer and m.heads % self.tensor_parallel:
+            raise EstimateError(f"--tensor-parallel {self.tensor_parallel} does not divide {m.heads} heads",
+                                hint="pick a tensor-parallel degree that divides the head count")
+        if self.pipeline_parallel > 1 and m.is_transformer and self.pipeline_parallel > m.total_layers:
+            raise EstimateError(f"--pipeline-parallel {self.pipeline_parallel} exceeds {m.total_layers} layers",
+                                hint="use at most one pipeline stage per layer")
+        seq = self.effective_seq_len
+        if m.learned_positions and seq > m.max_positions:  # a learned position table has no row beyond it
+            raise EstimateError(f"sequence length {seq} exceeds {m.name}'s {m.max_positions} positions",
+                                hint=f"give --seq-len ≤ {m.max_positions}")
+
+    # -- derived ------------------------------------------------------------------------
+    @property
+    def is_training(self) -> bool:
+        return self.task != "inference"
+
+    @property
+    def effective_seq_len(self) -> int:
+        """Sequence length in effect (training) or the context at the end of generation (inference)."""
+        if self.task == "inference":
+            return self.prompt_len + self.output_len
+        if self.seq_len is not None:
+            return self.seq_len
+        m = self.model
+        if m.arch == "vision-transformer":
+            return m.image_tokens
+        if m.arch == "cnn":
+            return 1
+        return min(m.max_positions or 2048, 4096)
+
+    @property
+    def uses_flash_attention(self) -> bool:
+        return self.model.flash_attention if self.flash_attention is None else self.flash_attention
+
+    @property
+    def total_tokens(self) -> float | None:
+        """Training tokens over the whole run, or None when the run's size is not known."""
+        if self.tokens is not None:
+            return self.tokens
+        if self.samples is not None:
+            return self.samples * self.epochs * self.effective_seq_len
+        if self.task == "pretrain":
+            return CHINCHILLA_TOKENS_PER_PARAM * self.model.total_params
+        return None
+
+    def with_changes(self, **changes: object) -> Workload:
+        """A copy with fields replaced (validated again)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _int_option(value: str | int | float | None, flag: str) -> int | None:
+    if value is None:
+        return None
+    v = parse_count(value, flag) if isinstance(value, str) else float(value)
+    check_finite(v, flag)
+    if v != int(v):
+        raise InputError(f"{flag} must be a whole number, got {value!r}", hint=f"give {flag} as a whole number")
+    return int(v)
+
+
+def workload_from_options(
+    *,
+    model: str | None = None,
+    params: str | float | None = None,
+    task: str = "pretrain",
+    tokens: str | float | None = None,
+    samples: str | float | None = None,
+    epochs: str | float = 1.0,
+    seq_len: str | int | None = None,
+    micro_batch: str | int | None = None,
+    global_batch: str | int | None = None,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    zero: str | int = 0,
+    grad_ckpt: str | None = None,
+    lora_rank: str | int = 16,
+    lora_targets: str = "all-linear",
+    tensor_parallel: str | int = 1,
+    pipeline_parallel: str | int = 1,
+    cpu_offload: bool = False,
+    flash_attention: bool | None = None,
+    prompt_len: str | int = 512,
+    output_len: str | int = 256,
+    requests: str | float | None = None,
+) -> Workload:
+    """Build a :class:`Workload` from CLI-style values (``"7B"``, ``"2e12"``, ``"300k"``)."""
+    n_params = parse_count(params, "--params", allow_zero=False) if params is not None else None
+    if n_params is not None:
+        check_finite(n_params, "--params", maximum=1e15)
+    cfg = resolve_model(model, n_params)
+    if model is None and n_params is not None:
+        from dataclasses import replace as _replace
+
+        cfg = _replace(cfg, params=n_params)
+    notes: list[str] = []
+    if model is None:
+        notes.append(f"shape assumed Llama-like for {n_params:.3g} parameters (hidden {cfg.hidden}, "
+                     f"{cfg.layers} layers): give --model for exact activation memory")
+    t = _choice(task, TASKS, "--task")
+    if grad_ckpt is None:
+        # QLoRA recipes checkpoint activations: QLoRA paper (Dettmers et al. 2023) Sec. 4 and PEFT's
+        # prepare_model_for_kbit_training(use_gradient_checkpointing=True) default.
+        grad_ckpt = "full" if t == "qlora" else "none"
+        if t == "qlora":
+            notes.append("qlora: gradient checkpointing on (full), as QLoRA recipes do; --grad-ckpt none to change")
+    mb = _int_option(micro_batch, "--micro-batch")
+    return Workload(
+        model=cfg, task=t,  # type: ignore[arg-type]
+        tokens=parse_count(tokens, "--tokens", allow_zero=False) if tokens is not None else None,
+        samples=parse_count(samples, "--samples", allow_zero=False) if samples is not None else None,
+        epochs=parse_count(epochs, "--epochs", allow_zero=False),
+        seq_len=_int_option(seq_len, "--seq-len"),
+        micro_batch=mb if mb is not None else 1,
+        global_batch=_int_option(global_batch, "--global-batch"),
+        precision=_choice(precision, PRECISIONS, "--precision"),  # type: ignore[arg-type]
+        optimizer=_choice(optimizer, OPTIMIZERS, "--optimizer"),  # type: ignore[arg-type]
+        zero=_int_option(zero, "--zero") or 0,
+        grad_ckpt=_choice(grad_ckpt, GRAD_CKPT, "--grad-ckpt"),  # type: ignore[arg-type]
+        lora_rank=_int_option(lora_rank, "--lora-rank") or 0,
+        lora_targets=_choice(lora_targets, LORA_TARGETS, "--lora-targets"),  # type: ignore[arg-type]
+        tensor_parallel=_int_option(tensor_parallel, "--tensor-parallel") or 0,
+        pipeline_parallel=_int_option(pipeline_parallel, "--pipeline-parallel") or 0,
+        cpu_offload=cpu_offload, flash_attention=flash_attention,
+        prompt_len=_int_option(prompt_len, "--prompt-len") or 0,
+        output_len=_int_option(output_len, "--output-len") or 0,
+        requests=parse_count(requests, "--requests", allow_zero=False) if requests is not None else None,
+        notes=tuple(notes),
+    )
