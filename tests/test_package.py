@@ -17,6 +17,19 @@ PUBLIC_API = [
     "find_gpu",
     "load_catalog",
     "query_offers",
+    # estimate (issue 3)
+    "estimate",
+    "Workload",
+    "Estimate",
+    "estimate_workload",
+    "workload_from_options",
+    # doctor and bench (issue 8)
+    "run_doctor",
+    "DoctorOptions",
+    "CheckResult",
+    "run_bench",
+    "BenchOptions",
+    "BenchReport",
 ]
 
 

@@ -28,6 +28,12 @@ _LAZY: dict[str, str] = {
     "Estimate": "gpuwise.estimate",
     "estimate_workload": "gpuwise.estimate",
     "workload_from_options": "gpuwise.estimate",
+    "run_doctor": "gpuwise.doctor",
+    "DoctorOptions": "gpuwise.doctor",
+    "CheckResult": "gpuwise.doctor",
+    "run_bench": "gpuwise.bench",
+    "BenchOptions": "gpuwise.bench",
+    "BenchReport": "gpuwise.bench",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -116,3 +116,9 @@ def test_gpu_matmul_and_copy_reach_a_sane_fraction_of_peak() -> None:
     copy = report.get("memory.copy")
     assert copy is not None and copy.ratio is not None and 0.2 < copy.ratio <= 1.1
     assert report.get("transfer.h2d.pinned") is not None
+
+
+def test_importing_bench_and_doctor_does_not_import_torch() -> None:
+    code = "import gpuwise.bench, gpuwise.doctor, sys; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

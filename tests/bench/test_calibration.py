@@ -57,3 +57,35 @@ def test_refuses_to_overwrite_a_broken_file() -> None:
 def test_needs_a_gpu_model() -> None:
     with pytest.raises(InputError, match="--gpu"):
         write_calibration(_report(gpu=None, matmul_bf16=0.8))
+
+
+def test_calibrate_changes_what_estimate_reports(cli) -> None:  # type: ignore[no-untyped-def]
+    """The loop closed: bench --calibrate writes the file, gpuwise estimate then uses the measured MFU.
+
+    On this CPU-only CI machine the figures are measured on the CPU and compared with the H100
+    datasheet (``--gpu H100``), so the calibrated MFU is tiny: the point is that it is used.
+    """
+    before = cli("estimate", "--params", "1B", "--gpu", "H100", "--json")
+    assert before.code == 0, before.stderr
+    r = cli("bench", "--quick", "--only", "matmul,memory,train", "--gpu", "H100", "--calibrate", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    path = Path(doc["calibration"])
+    assert path == config_dir() / "calibration.json"
+
+    from gpuwise.estimate.calibration import load_calibration
+
+    cal = load_calibration()
+    assert cal is not None
+    h100 = cal.for_gpu("H100")
+    assert h100 is not None and h100.mfu is not None and "fp32" in h100.matmul_efficiency
+    mfu = next(x["ratio"] for x in doc["results"] if x["name"] == "train.gpt.amp")
+    assert h100.mfu == pytest.approx(mfu, abs=1e-4)
+
+    after = cli("estimate", "--params", "1B", "--gpu", "H100", "--json")
+    assert after.code == 0, after.stderr
+    b, a = before.json(), after.json()
+    assert "calibrated" in a["mfu_basis"] and "calibrated" not in b["mfu_basis"]
+    assert a["mfu"] < b["mfu"] and a["wall_hours"] > b["wall_hours"]
+    ignored = cli("estimate", "--params", "1B", "--gpu", "H100", "--json", "--no-calibration")
+    assert ignored.json()["wall_hours"] == pytest.approx(b["wall_hours"])

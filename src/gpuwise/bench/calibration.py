@@ -30,7 +30,7 @@ def _fraction(value: float | None) -> float | None:
     """Ratios go into (0, 1]: a measurement above the datasheet (boost clocks) counts as 1."""
     if value is None or not value > 0:
         return None
-    return round(min(value, 1.0), 4)
+    return float(f"{min(value, 1.0):.4g}")  # 4 significant digits: tiny CPU ratios must stay > 0
 
 
 def calibration_entry(report: BenchReport) -> dict[str, Any]:
