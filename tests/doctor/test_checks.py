@@ -5,6 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
+from gpuwise.doctor import (
+    CommandOutput,
+    DiskUsage,
+    DoctorOptions,
+    FixtureProbe,
+    GpuInfo,
+    parse_nvidia_smi_q,
+    run_doctor,
+)
 from tests.doctor.machines import (
     GIB,
     Change,
@@ -16,16 +26,6 @@ from tests.doctor.machines import (
     with_files,
     with_gpu_text,
     with_torch,
-)
-
-from gpuwise.doctor import (
-    CommandOutput,
-    DiskUsage,
-    DoctorOptions,
-    FixtureProbe,
-    GpuInfo,
-    parse_nvidia_smi_q,
-    run_doctor,
 )
 
 

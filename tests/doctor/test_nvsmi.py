@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from tests.doctor.machines import fixture_text
-
 from gpuwise.doctor import parse_nvidia_smi_q
 from gpuwise.doctor.nvml import decode_clock_event_reasons
+from tests.doctor.machines import fixture_text
 
 
 def test_h100_fields() -> None:

@@ -126,7 +126,8 @@ def allreduce_bus_gb_s(world: int, nbytes: int, iters: int) -> float:
 
     with tempfile.TemporaryDirectory(prefix="gpuwise-nccl-") as tmp:
         init_file, out_file = os.path.join(tmp, "init"), os.path.join(tmp, "seconds")
-        mp.spawn(_allreduce_worker, args=(world, init_file, nbytes, iters, out_file), nprocs=world, join=True)
+        mp.spawn(_allreduce_worker, args=(world, init_file, nbytes, iters, out_file),  # type: ignore[attr-defined,no-untyped-call]
+                 nprocs=world, join=True)
         with open(out_file) as f:
             seconds = float(f.read())
     return nbytes / seconds / 1e9 * 2 * (world - 1) / world

@@ -139,9 +139,10 @@ def resolve_device(options: BenchOptions) -> tuple[Any, DeviceInfo, Any]:
         info = DeviceInfo("cuda", name, spec.name, torch.cuda.device_count(), str(torch.__version__),
                           torch.version.cuda, _driver_version(), cc)
         return device, info, spec
-    spec = find_gpu(options.gpu) if options.gpu else None
-    info = DeviceInfo("cpu", _cpu_name(), spec.name if spec else None, 0, str(torch.__version__), torch.version.cuda)
-    return torch.device("cpu"), info, spec
+    cpu_spec = find_gpu(options.gpu) if options.gpu else None
+    info = DeviceInfo("cpu", _cpu_name(), cpu_spec.name if cpu_spec else None, 0, str(torch.__version__),
+                      torch.version.cuda)
+    return torch.device("cpu"), info, cpu_spec
 
 
 def _driver_version() -> str | None:

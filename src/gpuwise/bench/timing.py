@@ -29,7 +29,8 @@ def best_seconds(fn: Callable[[], object], device: Any, *, iters: int, trials: i
     cuda = getattr(device, "type", str(device)) == "cuda"
     for _ in range(trials):
         if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             start.record()
             for _ in range(iters):
                 fn()

@@ -56,7 +56,8 @@ def _gpt(size: TrainSize) -> Any:
             q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
             x = x + self.proj(y)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            out: torch.Tensor = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            return out
 
     class Gpt(nn.Module):
         def __init__(self) -> None:
@@ -68,7 +69,8 @@ def _gpt(size: TrainSize) -> Any:
 
         def forward(self, idx: torch.Tensor) -> torch.Tensor:
             pos = torch.arange(idx.shape[1], device=idx.device)
-            return self.head(self.ln(self.blocks(self.tok(idx) + self.pos(pos))))
+            out: torch.Tensor = self.head(self.ln(self.blocks(self.tok(idx) + self.pos(pos))))
+            return out
 
     return Gpt()
 
@@ -90,7 +92,8 @@ def _resnet(size: TrainSize) -> Any:
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y = F.relu(self.b1(self.c1(x)))
-            return F.relu(self.b2(self.c2(y)) + self.short(x))
+            out: torch.Tensor = F.relu(self.b2(self.c2(y)) + self.short(x))
+            return out
 
     class ResNet(nn.Module):
         def __init__(self) -> None:
@@ -107,7 +110,8 @@ def _resnet(size: TrainSize) -> Any:
             self.fc = nn.Linear(cin, 1000)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
+            out: torch.Tensor = self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
+            return out
 
     return ResNet()
 
@@ -168,7 +172,7 @@ def train_run(model_kind: Model, size: TrainSize, device: Any, *, amp: bool) -> 
         with autocast():
             out = model(x)
             loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        scaler.scale(loss).backward()
+        scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
         scaler.step(opt)
         scaler.update()
         opt.zero_grad(set_to_none=True)

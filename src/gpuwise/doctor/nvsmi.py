@@ -119,7 +119,7 @@ def _device(index: int, header: str, node: Tree) -> GpuDevice:
         pcie_width_current=_int(_get(link, "Link Width", "Current")),
         pcie_width_max=_int(_get(link, "Link Width", "Max")),
         performance_state=_int(pstate[1:]) if pstate and pstate.startswith("P") else None,
-        utilization_gpu_pct=float(_int(util)) if _int(util) is not None else None,
+        utilization_gpu_pct=float(u) if (u := _int(util)) is not None else None,
         clock_event_reasons=tuple(active),
     )
 

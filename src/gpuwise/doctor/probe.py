@@ -245,7 +245,7 @@ def read_torch() -> TorchInfo:
         error = texts[0] if texts else None
     nccl: str | None = None
     try:
-        raw: Any = torch.cuda.nccl.version() if torch.version.cuda else None
+        raw: Any = torch.cuda.nccl.version() if torch.version.cuda else None  # type: ignore[no-untyped-call]
         if isinstance(raw, tuple):
             nccl = ".".join(str(p) for p in raw)
         elif isinstance(raw, int):  # older torch: 2215 = 2.21.5... encoded as major*1000+minor*100+patch
