@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,21 @@ def test_importing_bench_and_doctor_does_not_import_torch() -> None:
     code = "import gpuwise.bench, gpuwise.doctor, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_bench_leaves_nothing_behind(tmp_path: Path, sig: int) -> None:
+    """A real Ctrl-C (or SIGTERM) while the storage benchmark writes its file."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "bench", "--quick", "--only", "storage",
+                             "--storage-mib", "4096", "--checkpoint-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.iterdir()):  # wait until the scratch folder exists
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.2)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []

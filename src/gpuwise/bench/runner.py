@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuwise.bench import compute, storage, training
 from gpuwise.bench.result import BenchReport, BenchResult, DeviceInfo, Skipped, compare
-from gpuwise.errors import InputError, MissingExtraError, did_you_mean
+from gpuwise.errors import HardwareError, InputError, MissingExtraError, did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,9 @@ class BenchOptions:
     min(4, CPUs))."""
     device: str | None = None
     """``cuda`` or ``cpu``; default: cuda when available."""
+    storage_mib: int | None = None
+    """Size of the storage benchmark's file; default 1 GiB on a GPU machine (16 MiB quick, 256 MiB
+    on CPU). Make it larger than RAM to defeat the page cache where O_DIRECT is unavailable."""
 
     def __post_init__(self) -> None:
         for g in self.only:
@@ -52,6 +55,8 @@ class BenchOptions:
                                  suggestions=did_you_mean(g, GROUPS))
         if self.num_workers is not None and self.num_workers < 0:
             raise InputError(f"--num-workers {self.num_workers} is negative", hint="give 0 or more")
+        if self.storage_mib is not None and not 1 <= self.storage_mib <= 1024 * 1024:
+            raise InputError(f"--storage-mib {self.storage_mib} is out of range", hint="give 1 to 1048576 MiB")
         if self.device not in (None, "cuda", "cpu"):
             raise InputError(f"--device {self.device!r} is not cuda or cpu", hint="use --device cuda or --device cpu")
 
@@ -134,7 +139,12 @@ def resolve_device(options: BenchOptions) -> tuple[Any, DeviceInfo, Any]:
     if use_cuda:
         device = torch.device("cuda", 0)
         name = torch.cuda.get_device_name(0)
-        spec = find_gpu(options.gpu or name)
+        try:
+            spec = find_gpu(options.gpu or name)
+        except HardwareError as exc:
+            raise HardwareError(exc.message, hint=f"name the model with --gpu (one of `gpuwise gpus`), e.g. "
+                                f"--gpu H100; or add a row for {name!r} to the user gpus.csv ({exc.hint})",
+                                suggestions=exc.suggestions) from None
         cc = ".".join(map(str, torch.cuda.get_device_capability(0)))
         info = DeviceInfo("cuda", name, spec.name, torch.cuda.device_count(), str(torch.__version__),
                           torch.version.cuda, _driver_version(), cc)
@@ -249,7 +259,8 @@ def run_bench(options: BenchOptions | None = None, progress: Progress = lambda s
                                            f"{per_s}; {precision}; ratio = MFU vs the dense {precision} peak"))
     if options.wants("storage"):
         progress("storage")
-        run_s = storage.storage_run(options.checkpoint_dir, sz.storage_bytes, sz.random_reads)
+        nbytes = options.storage_mib * MIB if options.storage_mib else sz.storage_bytes
+        run_s = storage.storage_run(options.checkpoint_dir, nbytes, sz.random_reads)
         cache = "O_DIRECT" if run_s.direct_io else "page cache dropped with fadvise (O_DIRECT unsupported here)"
         where = f"{run_s.file_bytes // MIB} MiB in {options.checkpoint_dir}"
         out.results.append(compare("storage.seq_write", run_s.write_gb_s, "GB/s", None, f"{where}, 4 MiB blocks + fsync"))

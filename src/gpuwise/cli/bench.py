@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gpuwise.cli._output import JsonFlag, console, emit_json, number, split_list
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def bench(
@@ -18,6 +23,7 @@ def bench(
     only: Annotated[list[str] | None, typer.Option("--only", help="Run only these groups: matmul, memory, transfer, nccl, train, storage, dataloader.")] = None,
     num_workers: Annotated[int | None, typer.Option("--num-workers", help="DataLoader workers for the input-pipeline benchmark.")] = None,
     device: Annotated[str | None, typer.Option("--device", help="cuda or cpu (default: cuda when available).")] = None,
+    storage_mib: Annotated[int | None, typer.Option("--storage-mib", help="Size of the storage test file in MiB (default 1024 on a GPU machine; 16 with --quick).")] = None,
     json: JsonFlag = False,
 ) -> None:
     """Measure matmul TFLOP/s, memory and PCIe bandwidth, NCCL, training MFU, storage and DataLoader
@@ -27,8 +33,11 @@ def bench(
     from gpuwise.bench import BenchOptions, run_bench, stage_names, write_calibration
 
     options = BenchOptions(quick=quick, checkpoint_dir=checkpoint_dir, gpu=gpu, only=tuple(split_list(only)),
-                           num_workers=num_workers, device=device)
+                           num_workers=num_workers, device=device, storage_mib=storage_mib)
     stages = stage_names(options, cuda=True)
+    # `docker stop`, Slurm and spot preemption send SIGTERM: unwind like Ctrl-C so the storage
+    # benchmark's `finally` removes its scratch folder.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     err = console(stderr=True)
     with Progress(TextColumn("[bold]bench[/] {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err, transient=True) as bar:
