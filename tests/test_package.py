@@ -9,6 +9,11 @@ import gpuwise
 
 PUBLIC_API = [
     "Catalog",
+    "Estimate",
+    "Workload",
+    "estimate",
+    "estimate_workload",
+    "workload_from_options",
     "GpuSpec",
     "GpuwiseError",
     "InputError",
@@ -17,12 +22,6 @@ PUBLIC_API = [
     "find_gpu",
     "load_catalog",
     "query_offers",
-    # estimate (issue 3)
-    "estimate",
-    "Workload",
-    "Estimate",
-    "estimate_workload",
-    "workload_from_options",
     # doctor and bench (issue 8)
     "run_doctor",
     "DoctorOptions",

@@ -67,9 +67,9 @@ PipelineParallelOpt = Annotated[str, typer.Option(
     "--pipeline-parallel", help="Pipeline-parallel degree.", rich_help_panel=_P)]
 CpuOffloadOpt = Annotated[bool, typer.Option(
     "--cpu-offload", help="Keep optimizer states in CPU memory (ZeRO-Offload).", rich_help_panel=_P)]
-FlashAttentionOpt = Annotated[bool | None, typer.Option(
-    "--flash-attention/--no-flash-attention", help="Fused attention (default: on for modern models).",
-    rich_help_panel=_P, show_default=False)]
+FlashAttentionOpt = Annotated[str, typer.Option(
+    "--flash-attention", help="Fused attention that never stores the score matrix: auto | on | off "
+    "(auto: on for modern models, off for GPT-2/BERT/T5 eager attention).", rich_help_panel=_P)]
 PromptLenOpt = Annotated[str, typer.Option("--prompt-len", help="Prompt tokens per sequence.", rich_help_panel=_I)]
 OutputLenOpt = Annotated[str, typer.Option("--output-len", help="Generated tokens per sequence.", rich_help_panel=_I)]
 RequestsOpt = Annotated[str | None, typer.Option(
@@ -103,18 +103,24 @@ def workload_from_cli(
     tensor_parallel: str = "1",
     pipeline_parallel: str = "1",
     cpu_offload: bool = False,
-    flash_attention: bool | None = None,
+    flash_attention: str = "auto",
     prompt_len: str = "512",
     output_len: str = "256",
     requests: str | None = None,
 ) -> Workload:
     """The parsed flag values → a checked Workload (InputError/EstimateError/DataFileError on bad input)."""
+    from gpuwise.errors import InputError, did_you_mean
     from gpuwise.estimate import workload_from_options
 
+    flash_choices = {"auto": None, "on": True, "off": False}
+    flash = flash_attention.strip().lower()
+    if flash not in flash_choices:
+        raise InputError(f"unknown --flash-attention {flash_attention!r}", hint="use auto, on or off",
+                         suggestions=did_you_mean(flash, flash_choices))
     return workload_from_options(
         model=model, params=params, task=task, tokens=tokens, samples=samples, epochs=epochs, seq_len=seq_len,
         micro_batch=micro_batch, global_batch=global_batch, precision=precision, optimizer=optimizer, zero=zero,
         grad_ckpt=grad_ckpt, lora_rank=lora_rank, lora_targets=lora_targets, tensor_parallel=tensor_parallel,
-        pipeline_parallel=pipeline_parallel, cpu_offload=cpu_offload, flash_attention=flash_attention,
+        pipeline_parallel=pipeline_parallel, cpu_offload=cpu_offload, flash_attention=flash_choices[flash],
         prompt_len=prompt_len, output_len=output_len, requests=requests,
     )

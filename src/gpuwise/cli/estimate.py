@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -61,7 +61,7 @@ def estimate(
     tensor_parallel: TensorParallelOpt = "1",
     pipeline_parallel: PipelineParallelOpt = "1",
     cpu_offload: CpuOffloadOpt = False,
-    flash_attention: FlashAttentionOpt = None,
+    flash_attention: FlashAttentionOpt = "auto",
     prompt_len: PromptLenOpt = "512",
     output_len: OutputLenOpt = "256",
     requests: RequestsOpt = None,
@@ -103,7 +103,7 @@ def estimate(
 def _list_models(as_json: bool, names: list[str]) -> None:
     from gpuwise.estimate import get_preset
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         m = get_preset(name)
         rows.append({"name": name, "arch": m.arch, "params": m.total_params, "hidden": m.hidden or None,

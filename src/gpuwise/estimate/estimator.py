@@ -248,7 +248,7 @@ def _train_step(wl: Workload, gpu: GpuSpec, gpus: int, dp: int, net: Network, fl
     if wl.pipeline_parallel > 1:  # 1F1B bubble (p-1)/m (Narayanan et al. 2021, Sec. 2.2.1)
         compute *= 1 + (wl.pipeline_parallel - 1) / accum
     shard = wl.tensor_parallel * wl.pipeline_parallel
-    grad_b = 4.0 if wl.precision == "fp32" or wl.task in ("lora", "qlora") else 2.0
+    grad_b = 4.0 if wl.precision == "fp32" or wl.task == "lora" else 2.0
     comm = 0.0
     if dp > 1:
         dp_net = replace(net, gpus_per_node=max(1, net.gpus_per_node // shard))
@@ -376,7 +376,10 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
                             breakdown={k: v / BYTES_PER_GIB for k, v in breakdown_b.items()})
     net = network_for(spec, gpn, inter_gbit)
     nodes = math.ceil(gpus / gpn)
-    interconnect = net.intra_kind + (f"; {inter_gbit:g} Gbit/s per node across {nodes} nodes" if nodes > 1 else "")
+    if gpus == 1:
+        interconnect = "single GPU"
+    else:
+        interconnect = net.intra_kind + (f"; {inter_gbit:g} Gbit/s per node across {nodes} nodes" if nodes > 1 else "")
     adapter = trainable_params(wl) if wl.task in ("lora", "qlora") else 0.0
     mfu_c, basis = _mfu_compute(wl, spec, cal, adapter)
     seq = wl.effective_seq_len

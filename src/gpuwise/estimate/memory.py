@@ -9,6 +9,10 @@ Model states (Rajbhandari et al. 2020, "ZeRO", Sec. 3.1 and Fig. 1): mixed-preci
 variance). ZeRO-1 shards the K term over the data-parallel GPUs, ZeRO-2 also the gradients,
 ZeRO-3 also the weights. Tensor and pipeline parallelism divide every model-state term.
 
+Two departures from Korthikanti, both measured with ``benchmarks/estimate_memory.py``: RMSNorm as
+Hugging Face implements it (eager, fp32 upcast) keeps ``(4 + 2)·h`` bytes per token instead of
+``2·h``; fused attention keeps a 4-byte log-sum-exp per head and token.
+
 Activations (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4, Table 2): per layer
 ``s·b·h·(34 + 5·a·s/h)`` bytes with 16-bit activations, broken down as attention ``11·sbh + 5·as²b``,
 MLP ``19·sbh`` and two norms ``4·sbh``. We keep the same element counts but generalise them to
@@ -70,6 +74,13 @@ def trainable_params(wl: Workload) -> float:
     return wl.model.total_params
 
 
+def adapter_bytes_per_param(wl: Workload) -> float:
+    """LoRA adapter weight (and gradient) bytes. PEFT upcasts adapters to fp32 by default
+    (``autocast_adapter_dtype=True``); the QLoRA reference code casts them to bf16 (artidoro/qlora
+    ``qlora.py``: LoRA layers ``.to(torch.bfloat16)`` with ``--bf16``)."""
+    return 2.0 if wl.task == "qlora" else 4.0
+
+
 def _optimizer_bytes(wl: Workload) -> float:
     if wl.optimizer != "adafactor":
         return _OPTIMIZER_BYTES[wl.optimizer]
@@ -95,10 +106,9 @@ def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
         base = total * _WEIGHT_BYTES[wl.precision]
     train = trainable_params(wl) / shard
     mixed = wl.precision != "fp32"
-    # LoRA adapters are small and kept in fp32 (PEFT creates them in the base dtype but recipes
-    # upcast trainable weights); count them in full so the figure is never low.
-    adapter_bytes = train * 4.0 if wl.task in ("lora", "qlora") else 0.0
-    grad_b = 4.0 if (not mixed or wl.task in ("lora", "qlora")) else 2.0
+    adapter_b = adapter_bytes_per_param(wl)
+    adapter_bytes = train * adapter_b if wl.task in ("lora", "qlora") else 0.0
+    grad_b = adapter_b if wl.task in ("lora", "qlora") else (2.0 if mixed else 4.0)
     weights = base / dp if wl.zero >= 3 else base
     weights += adapter_bytes / (dp if wl.zero >= 3 else 1)
     grads = train * grad_b / (dp if wl.zero >= 2 else 1)
@@ -128,10 +138,15 @@ def layer_activation_bytes(m: ModelConfig, s: int, b: int, *, tp: int = 1, flash
     mlp_inner = (8 if m.gated_mlp else 4) * f * k / tp
     topk = max(1, m.experts_per_token) if m.experts else 1
     mlp = (k * 2 * h + mlp_inner) * topk + mask * h
-    norms = k * 4 * h
+    # LayerNorm (fused kernel) keeps its input; Hugging Face's eager RMSNorm (LlamaRMSNorm)
+    # upcasts to fp32 and keeps that fp32 copy plus the normalised 16-bit tensor: (4 + bytes)·h.
+    per_norm = act_bytes * h if m.norm == "layernorm" else (4.0 + act_bytes) * h
+    norms = 2 * per_norm
+    if flash:  # FlashAttention / SDPA keep the fp32 log-sum-exp per head and token
+        attn += 4.0 * m.heads / tp
     per_token = attn + scores + mlp + norms
     if cross_attention:  # T5 decoder block: a second attention block and a third norm
-        per_token += attn + scores + k * 2 * h
+        per_token += attn + scores + per_norm
     return float(s * b * per_token)
 
 
@@ -211,7 +226,8 @@ def comm_buffer_bytes(wl: Workload, dp: int) -> float:
     train = trainable_params(wl) / shard
     wb = _WEIGHT_BYTES[wl.precision]
     if wl.zero == 0:
-        grad_b = 4.0 if (wl.precision == "fp32" or wl.task in ("lora", "qlora")) else 2.0
+        grad_b = adapter_bytes_per_param(wl) if wl.task in ("lora", "qlora") else \
+            (4.0 if wl.precision == "fp32" else 2.0)
         return train * grad_b
     if wl.zero in (1, 2):
         return 2 * min(_ZERO_BUCKET_ELEMENTS, train) * wb

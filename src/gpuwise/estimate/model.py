@@ -322,8 +322,15 @@ def get_preset(name: str) -> ModelConfig:
 
 def params_only(params: float) -> ModelConfig:
     """A model known only by its parameter count (FLOPs 6·N; no activation shape)."""
-    return ModelConfig(name=f"{params:.3g} params", arch="params-only", params=params,
+    return ModelConfig(name=f"{_short(params)} params", arch="params-only", params=params,
                        source="--params")
+
+
+def _short(n: float) -> str:
+    for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{suffix}"
+    return f"{n:.3g}"
 
 
 def scaled_llama_like(params: float) -> ModelConfig:
@@ -338,7 +345,7 @@ def scaled_llama_like(params: float) -> ModelConfig:
     layers = max(2, round((params / 12 / 128**2) ** (1 / 3)))
     hidden = max(128, 128 * round(math.sqrt(params / (12 * layers)) / 128))
     heads = max(1, hidden // 128)
-    return ModelConfig(name=f"{params:.3g} params", arch="decoder", hidden=hidden, layers=layers, heads=heads,
+    return ModelConfig(name=f"{_short(params)} params", arch="decoder", hidden=hidden, layers=layers, heads=heads,
                        kv_heads=heads, intermediate=int(8 * hidden / 3), vocab=32000,
                        max_positions=4096, source="--params (Llama-like shape assumed)")
 
@@ -412,6 +419,7 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
                                   head_dim=head_dim, intermediate=inter, vocab=vocab, max_positions=maxpos,
                                   tied_embeddings=tied, experts=experts, experts_per_token=topk, source=where)
     act = str(cfg.get("hidden_act") or cfg.get("activation_function") or cfg.get("feed_forward_proj") or "")
+    spec: dict[str, Any]
     if model_type in ("gpt2", "gpt_neo", "gpt_bigcode"):
         spec = dict(arch="decoder", gated_mlp=False, bias=True, norm="layernorm", learned_positions=True,
                     dropout=bool(cfg.get("resid_pdrop", 0.1)), flash_attention=False)
@@ -451,7 +459,7 @@ def resolve_model(model: str | None, params: float | None) -> ModelConfig:
     if model is None:
         if params is None:
             raise InputError("no model given", hint="give --model NAME (or a config.json path) or --params 7e9")
-        return scaled_llama_like(params)
+        return replace(scaled_llama_like(params), params=params)
     looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
     cfg = parse_hf_config(Path(model) if not Path(model).is_dir() else Path(model) / "config.json") \
         if looks_like_path or Path(model).is_dir() else get_preset(model)

@@ -158,22 +158,38 @@ def _hardware_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit
 
 def _combine(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float, cal: GpuCalibration | None,
              tried: list[tuple[float, str, dict[str, Any], float]], base_time: float) -> Any:
-    """Apply the single changes cheapest-first until the workload fits."""
+    """Apply the single changes cheapest-first until the workload fits; switching to LoRA/QLoRA
+    changes what is trained, so it comes last."""
     from gpuwise.estimate.estimator import Suggestion, quick_estimate
 
     merged: dict[str, Any] = {}
     fixes: list[str] = []
-    for _, fix, changes, _slow in sorted(tried, key=lambda t: (t[3], t[0])):
+    mb_options = sorted((t for t in tried if "micro_batch" in t[2]), key=lambda t: -t[2]["micro_batch"])
+    mb_done = False
+    for _, fix, changes, _slow in sorted(tried, key=lambda t: ("task" in t[2], t[3], t[0])):
+        if "micro_batch" in changes:
+            if mb_done:
+                continue
+            mb_done = True
+            options = mb_options  # the largest micro-batch that fits with the changes so far
+        else:
+            options = [(0.0, fix, changes, 0.0)]
         if any(k in merged for k in changes):
             continue
-        trial = {**merged, **changes}
-        try:
-            new_wl = wl.with_changes(**trial)
-            est = quick_estimate(new_wl, spec, gpus, gpn, inter_gbit, cal)
-        except GpuwiseError:
+        chosen = None
+        for _, opt_fix, opt_changes, _s in options:
+            trial = {**merged, **opt_changes}
+            try:
+                est = quick_estimate(wl.with_changes(**trial), spec, gpus, gpn, inter_gbit, cal)
+            except GpuwiseError:
+                continue
+            chosen = (opt_fix, trial, est)
+            if est.memory.fits:
+                break
+        if chosen is None:
             continue
-        merged = trial
-        fixes.append(fix)
+        fix_text, merged, est = chosen
+        fixes.append(fix_text)
         if est.memory.fits:
             slow = (1 / est.tokens_per_second) / base_time
             return Suggestion(fix=" + ".join(fixes), per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,

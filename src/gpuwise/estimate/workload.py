@@ -226,13 +226,9 @@ def workload_from_options(
     if n_params is not None:
         check_finite(n_params, "--params", maximum=1e15)
     cfg = resolve_model(model, n_params)
-    if model is None and n_params is not None:
-        from dataclasses import replace as _replace
-
-        cfg = _replace(cfg, params=n_params)
     notes: list[str] = []
     if model is None:
-        notes.append(f"shape assumed Llama-like for {n_params:.3g} parameters (hidden {cfg.hidden}, "
+        notes.append(f"shape assumed Llama-like for {cfg.name} (hidden {cfg.hidden}, "
                      f"{cfg.layers} layers): give --model for exact activation memory")
     t = _choice(task, TASKS, "--task")
     if grad_ckpt is None:

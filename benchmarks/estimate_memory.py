@@ -1,0 +1,219 @@
+"""Memory accuracy of ``gpuwise.estimate`` checked against real torch objects on the CPU, and
+against published fine-tuning figures.
+
+1. Parameter bytes: small GPT-2- and Llama-shaped models built in torch; ``sum(p.numel())``
+   vs the estimator's count (and the preset totals vs the numbers on the model cards, see tests).
+2. Optimizer-state bytes: one real ``torch.optim`` step, bytes of ``optimizer.state`` per
+   parameter vs the estimator's bytes per parameter.
+3. Activation bytes: every tensor autograd saves for backward in one transformer block, caught
+   with ``torch.autograd.graph.saved_tensors_hooks`` (unique storages, parameters excluded),
+   in bf16, vs Korthikanti-style per-layer formula the estimator uses. This is what
+   ``torch.cuda.max_memory_allocated`` would see for activations, minus kernel workspaces.
+4. Published figures: PEFT README (T0_3B on one A100-80GB: full fine-tune 47.14 GB, LoRA 14.4 GB)
+   and QLoRA (Dettmers et al. 2023: a 65B model fine-tunes on one 48 GB GPU).
+
+Still unmeasured without a GPU: CUDA context, allocator fragmentation, cuBLAS/NCCL workspaces,
+FlashAttention's CUDA kernels (the CPU SDPA path saves the same q/k/v/out/logsumexp tensors).
+
+Run: ``PYTHONPATH=src python benchmarks/estimate_memory.py`` (torch CPU; ~10 s).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from gpuwise.estimate import estimate_workload, workload_from_options
+from gpuwise.estimate.memory import layer_activation_bytes, model_state_bytes
+from gpuwise.estimate.model import ModelConfig
+
+torch.manual_seed(0)
+
+
+# ----------------------------------------------------------------------------------------
+# small reference implementations (eager, as Hugging Face's GPT-2 and Llama blocks compute)
+
+class GPT2Block(nn.Module):
+    def __init__(self, h: int, a: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.a = a
+        self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+        self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
+        self.fc, self.out = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(h, dim=2)
+        q, k, v = (t.view(b, s, self.a, h // self.a).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(h // self.a)
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        att = self.drop(att.masked_fill(~mask, float("-inf")).softmax(-1))
+        y = (att @ v).transpose(1, 2).reshape(b, s, h)
+        x = x + self.drop(self.proj(y))
+        return x + self.drop(self.out(nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh")))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, h: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(h))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # as transformers' LlamaRMSNorm
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * x.to(dtype)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, h: int, a: int, kv: int, f: int) -> None:
+        super().__init__()
+        self.a, self.kv, self.d = a, kv, h // a
+        self.n1, self.n2 = RMSNorm(h), RMSNorm(h)
+        self.q, self.k, self.v = nn.Linear(h, h, bias=False), nn.Linear(h, kv * self.d, bias=False), \
+            nn.Linear(h, kv * self.d, bias=False)
+        self.o = nn.Linear(h, h, bias=False)
+        self.gate, self.up, self.down = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), \
+            nn.Linear(f, h, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        y = self.n1(x)
+        q = self.q(y).view(b, s, self.a, self.d).transpose(1, 2)
+        k = self.k(y).view(b, s, self.kv, self.d).transpose(1, 2)
+        v = self.v(y).view(b, s, self.kv, self.d).transpose(1, 2)
+        att = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.o(att.transpose(1, 2).reshape(b, s, h))
+        y = self.n2(x)
+        return x + self.down(nn.functional.silu(self.gate(y)) * self.up(y))
+
+
+def saved_activation_bytes(block: nn.Module, x: torch.Tensor) -> int:
+    """Bytes of the unique storages autograd keeps for backward, parameters excluded."""
+    params = {p.untyped_storage().data_ptr() for p in block.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        if st.data_ptr() not in params:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        block(x).sum().backward()
+    # the block input is kept by the first op, but it is the previous layer's output: count it
+    return sum(seen.values())
+
+
+def row(label: str, measured: float, estimated: float, unit: str = "") -> None:
+    err = estimated / measured - 1 if measured else float("nan")
+    print(f"{label:58s} {measured:14,.0f} {estimated:14,.0f} {err:+8.1%} {unit}")
+
+
+def main() -> None:
+    print(f"{'check':58s} {'measured':>14s} {'gpuwise':>14s} {'error':>8s}")
+    print("-" * 98)
+    # 1. parameters
+    gpt = ModelConfig(name="gpt2-mini", arch="decoder", hidden=256, layers=2, heads=4, intermediate=1024,
+                      vocab=1000, max_positions=128, learned_positions=True, tied_embeddings=True,
+                      gated_mlp=False, bias=True, norm="layernorm", dropout=True, flash_attention=False)
+    gpt_torch = nn.ModuleDict({"wte": nn.Embedding(1000, 256), "wpe": nn.Embedding(128, 256),
+                               "h": nn.ModuleList(GPT2Block(256, 4) for _ in range(2)), "ln_f": nn.LayerNorm(256)})
+    row("params: GPT-2-shaped (2 layers, h=256, tied head)", sum(p.numel() for p in gpt_torch.parameters()),
+        gpt.total_params, "params")
+    lla = ModelConfig(name="llama-mini", arch="decoder", hidden=256, layers=2, heads=8, kv_heads=2,
+                      intermediate=688, vocab=1000, max_positions=128)
+    lla_torch = nn.ModuleDict({"emb": nn.Embedding(1000, 256),
+                               "layers": nn.ModuleList(LlamaBlock(256, 8, 2, 688) for _ in range(2)),
+                               "norm": RMSNorm(256), "lm_head": nn.Linear(256, 1000, bias=False)})
+    row("params: Llama-shaped (GQA 8/2 heads, SwiGLU, untied head)",
+        sum(p.numel() for p in lla_torch.parameters()), lla.total_params, "params")
+
+    # 2. optimizer states from a real step
+    n = sum(p.numel() for p in lla_torch.parameters())
+    for name, opt_cls, kwargs, key in (("adamw", torch.optim.AdamW, {}, "adamw"),
+                                       ("sgd momentum", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}, "sgd")):
+        model = lla_torch
+        opt = opt_cls(model.parameters(), **kwargs)
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        opt.step()
+        state = sum(t.numel() * t.element_size() for st in opt.state.values() for t in st.values()
+                    if torch.is_tensor(t) and t.dim() > 0)
+        wl = workload_from_options(params=n, task="pretrain", precision="fp32", optimizer=key)
+        est = model_state_bytes(wl, 1)["optimizer_states"]
+        row(f"optimizer state bytes: torch.optim {name} (fp32)", state, est, "bytes")
+    # mixed precision: bf16 weights + bf16 grads + fp32 master + AdamW(master)
+    master = [p.detach().float().clone().requires_grad_() for p in lla_torch.parameters()]
+    work = [m.detach().to(torch.bfloat16) for m in master]
+    opt = torch.optim.AdamW(master)
+    for m in master:
+        m.grad = torch.randn_like(m)
+    opt.step()
+    grads_bf16 = [torch.zeros_like(w) for w in work]
+    measured = sum(t.numel() * t.element_size() for t in work + grads_bf16 + master) + sum(
+        t.numel() * t.element_size() for st in opt.state.values() for t in st.values() if torch.is_tensor(t) and t.dim())
+    wl = workload_from_options(params=n, task="pretrain", precision="bf16", optimizer="adamw")
+    row("model states: bf16 + fp32 master + AdamW (16 B/param)", measured, sum(model_state_bytes(wl, 1).values()),
+        "bytes")
+
+    # 3. activations saved by autograd, bf16, one block
+    from dataclasses import replace
+
+    for s, b in ((256, 2), (512, 1)):
+        block = GPT2Block(256, 4).to(torch.bfloat16).eval()  # eval: no dropout, autograd still records
+        x = torch.randn(b, s, 256, dtype=torch.bfloat16, requires_grad=True)
+        row(f"activations: GPT-2 block eager attn, no dropout, s={s} b={b}", saved_activation_bytes(block, x),
+            layer_activation_bytes(replace(gpt, dropout=False), s, b, flash=False), "bytes")
+    block = GPT2Block(256, 4).to(torch.bfloat16).train()
+    x = torch.randn(2, 256, 256, dtype=torch.bfloat16, requires_grad=True)
+    row("activations: GPT-2 block + dropout, s=256 b=2 (CPU: 2-byte masks)*", saved_activation_bytes(block, x),
+        layer_activation_bytes(gpt, 256, 2, flash=False), "bytes")
+    for s, b in ((256, 2), (1024, 1)):
+        block = LlamaBlock(256, 8, 2, 688).to(torch.bfloat16)
+        x = torch.randn(b, s, 256, dtype=torch.bfloat16, requires_grad=True)
+        row(f"activations: Llama block SDPA (GQA, SwiGLU), s={s} b={b}", saved_activation_bytes(block, x),
+            layer_activation_bytes(lla, s, b, flash=True), "bytes")
+
+    print("* torch on the CPU keeps dropout masks in the activation dtype (2 bytes); CUDA keeps 1-byte"
+          " bool masks, as the formula assumes.")
+    # 4. published figures
+    gb = 2**30 / 1e9
+    print("\npublished fine-tuning figures (GB = 1e9 bytes; the PEFT README gives no batch size or sequence"
+          " length, so totals are shown for a few)")
+    print(f"{'case':58s} {'published':>14s} {'gpuwise':>14s}")
+    print("-" * 90)
+    t5 = "t5-3b"  # T0_3B is a T5-3B fine-tune: same shape
+    states_full = sum(model_state_bytes(workload_from_options(model=t5, task="finetune", precision="fp32"), 1).values())
+    states_lora = sum(model_state_bytes(workload_from_options(model=t5, task="lora", precision="fp32", lora_rank=8,
+                                                              lora_targets="qv"), 1).values())
+    print(f"{'PEFT README: T0_3B full fine-tune (fp32 AdamW): model states only':58s} {'47.14 GB':>14s} "
+          f"{states_full / 1e9:11.2f} GB")
+    print(f"{'PEFT README: T0_3B LoRA r=8 (q, v), fp32: model states only':58s} {'14.4 GB':>14s} "
+          f"{states_lora / 1e9:11.2f} GB")
+    for b, s in ((1, 128), (4, 128), (8, 128)):
+        full = estimate_workload(workload_from_options(model=t5, task="finetune", precision="fp32", micro_batch=b,
+                                                       seq_len=s), "A100-80GB", calibration=None, suggest=False)
+        lora = estimate_workload(workload_from_options(model=t5, task="lora", precision="fp32", micro_batch=b,
+                                                       seq_len=s, lora_rank=8, lora_targets="qv"),
+                                 "A100-80GB", calibration=None, suggest=False)
+        print(f"{f'  total with activations at batch {b} x {s} tokens: full / LoRA':58s} {'':>14s} "
+              f"{full.memory.per_gpu_gib * gb:8.2f} / {lora.memory.per_gpu_gib * gb:.2f} GB")
+    llama65 = ModelConfig(name="llama-65b", arch="decoder", hidden=8192, layers=80, heads=64, intermediate=22016,
+                          vocab=32000, max_positions=2048, source="LLaMA paper Table 2")
+    from gpuwise.estimate.workload import Workload
+
+    q = Workload(model=llama65, task="qlora", lora_rank=64, lora_targets="all-linear", seq_len=512, micro_batch=1,
+                 grad_ckpt="full")
+    est = estimate_workload(q, "A100-80GB", calibration=None, suggest=False)
+    print(f"{'QLoRA paper: LLaMA-65B, r=64 all-linear, seq 512, ckpt':58s} {'< 48 GB':>14s} "
+          f"{est.memory.per_gpu_gib * gb:11.2f} GB")
+    print("\nbreakdown (GiB) of the QLoRA 65B case:",
+          ", ".join(f"{k} {v:.2f}" for k, v in est.memory.breakdown.items() if v))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Memory formulas pinned against hand-computed and published cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.estimate.memory import (
+    QLORA_BITS_PER_PARAM,
+    comm_buffer_bytes,
+    kv_cache_bytes,
+    layer_activation_bytes,
+    logits_bytes,
+    memory_breakdown_bytes,
+    model_state_bytes,
+)
+from gpuwise.estimate.model import ModelConfig, get_preset
+from gpuwise.estimate.workload import Workload, workload_from_options
+
+
+def _states(params: float, dp: int, **kw: object) -> float:
+    wl = workload_from_options(params=params, task="pretrain", **kw)  # type: ignore[arg-type]
+    return sum(model_state_bytes(wl, dp).values())
+
+
+@pytest.mark.parametrize(
+    ("zero", "expected_gb"),
+    [
+        # ZeRO paper (Rajbhandari et al. 2020) Fig. 1: Ψ = 7.5B, N_d = 64, K = 12, bytes in GB (10^9)
+        (0, 120.0),  # baseline: (2 + 2 + 12)·Ψ
+        (1, 31.4),  # P_os: 2Ψ + 2Ψ + 12Ψ/64
+        (2, 16.6),  # P_os+g: 2Ψ + 14Ψ/64
+        (3, 1.9),  # P_os+g+p: 16Ψ/64
+    ],
+)
+def test_zero_model_states_match_the_zero_paper(zero: int, expected_gb: float) -> None:
+    assert _states(7.5e9, 64, zero=zero) / 1e9 == pytest.approx(expected_gb, abs=0.06)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "bytes_per_param"),
+    [
+        ({"precision": "bf16", "optimizer": "adamw"}, 16.0),  # 2 + 2 + 4 master + 8 Adam (ZeRO K = 12)
+        ({"precision": "fp32", "optimizer": "adamw"}, 16.0),  # 4 + 4 + 8, no master copy
+        ({"precision": "bf16", "optimizer": "adamw8bit"}, 10.0),  # 2 + 2 + 4 + 2 (two 8-bit states)
+        ({"precision": "bf16", "optimizer": "sgd"}, 12.0),  # 2 + 2 + 4 + 4 (momentum)
+        ({"precision": "fp32", "optimizer": "sgd"}, 12.0),  # 4 + 4 + 4
+        ({"precision": "bf16", "optimizer": "adamw", "cpu_offload": True}, 4.0),  # states + master on CPU
+    ],
+)
+def test_model_state_bytes_per_parameter(kwargs: dict[str, object], bytes_per_param: float) -> None:
+    assert _states(1e9, 1, **kwargs) == pytest.approx(bytes_per_param * 1e9)
+
+
+def _gpt(h: int = 1024, a: int = 16, **kw: object) -> ModelConfig:
+    """A GPT-3-style block: MHA, 4h GeLU MLP, dropout, biases — Korthikanti's setting."""
+    return ModelConfig(name="gpt", arch="decoder", hidden=h, layers=24, heads=a, intermediate=4 * h, vocab=51200,
+                       gated_mlp=False, bias=True, norm="layernorm", dropout=True, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("tp", "flash", "per_sbh"),
+    [
+        # Korthikanti et al. 2022, Table 2 (s = 2048, b = 4, h = 1024, a = 16 → 5as/h = 160)
+        (1, False, 34 + 5 * 16 * 2048 / 1024),  # no parallelism: 34 + 5as/h
+        (4, False, 10 + 24 / 4 + 5 * 16 * 2048 / (1024 * 4)),  # tensor parallel t: 10 + 24/t + 5as/(ht)
+        (1, True, 34.0),  # score matrix never stored (FlashAttention / selective recompute)
+        (8, True, 10 + 24 / 8),  # TP 8 + selective: the as² term is gone
+    ],
+)
+def test_activation_bytes_per_layer_match_korthikanti(tp: int, flash: bool, per_sbh: float) -> None:
+    s, b, h, a = 2048, 4, 1024, 16
+    lse = 4 * a / tp / h if flash else 0.0  # fused attention's fp32 log-sum-exp per head and token
+    assert layer_activation_bytes(_gpt(), s, b, tp=tp, flash=flash) == pytest.approx(s * b * h * (per_sbh + lse))
+
+
+def test_llama_block_activations_generalise_korthikanti() -> None:
+    # Llama 2 7B, s = 4096, b = 1, no dropout, flash: attention 2h + 2h + 4h·(kv/a = 1) + 2h = 10h
+    # plus the fp32 log-sum-exp 4·a; SwiGLU MLP 2h + 8·ffn; two eager RMSNorms (4 + 2)·h each
+    m = get_preset("llama-2-7b")
+    per_token = (10 + 2 + 12) * 4096 + 4 * 32 + 8 * 11008
+    assert layer_activation_bytes(m, 4096, 1) == 4096 * per_token
+
+
+def test_full_recompute_keeps_layer_inputs_plus_one_layer() -> None:
+    wl = workload_from_options(model="llama-2-7b", task="finetune", grad_ckpt="full", seq_len=2048)
+    from gpuwise.estimate.memory import activation_bytes
+
+    s, h, L = 2048, 4096, 32
+    one_layer = layer_activation_bytes(wl.model, s, 1)
+    assert activation_bytes(wl) == 2 * s * h * L + one_layer  # 2·sbh per layer (Korthikanti Table 2)
+
+
+def test_kv_cache_llama31_8b_is_128_kib_per_token() -> None:
+    # 2 (K, V) · 2 bytes · 32 layers · 8 KV heads · 128 dims = 131,072 bytes per token
+    wl = workload_from_options(model="llama-3.1-8b", task="inference", prompt_len=1, output_len=1)
+    assert kv_cache_bytes(wl, batch=1) == 2 * 131072  # two tokens of context
+
+
+def test_kv_cache_fp8_halves_and_tensor_parallel_splits() -> None:
+    base = workload_from_options(model="llama-2-70b", task="inference", prompt_len=1000, output_len=24)
+    fp8 = base.with_changes(precision="fp8")
+    tp8 = base.with_changes(tensor_parallel=8)
+    assert kv_cache_bytes(fp8) == kv_cache_bytes(base) / 2
+    assert kv_cache_bytes(tp8) == kv_cache_bytes(base) / 8  # 8 KV heads over 8 GPUs: one each
+
+
+def test_qlora_base_weights_are_4_127_bits_for_linear_layers() -> None:
+    wl = workload_from_options(model="llama-2-7b", task="qlora")
+    m = wl.model
+    w = model_state_bytes(wl, 1)["weights"]
+    adapters = m.lora_params(16, "all-linear") * 2  # QLoRA keeps adapters in bf16 (qlora.py)
+    expected = m.linear_params * QLORA_BITS_PER_PARAM / 8 + (m.total_params - m.linear_params) * 2 + adapters
+    assert w == pytest.approx(expected)
+    assert pytest.approx(4.127) == QLORA_BITS_PER_PARAM  # Dettmers et al. 2023, Sec. 3
+
+
+def test_lora_has_no_gradients_or_states_for_the_frozen_base() -> None:
+    wl = workload_from_options(model="llama-2-7b", task="lora", lora_rank=8, lora_targets="qv")
+    st = model_state_bytes(wl, 1)
+    n = 32 * 8 * 2 * 8192  # adapter params (see test_lora_adapter_params)
+    assert st["gradients"] == n * 4 and st["optimizer_states"] == n * 8 and st["master_weights"] == 0
+
+
+def test_logits_are_bsv_times_compute_copy_fp32_copy_and_fp32_grad() -> None:
+    wl = workload_from_options(model="gpt2", task="pretrain", micro_batch=8, seq_len=1024)
+    assert logits_bytes(wl) == 8 * 1024 * 50257 * (2 + 4 + 4)
+
+
+@pytest.mark.parametrize(
+    ("zero", "dp", "expected"),
+    [
+        (0, 1, 0.0),  # one GPU: no buckets
+        (0, 8, 2.0 * 6_738_415_616),  # DDP buckets: a second copy of the bf16 gradients
+        (2, 8, 2 * 5e8 * 2.0),  # DeepSpeed reduce + all-gather buckets, 5e8 elements each, 2 bytes
+    ],
+)
+def test_comm_buffers(zero: int, dp: int, expected: float) -> None:
+    wl = workload_from_options(model="llama-2-7b", task="pretrain", zero=zero)
+    assert comm_buffer_bytes(wl, dp) == pytest.approx(expected)
+
+
+def test_breakdown_has_every_term_and_overheads() -> None:
+    wl = workload_from_options(model="llama-2-7b", task="finetune")
+    br = memory_breakdown_bytes(wl, 1)
+    assert set(br) == {"weights", "gradients", "optimizer_states", "master_weights", "activations", "logits",
+                       "comm_buffers", "allocator_overhead", "cuda_context"}
+    allocated = sum(v for k, v in br.items() if k not in ("allocator_overhead", "cuda_context"))
+    assert br["allocator_overhead"] == pytest.approx(0.05 * allocated)
+    assert br["cuda_context"] == 0.5 * 2**30
+
+
+def test_workload_checks_reject_bad_combinations() -> None:
+    m = get_preset("llama-2-7b")
+    from gpuwise.errors import EstimateError, InputError
+
+    with pytest.raises(EstimateError):
+        Workload(model=m, task="qlora", precision="fp32")  # QLoRA computes in 16 bit
+    with pytest.raises(InputError):
+        Workload(model=m, micro_batch=8, global_batch=4)  # global batch below micro-batch
+    with pytest.raises(EstimateError):
+        Workload(model=m, tensor_parallel=3)  # does not divide 32 heads
+    with pytest.raises(InputError):
+        Workload(model=m, tokens=float("nan"))
