@@ -21,6 +21,7 @@ PUBLIC_API = [
     "__version__",
     "find_gpu",
     "load_catalog",
+    "plan_fleet",
     "query_offers",
     # doctor and bench (issue 8)
     "run_doctor",
@@ -29,6 +30,8 @@ PUBLIC_API = [
     "run_bench",
     "BenchOptions",
     "BenchReport",
+    "score_vendors",
+    "tco",
 ]
 
 

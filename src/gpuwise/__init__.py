@@ -34,6 +34,9 @@ _LAZY: dict[str, str] = {
     "run_bench": "gpuwise.bench",
     "BenchOptions": "gpuwise.bench",
     "BenchReport": "gpuwise.bench",
+    "plan_fleet": "gpuwise.fleet",
+    "tco": "gpuwise.fleet",
+    "score_vendors": "gpuwise.fleet",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -63,7 +63,7 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import bench, catalog, doctor, estimate, gpus, offers
+    from gpuwise.cli import bench, catalog, doctor, estimate, fleet, gpus, offers
 
     app.command("gpus")(gpus.gpus)
     app.command("doctor")(doctor.doctor)
@@ -71,6 +71,8 @@ def _register() -> None:
     app.command("offers")(offers.offers)
     app.command("estimate")(estimate.estimate)
     app.add_typer(catalog.app, name="catalog")
+    for name in ("fleet", "tco", "vendors"):
+        app.command(name)(getattr(fleet, name))
 
 
 _register()

@@ -1,0 +1,359 @@
+"""``gpuwise fleet``, ``gpuwise tco`` and ``gpuwise vendors``: how to pay less for a fleet."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, number, split_list
+
+if TYPE_CHECKING:
+    from gpuwise.catalog.reserved import ReservedTerm
+    from gpuwise.fleet.pricing import GpuPrices
+
+ReservedFlag = Annotated[
+    list[str] | None,
+    typer.Option("--reserved-discount", help="Reserved discount off on-demand, CLOUD:1y=FRACTION or "
+                 "CLOUD:3y=FRACTION (e.g. gcp:1y=0.37); overrides reserved.yaml. Repeatable."),
+]
+CloudFlag = Annotated[list[str] | None, typer.Option("--cloud", help="Only these clouds (comma-separated or repeated).")]
+SpotOverheadFlag = Annotated[
+    float | None,
+    typer.Option("--spot-overhead", help="Extra GPU-hours lost per useful spot GPU-hour to interruptions "
+                 "(default 0.075, see docs/fleet.md for its source)."),
+]
+
+
+def _terms(reserved_discount: list[str] | None) -> dict[tuple[str, int], ReservedTerm | None]:
+    from gpuwise.catalog.reserved import load_reserved_terms
+    from gpuwise.fleet.pricing import parse_reserved_overrides
+
+    terms = load_reserved_terms()
+    terms.update(parse_reserved_overrides(reserved_discount or []))
+    return terms
+
+
+def _offers(catalog: list[Path] | None, cloud: list[str] | None, region: str | None) -> list[Any]:
+    from gpuwise.catalog import OfferQuery, load_catalog, query_offers
+
+    cat = load_catalog(catalog or ())
+    return query_offers(cat.offers, OfferQuery(clouds=tuple(c.lower() for c in split_list(cloud)), region=region))
+
+
+def _money_opt(value: str | None, what: str) -> float | None:
+    from gpuwise.units import parse_money_usd
+
+    return None if value is None else parse_money_usd(value, what)
+
+
+def _spot_caps(values: list[str] | None, gpus: tuple[str, ...]) -> dict[str, float]:
+    from gpuwise.errors import InputError
+    from gpuwise.hardware import find_gpu
+    from gpuwise.units import parse_count
+
+    caps: dict[str, float] = {}
+    for raw in split_list(values):
+        if "=" in raw:
+            name, _, n = raw.partition("=")
+            gpu = find_gpu(name.strip()).name
+            if gpu not in gpus:
+                raise InputError(f"--spot-capacity {raw!r}: {gpu} is not in the demand",
+                                 hint=f"the demand has {', '.join(gpus)}")
+            caps[gpu] = parse_count(n, "--spot-capacity")
+        else:
+            if not gpus:
+                raise InputError("--spot-capacity N needs a demand", hint="give --demand or --profile")
+            value = parse_count(raw, "--spot-capacity")
+            caps.update(dict.fromkeys(gpus, value))
+    return caps
+
+
+def fleet(
+    demand: Annotated[Path | None, typer.Option("--demand", help="Hourly demand CSV: timestamp,gpu,gpus,interruptible.")] = None,
+    profile: Annotated[bool, typer.Option("--profile", help="Use a synthetic year (daily/weekly cycles + bursts) instead of --demand.")] = False,
+    profile_gpus: Annotated[list[str] | None, typer.Option("--profile-gpus", help="GPU models of the synthetic profile (default H100,A100-80GB).")] = None,
+    profile_hours: Annotated[int, typer.Option("--profile-hours", help="Hours in the synthetic profile.")] = 8760,
+    profile_peak: Annotated[float, typer.Option("--profile-peak", help="Scale of the synthetic profile, GPUs (first model).")] = 64.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic profile (same seed, same year).")] = 0,
+    save_demand: Annotated[Path | None, typer.Option("--save-demand", help="Write the demand used as CSV.")] = None,
+    cloud: CloudFlag = None,
+    region: Annotated[str | None, typer.Option("--region", help="Only regions matching this name or glob.")] = None,
+    spot_overhead: SpotOverheadFlag = None,
+    spot_capacity: Annotated[list[str] | None, typer.Option("--spot-capacity", help="Most GPUs on spot at once: N for every model, or GPU=N. Default: no limit.")] = None,
+    budget: Annotated[str | None, typer.Option("--budget", help="Most the whole profile may cost (USD).")] = None,
+    monthly_budget: Annotated[str | None, typer.Option("--monthly-budget", help="Most any calendar month may cost (USD).")] = None,
+    max_commitment: Annotated[str | None, typer.Option("--max-commitment", help="Most all reservations may commit to over their full terms (USD).")] = None,
+    max_reserved: Annotated[int | None, typer.Option("--max-reserved", help="Most GPUs reserved in total.")] = None,
+    terms: Annotated[str, typer.Option("--terms", help="Reservation terms allowed: 1, 3 or 1,3.")] = "1,3",
+    reserved_discount: ReservedFlag = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Write an offline HTML chart here.")] = None,
+    catalog: CatalogFlag = None,
+    json: JsonFlag = False,
+) -> None:
+    """Best reserved/spot/on-demand mix for an hourly demand profile (a MILP solved by HiGHS)."""
+    from gpuwise.errors import InputError
+    from gpuwise.fleet.demand import demand_to_csv, read_demand_csv, synthetic_demand
+    from gpuwise.fleet.optimize import DEFAULT_SPOT_OVERHEAD, FleetOptions, hourly_split, plan_fleet
+    from gpuwise.fleet.pricing import gpu_prices
+
+    if (demand is None) == (not profile):
+        raise InputError("give exactly one of --demand FILE or --profile",
+                         hint="e.g. `gpuwise fleet --demand examples/demand.csv` or `gpuwise fleet --profile`")
+    if demand is not None:
+        dem = read_demand_csv(demand)
+    else:
+        dem = synthetic_demand(tuple(split_list(profile_gpus)) or ("H100", "A100-80GB"), hours=profile_hours,
+                               seed=seed, peak_gpus=profile_peak)
+    if save_demand is not None:
+        try:
+            save_demand.write_text(demand_to_csv(dem), "utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {save_demand} ({exc.strerror})",
+                             hint="give a writable --save-demand path") from None
+    try:
+        allowed_terms = tuple(sorted({int(t) for t in split_list([terms])}))
+    except ValueError:
+        raise InputError(f"--terms {terms!r}", hint="write 1, 3 or 1,3") from None
+    options = FleetOptions(
+        spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead,
+        spot_capacity_gpus=_spot_caps(spot_capacity, dem.gpus), budget_usd=_money_opt(budget, "--budget"),
+        monthly_budget_usd=_money_opt(monthly_budget, "--monthly-budget"),
+        max_commitment_usd=_money_opt(max_commitment, "--max-commitment"), max_reserved_gpus=max_reserved,
+        terms=allowed_terms)
+    prices = gpu_prices(_offers(catalog, cloud, region), dem.gpus, _terms(reserved_discount))
+    plan = plan_fleet(dem, prices, options)
+    if html is not None:
+        from gpuwise.fleet.charts import fleet_html
+
+        fleet_html(plan, hourly_split(dem, prices, plan, options), dem.timestamps(), html)
+    if json:
+        doc = _fleet_json(plan, dem.origin, dem.start.isoformat(), prices)
+        if html is not None:
+            doc["html"] = str(html)
+        emit_json(doc)
+        return
+    _fleet_text(plan, dem.origin, html)
+
+
+def _fleet_json(plan: Any, origin: str, start: str, prices: dict[str, GpuPrices]) -> dict[str, Any]:
+    from gpuwise.cli._output import to_jsonable
+
+    doc: dict[str, Any] = to_jsonable(plan)
+    doc["solver"] = {"name": "HiGHS (scipy.optimize.milp)", "seconds": plan.solver.seconds,
+                     "variables": plan.solver.variables, "constraints": plan.solver.constraints}
+    doc["demand"] = {"source": origin, "start": start, "hours": plan.hours}
+    doc["reserved_options"] = {g: to_jsonable(p.reserved) for g, p in prices.items()}
+    return doc
+
+
+def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
+    from rich.table import Table
+
+    out = console()
+    out.print(f"[bold]Fleet plan[/bold] for {origin} ({plan.hours:,} h), solved in {plan.solver.seconds:.2f} s")
+    t = Table(title="Reservations to buy")
+    for col in ("GPU", "cloud", "term", "GPUs", "$/GPU-h", "discount", "cost over profile", "contract value"):
+        t.add_column(col, justify="left" if col in ("GPU", "cloud") else "right")
+    for c in plan.commitments:
+        t.add_row(c.gpu, c.cloud, f"{c.term_years}y", str(c.count), money(c.usd_per_gpu_hour, 3), f"{c.discount:.0%}",
+                  money(c.cost_usd, 0), money(c.commitment_usd, 0))
+    if not plan.commitments:
+        t.add_row("—", "reserve nothing", "", "", "", "", "", "")
+    out.print(t)
+    g = Table(title="Per GPU model")
+    for col in ("GPU", "peak", "reserved", "res. util", "spot GPU-h", "on-demand GPU-h", "cost", "all on-demand"):
+        g.add_column(col, justify="left" if col == "GPU" else "right")
+    for b in plan.per_gpu:
+        g.add_row(b.gpu, number(b.peak_gpus, ",.0f"), str(b.reserved_gpus),
+                  "—" if b.reserved_utilization is None else f"{b.reserved_utilization:.1%}",
+                  number(b.spot_gpu_hours, ",.0f"), number(b.on_demand_gpu_hours, ",.0f"), money(b.cost_usd, 0),
+                  money(b.on_demand_only_cost_usd, 0))
+    out.print(g)
+    m = Table(title="Cost per month")
+    for col in ("month", "reserved", "spot", "on-demand", "total"):
+        m.add_column(col, justify="right")
+    for mc in plan.monthly:
+        m.add_row(mc.month, money(mc.reserved_usd, 0), money(mc.spot_usd, 0), money(mc.on_demand_usd, 0),
+                  money(mc.total_usd, 0))
+    out.print(m)
+    util = "—" if plan.reserved_utilization is None else f"{plan.reserved_utilization:.1%}"
+    out.print(f"Total {money(plan.cost_usd, 0)} vs all on-demand {money(plan.on_demand_only_cost_usd, 0)}: "
+              f"[bold]{plan.savings_fraction:.1%} saved[/bold]; vs best single billing ({plan.best_single_billing}, "
+              f"{money(plan.best_single_cost_usd, 0)}): {plan.savings_vs_best_single_fraction:.1%} saved. "
+              f"Reservation utilization {util}. Spot overhead {plan.spot_overhead:.1%}.")
+    s = Table(title="Sensitivity (commitments kept, hourly split redone)")
+    for col in ("scenario", "cost", "saved vs on-demand", "res. util", "best possible"):
+        s.add_column(col, justify="left" if col == "scenario" else "right")
+    for sc in plan.sensitivity:
+        s.add_row(sc.name, money(sc.cost_usd, 0), f"{sc.savings_fraction:.1%}",
+                  "—" if sc.reserved_utilization is None else f"{sc.reserved_utilization:.1%}",
+                  money(sc.reoptimized_cost_usd, 0) if sc.reoptimized_cost_usd is not None else "—")
+    out.print(s)
+    for note in plan.notes:
+        out.print(f"[yellow]note:[/yellow] {note}")
+    if html is not None:
+        out.print(f"chart: {html}")
+
+
+def tco(
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU model, e.g. A100-80GB.")],
+    count: Annotated[int, typer.Option("--count", help="GPUs owned or rented.")] = 8,
+    years: Annotated[float, typer.Option("--years", help="Horizon in years.")] = 3.0,
+    utilization: Annotated[str, typer.Option("--utilization", help="Fraction of hours the GPUs do useful work (0.6 or 60%).")] = "0.6",
+    server_price: Annotated[str | None, typer.Option("--server-price", help="Price of the servers holding all the GPUs (USD). Required: no citable default exists.")] = None,
+    usd_per_kwh: Annotated[float | None, typer.Option("--usd-per-kwh", help="Electricity price, USD per kWh. Required: it varies several-fold by place.")] = None,
+    pue: Annotated[float | None, typer.Option("--pue", help="Facility PUE (default 1.58: Uptime Institute 2023 survey average).")] = None,
+    power_load: Annotated[float, typer.Option("--power-load", help="Average GPU draw as a fraction of TDP (1.0 = full TDP always, an upper bound).")] = 1.0,
+    host_power_w: Annotated[float, typer.Option("--host-power-w", help="Extra host power for all servers, watts (default 0: not counted).")] = 0.0,
+    depreciation_years: Annotated[float | None, typer.Option("--depreciation-years", help="Straight-line depreciation life (default: the horizon).")] = None,
+    residual: Annotated[float, typer.Option("--residual", help="Value left after the depreciation life, fraction of the price.")] = 0.0,
+    interest_rate: Annotated[float, typer.Option("--interest-rate", help="Yearly interest when financed over the depreciation life (0 = cash).")] = 0.0,
+    colocation: Annotated[str, typer.Option("--colocation-per-month", help="Space/colocation per month, USD (default 0: not counted).")] = "0",
+    staff: Annotated[str, typer.Option("--staff-per-year", help="Operations staff share per year, USD (default 0: not counted).")] = "0",
+    maintenance: Annotated[float, typer.Option("--maintenance", help="Maintenance per year as a fraction of the price (default 0: not counted).")] = 0.0,
+    cloud: CloudFlag = None,
+    spot_overhead: SpotOverheadFlag = None,
+    reserved_discount: ReservedFlag = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Write an offline HTML chart here.")] = None,
+    catalog: CatalogFlag = None,
+    json: JsonFlag = False,
+) -> None:
+    """Own versus rent: cost of buying GPU servers vs renting them, break-even utilization and month."""
+    from gpuwise.errors import InputError
+    from gpuwise.fleet.optimize import DEFAULT_SPOT_OVERHEAD
+    from gpuwise.fleet.pricing import gpu_prices
+    from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts
+    from gpuwise.fleet.tco import tco as compute_tco
+    from gpuwise.hardware import find_gpu
+    from gpuwise.units import parse_fraction, parse_money_usd
+
+    spec = find_gpu(gpu)
+    if server_price is None:
+        raise InputError("--server-price is required: gpuwise has no citable default server price",
+                         hint="give the quoted price of the servers holding all the GPUs, e.g. --server-price 250k")
+    if usd_per_kwh is None:
+        raise InputError("--usd-per-kwh is required: electricity prices vary several-fold by place",
+                         hint="give your tariff, e.g. --usd-per-kwh 0.12")
+    if spec.tdp_w is None:
+        raise InputError(f"the hardware table has no TDP for {spec.name}", hint="add tdp_w in your gpus.csv")
+    own = OwnCosts(server_price_usd=parse_money_usd(server_price, "--server-price"), usd_per_kwh=usd_per_kwh,
+                   pue=DEFAULT_PUE if pue is None else pue, power_load=power_load, host_power_w=host_power_w,
+                   depreciation_years=depreciation_years, residual_fraction=residual, interest_rate=interest_rate,
+                   colocation_usd_per_month=parse_money_usd(colocation, "--colocation-per-month"),
+                   staff_usd_per_year=parse_money_usd(staff, "--staff-per-year"),
+                   maintenance_fraction_per_year=maintenance)
+    p = gpu_prices(_offers(catalog, cloud, None), [spec.name], _terms(reserved_discount))[spec.name]
+
+    def best(term: int) -> float | None:
+        rates = [o.usd_per_gpu_hour for o in p.reserved if o.term_years == term]
+        return min(rates) if rates else None
+
+    rates = CloudRates(p.on_demand.usd_per_gpu_hour, p.spot.usd_per_gpu_hour if p.spot else None, best(1), best(3))
+    result = compute_tco(spec.name, count, years, parse_fraction(utilization, "--utilization"), own, rates,
+                         tdp_w=spec.tdp_w,
+                         spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead)
+    notes = list(result.notes)
+    if not p.reserved:
+        notes.append(f"reserved billing unavailable: no known discount for {', '.join(p.reserved_unavailable)}; "
+                     "set one with --reserved-discount CLOUD:1y=FRACTION or in reserved.yaml")
+    if html is not None:
+        from gpuwise.fleet.charts import tco_html
+
+        tco_html(result, html)
+    if json:
+        from gpuwise.cli._output import to_jsonable
+
+        doc = to_jsonable(result)
+        doc["notes"] = notes
+        doc["cloud_prices"] = {"on_demand": to_jsonable(p.on_demand), "spot": to_jsonable(p.spot),
+                               "reserved": to_jsonable(p.reserved)}
+        if html is not None:
+            doc["html"] = str(html)
+        emit_json(doc)
+        return
+    from rich.table import Table
+
+    out = console()
+    out.print(f"[bold]Own vs rent[/bold]: {count}× {spec.name} for {years:g} years at {result.utilization:.0%} utilization")
+    t = Table(title="Owning")
+    t.add_column("item")
+    t.add_column("USD", justify="right")
+    o = result.own
+    for name, v in (("depreciation", o.depreciation_usd), ("interest", o.interest_usd),
+                    (f"power ({o.energy_kwh:,.0f} kWh, TDP {result.tdp_w:g} W × PUE {own.pue:g})", o.power_usd),
+                    ("colocation", o.colocation_usd), ("staff", o.staff_usd), ("maintenance", o.maintenance_usd),
+                    ("[bold]total[/bold]", result.own_cost_usd)):
+        t.add_row(name, money(v, 0))
+    out.print(t)
+    c = Table(title="Renting")
+    for col in ("billing", "$/GPU-h", "cost", "break-even utilization", "break-even month"):
+        c.add_column(col, justify="left" if col == "billing" else "right")
+    price = {"on-demand": rates.on_demand, "spot": rates.spot, "reserved-1y": rates.reserved_1y,
+             "reserved-3y": rates.reserved_3y}
+    for billing, cost in result.cloud_cost_usd.items():
+        be_u = result.break_even_utilization_by_billing.get(billing)
+        be_m = result.break_even_month_by_billing.get(billing)
+        c.add_row(billing, money(price[billing], 3), money(cost, 0) if cost is not None else "unavailable",
+                  "—" if be_u is None else f"{be_u:.1%}", "—" if be_m is None else str(be_m))
+    out.print(c)
+    be = result.break_even_utilization
+    out.print(f"Buying beats renting on demand above [bold]{'—' if be is None else f'{be:.1%}'}[/bold] utilization; "
+              f"break-even month vs the cheapest cloud option ({result.cheapest_cloud_billing}): "
+              f"{'not within the horizon' if result.break_even_month is None else result.break_even_month}.")
+    for note in notes:
+        out.print(f"[yellow]note:[/yellow] {note}")
+    if html is not None:
+        out.print(f"chart: {html}")
+
+
+def vendors(
+    criteria: Annotated[Path, typer.Option("--criteria", help="Vendors YAML: weights, criteria, vendors and values.")],
+    normalize_weights: Annotated[bool, typer.Option("--normalize-weights", help="Rescale weights that do not sum to 1 (otherwise they are rejected).")] = False,
+    reserved_discount: ReservedFlag = None,
+    catalog: CatalogFlag = None,
+    json: JsonFlag = False,
+) -> None:
+    """Weighted multi-criteria vendor scoring with explained normalization and weight sensitivity."""
+    from gpuwise.catalog import load_catalog
+    from gpuwise.fleet.vendors import catalog_filler, read_criteria, score_vendors
+
+    fill = catalog_filler(load_catalog(catalog or ()).offers, _terms(reserved_discount))
+    crit = read_criteria(criteria, normalize_weights=normalize_weights, fill=fill)
+    ranking = score_vendors(crit)
+    for note in crit.notes:
+        sys.stderr.write(f"warning: {note}\n")
+    if json:
+        emit_json(ranking)
+        return
+    from rich.table import Table
+
+    out = console()
+    n = Table(title="Normalization (min–max across vendors; 1 = best)")
+    for col in ("metric", "better", "min", "max", *[v.name for v in crit.vendors]):
+        n.add_column(col, justify="left" if col in ("metric", "better") else "right")
+    for norm in ranking.normalization:
+        n.add_row(f"{norm.dimension}.{norm.metric}", norm.direction, f"{norm.min_value:g}", f"{norm.max_value:g}",
+                  *[f"{norm.normalized[v.name]:.2f}" for v in crit.vendors])
+    out.print(n)
+    out.print("[dim]higher is better: (x − min) / (max − min); lower is better: (max − x) / (max − min); "
+              "all vendors equal: 1 for everyone. Score = Σ dimension weight × Σ metric weight × normalized.[/dim]")
+    r = Table(title="Ranking (each cell: the dimension's contribution to the score)")
+    dims = list(ranking.weights)
+    for col in ("#", "vendor", "score", *[f"{d} ({ranking.weights[d]:.0%})" for d in dims]):
+        r.add_column(col, justify="left" if col == "vendor" else "right")
+    for s in ranking.ranking:
+        r.add_row(str(s.rank), s.vendor, f"{s.score:.3f}", *[f"{s.by_dimension[d]:.3f}" for d in dims])
+    out.print(r)
+    t = Table(title=f"Sensitivity: weight at which {ranking.ranking[0].vendor} stops winning (others rescaled)")
+    for col in ("dimension", "weight", "switch at", "change", "new winner"):
+        t.add_column(col, justify="left" if col in ("dimension", "new winner") else "right")
+    for w in ranking.sensitivity:
+        t.add_row(w.dimension, f"{w.weight:.2f}", "never" if w.switch_weight is None else f"{w.switch_weight:.3f}",
+                  "—" if w.change is None else f"{w.change:+.3f}", w.new_winner or "—")
+    out.print(t)
+    for note in ranking.notes:
+        if note not in crit.notes:
+            out.print(f"[dim]{note}[/dim]")

@@ -1,0 +1,122 @@
+"""$/GPU-hour per billing type for each GPU model, read from the catalog and the reserved terms.
+
+For every GPU model the fleet needs, the cheapest whole-GPU on-demand and spot prices across the
+allowed clouds, and one reservation option per (cloud, term) whose discount is known (bundled
+``reserved.yaml``, the user's ``reserved.yaml`` or a ``--reserved-discount`` override). A cloud
+whose discount is unknown offers no reservation, and :attr:`GpuPrices.reserved_unavailable`
+says so, so that the output can tell the user why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpuwise.catalog.offer import Offer
+from gpuwise.catalog.reserved import TERMS, ReservedTerm
+from gpuwise.errors import InputError, PlanError, did_you_mean
+
+_OVERRIDE = re.compile(r"^\s*([a-z0-9_-]+)\s*:\s*([13])y\s*=\s*(\S+)\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class PriceQuote:
+    """One price for one GPU-hour and where it comes from."""
+
+    usd_per_gpu_hour: float
+    """The price of one GPU for one hour."""
+    cloud: str
+    """Cloud selling it."""
+    where: str
+    """Region and instance type of the offer priced."""
+
+
+@dataclass(frozen=True)
+class ReservedOption:
+    """A reservation one may buy: whole GPUs on one cloud for one term."""
+
+    cloud: str
+    """Cloud selling it."""
+    term_years: int
+    """1 or 3."""
+    usd_per_gpu_hour: float
+    """Effective hourly price per reserved GPU, paid for every hour of the term, used or not."""
+    discount: float
+    """Fraction off that cloud's cheapest on-demand price for the GPU."""
+    source: str
+    """Where the discount comes from."""
+
+
+@dataclass(frozen=True)
+class GpuPrices:
+    """Every way to pay for one GPU model's hours."""
+
+    gpu: str
+    """GPU model."""
+    on_demand: PriceQuote
+    """Cheapest on-demand price across the allowed clouds."""
+    spot: PriceQuote | None
+    """Cheapest spot price across the allowed clouds (None: no spot offer)."""
+    reserved: tuple[ReservedOption, ...]
+    """Reservation options with a known discount, cheapest first."""
+    reserved_unavailable: tuple[str, ...]
+    """``cloud Ny`` terms for clouds selling this GPU whose reserved discount is unknown (not offered)."""
+
+
+def parse_reserved_overrides(values: Iterable[str]) -> dict[tuple[str, int], ReservedTerm]:
+    """``aws:1y=0.3`` → a ReservedTerm per (cloud, years), from the command line."""
+    out: dict[tuple[str, int], ReservedTerm] = {}
+    for raw in values:
+        m = _OVERRIDE.match(raw)
+        if not m:
+            raise InputError(f"cannot read --reserved-discount {raw!r}",
+                             hint="write CLOUD:1y=FRACTION or CLOUD:3y=FRACTION, e.g. gcp:1y=0.37")
+        try:
+            value = float(m.group(3).rstrip("%")) / (100 if m.group(3).endswith("%") else 1)
+        except ValueError:
+            raise InputError(f"--reserved-discount {raw!r}: {m.group(3)!r} is not a number",
+                             hint="write the discount as a fraction such as 0.37 or 37%") from None
+        if not 0 <= value < 1:
+            raise InputError(f"--reserved-discount {raw!r}: the discount must be in [0, 1)",
+                             hint="write e.g. 0.37 for 37% off on-demand")
+        cloud, years = m.group(1).lower(), int(m.group(2))
+        out[(cloud, years)] = ReservedTerm(cloud, years, value, f"--reserved-discount {raw}")  # type: ignore[arg-type]
+    return out
+
+
+def gpu_prices(offers: Sequence[Offer], gpus: Iterable[str],
+               terms: Mapping[tuple[str, int], ReservedTerm | None]) -> dict[str, GpuPrices]:
+    """Prices per GPU model from ``offers`` (already filtered to the allowed clouds/regions)."""
+    out: dict[str, GpuPrices] = {}
+    for gpu in gpus:
+        od_by_cloud: dict[str, PriceQuote] = {}
+        spot_best: PriceQuote | None = None
+        for o in offers:
+            if o.gpu != gpu or o.gpu_count < 1:
+                continue
+            od = o.on_demand_usd_per_gpu_hour
+            if od is not None and (o.cloud not in od_by_cloud or od < od_by_cloud[o.cloud].usd_per_gpu_hour):
+                od_by_cloud[o.cloud] = PriceQuote(od, o.cloud, f"{o.region} {o.instance_type}")
+            sp = o.spot_usd_per_gpu_hour
+            if sp is not None and (spot_best is None or sp < spot_best.usd_per_gpu_hour):
+                spot_best = PriceQuote(sp, o.cloud, f"{o.region} {o.instance_type}")
+        if not od_by_cloud:
+            known = sorted({o.gpu for o in offers if o.on_demand_usd_per_hour is not None})
+            raise PlanError(f"no on-demand offer for {gpu} in the catalog (with the cloud/region filters)",
+                            hint="check `gpuwise offers --gpu " + gpu + "`, or drop --cloud/--region",
+                            suggestions=did_you_mean(gpu, known))
+        reserved: list[ReservedOption] = []
+        unavailable: list[str] = []
+        for cloud, quote in sorted(od_by_cloud.items()):
+            for years in TERMS:
+                term = terms.get((cloud, years))
+                if term is None:
+                    unavailable.append(f"{cloud} {years}y")
+                    continue
+                reserved.append(ReservedOption(cloud, years, quote.usd_per_gpu_hour * (1 - term.discount),
+                                               term.discount, term.source))
+        reserved.sort(key=lambda r: (r.usd_per_gpu_hour, r.term_years, r.cloud))
+        best_od = min(od_by_cloud.values(), key=lambda q: (q.usd_per_gpu_hour, q.cloud))
+        out[gpu] = GpuPrices(gpu, best_od, spot_best, tuple(reserved), tuple(unavailable))
+    return out

@@ -1,0 +1,169 @@
+"""`gpuwise fleet`, `tco` and `vendors` end to end: examples, JSON fields, charts, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+CATALOG = """cloud,region,zone,instance_type,gpu,gpu_count,on_demand_usd_per_hour,spot_usd_per_hour
+aws,us-east-1,,p5.48xlarge,H100,8,24.0,8.0
+gcp,us-central1,,a3-highgpu-1g,H100,1,3.5,1.5
+aws,us-east-1,,g6.xlarge,L4,1,0.8,0.3
+"""
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Path:
+    path = tmp_path / "offers.csv"
+    path.write_text(CATALOG)
+    return path
+
+
+def test_fleet_on_example_json(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
+    r = cli("fleet", "--demand", EXAMPLES / "demand.csv", "--catalog", catalog,
+            "--reserved-discount", "aws:1y=0.3", "--reserved-discount", "gcp:3y=0.5", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    for key in ("commitments", "cost_usd", "on_demand_only_cost_usd", "savings_fraction", "monthly",
+                "reserved_utilization", "sensitivity", "best_single_billing"):
+        assert key in doc
+    assert doc["commitments"], "flat-ish example demand with a 50% 3y discount reserves something"
+    for c in doc["commitments"]:
+        assert {"gpu", "cloud", "term_years", "count"} <= set(c)
+        assert isinstance(c["count"], int) and c["count"] > 0
+    assert sum(m["total_usd"] for m in doc["monthly"]) == pytest.approx(doc["cost_usd"])
+    assert 0 < doc["savings_fraction"] < 1
+
+
+def test_fleet_default_catalog_says_reserved_unavailable(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("fleet", "--demand", EXAMPLES / "demand.csv", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["commitments"] == []
+    assert any("reserved billing unavailable" in n for n in doc["notes"])
+
+
+def test_fleet_profile_and_html(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "fleet.html"
+    r = cli("fleet", "--profile", "--profile-gpus", "H100,L4", "--profile-hours", "720", "--seed", "3",
+            "--catalog", catalog, "--reserved-discount", "aws:1y=0.35", "--html", out)
+    assert r.code == 0, r.stderr
+    assert "saved" in r.stdout
+    html = out.read_text()
+    assert "plotly" in html.lower() and len(html) > 1_000_000  # plotly.js inlined
+    assert '<script src="https://cdn.plot.ly' not in html
+
+
+def test_tco_json(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "tco.html"
+    r = cli("tco", "--gpu", "H100", "--count", "8", "--years", "3", "--utilization", "0.6",
+            "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--html", out, "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    for key in ("own_cost_usd", "cloud_cost_usd", "break_even_utilization", "break_even_month"):
+        assert key in doc
+    assert doc["cloud_cost_usd"]["on-demand"] == pytest.approx(3.0 * 8 * 3 * 8760 * 0.6)  # $24/8 per GPU-h
+    assert doc["cloud_cost_usd"]["reserved-1y"] is None  # no known discount: unavailable, said in notes
+    assert any("reserved billing unavailable" in n for n in doc["notes"])
+    assert out.stat().st_size > 1_000_000
+
+
+def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("vendors", "--criteria", EXAMPLES / "vendors.yaml", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert [s["rank"] for s in doc["ranking"]] == [1, 2, 3]
+    assert {s["dimension"] for s in doc["sensitivity"]} == {"performance", "cost", "network", "support", "ecosystem"}
+    top = doc["ranking"][0]
+    assert sum(top["by_dimension"].values()) == pytest.approx(top["score"])
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    # demand problems
+    (["fleet", "--demand", "{gap}"], "gap"),
+    (["fleet", "--demand", "{dup}"], "duplicate hour"),
+    (["fleet", "--demand", "{neg}"], "column gpus"),
+    (["fleet", "--demand", "{unknown}"], "did you mean"),
+    (["fleet", "--demand", "missing.csv"], "not found"),
+    (["fleet"], "exactly one of --demand FILE or --profile"),
+    (["fleet", "--profile", "--profile-peak", "-5"], "profile peak"),
+    (["fleet", "--profile", "--profile-hours", "0"], "--profile-hours"),
+    (["fleet", "--profile", "--save-demand", "/nonexistent/dir/d.csv"], "cannot write"),
+    (["fleet", "--profile", "--spot-capacity", "L4=3"], "not in the demand"),
+    (["fleet", "--profile", "--terms", "2"], "only 1 and 3 years"),
+    # an infeasible cap
+    (["fleet", "--demand", "{ok}", "--budget", "1"], "no plan meets --budget"),
+    (["fleet", "--demand", "{ok}", "--monthly-budget", "1"], "no plan meets --monthly-budget"),
+    (["fleet", "--demand", "{ok}", "--spot-overhead", "nan"], "spot overhead"),
+    (["fleet", "--demand", "{ok}", "--reserved-discount", "aws=0.3"], "CLOUD:1y=FRACTION"),
+    (["fleet", "--demand", "{ok}", "--reserved-discount", "aws:1y=1.5"], "[0, 1)"),
+    # tco
+    (["tco", "--gpu", "H100"], "--server-price is required"),
+    (["tco", "--gpu", "H100", "--server-price", "1e5"], "--usd-per-kwh is required"),
+    (["tco", "--gpu", "H1000", "--server-price", "1e5", "--usd-per-kwh", "0.1"], "unknown GPU"),
+    (["tco", "--gpu", "H100", "--server-price", "-5", "--usd-per-kwh", "0.1"], "--server-price must be"),
+    (["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1", "--utilization", "2"], "utilization"),
+    # vendors
+    (["vendors", "--criteria", "{badweights}"], "sum to"),
+    (["vendors", "--criteria", "missing.yaml"], "not found"),
+])
+def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
+    samples = {
+        "gap": ["2026-01-01T00:00:00,H100,1,false", "2026-01-01T02:00:00,H100,1,false"],
+        "dup": ["2026-01-01T00:00:00,H100,1,false", "2026-01-01T00:00:00,H100,1,false"],
+        "neg": ["2026-01-01T00:00:00,H100,-3,false"],
+        "unknown": ["2026-01-01T00:00:00,H10,1,false"],
+        "ok": ["2026-01-01T00:00:00,H100,4,false", "2026-01-01T01:00:00,H100,4,false"],
+    }
+    paths = {}
+    for name, rows in samples.items():
+        p = tmp_path / f"{name}.csv"
+        p.write_text("timestamp,gpu,gpus,interruptible\n" + "\n".join(rows) + "\n")
+        paths[name] = str(p)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((EXAMPLES / "vendors.yaml").read_text().replace("performance: 0.30", "performance: 3.0"))
+    paths["badweights"] = str(bad)
+    argv = [a.format(**paths) for a in args]
+    if argv[0] in ("fleet", "tco"):
+        argv += ["--catalog", str(catalog)]
+    r = cli(*argv)
+    assert r.code == 2, (r.stdout, r.stderr)
+    assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+    assert needle in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_normalize_weights_warns_on_stderr(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "v.yaml"
+    path.write_text((EXAMPLES / "vendors.yaml").read_text().replace("performance: 0.30", "performance: 0.60"))
+    r = cli("vendors", "--criteria", path, "--normalize-weights", "--json")
+    assert r.code == 0, r.stderr
+    assert "warning: weights: weights summed to 1.3; rescaled" in r.stderr
+    assert r.json()["weights"]["performance"] == pytest.approx(0.6 / 1.3)
+
+
+def test_examples_run_as_documented() -> None:
+    """The commands shown in docs/fleet.md run on the bundled catalog and examples/."""
+    for args in (["fleet", "--demand", "examples/demand.csv"],
+                 ["vendors", "--criteria", "examples/vendors.yaml"],
+                 ["tco", "--gpu", "A100-80GB", "--count", "8", "--years", "3", "--utilization", "0.6",
+                  "--server-price", "250k", "--usd-per-kwh", "0.12"]):
+        p = subprocess.run([sys.executable, "-m", "gpuwise", *args, "--json"], cwd=ROOT, capture_output=True,
+                           text=True, check=False)
+        assert p.returncode == 0, p.stderr
+        json.loads(p.stdout)
+
+
+def test_core_imports_no_cli_libraries() -> None:
+    code = ("import sys, gpuwise.fleet, gpuwise.fleet.charts; "
+            "bad = [m for m in ('typer', 'rich', 'torch', 'requests', 'httpx', 'plotly') if m in sys.modules]; "
+            "print(bad)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "[]"
