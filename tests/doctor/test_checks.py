@@ -60,6 +60,7 @@ CASES = [
     ("cuda-compat", with_torch(cuda_runtime="13.0"), "fail", "CUDA driver version is insufficient for CUDA runtime version"),
     ("cuda-compat", with_torch(cuda_runtime=None, version="2.4.1+cpu"), "fail", "CPU-only build"),
     ("cuda-compat", with_torch(installed=False), "skip", "torch is not installed"),
+    ("cuda-compat", with_(gpu_info=GpuInfo(nvml_error="Driver Not Loaded")), "skip", "see the nvidia-driver check"),
     # --- torch-cuda
     ("torch-cuda", nothing, "ok", "sees 2 GPU(s)"),
     ("torch-cuda", with_torch(cuda_available=False, device_count=0,
@@ -75,6 +76,9 @@ CASES = [
     ("cuda-visible-devices", with_env(CUDA_VISIBLE_DEVICES="0,1,2"), "fail", "index 2 does not exist"),
     ("cuda-visible-devices", with_env(CUDA_VISIBLE_DEVICES="0,0"), "fail", "listed twice"),
     ("cuda-visible-devices", with_env(CUDA_VISIBLE_DEVICES="-1"), "warn", "hides all 2 GPU(s)"),
+    ("cuda-visible-devices", with_env(CUDA_VISIBLE_DEVICES="MIG-4f1a2b3c-5d6e-7f80-9a1b-2c3d4e5f6a7b"), "ok",
+     "selects one MIG instance"),
+    ("cuda-visible-devices", with_env(CUDA_VISIBLE_DEVICES="0,banana"), "fail", "'banana' is neither"),
     # --- nccl
     ("nccl", nothing, "ok", "NCCL 2.20.5"),
     ("nccl", with_env(NCCL_SOCKET_IFNAM="eth0"), "warn", "did you mean NCCL_SOCKET_IFNAME"),

@@ -54,6 +54,9 @@ def check_cuda_compat(ctx: Context) -> CheckResult:
     name = "cuda-compat"
     torch, gpus = ctx.torch, ctx.gpus
     if not gpus.available:
+        if ctx.has_gpu:
+            return skip(name, f"the NVIDIA driver cannot be asked which CUDA version it supports ({gpus.nvml_error}); "
+                        "see the nvidia-driver check", "fix the nvidia-driver check first")
         return skip(name, f"{NO_GPU} (no driver to compare with)")
     if not torch.installed:
         return skip(name, f"torch is not installed, so there is no CUDA runtime to compare with driver "
@@ -146,6 +149,10 @@ def check_visible_devices(ctx: Context) -> CheckResult:
                     "unset CUDA_VISIBLE_DEVICES, or set it to the GPUs to use, e.g. `export CUDA_VISIBLE_DEVICES=0,1`")
     if not devices:
         return warn(name, f"CUDA_VISIBLE_DEVICES={value!r} is set but {NO_GPU}", "unset CUDA_VISIBLE_DEVICES")
+    if all(e.startswith("MIG-") for e in entries):
+        return ok(name, f"CUDA_VISIBLE_DEVICES selects {len(entries)} MIG instance(s) by UUID (CUDA uses only the "
+                  "first MIG device per process)" if len(entries) > 1 else
+                  "CUDA_VISIBLE_DEVICES selects one MIG instance by UUID")
     uuids = [d.uuid or "" for d in devices]
     problems: list[str] = []
     resolved: list[int] = []
@@ -156,16 +163,15 @@ def check_visible_devices(ctx: Context) -> CheckResult:
                 problems.append(f"index {idx} does not exist (GPUs are 0-{len(devices) - 1})")
                 break  # CUDA ignores everything from the first invalid entry on
             resolved.append(idx)
-        elif entry.startswith(("GPU-", "MIG-")):
+        elif entry.startswith("GPU-"):
             matches = [i for i, u in enumerate(uuids) if u and u.startswith(entry)]
-            if entry.startswith("MIG-"):
-                continue  # MIG UUIDs are not listed per GPU here; CUDA checks them
             if len(matches) != 1:
                 problems.append(f"{entry} matches {'no' if not matches else 'several'} GPU UUID(s)")
                 break
             resolved.append(matches[0])
         else:
-            problems.append(f"{entry!r} is neither an index nor a GPU-/MIG- UUID")
+            problems.append(f"{entry!r} is neither an index nor a GPU- UUID"
+                            + (" (MIG- UUIDs cannot be mixed with GPUs)" if entry.startswith("MIG-") else ""))
             break
     dupes = sorted({i for i in resolved if resolved.count(i) > 1})
     if dupes:
