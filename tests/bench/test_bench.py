@@ -142,3 +142,11 @@ def test_interrupted_bench_leaves_nothing_behind(tmp_path: Path, sig: int) -> No
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_allreduce_processes_and_bus_bandwidth_formula_on_cpu() -> None:
+    """The multi-process all-reduce path (spawn, file rendezvous, rank 0 reports) with gloo on CPU."""
+    from gpuwise.bench.compute import allreduce_bus_gb_s
+
+    busbw = allreduce_bus_gb_s(2, 1024 * 1024, 3, backend="gloo")
+    assert 0 < busbw < 1000

@@ -103,15 +103,18 @@ def transfer_gb_s(device: Any, nbytes: int, iters: int, *, to_device: bool, pinn
     return nbytes / seconds / 1e9
 
 
-def _allreduce_worker(rank: int, world: int, init_file: str, nbytes: int, iters: int, out_file: str) -> None:
+def _allreduce_worker(rank: int, world: int, init_file: str, nbytes: int, iters: int, out_file: str,
+                      backend: str) -> None:
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
-        seconds = best_seconds(lambda: dist.all_reduce(x), torch.device("cuda", rank), iters=iters)
+        x = torch.ones(nbytes // 2, dtype=torch.bfloat16 if backend == "nccl" else torch.float16, device=device)
+        seconds = best_seconds(lambda: dist.all_reduce(x), device, iters=iters)
         if rank == 0:
             with open(out_file, "w") as f:
                 f.write(repr(seconds))
@@ -119,14 +122,17 @@ def _allreduce_worker(rank: int, world: int, init_file: str, nbytes: int, iters:
         dist.destroy_process_group()
 
 
-def allreduce_bus_gb_s(world: int, nbytes: int, iters: int) -> float:
-    """NCCL all-reduce bus bandwidth across ``world`` local GPUs, as nccl-tests defines it:
-    algbw = bytes / time; busbw = algbw × 2(n−1)/n (nccl-tests ``doc/PERFORMANCE.md``)."""
+def allreduce_bus_gb_s(world: int, nbytes: int, iters: int, backend: str = "nccl") -> float:
+    """All-reduce bus bandwidth across ``world`` local GPUs (one process each), as nccl-tests
+    defines it: algbw = bytes / time; busbw = algbw × 2(n−1)/n (nccl-tests ``doc/PERFORMANCE.md``).
+
+    ``backend="gloo"`` runs the same code on CPU processes (tests use it; it measures memory
+    copies between processes, not a GPU interconnect)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="gpuwise-nccl-") as tmp:
         init_file, out_file = os.path.join(tmp, "init"), os.path.join(tmp, "seconds")
-        mp.spawn(_allreduce_worker, args=(world, init_file, nbytes, iters, out_file),  # type: ignore[attr-defined,no-untyped-call]
+        mp.spawn(_allreduce_worker, args=(world, init_file, nbytes, iters, out_file, backend),  # type: ignore[attr-defined,no-untyped-call]
                  nprocs=world, join=True)
         with open(out_file) as f:
             seconds = float(f.read())
