@@ -45,3 +45,19 @@ def test_bad_input_exits_2(cli) -> None:  # type: ignore[no-untyped-def]
     assert r.code == 2
     r = cli("doctor", "--replay", "/nonexistent")
     assert r.code == 2 and "not a folder" in r.stderr
+
+
+def test_replay_json_matches_golden(cli) -> None:  # type: ignore[no-untyped-def]
+    """The whole --json document for a recorded node: wording changes show up in review.
+
+    Rerun with GPUWISE_UPDATE_GOLDEN=1 to accept a deliberate change.
+    """
+    import json
+    import os
+
+    golden = Path(__file__).parent / "golden" / "replay-broken-node.json"
+    r = cli("doctor", "--json", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/")
+    current = json.dumps(r.json(), indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("GPUWISE_UPDATE_GOLDEN"):
+        golden.write_text(current, "utf-8")
+    assert current == golden.read_text("utf-8")
