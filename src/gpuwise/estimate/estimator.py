@@ -278,9 +278,12 @@ def _inference(wl: Workload, gpu: GpuSpec, peak: float, mfu_c: float, cal: GpuCa
     m = wl.model
     b, p, o = wl.micro_batch, wl.prompt_len, wl.output_len
     tp = wl.tensor_parallel * wl.pipeline_parallel
-    eff_bw = cal.memory_bandwidth_efficiency if cal and cal.memory_bandwidth_efficiency else 1.0
-    bw_basis = (f"calibrated: {eff_bw:.0%} of the datasheet bandwidth" if eff_bw != 1.0 or (cal and cal.memory_bandwidth_efficiency)
-                else "datasheet peak bandwidth (a lower bound on latency; calibrate with `gpuwise bench --calibrate`)")
+    if cal is not None and cal.memory_bandwidth_efficiency is not None:
+        eff_bw = cal.memory_bandwidth_efficiency
+        bw_basis = f"calibrated: {eff_bw:.0%} of the datasheet bandwidth"
+    else:
+        eff_bw = 1.0
+        bw_basis = "datasheet peak bandwidth (a lower bound on latency; calibrate with `gpuwise bench --calibrate`)"
     if cal and cal.matmul_efficiency.get(wl.precision):
         mfu_c = cal.matmul_efficiency[wl.precision]
     bw = (gpu.memory_bandwidth_tb_s or 0.0) * 1e12 * eff_bw
