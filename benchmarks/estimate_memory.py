@@ -91,6 +91,37 @@ class LlamaBlock(nn.Module):
         return x + self.down(nn.functional.silu(self.gate(y)) * self.up(y))
 
 
+class Bottleneck(nn.Module):
+    """torchvision's ResNet-50 v1.5 bottleneck (stride on the 3x3 conv)."""
+
+    def __init__(self, cin: int, width: int, stride: int, down: bool) -> None:
+        super().__init__()
+        cout = width * 4
+        self.c1, self.b1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+        self.c2, self.b2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
+        self.c3, self.b3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)) if down else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idt = x if self.down is None else self.down(x)
+        y = self.relu(self.b1(self.c1(x)))
+        y = self.relu(self.b2(self.c2(y)))
+        return self.relu(self.b3(self.c3(y)) + idt)
+
+
+def resnet50() -> nn.Module:
+    layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+                               nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(blocks):
+            layers.append(Bottleneck(cin, width, stride if i == 0 else 1, i == 0))
+            cin = width * 4
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000)]
+    return nn.Sequential(*layers)
+
+
 def saved_activation_bytes(block: nn.Module, x: torch.Tensor) -> int:
     """Bytes of the unique storages autograd keeps for backward, parameters excluded."""
     params = {p.untyped_storage().data_ptr() for p in block.parameters()}
@@ -131,6 +162,12 @@ def main() -> None:
                                "norm": RMSNorm(256), "lm_head": nn.Linear(256, 1000, bias=False)})
     row("params: Llama-shaped (GQA 8/2 heads, SwiGLU, untied head)",
         sum(p.numel() for p in lla_torch.parameters()), lla.total_params, "params")
+
+    from gpuwise.estimate.model import get_preset
+
+    rn = resnet50()
+    row("params: ResNet-50 (torchvision v1.5 layout)", sum(p.numel() for p in rn.parameters()),
+        get_preset("resnet-50").total_params, "params")
 
     # 2. optimizer states from a real step
     n = sum(p.numel() for p in lla_torch.parameters())
@@ -178,6 +215,10 @@ def main() -> None:
         row(f"activations: Llama block SDPA (GQA, SwiGLU), s={s} b={b}", saved_activation_bytes(block, x),
             layer_activation_bytes(lla, s, b, flash=True), "bytes")
 
+    x = torch.randn(2, 3, 224, 224)
+    measured = saved_activation_bytes(rn, x)
+    preset = get_preset("resnet-50").activation_mib_per_sample * 2**20 * 2
+    row("activations: ResNet-50 fp32 224x224 b=2 (preset value is this measurement)", measured, preset, "bytes")
     print("* torch on the CPU keeps dropout masks in the activation dtype (2 bytes); CUDA keeps 1-byte"
           " bool masks, as the formula assumes.")
     # 4. published figures

@@ -222,3 +222,61 @@ def test_core_modules_import_no_torch_typer_or_rich() -> None:
             "print(sorted(m for m in ('torch','typer','rich','requests','httpx','click') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_encoder_vit_and_cnn_inference_is_one_forward_pass() -> None:
+    bert = estimate_workload(workload_from_options(model="bert-large", task="inference", prompt_len=128,
+                                                   micro_batch=32), "T4", calibration=None)
+    assert bert.inference is not None and bert.inference.decode_tokens_per_second == 0.0
+    assert bert.memory.breakdown["kv_cache"] == 0.0
+    assert bert.tokens_per_second == pytest.approx(bert.samples_per_second * 128)
+    vit = estimate_workload(workload_from_options(model="vit-b-16", task="inference", micro_batch=8,
+                                                  requests="1M"), "L4", calibration=None)
+    assert vit.workload.effective_seq_len == 197  # 14 x 14 patches + [CLS], whatever --prompt-len says
+    assert vit.wall_hours == pytest.approx(1e6 / vit.samples_per_second / 3600)
+
+
+def test_cnn_mfu_comes_from_published_resnet_runs() -> None:
+    from gpuwise.estimate.throughput import cnn_mfu
+
+    mfu, rows = cnn_mfu()
+    assert rows == 5 and 0.15 < mfu < 0.3  # DeepLearningExamples ResNet-50: 15-24% of the fp16 peak
+    est = estimate_workload(workload_from_options(model="resnet-50", task="inference", precision="fp16",
+                                                  micro_batch=256), "V100", calibration=None)
+    # V100 AMP inference, batch 256: 3,382 images/s published
+    assert est.samples_per_second == pytest.approx(3382, rel=0.1)
+    train = estimate_workload(workload_from_options(model="resnet-50", task="finetune", precision="fp16",
+                                                    micro_batch=256, samples="1.28M"), "V100", calibration=None)
+    # activations measured on the CPU (82.1 MiB/sample fp32) halve in 16 bit: 256 x 41 MiB
+    assert train.memory.breakdown["activations"] == pytest.approx(256 * 82.1 / 2 / 1024)
+
+
+def test_bf16_on_a_gpu_without_bf16_is_estimated_in_fp16() -> None:
+    est = estimate_workload(workload_from_options(model="gpt2", task="finetune"), "V100", calibration=None)
+    assert est.workload.precision == "fp16" and est.peak_tflops == 125  # V100 fp16 tensor peak
+    assert any("no bf16" in n for n in est.notes)
+
+
+def test_fp32_that_does_not_fit_is_offered_mixed_precision() -> None:
+    wl = workload_from_options(model="gpt2-xl", task="finetune", precision="fp32", micro_batch=4, seq_len=1024)
+    est = estimate_workload(wl, "A10", calibration=None)
+    assert not est.memory.fits
+    # no single change fits 24 GiB: the combination starts with mixed precision (it is faster)
+    combo = [s for s in est.suggestions if " + " in s.fix]
+    assert combo and combo[0].fix.startswith("mixed precision") and combo[0].changes["precision"] == "bf16"
+    assert any("--gpu" in s.fix for s in est.suggestions)  # and a bigger GPU
+
+
+def test_calibrated_bandwidth_slows_decode_by_its_efficiency(tmp_path: Path) -> None:
+    wl = workload_from_options(model="llama-2-7b", task="inference", prompt_len=128, output_len=128)
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"version": 1, "gpus": {"A100-80GB": {"memory_bandwidth_efficiency": 0.8,
+                                                                     "matmul_efficiency": {"bf16": 0.7}}}}))
+    plain = estimate_workload(wl, "A100-80GB", calibration=None)
+    cal = estimate_workload(wl, "A100-80GB", calibration=load_calibration(path))
+    assert plain.inference is not None and cal.inference is not None
+    assert cal.inference.latency_per_output_token_ms == pytest.approx(plain.inference.latency_per_output_token_ms / 0.8)
+    assert "calibrated" in cal.inference.bandwidth_basis
+    # prefill uses the measured matmul efficiency (0.7) instead of the fitted MFU
+    assert cal.inference.time_to_first_token_s == pytest.approx(
+        plain.inference.time_to_first_token_s * plain.mfu_compute / 0.7)

@@ -27,6 +27,7 @@ from gpuwise.estimate.throughput import (
     PCIE_X16_GB_S,
     Network,
     allreduce_seconds,
+    cnn_mfu,
     forward_flops_per_token,
     machine_balance,
     mfu_model,
@@ -216,13 +217,14 @@ def _mfu_compute(wl: Workload, gpu: GpuSpec, cal: GpuCalibration | None, adapter
             return by_model * rf, f"calibrated: measured MFU {by_model:.0%} for {m.name} on {gpu.name}{rc}"
         if cal.mfu is not None:
             return cal.mfu * rf, f"calibrated: measured MFU {cal.mfu:.0%} on {gpu.name}{rc}"
+    if m.arch == "cnn":
+        base, rows = cnn_mfu()
+        return base * rf, (f"median of {rows} published single-GPU ResNet-50 runs (NVIDIA DeepLearningExamples): "
+                           f"{base:.0%}{rc}; calibrate for your model")
     fit = mfu_model()
-    hidden = m.hidden if m.is_transformer else 1024
-    base = fit.predict(machine_balance(gpu, wl.precision), hidden)
+    base = fit.predict(machine_balance(gpu, wl.precision), m.hidden)
     basis = (f"fitted to {fit.rows} published pretraining runs (GPU-hours as reported): {base:.0%} for "
-             f"{gpu.name} {wl.precision} at hidden size {hidden}{rc}")
-    if not m.is_transformer:
-        basis += "; non-transformer model: fit extrapolated, calibrate for real figures"
+             f"{gpu.name} {wl.precision} at hidden size {m.hidden}{rc}")
     return base * rf, basis
 
 
@@ -272,21 +274,34 @@ def _train_step(wl: Workload, gpu: GpuSpec, gpus: int, dp: int, net: Network, fl
 
 
 def _inference(wl: Workload, gpu: GpuSpec, peak: float, mfu_c: float, cal: GpuCalibration | None,
-               capacity_bytes: float, fixed_bytes: float) -> tuple[InferenceEstimate, float]:
+               capacity_bytes: float, fixed_bytes: float, net: Network) -> tuple[InferenceEstimate, float]:
     m = wl.model
     b, p, o = wl.micro_batch, wl.prompt_len, wl.output_len
     tp = wl.tensor_parallel * wl.pipeline_parallel
-    eff_bw = cal.memory_bandwidth_efficiency if cal and cal.memory_bandwidth_efficiency else 1.0
-    bw_basis = (f"calibrated: {eff_bw:.0%} of the datasheet bandwidth" if eff_bw != 1.0 or (cal and cal.memory_bandwidth_efficiency)
-                else "datasheet peak bandwidth (a lower bound on latency; calibrate with `gpuwise bench --calibrate`)")
+    if cal is not None and cal.memory_bandwidth_efficiency is not None:
+        eff_bw = cal.memory_bandwidth_efficiency
+        bw_basis = f"calibrated: {eff_bw:.0%} of the datasheet bandwidth"
+    else:
+        eff_bw = 1.0
+        bw_basis = "datasheet peak bandwidth (a lower bound on latency; calibrate with `gpuwise bench --calibrate`)"
     if cal and cal.matmul_efficiency.get(wl.precision):
         mfu_c = cal.matmul_efficiency[wl.precision]
     bw = (gpu.memory_bandwidth_tb_s or 0.0) * 1e12 * eff_bw
     if bw <= 0:
         raise EstimateError(f"{gpu.name}: no memory bandwidth figure", hint="add it to your gpus.csv")
+    weights = m.total_params * weight_bytes_per_param(wl) / tp
+    if not wl.is_generative:  # one forward pass per request: max(compute, reading the weights)
+        n_in = wl.input_len
+        flops = b * (forward_flops_per_token(m, n_in) * n_in if m.arch != "cnn" else forward_flops_per_token(m, 1))
+        t_cmp, t_mem = flops / (tp * peak * mfu_c), weights / bw
+        step = max(t_cmp, t_mem)
+        est = InferenceEstimate(
+            prefill_tokens_per_second=b * n_in / step, decode_tokens_per_second=0.0, time_to_first_token_s=step,
+            latency_per_output_token_ms=step * 1000, decode_bound="memory" if t_mem >= t_cmp else "compute",
+            kv_cache_gib_per_sequence=0.0, max_batch_that_fits=0, bandwidth_basis=bw_basis)
+        return est, step
     prefill_flops = b * p * forward_flops_per_token(m, p / 2)
     ttft = prefill_flops / (tp * peak * mfu_c)
-    weights = m.total_params * weight_bytes_per_param(wl) / tp
     if m.experts:  # a decode step reads the experts its batch routes to: at most all of them
         active = m.active_params * weight_bytes_per_param(wl) / tp
         weights = min(weights, active * b)
@@ -294,6 +309,14 @@ def _inference(wl: Workload, gpu: GpuSpec, peak: float, mfu_c: float, cal: GpuCa
     t_mem = (weights + kv_avg) / bw
     t_cmp = b * forward_flops_per_token(m, p + o / 2) / (tp * peak * mfu_c)
     step = max(t_mem, t_cmp)
+    if wl.tensor_parallel > 1 and m.is_transformer:
+        # 2 all-reduces of the b x h hidden state per layer per token (Megatron-LM, Shoeybi et al. 2019,
+        # Sec. 3); bandwidth term only: per-collective latency is not modelled
+        act_b = 4.0 if wl.precision == "fp32" else 2.0
+        per = allreduce_seconds(b * m.hidden * act_b, wl.tensor_parallel, net)
+        step += 2 * m.total_layers / wl.pipeline_parallel * per
+        ttft += 2 * m.total_layers / wl.pipeline_parallel * allreduce_seconds(b * p * m.hidden * act_b,
+                                                                               wl.tensor_parallel, net)
     kv_seq = kv_cache_bytes(wl, batch=1)
     free = capacity_bytes - fixed_bytes
     max_b = int(free // kv_seq) if kv_seq > 0 and free > 0 else (0 if free <= 0 else 1 << 20)
@@ -364,8 +387,12 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
         raise EstimateError(f"tensor parallel {wl.tensor_parallel} spans more than one node of {gpn} GPUs",
                             hint="keep tensor parallelism within a node (--tensor-parallel ≤ GPUs per node)")
     dp = gpus // shard
-    peak = peak_flops(spec, wl.precision)
     notes = list(wl.notes)
+    if wl.precision == "bf16" and spec.peak_bf16_tflops is None and spec.peak_fp16_tflops is not None:
+        # same bytes, same tensor cores: estimate in fp16 rather than refuse (the planner ranks T4/V100 too)
+        wl = wl.with_changes(precision="fp16")
+        notes.append(f"{spec.name} has no bf16: estimated in fp16 (same memory; train with loss scaling)")
+    peak = peak_flops(spec, wl.precision)
     overheads = _overheads(cal)
     breakdown_b = memory_breakdown_bytes(wl, dp, overheads)
     per_gpu_b = sum(breakdown_b.values())
@@ -405,25 +432,33 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
             notes.append("activation memory of this CNN is unknown to gpuwise and counted as 0")
     else:
         wl_out = wl
-        fpt = forward_flops_per_token(m, wl.prompt_len + wl.output_len / 2)
+        fpt = forward_flops_per_token(m, wl.prompt_len + wl.output_len / 2 if wl.is_generative else wl.input_len)
         fixed = per_gpu_b - breakdown_b.get("kv_cache", 0.0)
-        inference, step = _inference(wl, spec, peak, mfu_c, cal, capacity_gib * BYTES_PER_GIB, fixed)
-        tps = inference.decode_tokens_per_second
-        per_request_s = inference.time_to_first_token_s + wl.output_len * step
+        inference, step = _inference(wl, spec, peak, mfu_c, cal, capacity_gib * BYTES_PER_GIB, fixed, net)
+        if wl.is_generative:
+            tps = inference.decode_tokens_per_second
+            per_request_s = inference.time_to_first_token_s + wl.output_len * step
+        else:  # encoders, ViT, CNN: tokens (or images) processed per second
+            tps = inference.prefill_tokens_per_second
+            per_request_s = step
         sps = wl.micro_batch / per_request_s
         compute, comm, efficiency = step, 0.0, 1.0
-        total = wl.requests * wl.output_len if wl.requests is not None else None
+        total = (wl.requests * (wl.output_len if wl.is_generative else wl.input_len)
+                 if wl.requests is not None else None)
         wall = wl.requests / sps / 3600 if wl.requests is not None else None
-        flops_total = fpt * (wl.prompt_len + wl.output_len) * wl.requests if wl.requests is not None else None
+        flops_total = (fpt * (wl.prompt_len + wl.output_len if wl.is_generative else wl.input_len) * wl.requests
+                       if wl.requests is not None else None)
         if dp > 1:
             tps, sps = tps * dp, sps * dp
             wall = wall / dp if wall is not None else None
-        basis = f"prefill: {basis}; decode: {inference.bandwidth_basis}"
+        basis = (f"prefill: {basis}; decode: {inference.bandwidth_basis}" if wl.is_generative
+                 else f"{basis}; weights read at the {inference.bandwidth_basis}")
         if wl.requests is None:
             notes.append("give --requests for hours to serve a workload")
     mfu_eff = mfu_c * (compute / step) if wl.is_training else mfu_c
     if wl.precision == "fp8":
-        notes.append("fp8: MFU is relative to the FP8 dense peak; weights and states as in bf16 mixed precision")
+        notes.append("fp8: MFU is relative to the FP8 dense peak" + ("; weights and states as in bf16 mixed precision"
+                                                                       if wl.is_training else "; 1-byte weights and KV cache"))
     if wl.task == "qlora":
         notes.append("qlora: 4-bit dequantisation overhead is not in the FLOPs; expect slower steps than LoRA")
     suggestions: tuple[Suggestion, ...] = ()

@@ -90,8 +90,9 @@ def suggest_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: 
                 seen_mb_fit = True  # the largest micro-batch that fits is the one to suggest
             found.append(Suggestion(fix=fix, per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
                                     speed_cost=_speed_words(slow), changes=changes))
+    software_fits = any(s.fits for s in found)
     found.extend(_hardware_fixes(wl, spec, gpus, gpn, inter_gbit, base_time))
-    if not any(s.fits for s in found) and tried:
+    if not software_fits and tried:  # no single setting fits on this hardware: combine them
         combo = _combine(wl, spec, gpus, gpn, inter_gbit, cal, tried, base_time)
         if combo is not None:
             found.append(combo)
@@ -163,7 +164,7 @@ def _combine(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float
     from gpuwise.estimate.estimator import Suggestion, quick_estimate
 
     merged: dict[str, Any] = {}
-    fixes: list[str] = []
+    steps: list[tuple[str, dict[str, Any]]] = []
     mb_options = sorted((t for t in tried if "micro_batch" in t[2]), key=lambda t: -t[2]["micro_batch"])
     mb_done = False
     for _, fix, changes, _slow in sorted(tried, key=lambda t: ("task" in t[2], t[3], t[0])):
@@ -189,9 +190,36 @@ def _combine(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float
         if chosen is None:
             continue
         fix_text, merged, est = chosen
-        fixes.append(fix_text)
+        steps.append((fix_text, {k: merged[k] for k in _chosen_keys(chosen, tried)}))
         if est.memory.fits:
+            steps, est = _prune(wl, spec, gpus, gpn, inter_gbit, cal, steps, est)
+            merged = {k: v for _, ch in steps for k, v in ch.items()}
             slow = (1 / est.tokens_per_second) / base_time
-            return Suggestion(fix=" + ".join(fixes), per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
-                              speed_cost=_speed_words(slow), changes=merged)
+            return Suggestion(fix=" + ".join(f for f, _ in steps), per_gpu_gib=est.memory.per_gpu_gib, fits=True,
+                              slowdown=slow, speed_cost=_speed_words(slow), changes=merged)
     return None
+
+
+def _chosen_keys(chosen: tuple[str, dict[str, Any], Any], tried: list[tuple[float, str, dict[str, Any], float]]) -> set[str]:
+    """The option names the chosen fix text changes."""
+    for _, fix, changes, _s in tried:
+        if fix == chosen[0]:
+            return set(changes)
+    return set()
+
+
+def _prune(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float, cal: GpuCalibration | None,
+           steps: list[tuple[str, dict[str, Any]]], est: Any) -> tuple[list[tuple[str, dict[str, Any]]], Any]:
+    """Drop combined changes the fit does not need and that do not speed it up (latest first)."""
+    from gpuwise.estimate.estimator import quick_estimate
+
+    for i in range(len(steps) - 2, -1, -1):  # the last step made it fit: keep it
+        rest = steps[:i] + steps[i + 1:]
+        changes = {k: v for _, ch in rest for k, v in ch.items()}
+        try:
+            trial = quick_estimate(wl.with_changes(**changes), spec, gpus, gpn, inter_gbit, cal)
+        except GpuwiseError:
+            continue
+        if trial.memory.fits and trial.tokens_per_second >= est.tokens_per_second * 0.999:  # never slower
+            steps, est = rest, trial
+    return steps, est

@@ -66,8 +66,7 @@ def machine_balance(gpu: GpuSpec, precision: str = "bf16") -> float:
     bw = gpu.memory_bandwidth_tb_s
     if bw is None:
         raise HardwareError(f"{gpu.name}: no published memory bandwidth", hint="add it to your gpus.csv or pick another GPU")
-    prec = precision if precision != "fp32" else "fp32"
-    return peak_flops(gpu, prec) / (bw * 1e12)
+    return peak_flops(gpu, precision) / (bw * 1e12)
 
 
 # ------------------------------------------------------------------------------------------
@@ -147,7 +146,8 @@ class MfuModel:
 
     def predict(self, balance: float, hidden: int) -> float:
         h = min(max(hidden, 512), 32768)  # do not extrapolate far beyond the data
-        x1, x2 = math.log(balance / 153.0), math.log(h / 4096.0)
+        bal = min(max(balance, 150.0), 300.0)  # the published runs span 153 (A100-80GB) to 295 (H100)
+        x1, x2 = math.log(bal / 153.0), math.log(h / 4096.0)
         return min(max(math.exp(self.b0 + self.b_balance * x1 + self.b_hidden * x2), _MFU_MIN), _MFU_MAX)
 
 
@@ -174,14 +174,30 @@ def mfu_model() -> MfuModel:
     return fit_mfu_model(load_published_runs())
 
 
+@functools.lru_cache(maxsize=1)
+def cnn_mfu() -> tuple[float, int]:
+    """(median MFU, rows) of the published single-GPU ResNet-50 runs in ``data/published_cnn_throughput.csv``."""
+    import statistics
+
+    from gpuwise.estimate.model import get_preset
+    from gpuwise.hardware import find_gpu
+
+    text = resources.files("gpuwise.estimate").joinpath("data/published_cnn_throughput.csv").read_text("utf-8")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    mfus = []
+    for r in csv.DictReader(io.StringIO("\n".join(lines))):
+        m = get_preset(r["model"])
+        per_image = forward_flops_per_token(m, 1) * (3 if r["mode"] == "train" else 1)
+        mfus.append(float(r["images_per_s"]) * per_image / peak_flops(find_gpu(r["gpu"]), r["precision"]))
+    return statistics.median(mfus), len(mfus)
+
+
 def recompute_factor(m: ModelConfig, seq: float, task: str, grad_ckpt: str, adapter_params: float = 0.0) -> float:
     """MFU multiplier for recompute: model FLOPs / (model FLOPs + recomputed forward FLOPs)."""
     if grad_ckpt == "none":
         return 1.0
     model = training_flops_per_token(m, seq, task, adapter_params)
-    extra = forward_flops_per_token(m, seq)
-    if m.arch != "cnn":
-        extra = 2.0 * m.matmul_params + attention_flops_per_token(m, seq) / 3
+    extra = forward_flops_per_token(m, seq)  # the recomputed forward pass
     if grad_ckpt == "selective":
         extra *= _SELECTIVE_OVERHEAD_SHARE
     return model / (model + extra)

@@ -153,10 +153,25 @@ class Workload:
         return self.task != "inference"
 
     @property
+    def is_generative(self) -> bool:
+        """The model generates tokens one by one (decoder, encoder-decoder); else one forward pass."""
+        return self.model.arch in ("decoder", "encoder-decoder", "params-only")
+
+    @property
+    def input_len(self) -> int:
+        """Inference: tokens a request feeds in (the prompt; a ViT's patches; 1 image for a CNN)."""
+        m = self.model
+        if m.arch == "vision-transformer":
+            return m.image_tokens
+        if m.arch == "cnn":
+            return 1
+        return self.prompt_len
+
+    @property
     def effective_seq_len(self) -> int:
         """Sequence length in effect (training) or the context at the end of generation (inference)."""
         if self.task == "inference":
-            return self.prompt_len + self.output_len
+            return self.prompt_len + self.output_len if self.is_generative else self.input_len
         if self.seq_len is not None:
             return self.seq_len
         m = self.model
