@@ -67,6 +67,11 @@ def _register() -> None:
     app.command("gpus")(gpus.gpus)
     app.command("offers")(offers.offers)
     app.add_typer(catalog.app, name="catalog")
+    from gpuwise.cli import monitoring
+
+    app.command("exporter")(monitoring.exporter)
+    app.command("monitor")(monitoring.monitor)
+    app.command("report")(monitoring.report)
 
 
 _register()
