@@ -185,12 +185,11 @@ class Sampler:
         session = getattr(self.reader, "session", None)
         self.collector.update(snap, getattr(session, "error_counts", None))
 
-    def _run(self) -> None:
-        next_t = time.monotonic()
-        while not self._stop.is_set():
+    def _run(self) -> None:  # start() has done the first read
+        next_t = time.monotonic() + self.interval_s
+        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
             self.read_once()
             next_t += self.interval_s
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def start(self) -> None:
         self.read_once()
