@@ -44,7 +44,10 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Exp
     exp = Exporter(FakeGpuReader.from_scenario("idle"), port=free_port(), interval_s=0.2,
                    prices=PriceBook(price_usd_per_hour=3.0))
     exp.start()
-    shutil.copy(REPO / "deploy/prometheus/gpuwise-rules.yml", tmp / "gpuwise-rules.yml")
+    # the shipped rules, evaluated every second instead of every minute so the test need not wait
+    rules = (REPO / "deploy/prometheus/gpuwise-rules.yml").read_text()
+    assert "    interval: 1m\n" in rules
+    (tmp / "gpuwise-rules.yml").write_text(rules.replace("    interval: 1m\n", "    interval: 1s\n"))
     target = exp.url.removeprefix("http://")
     (tmp / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"

@@ -118,6 +118,8 @@ def replay_history(reader: Any, window_s: float, end_s: float) -> History:
     start = end_s - window_s
     per_frame = window_s / reader.fake.frame_count
     builders: dict[tuple[str, str], SeriesBuilder] = {}
+    reader.read()  # prime: GPM SM-active needs a previous sample, as on a real GPU
+    reader.fake.frame, reader._first = 0, True
     k = 0
     for repeat, _ in trace.frames:
         snap = reader.read()  # serves expanded frame k; later repeats of it are identical

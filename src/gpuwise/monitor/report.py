@@ -190,10 +190,11 @@ def _stretches(s: GpuSeries, idle: np.ndarray, min_hours: float) -> tuple[IdleSt
         if not idle[i]:
             i += 1
             continue
+        # a stretch ends where activity resumes, data has a gap, or who holds the GPU changes
         j, held = i, set(s.workloads[i])
-        while j + 1 < n and idle[j + 1] and s.timestamp_s[j + 1] <= s.timestamp_s[j] + s.duration_s[j] * 1.5 + 1:
+        while j + 1 < n and idle[j + 1] and s.workloads[j + 1] == s.workloads[i] and \
+                s.timestamp_s[j + 1] <= s.timestamp_s[j] + s.duration_s[j] * 1.5 + 1:
             j += 1
-            held.update(s.workloads[j])
         hours = float(s.duration_s[i:j + 1].sum()) / 3600
         if hours >= min_hours:
             end = float(s.timestamp_s[j] + s.duration_s[j])
