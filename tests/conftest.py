@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -61,9 +62,7 @@ def cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
     return run
 
 
-def run_module(args: Sequence[str], **kwargs: object) -> "subprocess.CompletedProcess[str]":
+def run_module(args: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     """``python -m gpuwise ARGS`` in a subprocess, for what must be checked end to end."""
-    import subprocess
-
     return subprocess.run([sys.executable, "-m", "gpuwise", *args], capture_output=True, text=True,
                           check=False, **kwargs)  # type: ignore[call-overload]

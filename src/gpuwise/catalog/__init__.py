@@ -6,7 +6,14 @@ reserved/committed discounts in :mod:`~gpuwise.catalog.reserved`; ``catalog upda
 :mod:`~gpuwise.catalog.update`. Pure Python: no network, no CLI.
 """
 
-from gpuwise.catalog.offer import BILLINGS, OFFER_COLUMNS, Billing, Offer, offers_to_csv, parse_offer_csv
+from gpuwise.catalog.offer import (
+    BILLINGS,
+    OFFER_COLUMNS,
+    Billing,
+    Offer,
+    offers_to_csv,
+    parse_offer_csv,
+)
 from gpuwise.catalog.query import (
     SORT_KEYS,
     CheapestPrice,

@@ -113,10 +113,7 @@ def read_vms_csv(text: str, cloud: str, origin: str, *, as_of: str, source: str 
         raise CatalogError(f"{origin}: empty file", hint="download the catalog again")
     rows = _parse_rows(text, origin)
     source = source or f"skypilot:{cloud}"
-    if cloud == "gcp":
-        pairs = list(_gcp_join(rows))
-    else:
-        pairs = [(r, r) for r in rows if r.accelerator]
+    pairs = list(_gcp_join(rows)) if cloud == "gcp" else [(r, r) for r in rows if r.accelerator]
     offers: dict[tuple[object, ...], Offer] = {}
     for host, gpu in pairs:
         offer = _make_offer(cloud, host, gpu, source, as_of)

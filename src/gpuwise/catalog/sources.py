@@ -66,7 +66,10 @@ class Catalog:
 
 
 class CatalogSource(Protocol):
-    kind: str
+    @property
+    def kind(self) -> str:
+        """``bundled``, ``skypilot``, ``store`` or ``file``."""
+        ...
 
     def read(self) -> tuple[list[Offer], str, str]:
         """(offers, location, as_of)."""

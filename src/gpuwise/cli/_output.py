@@ -58,9 +58,12 @@ def emit_json(data: Any) -> None:
 
 
 def console(stderr: bool = False) -> Console:
+    """A rich console; when output is piped or captured, wide enough for whole tables (no "…")."""
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 160
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
 
 
 def money(value: float | None, digits: int = 2) -> str:

@@ -13,7 +13,7 @@ def gpus(
     min_memory: Annotated[float | None, typer.Option("--min-memory", help="Only GPUs with at least this many GiB.")] = None,
     cloud: Annotated[list[str] | None, typer.Option("--cloud", help="Prices from these clouds only (comma-separated or repeated).")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Only GPUs with a spot offer; sort by spot price.")] = False,
-    all_models: Annotated[bool, typer.Option("--all", help="Also list models with no offer in the catalog.")] = True,
+    priced_only: Annotated[bool, typer.Option("--priced-only", help="Only models with an offer in the catalog.")] = False,
     catalog: CatalogFlag = None,
     json: JsonFlag = False,
 ) -> None:
@@ -33,7 +33,7 @@ def gpus(
             continue
         if spot and spec.name not in sp:
             continue
-        if not all_models and spec.name not in od and spec.name not in sp:
+        if priced_only and spec.name not in od and spec.name not in sp:
             continue
         o, s = od.get(spec.name), sp.get(spec.name)
         peak = spec.peak_bf16_tflops or spec.peak_fp16_tflops
@@ -65,7 +65,8 @@ def gpus(
         return
     from rich.table import Table
 
-    table = Table(title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(cat.clouds) or 'no cloud'}")
+    clouds = sorted({o.cloud for o in offers})
+    table = Table(title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(clouds) or 'no cloud'}")
     for col, justify in [("GPU", "left"), ("Mem GiB", "right"), ("BW TB/s", "right"), ("BF16 TFLOP/s", "right"),
                          ("FP8", "right"), ("On-demand $/GPU-h", "right"), ("where", "left"),
                          ("Spot $/GPU-h", "right"), ("$/PFLOP-h", "right")]:

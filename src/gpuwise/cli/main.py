@@ -77,6 +77,21 @@ def _register() -> None:
 _register()
 
 
+# Options whose value may be left out (`--from-skypilot [DIR]`): typer has no optional-value
+# options, so a bare one gets this value inserted before parsing.
+_OPTIONAL_VALUE_OPTIONS = {"--from-skypilot": "default"}
+
+
+def _fill_optional_values(args: list[str]) -> list[str]:
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        out.append(arg)
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if arg in _OPTIONAL_VALUE_OPTIONS and (nxt is None or nxt.startswith("-")):
+            out.append(_OPTIONAL_VALUE_OPTIONS[arg])
+    return out
+
+
 def _print_error(text: str) -> None:
     sys.stderr.write(f"error: {text}\n")
 
@@ -86,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     state.debug = bool(os.environ.get("GPUWISE_DEBUG")) or "--debug" in (argv if argv is not None else sys.argv)
     command = typer.main.get_command(app)
     try:
-        rv = command.main(args=list(argv) if argv is not None else None, prog_name="gpuwise",
+        args = _fill_optional_values(list(argv) if argv is not None else sys.argv[1:])
+        rv = command.main(args=args, prog_name="gpuwise",
                           standalone_mode=False)
     except GpuwiseError as exc:
         if state.debug:

@@ -1,0 +1,53 @@
+"""The package as users meet it: the public API, light imports, a pure core."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gpuwise
+
+PUBLIC_API = [
+    "Catalog",
+    "GpuSpec",
+    "GpuwiseError",
+    "InputError",
+    "Offer",
+    "__version__",
+    "find_gpu",
+    "load_catalog",
+    "query_offers",
+]
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(gpuwise.__all__) == sorted(PUBLIC_API)
+    for name in gpuwise.__all__:
+        assert getattr(gpuwise, name) is not None
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint('\\n'.join(sys.modules))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+HEAVY = {"torch", "typer", "rich", "requests", "urllib3", "httpx", "aiohttp", "prometheus_client", "pynvml",
+         "plotly", "boto3", "botocore", "fsspec"}
+
+
+def test_import_gpuwise_is_light() -> None:
+    loaded = _modules_after("import gpuwise")
+    assert not loaded & (HEAVY | {"numpy", "scipy"})
+
+
+def test_core_imports_no_torch_cli_or_http() -> None:
+    core = ["gpuwise.hardware", "gpuwise.catalog"]
+    for extra in ("estimate", "plan", "fleet"):
+        try:
+            __import__(f"gpuwise.{extra}")
+        except ImportError:
+            continue
+        core.append(f"gpuwise.{extra}")
+    loaded = _modules_after("\n".join(f"import {m}" for m in core))
+    assert not {m.split(".")[0] for m in loaded} & HEAVY
