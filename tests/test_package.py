@@ -9,6 +9,10 @@ import gpuwise
 
 PUBLIC_API = [
     "Catalog",
+    "Exporter",
+    "FakeGpuReader",
+    "HistoryStore",
+    "NvmlGpuReader",
     "GpuSpec",
     "GpuwiseError",
     "InputError",

@@ -21,6 +21,10 @@ _LAZY: dict[str, str] = {
     "Catalog": "gpuwise.catalog",
     "load_catalog": "gpuwise.catalog",
     "query_offers": "gpuwise.catalog",
+    "NvmlGpuReader": "gpuwise.monitor.nvml",
+    "FakeGpuReader": "gpuwise.monitor.fake",
+    "Exporter": "gpuwise.monitor.exporter",
+    "HistoryStore": "gpuwise.monitor.store",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -38,7 +38,7 @@ def _api(base: str, path: str, **params: str) -> Any:
 
 @pytest.fixture(scope="module")
 def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Exporter, float]]:
-    from conftest import free_port, wait_for
+    from tests.monitor.conftest import free_port, wait_for
 
     tmp = tmp_path_factory.mktemp("prom")
     exp = Exporter(FakeGpuReader.from_scenario("idle"), port=free_port(), interval_s=0.2,
@@ -112,7 +112,7 @@ def test_cost_series_value(scraped: tuple[str, Exporter, float]) -> None:
 
 
 def test_rules_load_and_evaluate(scraped: tuple[str, Exporter, float]) -> None:
-    from conftest import wait_for
+    from tests.monitor.conftest import wait_for
 
     base, _, _ = scraped
     groups = _api(base, "/api/v1/rules")["data"]["groups"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import day_trace
+from tests.monitor.conftest import day_trace
 
 from gpuwise.catalog import Offer
 from gpuwise.monitor.fake import FakeGpuReader, parse_trace
