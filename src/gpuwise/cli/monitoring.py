@@ -116,6 +116,9 @@ def monitor(
     from gpuwise.monitor.store import HistoryStore
 
     interval_s = _seconds(interval, "--interval")
+    if interval_s < 1:
+        raise InputError(f"--interval must be ≥ 1 s for the history, got {interval}",
+                         hint="the store keeps one row per GPU per second; use e.g. 1s or 10s")
     stop_after = _seconds(duration, "--duration") if duration else None
     retention_s = _seconds(retention, "--retention")
     downsample_s = _seconds(downsample_after, "--downsample-after")

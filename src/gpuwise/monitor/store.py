@@ -157,7 +157,7 @@ class HistoryStore:
                 for gid, host, uuid, idx, model, total in self._db.execute("SELECT * FROM gpus")}
         builders: dict[int, SeriesBuilder] = {}
         for gid, ts, dur, util, sm, mem, power, temp, jobset in self._db.execute(
-                "SELECT * FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts", (int(start_s), int(end_s))):
+                "SELECT * FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts", (start_s, end_s)):
             b = builders.get(gid)
             if b is None:
                 host, uuid, idx, model, total = gpus[gid]
