@@ -10,7 +10,14 @@ import pynvml
 import pytest
 
 from gpuwise.errors import DataFileError, InputError
-from gpuwise.monitor.fake import SCENARIOS, FakeGpuReader, FakeHandle, FakeNvml, load_trace, scenario
+from gpuwise.monitor.fake import (
+    SCENARIOS,
+    FakeGpuReader,
+    FakeHandle,
+    FakeNvml,
+    load_trace,
+    scenario,
+)
 
 
 def _read(name: str, n: int) -> Any:

@@ -12,7 +12,15 @@ import pytest
 
 from gpuwise.errors import DeviceError
 from gpuwise.monitor.fake import FakeHandle, FakeNvml, scenario
-from gpuwise.monitor.nvml import GpuLostError, NvmlGpuReader, NvmlSession, ProcInfo, parse_cgroup, read_proc_info, workload_of
+from gpuwise.monitor.nvml import (
+    GpuLostError,
+    NvmlGpuReader,
+    NvmlSession,
+    ProcInfo,
+    parse_cgroup,
+    read_proc_info,
+    workload_of,
+)
 
 
 class _NoLibrary(FakeNvml):
@@ -106,7 +114,7 @@ def test_parse_cgroup(cgroup: str, container: str | None, pod: str | None) -> No
 
 def test_read_proc_info_of_this_process_and_a_missing_one(tmp_path: Path) -> None:
     me = read_proc_info(os.getpid())
-    assert me.command and "python" in me.command.lower() or "pytest" in (me.command or "")
+    assert (me.command and "python" in me.command.lower()) or "pytest" in (me.command or "")
     assert me.user
     assert read_proc_info(1, proc_root=tmp_path) == ProcInfo(None, None, None, None)
 

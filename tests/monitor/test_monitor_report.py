@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.monitor.conftest import day_trace
 
 from gpuwise.catalog import Offer
 from gpuwise.monitor.fake import FakeGpuReader, parse_trace
 from gpuwise.monitor.history import replay_history
 from gpuwise.monitor.pricing import PriceBook
 from gpuwise.monitor.report import build_report, report_to_dict
+from tests.monitor.conftest import day_trace
 
 END = 1_800_000_000.0
 

@@ -93,10 +93,10 @@ def exporter(
         sys.stdout.flush()
     else:
         console(stderr=True).print(f"gpuwise exporter on {info['metrics']} (every {interval_s:g} s); Ctrl-C stops")
-    try:
+    import contextlib
+
+    with contextlib.suppress(KeyboardInterrupt):
         exp.serve_forever()
-    except KeyboardInterrupt:
-        pass
 
 
 def monitor(

@@ -67,7 +67,7 @@ class GpuCollector(Collector):
     def describe(self) -> Iterator[Metric]:
         return iter(())  # unchecked collector: families vary with what the GPUs support
 
-    def collect(self) -> Iterator[Metric]:  # noqa: C901 - one flat list of metrics reads best
+    def collect(self) -> Iterator[Metric]:
         with self._lock:
             snap = self._snapshot
             reads, errors, nvml_errors = self.reads_total, self.read_errors_total, dict(self.nvml_errors)
@@ -205,7 +205,7 @@ def _handler(registry: CollectorRegistry, collector: GpuCollector, interval_s: f
     class Handler(BaseHTTPRequestHandler):
         server_version = f"gpuwise-exporter/{__version__}"
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
@@ -217,8 +217,7 @@ def _handler(registry: CollectorRegistry, collector: GpuCollector, interval_s: f
                                    "last_error": collector.last_error}).encode()
                 ctype, code = "application/json", 200 if ok else 503
             elif path == "/":
-                body = b'<html><body><a href="/metrics">/metrics</a> <a href="/healthz">/healthz</a></body></html>'
-                ctype, code = "text/html", 200
+                body, ctype, code = b'<html><body><a href="/metrics">/metrics</a></body></html>', "text/html", 200
             else:
                 body, ctype, code = b"not found\n", "text/plain", 404
             self.send_response(code)
@@ -227,7 +226,7 @@ def _handler(registry: CollectorRegistry, collector: GpuCollector, interval_s: f
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug("%s " + format, self.address_string(), *args)
 
     return Handler
@@ -262,7 +261,7 @@ class Exporter:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}" if isinstance(host, str) else f"http://{host.decode()}:{port}"
 
     def start(self) -> None:
         """Start sampling and serving in background threads."""

@@ -322,7 +322,7 @@ class FakeNvml:
     def nvmlGpmSampleFree(self, sample: Any) -> None:
         return None
 
-    class c_nvmlGpmMetricsGet_t:  # noqa: N801 - the pynvml name
+    class c_nvmlGpmMetricsGet_t:
         def __init__(self) -> None:
             self.version = 0
             self.numMetrics = 0
@@ -459,7 +459,7 @@ def _scenario_leak() -> dict[str, Any]:
 def _scenario_thermal() -> dict[str, Any]:
     """1 × H100 heating up under load until it throttles (HW + SW thermal slowdown, clocks drop)."""
     p = _proc(31337, 70000, "dave", "torchrun train.py", "dave/train")
-    frames = [{"gpus": [_busy(71000, p, temperature_c=70 + 2 * k)]} for k in range(8)]
+    frames: list[dict[str, Any]] = [{"gpus": [_busy(71000, p, temperature_c=70 + 2 * k)]} for k in range(8)]
     frames += [{"repeat": 10, "gpus": [_busy(71000, p, temperature_c=92, throttle=0x20 | 0x40,
                                              sm_clock_mhz=1200, power_w=480, util=99, sm_active=0.4)]}]
     return {"name": "thermal", "interval_s": 60, "host": "fake-thermal",

@@ -259,8 +259,13 @@ class NvmlGpuReader:
             except GpuLostError as exc:
                 log.error("GPU %d (%s) is lost: %s", i, uuid, exc)
                 self._lost.add(i)
-        return GpuSample(i, uuid, name, True, *([None] * 16), tuple(sorted(self._xid[i].items())),  # type: ignore[arg-type]
-                         False, (), ())
+        return GpuSample(
+            index=i, uuid=uuid, name=name, lost=True, utilization_gpu_ratio=None, utilization_memory_ratio=None,
+            sm_active_ratio=None, tensor_active_ratio=None, memory_used_bytes=None, memory_total_bytes=None,
+            power_w=None, power_limit_w=None, temperature_c=None, sm_clock_mhz=None, memory_clock_mhz=None,
+            throttle_reasons_mask=None, pcie_tx_bytes_per_s=None, pcie_rx_bytes_per_s=None,
+            ecc_corrected_total=None, ecc_uncorrected_total=None, xid_counts=tuple(sorted(self._xid[i].items())),
+            mig_enabled=False, mig_devices=(), processes=())
 
     def _read_live(self, i: int, h: Any, uuid: str, name: str) -> GpuSample:
         c = self.session.call

@@ -46,7 +46,7 @@ class PriceBook:
                  offers: Sequence[Offer] | None = None) -> None:
         env_price = os.environ.get("GPUWISE_GPU_PRICE_USD_PER_HOUR")
         raw = price_usd_per_hour if price_usd_per_hour is not None else env_price
-        self.configured = None if raw in (None, "") else parse_money_usd(raw, "GPU price per hour")  # type: ignore[arg-type]
+        self.configured = None if raw in (None, "") else parse_money_usd(raw, "GPU price per hour")
         self.instance_type = instance_type or os.environ.get("GPUWISE_INSTANCE_TYPE") or None
         self.cloud = cloud or os.environ.get("GPUWISE_CLOUD") or None
         self.region = region or os.environ.get("GPUWISE_REGION") or None

@@ -66,7 +66,7 @@ def _charts(report: EfficiencyReport, history: History) -> list[tuple[str, str]]
 def _plotly_js() -> str:
     from plotly.offline import get_plotlyjs
 
-    return get_plotlyjs()
+    return str(get_plotlyjs())
 
 
 def render_html(report: EfficiencyReport, history: History, report_json: dict[str, Any]) -> str:
@@ -75,6 +75,6 @@ def render_html(report: EfficiencyReport, history: History, report_json: dict[st
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.from_string(resources.files("gpuwise.monitor").joinpath("templates/report.html.j2").read_text())
-    return template.render(report=report_json, charts=_charts(report, history), plotly_js=_plotly_js(),
+    return str(template.render(report=report_json, charts=_charts(report, history), plotly_js=_plotly_js(),
                            start=_when(report.start_s), end=_when(report.end_s), when=_when,
-                           gib=BYTES_PER_GIB)
+                           gib=BYTES_PER_GIB))
