@@ -73,6 +73,9 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
     (["report", "--fake", "idle", "--since", "-1h"], "cannot read --since"),                   # negative
     (["report", "--fake", "idle", "--since", "nan"], "--since must be a finite number"),
     (["report", "--fake", "idle", "--since", "forever"], "cannot read --since"),
+    (["report", "--fake", "idle", "--since", "100000000h"], "longer than 10 years"),          # huge
+    (["report", "--fake", "idle", "--until", "1e20"], "--until must be ≤"),
+    (["report", "--fake", "idle", "--until", "10", "--since", "1h"], "the window starts before 1970"),
     (["report", "--fake", "idle", "--price-usd-per-hour", "-3"], "must be ≥ 0"),
     (["report", "--fake", "idle", "--instance-type", "p9.huge"], "instance type 'p9.huge' is not in the catalog"),
     (["report", "--prometheus", "ftp://x"], "--prometheus must be an http(s) URL"),
@@ -84,6 +87,7 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
     (["monitor", "--fake", "idle", "--interval", "0.5s"], "--interval must be ≥ 1 s"),
     (["exporter", "--fake", "idle", "--port", "99999"], "--port must be 0-65535"),
     (["exporter", "--fake", "/nonexistent/trace.json"], "cannot read trace"),
+    (["exporter", "--fake", "idle", "--port", "0", "--instance-type", "p9.huge"], "instance type 'p9.huge' is not"),
 ])
 def test_bad_input_is_one_line_and_exit_2(cli: Any, args: list[str], needle: str) -> None:
     r = cli(*args)

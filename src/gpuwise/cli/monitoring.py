@@ -84,6 +84,7 @@ def exporter(
         return
     _logging()
     exp = Exporter(_reader(fake), host=host, port=port, interval_s=interval_s, prices=prices)
+    exp.prepare()
     info = {"url": exp.url, "metrics": f"{exp.url}/metrics", "healthz": f"{exp.url}/healthz",
             "interval_s": interval_s, "fake": fake}
     if json:
@@ -179,7 +180,12 @@ def report(
     from gpuwise.units import check_finite
 
     window_s = _seconds(since, "--since")
-    end = time.time() if until is None else check_finite(until, "--until")
+    if window_s > 10 * 8760 * 3600:
+        raise InputError(f"--since {since} is longer than 10 years", hint="give a shorter window, e.g. 24h or 30d")
+    # Unix time up to 2100-01-01: what datetime and SQLite handle everywhere
+    end = time.time() if until is None else check_finite(until, "--until", maximum=4_102_444_800)
+    if end - window_s < 0:
+        raise InputError("the window starts before 1970", hint="give a later --until or a shorter --since")
     if sum(x is not None for x in (db, prometheus, fake)) > 1:
         raise InputError("give only one of --db, --prometheus and --fake", hint="pick one history source")
     if fake:

@@ -257,21 +257,40 @@ class Exporter:
                              hint="pick another --port or stop what uses it") from exc
         self.server.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._prepared = False
 
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
         return f"http://{host!s}:{port}" if isinstance(host, str) else f"http://{host.decode()}:{port}"
 
+    def _check_prices(self) -> None:
+        """Resolve every GPU's price now, so a bad --instance-type fails at start, not in a scrape."""
+        snap, prices = self.collector.snapshot, self.collector.prices
+        if snap is not None and prices is not None:
+            try:
+                for g in snap.gpus:
+                    prices.price(g.name)
+            except Exception:
+                self.stop()
+                raise
+
+    def prepare(self) -> None:
+        """First read, sampler thread started, prices resolved; errors here stop the exporter."""
+        if not self._prepared:
+            self._prepared = True
+            self.sampler.start()
+            self._check_prices()
+
     def start(self) -> None:
         """Start sampling and serving in background threads."""
-        self.sampler.start()
+        self.prepare()
         self._thread = threading.Thread(target=self.server.serve_forever, name="gpuwise-http", daemon=True)
         self._thread.start()
 
     def serve_forever(self) -> None:
         """Start sampling and serve in this thread until interrupted."""
-        self.sampler.start()
+        self.prepare()
         try:
             self.server.serve_forever()
         finally:
