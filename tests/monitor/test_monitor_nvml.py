@@ -127,3 +127,31 @@ def test_read_proc_info_of_this_process_and_a_missing_one(tmp_path: Path) -> Non
 ])
 def test_workload_of(info: ProcInfo, workload: str) -> None:
     assert workload_of(info) == workload
+
+
+def test_our_nvml_constants_are_pynvml_constants() -> None:
+    from gpuwise.monitor import nvml
+    from gpuwise.monitor.snapshot import THROTTLE_REASONS
+
+    assert (nvml._TEMPERATURE_GPU, nvml._CLOCK_SM, nvml._CLOCK_MEM) == (
+        pynvml.NVML_TEMPERATURE_GPU, pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM)
+    assert (nvml._PCIE_TX, nvml._PCIE_RX) == (pynvml.NVML_PCIE_UTIL_TX_BYTES, pynvml.NVML_PCIE_UTIL_RX_BYTES)
+    assert (nvml._ECC_CORRECTED, nvml._ECC_UNCORRECTED, nvml._VOLATILE_ECC) == (
+        pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)
+    assert pynvml.nvmlEventTypeXidCriticalError == nvml._EVENT_XID
+    assert (nvml._GPM_SM_UTIL, nvml._GPM_ANY_TENSOR_UTIL) == (
+        pynvml.NVML_GPM_METRIC_SM_UTIL, pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL)
+    assert THROTTLE_REASONS["hw_thermal"] == pynvml.nvmlClocksEventReasonHwThermalSlowdown
+    assert THROTTLE_REASONS["sw_thermal"] == pynvml.nvmlClocksEventReasonSwThermalSlowdown
+    assert THROTTLE_REASONS["gpu_idle"] == pynvml.nvmlClocksEventReasonGpuIdle
+    assert THROTTLE_REASONS["sw_power_cap"] == pynvml.nvmlClocksEventReasonSwPowerCap
+    assert THROTTLE_REASONS["hw_power_brake"] == pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown
+
+
+def test_empty_mig_slots_are_not_errors() -> None:
+    from gpuwise.monitor.fake import FakeGpuReader
+
+    reader = FakeGpuReader.from_scenario("mig")
+    snap = reader.read()
+    assert len(snap.gpus[0].mig_devices) == 3  # of 7 slots
+    assert reader.session.error_counts == {}

@@ -227,6 +227,10 @@ def _print_report(rep: Any, html: Path | None) -> None:
     from rich.table import Table
 
     out = console()
+    if not rep.gpus:
+        out.print(f"no GPU samples between the window's start and end in {rep.source} — To fix: record some "
+                  "with `gpuwise monitor`, or widen --since")
+        return
     out.print(f"[bold]GPU efficiency[/bold] over {rep.window_hours:.1f} h ({rep.source}): "
               f"{rep.active_hours:.1f} of {rep.allocated_hours:.1f} GPU-hours active; "
               f"cost {money(rep.cost_usd)}, wasted {money(rep.wasted_usd)}")

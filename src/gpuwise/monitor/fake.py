@@ -170,6 +170,7 @@ class FakeNvml:
     NVMLError_Timeout = pynvml.NVMLError_Timeout
     NVMLError_Uninitialized = pynvml.NVMLError_Uninitialized
     NVMLError_InvalidArgument = pynvml.NVMLError_InvalidArgument
+    NVMLError_NotFound = pynvml.NVMLError_NotFound
     NVML_GPM_METRICS_GET_VERSION = 1
 
     def __init__(self, trace: Trace) -> None:
@@ -293,7 +294,7 @@ class FakeNvml:
 
     def nvmlDeviceGetMaxMigDeviceCount(self, h: FakeHandle) -> int:
         self._gpu(h, "nvmlDeviceGetMaxMigDeviceCount")
-        return len(self.trace.gpus[h.index].get("mig", ()))
+        return 7 if self.trace.gpus[h.index].get("mig") else 0  # empty slots raise NotFound, as on a GPU
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, h: FakeHandle, index: int) -> FakeHandle:
         self._gpu(h, "nvmlDeviceGetMigDeviceHandleByIndex")

@@ -81,6 +81,7 @@ class NvmlSession:
     def __init__(self, lib: Any) -> None:
         self.lib = lib
         self._base, self._absent, self._lost = _error_classes(lib)
+        self._not_found: type[BaseException] = getattr(lib, "NVMLError_NotFound", self._lost)
         self.unsupported: set[str] = set()
         """Metrics found unsupported (on any GPU), by metric name."""
         self._logged: set[tuple[int | None, str]] = set()
@@ -97,9 +98,10 @@ class NvmlSession:
         except OSError as exc:  # a broken libnvidia-ml.so
             raise DeviceError(f"cannot load NVML: {exc}", hint=_INIT_FIXES["NVMLError_LibraryNotFound"]) from exc
 
-    def call(self, metric: str, fn_name: str, *args: Any, gpu: int | None = None) -> Any:
+    def call(self, metric: str, fn_name: str, *args: Any, gpu: int | None = None, not_found_ok: bool = False) -> Any:
         """``lib.fn_name(*args)``, or None where the metric is unsupported or failed this time.
 
+        ``not_found_ok``: ``NotFound`` is an answer, not an error (an empty MIG slot).
         Raises :class:`GpuLostError` when the GPU fell off the bus.
         """
         fn = getattr(self.lib, fn_name, None)
@@ -108,18 +110,25 @@ class NvmlSession:
             return None
         try:
             return fn(*args)
+        except self._not_found as exc:
+            if not_found_ok:
+                return None
+            return self._failed(metric, fn_name, gpu, exc)
         except self._absent as exc:
             self._absent_once(gpu, metric, str(exc))
             return None
         except self._lost as exc:
             raise GpuLostError(str(exc)) from exc
         except self._base as exc:
-            self.error_counts[metric] = self.error_counts.get(metric, 0) + 1
-            key = (gpu, f"{metric}:{type(exc).__name__}")
-            if key not in self._logged:
-                self._logged.add(key)
-                log.warning("NVML %s on GPU %s failed: %s (logged once)", fn_name, gpu, exc)
-            return None
+            return self._failed(metric, fn_name, gpu, exc)
+
+    def _failed(self, metric: str, fn_name: str, gpu: int | None, exc: BaseException) -> None:
+        self.error_counts[metric] = self.error_counts.get(metric, 0) + 1
+        key = (gpu, f"{metric}:{type(exc).__name__}")
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning("NVML %s on GPU %s failed: %s (logged once)", fn_name, gpu, exc)
+        return None
 
     def _absent_once(self, gpu: int | None, metric: str, why: str) -> None:
         self.unsupported.add(metric)
@@ -218,6 +227,9 @@ class NvmlGpuReader:
             uuid = _text(s.call("uuid", "nvmlDeviceGetUUID", h, gpu=i) or f"GPU-index-{i}")
             name = _text(s.call("name", "nvmlDeviceGetName", h, gpu=i) or "unknown")
             self._static.append((uuid, name))
+        # renamed from "ClocksThrottleReasons" in NVML 12.x; older nvidia-ml-py has only the old name
+        self._throttle_fn = ("nvmlDeviceGetCurrentClocksEventReasons" if hasattr(lib, "nvmlDeviceGetCurrentClocksEventReasons")
+                             else "nvmlDeviceGetCurrentClocksThrottleReasons")
         self._lost: set[int] = set()
         self._xid: list[dict[int, int]] = [{} for _ in self._handles]
         self._event_set = self._register_xid_events()
@@ -276,7 +288,7 @@ class NvmlGpuReader:
         temp = c("temperature", "nvmlDeviceGetTemperature", h, _TEMPERATURE_GPU, gpu=i)
         sm_clock = c("clocks", "nvmlDeviceGetClockInfo", h, _CLOCK_SM, gpu=i)
         mem_clock = c("clocks", "nvmlDeviceGetClockInfo", h, _CLOCK_MEM, gpu=i)
-        throttle = c("throttle", "nvmlDeviceGetCurrentClocksEventReasons", h, gpu=i)
+        throttle = c("throttle", self._throttle_fn, h, gpu=i)
         tx = c("pcie", "nvmlDeviceGetPcieThroughput", h, _PCIE_TX, gpu=i)
         rx = c("pcie", "nvmlDeviceGetPcieThroughput", h, _PCIE_RX, gpu=i)
         ecc_c = c("ecc", "nvmlDeviceGetTotalEccErrors", h, _ECC_CORRECTED, _VOLATILE_ECC, gpu=i)
@@ -330,7 +342,7 @@ class NvmlGpuReader:
         n = c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=i) or 0
         out = []
         for k in range(int(n)):
-            mh = c("mig", "nvmlDeviceGetMigDeviceHandleByIndex", h, k, gpu=i)
+            mh = c("mig", "nvmlDeviceGetMigDeviceHandleByIndex", h, k, gpu=i, not_found_ok=True)
             if mh is None:
                 continue
             mem = c("mig", "nvmlDeviceGetMemoryInfo", mh, gpu=i)
