@@ -100,7 +100,8 @@ def test_html_report_renders_offline_and_matches_json(cli: Any, tmp_path: Path, 
         for field in ("allocated_hours", "active_hours", "idle_hours", "cost_usd", "wasted_usd", "peak_memory_fraction"):
             value, shown = row[field]
             assert float(value) == pytest.approx(g[field], abs=1e-9), field
-            assert shown.lstrip("$") == f"{g[field]:.2f}"
+            expected = f"{g[field] * 100:.0f}%" if field == "peak_memory_fraction" else f"{g[field]:.2f}"
+            assert shown.lstrip("$") == expected, field
     # recommendations, in the JSON order
     shown_savings = [v for table, _, f, v, _ in parser.found if table == "recommendations"]
     assert [float(v) if v else None for v in shown_savings] == pytest.approx(

@@ -40,6 +40,7 @@ import pynvml
 
 from gpuwise.errors import DataFileError, InputError, did_you_mean
 from gpuwise.monitor.nvml import NvmlGpuReader, ProcInfo
+from gpuwise.monitor.snapshot import Snapshot
 
 _MIB = 1024**2
 # Metric groups a trace may mark unsupported, and the NVML functions that then raise NotSupported.
@@ -387,7 +388,7 @@ class FakeGpuReader(NvmlGpuReader):
         """One of the built-in scenarios: see :data:`SCENARIOS`."""
         return cls(scenario(name), **kwargs)
 
-    def read(self) -> Any:
+    def read(self) -> Snapshot:
         if not self._first:
             self.fake.advance()
         self._first = False
