@@ -43,7 +43,8 @@ def _charts(report: EfficiencyReport, history: History) -> list[tuple[str, str]]
         tt, act, mem = _thin(t, s.activity_ratio * 100, frac * 100)
         if len(s):  # step lines: the last sample lasts until its end, not its start
             end = dt.datetime.fromtimestamp(float(s.timestamp_s[-1] + s.duration_s[-1]), tz=dt.timezone.utc)
-            tt, act, mem = np.append(tt, end), np.append(act, act[-1]), np.append(mem, mem[-1])
+            tt = np.append(tt, np.array([end], dtype=object))
+            act, mem = np.append(act, act[-1]), np.append(mem, mem[-1])
         name = f"GPU {s.index} ({s.host})"
         activity.add_trace(go.Scatter(x=tt, y=act, mode="lines", name=name, line_shape="hv"))
         memory.add_trace(go.Scatter(x=tt, y=mem, mode="lines", name=name, line_shape="hv"))
