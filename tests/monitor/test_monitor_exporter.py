@@ -4,19 +4,21 @@ serving through NVML errors, and a lint by promtool."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwise.errors import InputError
-from gpuwise.monitor.exporter import Exporter
+from gpuwise.monitor.exporter import Exporter, GpuCollector
 from gpuwise.monitor.fake import FakeGpuReader
 from gpuwise.monitor.pricing import PriceBook
 
@@ -169,3 +171,21 @@ def test_exposition_passes_promtool_lint(exporter_for: Any, name: str) -> None:
     text = _get(exp.url + "/metrics")[1]
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+GOLDEN = Path(__file__).parent / "golden" / "exposition_thermal.txt"
+
+
+def test_exposition_golden() -> None:
+    """The exact /metrics text for the thermal scenario (3 reads). Rerun with GPUWISE_UPDATE_GOLDEN=1
+    after a deliberate change of names, labels or help texts."""
+    collector = GpuCollector(PriceBook(price_usd_per_hour=2.5, offers=()))
+    reader = FakeGpuReader.from_scenario("thermal", clock=lambda: 1_800_000_000.0)
+    for _ in range(3):
+        collector.update(reader.read())
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    if os.environ.get("GPUWISE_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()

@@ -128,3 +128,10 @@ def test_cli_report_over_a_replayed_day(cli: Any, day_trace_file: Path) -> None:
     assert [g["idle_hours"] for g in doc["gpus"]] == pytest.approx([16, 0])
     assert [g["wasted_usd"] for g in doc["gpus"]] == pytest.approx([48, 0])
     assert doc["wasted_usd"] == pytest.approx(48)
+
+
+def test_example_trace_gives_its_documented_answer(cli: Any) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples/monitor/day-trace.yaml"
+    doc = cli("report", "--fake", example, "--since", "24h", "--price-usd-per-hour", "3", "--json").json()
+    assert (doc["allocated_hours"], doc["active_hours"], doc["idle_hours"]) == pytest.approx((24, 8, 16))
+    assert (doc["cost_usd"], doc["wasted_usd"]) == pytest.approx((72, 48))
