@@ -298,6 +298,8 @@ class Exporter:
 
     def stop(self) -> None:
         self.sampler.stop()
-        self.server.shutdown() if self._thread is not None else None
+        if self._thread is not None:  # serve_forever() runs in our thread: it has already returned
+            self.server.shutdown()
+            self._thread = None
         self.server.server_close()
         self.reader.close()
