@@ -37,6 +37,10 @@ _LAZY: dict[str, str] = {
     "plan_fleet": "gpuwise.fleet",
     "tco": "gpuwise.fleet",
     "score_vendors": "gpuwise.fleet",
+    "NvmlGpuReader": "gpuwise.monitor.nvml",
+    "FakeGpuReader": "gpuwise.monitor.fake",
+    "Exporter": "gpuwise.monitor.exporter",
+    "HistoryStore": "gpuwise.monitor.store",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -73,6 +73,11 @@ def _register() -> None:
     app.add_typer(catalog.app, name="catalog")
     for name in ("fleet", "tco", "vendors"):
         app.command(name)(getattr(fleet, name))
+    from gpuwise.cli import monitoring
+
+    app.command("exporter")(monitoring.exporter)
+    app.command("monitor")(monitoring.monitor)
+    app.command("report")(monitoring.report)
 
 
 _register()
