@@ -33,9 +33,19 @@ _LAZY: dict[str, str] = {
     "Plan": "gpuwise.plan",
     "PlanOption": "gpuwise.plan",
     "PlanRequest": "gpuwise.plan",
+    "run_doctor": "gpuwise.doctor",
+    "DoctorOptions": "gpuwise.doctor",
+    "CheckResult": "gpuwise.doctor",
+    "run_bench": "gpuwise.bench",
+    "BenchOptions": "gpuwise.bench",
+    "BenchReport": "gpuwise.bench",
     "plan_fleet": "gpuwise.fleet",
     "tco": "gpuwise.fleet",
     "score_vendors": "gpuwise.fleet",
+    "NvmlGpuReader": "gpuwise.monitor.nvml",
+    "FakeGpuReader": "gpuwise.monitor.fake",
+    "Exporter": "gpuwise.monitor.exporter",
+    "HistoryStore": "gpuwise.monitor.store",
 }
 
 __all__ = ["__version__", *_LAZY]

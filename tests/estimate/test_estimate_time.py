@@ -265,3 +265,18 @@ def test_fp32_that_does_not_fit_is_offered_mixed_precision() -> None:
     combo = [s for s in est.suggestions if " + " in s.fix]
     assert combo and combo[0].fix.startswith("mixed precision") and combo[0].changes["precision"] == "bf16"
     assert any("--gpu" in s.fix for s in est.suggestions)  # and a bigger GPU
+
+
+def test_calibrated_bandwidth_slows_decode_by_its_efficiency(tmp_path: Path) -> None:
+    wl = workload_from_options(model="llama-2-7b", task="inference", prompt_len=128, output_len=128)
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"version": 1, "gpus": {"A100-80GB": {"memory_bandwidth_efficiency": 0.8,
+                                                                     "matmul_efficiency": {"bf16": 0.7}}}}))
+    plain = estimate_workload(wl, "A100-80GB", calibration=None)
+    cal = estimate_workload(wl, "A100-80GB", calibration=load_calibration(path))
+    assert plain.inference is not None and cal.inference is not None
+    assert cal.inference.latency_per_output_token_ms == pytest.approx(plain.inference.latency_per_output_token_ms / 0.8)
+    assert "calibrated" in cal.inference.bandwidth_basis
+    # prefill uses the measured matmul efficiency (0.7) instead of the fitted MFU
+    assert cal.inference.time_to_first_token_s == pytest.approx(
+        plain.inference.time_to_first_token_s * plain.mfu_compute / 0.7)

@@ -6,7 +6,8 @@ stays fast. Register a command by adding it to :func:`_register`.
 
 Exit codes: 0 success; 1 internal error (a bug: please report it); 2 bad input or environment
 (one line ``error: <what> — To fix: <how>``); other codes are documented by the command that
-returns them (``gpuwise plan``: 3 = no option meets the constraints).
+returns them (``gpuwise plan``: 3 = no option meets the
+constraints; ``gpuwise doctor``: 3 = a check failed).
 """
 
 from __future__ import annotations
@@ -62,15 +63,22 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import catalog, estimate, fleet, gpus, offers, plan
+    from gpuwise.cli import bench, catalog, doctor, estimate, fleet, gpus, offers, plan
 
     app.command("gpus")(gpus.gpus)
+    app.command("doctor")(doctor.doctor)
+    app.command("bench")(bench.bench)
     app.command("offers")(offers.offers)
     app.command("estimate")(estimate.estimate)
     app.command("plan")(plan.plan_command)
     app.add_typer(catalog.app, name="catalog")
     for name in ("fleet", "tco", "vendors"):
         app.command(name)(getattr(fleet, name))
+    from gpuwise.cli import monitoring
+
+    app.command("exporter")(monitoring.exporter)
+    app.command("monitor")(monitoring.monitor)
+    app.command("report")(monitoring.report)
 
 
 _register()

@@ -274,13 +274,16 @@ def _train_step(wl: Workload, gpu: GpuSpec, gpus: int, dp: int, net: Network, fl
 
 
 def _inference(wl: Workload, gpu: GpuSpec, peak: float, mfu_c: float, cal: GpuCalibration | None,
-               capacity_bytes: float, fixed_bytes: float) -> tuple[InferenceEstimate, float]:
+               capacity_bytes: float, fixed_bytes: float, net: Network) -> tuple[InferenceEstimate, float]:
     m = wl.model
     b, p, o = wl.micro_batch, wl.prompt_len, wl.output_len
     tp = wl.tensor_parallel * wl.pipeline_parallel
-    eff_bw = cal.memory_bandwidth_efficiency if cal and cal.memory_bandwidth_efficiency else 1.0
-    bw_basis = (f"calibrated: {eff_bw:.0%} of the datasheet bandwidth" if eff_bw != 1.0 or (cal and cal.memory_bandwidth_efficiency)
-                else "datasheet peak bandwidth (a lower bound on latency; calibrate with `gpuwise bench --calibrate`)")
+    if cal is not None and cal.memory_bandwidth_efficiency is not None:
+        eff_bw = cal.memory_bandwidth_efficiency
+        bw_basis = f"calibrated: {eff_bw:.0%} of the datasheet bandwidth"
+    else:
+        eff_bw = 1.0
+        bw_basis = "datasheet peak bandwidth (a lower bound on latency; calibrate with `gpuwise bench --calibrate`)"
     if cal and cal.matmul_efficiency.get(wl.precision):
         mfu_c = cal.matmul_efficiency[wl.precision]
     bw = (gpu.memory_bandwidth_tb_s or 0.0) * 1e12 * eff_bw
@@ -306,6 +309,14 @@ def _inference(wl: Workload, gpu: GpuSpec, peak: float, mfu_c: float, cal: GpuCa
     t_mem = (weights + kv_avg) / bw
     t_cmp = b * forward_flops_per_token(m, p + o / 2) / (tp * peak * mfu_c)
     step = max(t_mem, t_cmp)
+    if wl.tensor_parallel > 1 and m.is_transformer:
+        # 2 all-reduces of the b x h hidden state per layer per token (Megatron-LM, Shoeybi et al. 2019,
+        # Sec. 3); bandwidth term only: per-collective latency is not modelled
+        act_b = 4.0 if wl.precision == "fp32" else 2.0
+        per = allreduce_seconds(b * m.hidden * act_b, wl.tensor_parallel, net)
+        step += 2 * m.total_layers / wl.pipeline_parallel * per
+        ttft += 2 * m.total_layers / wl.pipeline_parallel * allreduce_seconds(b * p * m.hidden * act_b,
+                                                                               wl.tensor_parallel, net)
     kv_seq = kv_cache_bytes(wl, batch=1)
     free = capacity_bytes - fixed_bytes
     max_b = int(free // kv_seq) if kv_seq > 0 and free > 0 else (0 if free <= 0 else 1 << 20)
@@ -423,7 +434,7 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
         wl_out = wl
         fpt = forward_flops_per_token(m, wl.prompt_len + wl.output_len / 2 if wl.is_generative else wl.input_len)
         fixed = per_gpu_b - breakdown_b.get("kv_cache", 0.0)
-        inference, step = _inference(wl, spec, peak, mfu_c, cal, capacity_gib * BYTES_PER_GIB, fixed)
+        inference, step = _inference(wl, spec, peak, mfu_c, cal, capacity_gib * BYTES_PER_GIB, fixed, net)
         if wl.is_generative:
             tps = inference.decode_tokens_per_second
             per_request_s = inference.time_to_first_token_s + wl.output_len * step
@@ -446,7 +457,8 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
             notes.append("give --requests for hours to serve a workload")
     mfu_eff = mfu_c * (compute / step) if wl.is_training else mfu_c
     if wl.precision == "fp8":
-        notes.append("fp8: MFU is relative to the FP8 dense peak; weights and states as in bf16 mixed precision")
+        notes.append("fp8: MFU is relative to the FP8 dense peak" + ("; weights and states as in bf16 mixed precision"
+                                                                       if wl.is_training else "; 1-byte weights and KV cache"))
     if wl.task == "qlora":
         notes.append("qlora: 4-bit dequantisation overhead is not in the FLOPs; expect slower steps than LoRA")
     suggestions: tuple[Suggestion, ...] = ()

@@ -66,8 +66,7 @@ def machine_balance(gpu: GpuSpec, precision: str = "bf16") -> float:
     bw = gpu.memory_bandwidth_tb_s
     if bw is None:
         raise HardwareError(f"{gpu.name}: no published memory bandwidth", hint="add it to your gpus.csv or pick another GPU")
-    prec = precision if precision != "fp32" else "fp32"
-    return peak_flops(gpu, prec) / (bw * 1e12)
+    return peak_flops(gpu, precision) / (bw * 1e12)
 
 
 # ------------------------------------------------------------------------------------------
@@ -198,9 +197,7 @@ def recompute_factor(m: ModelConfig, seq: float, task: str, grad_ckpt: str, adap
     if grad_ckpt == "none":
         return 1.0
     model = training_flops_per_token(m, seq, task, adapter_params)
-    extra = forward_flops_per_token(m, seq)
-    if m.arch != "cnn":
-        extra = 2.0 * m.matmul_params + attention_flops_per_token(m, seq) / 3
+    extra = forward_flops_per_token(m, seq)  # the recomputed forward pass
     if grad_ckpt == "selective":
         extra *= _SELECTIVE_OVERHEAD_SHARE
     return model / (model + extra)

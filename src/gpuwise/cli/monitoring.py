@@ -1,0 +1,252 @@
+"""``gpuwise exporter``, ``gpuwise monitor`` and ``gpuwise report``: see where the GPU money goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpuwise.cli._output import JsonFlag, console, emit_json, money, number
+
+FakeFlag = Annotated[str | None, typer.Option(
+    "--fake", help="Read a fake GPU instead of NVML: a scenario (idle, leak, thermal, xid, mig) or a trace file "
+    "(JSON/YAML). On `report` the scenario is replayed as the history of the window.")]
+PriceFlag = Annotated[str | None, typer.Option(
+    "--price-usd-per-hour", help="What one GPU-hour costs here (default: GPUWISE_GPU_PRICE_USD_PER_HOUR, else the "
+    "catalog price of --instance-type, else the catalog's cheapest on-demand price of the GPU model).")]
+InstanceFlag = Annotated[str | None, typer.Option(
+    "--instance-type", help="This machine's instance type, priced from the catalog (default: GPUWISE_INSTANCE_TYPE).")]
+CloudFlag = Annotated[str | None, typer.Option("--cloud", help="Cloud of --instance-type (default: GPUWISE_CLOUD).")]
+
+
+def _seconds(text: str, what: str) -> float:
+    from gpuwise.units import parse_duration_hours
+
+    return parse_duration_hours(text, what) * 3600
+
+
+def _reader(fake: str | None) -> Any:
+    if fake:
+        from gpuwise.monitor.fake import resolve_fake
+
+        return resolve_fake(fake)
+    from gpuwise.monitor.nvml import NvmlGpuReader
+
+    return NvmlGpuReader()
+
+
+def _prices(price: str | None, instance_type: str | None, cloud: str | None) -> Any:
+    from gpuwise.monitor.pricing import PriceBook
+
+    return PriceBook(price_usd_per_hour=price, instance_type=instance_type, cloud=cloud)
+
+
+def _logging() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def exporter(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0 exposes it to the network).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 9835,
+    interval: Annotated[str, typer.Option("--interval", help="How often to read the GPUs, e.g. 1s, 500ms is not "
+                                          "supported: use 0.5s.")] = "1s",
+    fake: FakeFlag = None,
+    price_usd_per_hour: PriceFlag = None,
+    instance_type: InstanceFlag = None,
+    cloud: CloudFlag = None,
+    once: Annotated[bool, typer.Option("--once", help="Print the metrics once (Prometheus text) and exit.")] = False,
+    json: JsonFlag = False,
+) -> None:
+    """Serve GPU metrics for Prometheus on /metrics (and /healthz); keeps serving through NVML errors."""
+    from gpuwise.monitor.exporter import Exporter
+
+    interval_s = _seconds(interval, "--interval")
+    prices = _prices(price_usd_per_hour, instance_type, cloud)
+    if once:
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        from gpuwise.monitor.exporter import GpuCollector, Sampler
+
+        reader = _reader(fake)
+        collector = GpuCollector(prices)
+        Sampler(reader, collector, interval_s).read_once()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector)
+        text = generate_latest(registry).decode()
+        reader.close()
+        if json:
+            emit_json({"metrics": text})
+        else:
+            typer.echo(text, nl=False)
+        return
+    _logging()
+    exp = Exporter(_reader(fake), host=host, port=port, interval_s=interval_s, prices=prices)
+    exp.prepare()
+    info = {"url": exp.url, "metrics": f"{exp.url}/metrics", "healthz": f"{exp.url}/healthz",
+            "interval_s": interval_s, "fake": fake}
+    if json:
+        emit_json(info)
+        import sys
+
+        sys.stdout.flush()
+    else:
+        console(stderr=True).print(f"gpuwise exporter on {info['metrics']} (every {interval_s:g} s); Ctrl-C stops")
+    import contextlib
+
+    with contextlib.suppress(KeyboardInterrupt):
+        exp.serve_forever()
+
+
+def monitor(
+    interval: Annotated[str, typer.Option("--interval", help="Sampling interval, e.g. 10s.")] = "10s",
+    db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
+    duration: Annotated[str | None, typer.Option("--duration", help="Stop after this long, e.g. 8h (default: run until Ctrl-C).")] = None,
+    samples: Annotated[int | None, typer.Option("--samples", help="Stop after this many reads.")] = None,
+    retention: Annotated[str, typer.Option("--retention", help="Delete samples older than this.")] = "90d",
+    downsample_after: Annotated[str, typer.Option("--downsample-after", help="Fold samples older than this into 5-minute rows.")] = "35d",
+    fake: FakeFlag = None,
+    json: JsonFlag = False,
+) -> None:
+    """Record GPU samples into the local SQLite history (WAL mode, with retention and downsampling)."""
+    import time
+
+    from gpuwise.errors import InputError
+    from gpuwise.monitor.store import HistoryStore
+
+    interval_s = _seconds(interval, "--interval")
+    if interval_s < 1:
+        raise InputError(f"--interval must be ≥ 1 s for the history, got {interval}",
+                         hint="the store keeps one row per GPU per second; use e.g. 1s or 10s")
+    stop_after = _seconds(duration, "--duration") if duration else None
+    retention_s = _seconds(retention, "--retention")
+    downsample_s = _seconds(downsample_after, "--downsample-after")
+    if samples is not None and samples < 1:
+        raise InputError(f"--samples must be ≥ 1, got {samples}", hint="give a positive count or leave it out")
+    if not json:
+        _logging()
+    reader = _reader(fake)
+    written = reads = 0
+    started = time.monotonic()
+    with HistoryStore(db) as store:
+        store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
+        last_maintain = started
+        next_t = started
+        try:
+            while True:
+                snap = reader.read()
+                written += store.append(snap, interval_s)
+                reads += 1
+                now = time.monotonic()
+                if now - last_maintain > 3600:
+                    store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
+                    last_maintain = now
+                if (samples is not None and reads >= samples) or (stop_after is not None and now - started >= stop_after):
+                    break
+                next_t += interval_s
+                time.sleep(max(0.0, next_t - time.monotonic()))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            reader.close()
+        result = {"db": str(store.path), "reads": reads, "rows_written": written, "interval_s": interval_s,
+                  "size_bytes": store.size_bytes()}
+    if json:
+        emit_json(result)
+    else:
+        console().print(f"{reads} reads, {written} rows → {result['db']}")
+
+
+def report(
+    since: Annotated[str, typer.Option("--since", help="Window length back from now (or --until), e.g. 24h, 7d.")] = "24h",
+    until: Annotated[float | None, typer.Option("--until", help="Window end as Unix time (default: now).")] = None,
+    db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
+    prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read history from this Prometheus server "
+                                                   "instead, e.g. http://127.0.0.1:9090.")] = None,
+    fake: FakeFlag = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
+    price_usd_per_hour: PriceFlag = None,
+    instance_type: InstanceFlag = None,
+    cloud: CloudFlag = None,
+    json: JsonFlag = False,
+) -> None:
+    """Efficiency and waste report: allocated vs active GPU-hours, idle stretches, cost, right-sizing in dollars."""
+    import time
+
+    from gpuwise.errors import InputError
+    from gpuwise.monitor.report import build_report, report_to_dict
+    from gpuwise.units import check_finite
+
+    window_s = _seconds(since, "--since")
+    if window_s > 10 * 8760 * 3600:
+        raise InputError(f"--since {since} is longer than 10 years", hint="give a shorter window, e.g. 24h or 30d")
+    # Unix time up to 2100-01-01: what datetime and SQLite handle everywhere
+    end = time.time() if until is None else check_finite(until, "--until", maximum=4_102_444_800)
+    if end - window_s < 0:
+        raise InputError("the window starts before 1970", hint="give a later --until or a shorter --since")
+    if sum(x is not None for x in (db, prometheus, fake)) > 1:
+        raise InputError("give only one of --db, --prometheus and --fake", hint="pick one history source")
+    if fake:
+        from gpuwise.monitor.fake import resolve_fake
+        from gpuwise.monitor.history import replay_history
+
+        history = replay_history(resolve_fake(fake), window_s, end)
+    elif prometheus:
+        from gpuwise.monitor.prometheus import PrometheusHistory
+
+        history = PrometheusHistory(prometheus).read(end - window_s, end)
+    else:
+        from gpuwise.monitor.store import HistoryStore, default_db_path
+
+        path = db or default_db_path()
+        if not path.exists():
+            raise InputError(f"no history at {path}", hint="record some with `gpuwise monitor`, read Prometheus with "
+                             "--prometheus URL, or try `gpuwise report --fake idle`")
+        with HistoryStore(path) as store:
+            history = store.read(end - window_s, end)
+    rep = build_report(history, _prices(price_usd_per_hour, instance_type, cloud))
+    doc = report_to_dict(rep)
+    if html is not None:
+        from gpuwise.monitor.report_html import render_html
+
+        try:
+            html.write_text(render_html(rep, history, doc), encoding="utf-8")
+        except OSError as exc:
+            from gpuwise.errors import StorageError
+
+            raise StorageError(f"cannot write {html}: {exc.strerror}", hint="give a writable --html path") from exc
+    if json:
+        emit_json(doc)
+        return
+    _print_report(rep, html)
+
+
+def _print_report(rep: Any, html: Path | None) -> None:
+    from rich.table import Table
+
+    out = console()
+    if not rep.gpus:
+        out.print(f"no GPU samples between the window's start and end in {rep.source} — To fix: record some "
+                  "with `gpuwise monitor`, or widen --since")
+        return
+    out.print(f"[bold]GPU efficiency[/bold] over {rep.window_hours:.1f} h ({rep.source}): "
+              f"{rep.active_hours:.1f} of {rep.allocated_hours:.1f} GPU-hours active; "
+              f"cost {money(rep.cost_usd)}, wasted {money(rep.wasted_usd)}")
+    t = Table("GPU", "model", "alloc h", "active h", "idle h", "eff.", "peak mem", "cost", "wasted")
+    for g in rep.gpus:
+        t.add_row(f"{g.index} {g.host}", g.model, number(g.allocated_hours), number(g.active_hours),
+                  number(g.idle_hours), number(g.efficiency, ".0%"), number(g.peak_memory_fraction, ".0%"),
+                  money(g.cost_usd), money(g.wasted_usd))
+    out.print(t)
+    if rep.workloads:
+        w = Table("workload", "alloc h", "active h", "idle h", "cost", "wasted")
+        for u in rep.workloads:
+            w.add_row(u.workload, number(u.allocated_hours), number(u.active_hours), number(u.idle_hours),
+                      money(u.cost_usd), money(u.wasted_usd))
+        out.print(w)
+    for r in rep.recommendations:
+        out.print(f"• [bold]{r.action}[/bold] (GPU {r.gpu_index}, saves {money(r.saving_usd_per_month)}/month): {r.reason}")
+    if html is not None:
+        out.print(f"HTML report: {html}")

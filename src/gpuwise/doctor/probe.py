@@ -1,0 +1,342 @@
+"""The seam between the doctor's checks and the machine: a small :class:`Probe` interface.
+
+Every check reads the machine only through a ``Probe``: file text (``/proc``, ``/sys``),
+directory listings, command output (``dmesg``), the environment, the CPU count, disk usage, the
+GPUs (:class:`GpuInfo`, read through NVML) and torch (:class:`TorchInfo`). :class:`SystemProbe`
+reads the real machine; :class:`FixtureProbe` serves captured text (real ``/proc`` and ``/sys``
+files, real ``nvidia-smi -q`` output) so tests and users can replay another machine's state.
+This module knows nothing about what is healthy; the checks decide that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """Size of the filesystem holding a path."""
+
+    total_bytes: int
+    """Filesystem size in bytes."""
+    free_bytes: int
+    """Bytes available to an unprivileged user."""
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    """What a command printed and how it exited."""
+
+    returncode: int
+    """Exit status; non-zero for e.g. ``dmesg`` without permission."""
+    stdout: str
+    """Standard output text."""
+    stderr: str = ""
+    """Standard error text."""
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU's health figures, as NVML (or ``nvidia-smi -q``) reports them; None = not reported."""
+
+    index: int
+    """NVML index (the order ``nvidia-smi`` lists; not necessarily CUDA's order)."""
+    name: str
+    """Product name, e.g. ``NVIDIA H100 80GB HBM3``."""
+    uuid: str | None = None
+    """``GPU-...`` UUID, usable in ``CUDA_VISIBLE_DEVICES``."""
+    pci_bus_id: str | None = None
+    """PCI bus id, e.g. ``00000000:18:00.0``."""
+    persistence_mode: bool | None = None
+    """``nvidia-smi --query-gpu=persistence_mode``."""
+    mig_current: bool | None = None
+    """MIG mode now (``mig.mode.current``); None where MIG is not supported."""
+    mig_pending: bool | None = None
+    """MIG mode after the next GPU reset (``mig.mode.pending``)."""
+    mig_device_count: int | None = None
+    """MIG devices (GPU instances with a compute instance) created on this GPU."""
+    ecc_enabled: bool | None = None
+    """ECC mode now (``ecc.mode.current``); None on GPUs without ECC."""
+    ecc_volatile_uncorrected: int | None = None
+    """Uncorrectable ECC errors since the last driver load (``ecc.errors.uncorrected.volatile.total``)."""
+    ecc_volatile_corrected: int | None = None
+    """Corrected ECC errors since the last driver load."""
+    ecc_aggregate_uncorrected: int | None = None
+    """Uncorrectable ECC errors over the GPU's lifetime."""
+    retired_pages_sbe: int | None = None
+    """Pages retired for repeated single-bit errors (pre-Ampere page retirement)."""
+    retired_pages_dbe: int | None = None
+    """Pages retired for double-bit errors."""
+    retired_pages_pending: bool | None = None
+    """A page retirement waits for the next driver reload / GPU reset."""
+    remapped_rows_uncorrectable: int | None = None
+    """Rows remapped for uncorrectable errors (Ampere and newer row remapping)."""
+    remapped_rows_pending: bool | None = None
+    """A row remap waits for the next GPU reset."""
+    remapping_failed: bool | None = None
+    """Row remapping failed: the GPU has run out of spare rows."""
+    pcie_gen_current: int | None = None
+    """PCIe link generation now (``pcie.link.gen.current``)."""
+    pcie_gen_max: int | None = None
+    """Highest PCIe generation this GPU and its slot support (``pcie.link.gen.max``)."""
+    pcie_width_current: int | None = None
+    """PCIe lanes now (``pcie.link.width.current``)."""
+    pcie_width_max: int | None = None
+    """Most PCIe lanes the link supports (``pcie.link.width.max``)."""
+    performance_state: int | None = None
+    """P-state: 0 = full performance, 8 and up = idle."""
+    utilization_gpu_pct: float | None = None
+    """``utilization.gpu``: percent of time a kernel ran."""
+    clock_event_reasons: tuple[str, ...] = ()
+    """Active clock event (throttle) reasons, e.g. ``("sw_power_cap", "hw_thermal_slowdown")``."""
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What the NVIDIA driver reports; ``nvml_error`` set when it could not be asked."""
+
+    nvml_error: str | None = None
+    """Why NVML could not be used (library missing, driver/library mismatch); None when it worked."""
+    driver_version: str | None = None
+    """User-space driver version, e.g. ``550.54.15``."""
+    cuda_driver_version: str | None = None
+    """Highest CUDA version the driver supports, ``major.minor`` (``nvidia-smi``'s "CUDA Version")."""
+    devices: tuple[GpuDevice, ...] = ()
+    """The GPUs NVML sees."""
+
+    @property
+    def available(self) -> bool:
+        return self.nvml_error is None
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    """What torch says about CUDA; ``installed`` False when torch cannot be imported."""
+
+    installed: bool
+    """torch imports."""
+    version: str | None = None
+    """``torch.__version__``."""
+    cuda_runtime: str | None = None
+    """``torch.version.cuda``: the CUDA runtime torch was built for; None for CPU builds."""
+    cuda_available: bool = False
+    """``torch.cuda.is_available()``."""
+    device_count: int = 0
+    """``torch.cuda.device_count()``."""
+    cuda_error: str | None = None
+    """The warning or error torch gave when CUDA initialisation failed."""
+    nccl_version: str | None = None
+    """``torch.cuda.nccl.version()`` as ``2.21.5``; None when torch has no NCCL."""
+    import_error: str | None = None
+    """Why torch did not import."""
+
+
+class Probe(Protocol):
+    """Everything the doctor reads from the machine."""
+
+    def read_text(self, path: str) -> str | None:
+        """The file's text, or None when missing or unreadable."""
+        ...
+
+    def list_dir(self, path: str) -> list[str] | None:
+        """Sorted entry names, or None when the directory is missing or unreadable."""
+        ...
+
+    def run(self, argv: Sequence[str]) -> CommandOutput | None:
+        """Run a command; None when it is not installed."""
+        ...
+
+    def environ(self) -> Mapping[str, str]:
+        """The environment variables."""
+        ...
+
+    def cpu_count(self) -> int:
+        """CPUs this process may run on (scheduler affinity)."""
+        ...
+
+    def disk_usage(self, path: str) -> DiskUsage | None:
+        """Size and free space of the filesystem holding ``path``; None when it does not exist."""
+        ...
+
+    def gpus(self) -> GpuInfo:
+        """The NVIDIA driver's view of the GPUs."""
+        ...
+
+    def torch(self) -> TorchInfo:
+        """torch's view of CUDA."""
+        ...
+
+
+class SystemProbe:
+    """The real machine."""
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            return Path(path).read_text("utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def list_dir(self, path: str) -> list[str] | None:
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return None
+
+    def run(self, argv: Sequence[str]) -> CommandOutput | None:
+        if shutil.which(argv[0]) is None:
+            return None
+        try:
+            done = subprocess.run(list(argv), capture_output=True, text=True, timeout=20, check=False,
+                                  errors="replace")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return CommandOutput(returncode=-1, stdout="", stderr=str(exc))
+        return CommandOutput(done.returncode, done.stdout, done.stderr)
+
+    def environ(self) -> Mapping[str, str]:
+        return dict(os.environ)
+
+    def cpu_count(self) -> int:
+        try:
+            return len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1
+
+    def disk_usage(self, path: str) -> DiskUsage | None:
+        try:
+            usage = shutil.disk_usage(path)
+        except OSError:
+            return None
+        return DiskUsage(total_bytes=usage.total, free_bytes=usage.free)
+
+    def gpus(self) -> GpuInfo:
+        from gpuwise.doctor.nvml import read_nvml
+
+        return read_nvml()
+
+    def torch(self) -> TorchInfo:
+        return read_torch()
+
+
+def read_torch() -> TorchInfo:
+    """torch's CUDA facts; imports torch (slow) and catches its CUDA initialisation warning."""
+    try:
+        import torch
+    except Exception as exc:  # ImportError, or a broken install raising anything
+        return TorchInfo(installed=False, import_error=f"{type(exc).__name__}: {exc}")
+    import warnings
+
+    error: str | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            available = bool(torch.cuda.is_available())
+            count = int(torch.cuda.device_count()) if available else 0
+        except Exception as exc:  # torch raises RuntimeError for broken drivers
+            available, count, error = False, 0, f"{type(exc).__name__}: {exc}"
+    if error is None:
+        texts = [str(w.message) for w in caught if "CUDA" in str(w.message)]
+        error = texts[0] if texts else None
+    nccl: str | None = None
+    try:
+        raw: Any = torch.cuda.nccl.version() if torch.version.cuda else None  # type: ignore[no-untyped-call]
+        if isinstance(raw, tuple):
+            nccl = ".".join(str(p) for p in raw)
+        elif isinstance(raw, int):  # older torch: 2215 = 2.21.5... encoded as major*1000+minor*100+patch
+            nccl = f"{raw // 1000}.{raw % 1000 // 100}.{raw % 100}"
+    except Exception:  # no NCCL in this build
+        nccl = None
+    return TorchInfo(installed=True, version=str(torch.__version__), cuda_runtime=torch.version.cuda,
+                     cuda_available=available, device_count=count, cuda_error=error,
+                     nccl_version=nccl)
+
+
+@dataclass(frozen=True)
+class FixtureProbe:
+    """A recorded machine: file texts by absolute path, command outputs, facts.
+
+    ``FixtureProbe.from_dir(folder)`` reads a folder laid out as ``fs/`` (a copy of the files,
+    e.g. ``fs/proc/meminfo``), ``commands/<argv joined by spaces>.txt`` and ``facts.json``
+    (``env``, ``cpu_count``, ``disk`` {path: [total, free]}, ``torch`` {TorchInfo fields});
+    GPUs come from ``commands/nvidia-smi -q.txt`` when present.
+    """
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    """Absolute path → text. Directories are implied by the paths."""
+    commands: Mapping[str, CommandOutput] = field(default_factory=dict)
+    """``" ".join(argv)`` → output; a command not listed is "not installed"."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables."""
+    cpus: int = 8
+    """Usable CPUs."""
+    disks: Mapping[str, DiskUsage] = field(default_factory=dict)
+    """Path → disk usage; the longest matching prefix answers."""
+    gpu_info: GpuInfo = field(default_factory=lambda: GpuInfo(nvml_error="NVML Shared Library Not Found"))
+    """The driver's view; default: no driver."""
+    torch_info: TorchInfo = field(default_factory=lambda: TorchInfo(installed=False, import_error="ModuleNotFoundError: No module named 'torch'"))
+    """torch's view; default: not installed."""
+
+    def read_text(self, path: str) -> str | None:
+        return self.files.get(path)
+
+    def list_dir(self, path: str) -> list[str] | None:
+        prefix = path.rstrip("/") + "/"
+        names = {p[len(prefix):].split("/", 1)[0] for p in self.files if p.startswith(prefix)}
+        return sorted(names) if names else None
+
+    def run(self, argv: Sequence[str]) -> CommandOutput | None:
+        return self.commands.get(" ".join(argv))
+
+    def environ(self) -> Mapping[str, str]:
+        return self.env
+
+    def cpu_count(self) -> int:
+        return self.cpus
+
+    def disk_usage(self, path: str) -> DiskUsage | None:
+        best = max((p for p in self.disks if path == p or path.startswith(p.rstrip("/") + "/")),
+                   key=len, default=None)
+        return self.disks[best] if best is not None else None
+
+    def gpus(self) -> GpuInfo:
+        return self.gpu_info
+
+    def torch(self) -> TorchInfo:
+        return self.torch_info
+
+    @classmethod
+    def from_dir(cls, folder: Path) -> FixtureProbe:
+        """Load a recorded machine from ``folder`` (layout in the class docstring)."""
+        from gpuwise.doctor.nvsmi import parse_nvidia_smi_q
+
+        files: dict[str, str] = {}
+        fs = folder / "fs"
+        if fs.is_dir():
+            for p in sorted(fs.rglob("*")):
+                if p.is_file():
+                    files["/" + p.relative_to(fs).as_posix()] = p.read_text("utf-8")
+        commands: dict[str, CommandOutput] = {}
+        cmd_dir = folder / "commands"
+        if cmd_dir.is_dir():
+            for p in sorted(cmd_dir.glob("*.txt")):
+                commands[p.stem] = CommandOutput(0, p.read_text("utf-8"))
+        facts: dict[str, Any] = {}
+        if (folder / "facts.json").is_file():
+            facts = json.loads((folder / "facts.json").read_text("utf-8"))
+        gpu = GpuInfo(nvml_error="NVML Shared Library Not Found")
+        if "nvidia-smi -q" in commands:
+            gpu = parse_nvidia_smi_q(commands["nvidia-smi -q"].stdout)
+        torch_facts = facts.get("torch")
+        torch_info = TorchInfo(**torch_facts) if torch_facts else cls().torch_info
+        return cls(
+            files=files, commands=commands, env=dict(facts.get("env", {})),
+            cpus=int(facts.get("cpu_count", 8)),
+            disks={k: DiskUsage(int(v[0]), int(v[1])) for k, v in facts.get("disk", {}).items()},
+            gpu_info=gpu, torch_info=torch_info,
+        )

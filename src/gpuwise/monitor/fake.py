@@ -1,0 +1,521 @@
+"""A replayable fake NVML, for tests, demos and users without a GPU.
+
+:class:`FakeNvml` implements the part of the ``pynvml`` module gpuwise calls, scripted by a
+trace, and raises the real ``pynvml.NVMLError_*`` classes where a real GPU would (a MIG GPU
+raises ``NVMLError_NotSupported`` for utilization; a GPU that fell off the bus raises
+``NVMLError_GpuIsLost``). :class:`FakeGpuReader` is the real :class:`NvmlGpuReader` driven by
+it, so the choke point, the error mapping and the snapshot code run unchanged.
+
+A trace (JSON or YAML) is::
+
+    name: my-trace
+    interval_s: 600            # how long one frame lasts (a frame may say repeat: N)
+    host: fake-host
+    gpus:                      # static facts
+      - {name: NVIDIA H100 80GB HBM3, uuid: GPU-…, memory_total_mib: 81559, power_limit_w: 700,
+         unsupported: [sm_active, pcie], mig: [{memory_total_mib: 9856}]}
+    frames:
+      - repeat: 6
+        gpus:
+          - {util: 95, mem_util: 40, memory_used_mib: 60000, power_w: 650, temperature_c: 70,
+             sm_active: 0.6, tensor_active: 0.3, throttle: 0, xid: [79], lost: false,
+             processes: [{pid: 4242, memory_mib: 59000, user: alice, command: python train.py,
+                          workload: train-llama}]}
+
+``gpuwise monitor --fake TRACE`` advances one frame per read (looping); ``gpuwise report --fake``
+stretches the frames over the asked window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+
+from gpuwise.errors import DataFileError, InputError, did_you_mean
+from gpuwise.monitor.nvml import NvmlGpuReader, ProcInfo
+from gpuwise.monitor.snapshot import Snapshot
+
+_MIB = 1024**2
+# Metric groups a trace may mark unsupported, and the NVML functions that then raise NotSupported.
+_GROUP_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "utilization": ("nvmlDeviceGetUtilizationRates",),
+    "power": ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit"),
+    "temperature": ("nvmlDeviceGetTemperature",),
+    "clocks": ("nvmlDeviceGetClockInfo",),
+    "throttle": ("nvmlDeviceGetCurrentClocksEventReasons",),
+    "pcie": ("nvmlDeviceGetPcieThroughput",),
+    "ecc": ("nvmlDeviceGetTotalEccErrors",),
+    "sm_active": ("nvmlGpmQueryDeviceSupport",),
+    "processes": ("nvmlDeviceGetComputeRunningProcesses",),
+}
+_FRAME_KEYS = {"util", "mem_util", "memory_used_mib", "power_w", "temperature_c", "sm_clock_mhz",
+               "memory_clock_mhz", "throttle", "sm_active", "tensor_active", "pcie_tx_kb_s", "pcie_rx_kb_s",
+               "ecc_corrected", "ecc_uncorrected", "xid", "lost", "processes", "mig_used_mib"}
+
+
+@dataclass(frozen=True)
+class FakeHandle:
+    """A device handle of the fake library: GPU ``index``, and ``mig`` index for MIG devices."""
+
+    index: int
+    mig: int | None = None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A parsed trace: static GPU facts and the frames to replay."""
+
+    name: str
+    interval_s: float
+    host: str
+    gpus: tuple[Mapping[str, Any], ...]
+    frames: tuple[tuple[int, tuple[Mapping[str, Any], ...]], ...]
+    """(repeat, per-GPU values) per frame."""
+
+    @property
+    def duration_s(self) -> float:
+        return sum(r for r, _ in self.frames) * self.interval_s
+
+
+def _num(value: Any, where: str, *, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or \
+            math.isinf(value) or value < minimum:
+        raise DataFileError(f"{where}: expected a finite number ≥ {minimum:g}, got {value!r}",
+                            hint="fix that value in the trace file")
+    return float(value)
+
+
+def parse_trace(data: Any, origin: str) -> Trace:
+    """Check a loaded trace document and return a :class:`Trace`; errors name the field."""
+    if not isinstance(data, Mapping):
+        raise DataFileError(f"{origin}: a trace is a mapping with 'gpus' and 'frames'",
+                            hint="see `gpuwise monitor --help` for the trace format")
+    gpus = data.get("gpus")
+    frames = data.get("frames")
+    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, Mapping) for g in gpus):
+        raise DataFileError(f"{origin}: 'gpus' must be a non-empty list of mappings", hint="list the GPUs")
+    if not isinstance(frames, list) or not frames:
+        raise DataFileError(f"{origin}: 'frames' must be a non-empty list", hint="add at least one frame")
+    for k, g in enumerate(gpus):
+        _num(g.get("memory_total_mib", 81559), f"{origin}: gpus[{k}].memory_total_mib", minimum=1)
+        for group in g.get("unsupported", ()):
+            if group not in _GROUP_FUNCTIONS:
+                raise DataFileError(f"{origin}: gpus[{k}].unsupported: unknown metric group {group!r}",
+                                    hint=f"use one of {', '.join(_GROUP_FUNCTIONS)}",
+                                    suggestions=did_you_mean(str(group), _GROUP_FUNCTIONS))
+    out = []
+    for n, frame in enumerate(frames):
+        where = f"{origin}: frames[{n}]"
+        if not isinstance(frame, Mapping) or not isinstance(frame.get("gpus"), list):
+            raise DataFileError(f"{where} must be a mapping with a 'gpus' list", hint="fix that frame")
+        if len(frame["gpus"]) != len(gpus):
+            raise DataFileError(f"{where} has {len(frame['gpus'])} GPUs, the trace declares {len(gpus)}",
+                                hint="give one entry per GPU in every frame")
+        repeat = int(_num(frame.get("repeat", 1), f"{where}.repeat", minimum=1))
+        for k, g in enumerate(frame["gpus"]):
+            if not isinstance(g, Mapping):
+                raise DataFileError(f"{where}.gpus[{k}] must be a mapping", hint="fix that frame")
+            unknown = set(g) - _FRAME_KEYS
+            if unknown:
+                bad = sorted(unknown)[0]
+                raise DataFileError(f"{where}.gpus[{k}]: unknown field {bad!r}",
+                                    hint=f"use only {', '.join(sorted(_FRAME_KEYS))}",
+                                    suggestions=did_you_mean(bad, _FRAME_KEYS))
+            for key in ("util", "mem_util", "memory_used_mib", "power_w", "temperature_c"):
+                if key in g:
+                    _num(g[key], f"{where}.gpus[{k}].{key}")
+        out.append((repeat, tuple(frame["gpus"])))
+    interval = _num(data.get("interval_s", 1.0), f"{origin}: interval_s", minimum=1e-3)
+    return Trace(name=str(data.get("name", origin)), interval_s=interval, host=str(data.get("host", "fake-host")),
+                 gpus=tuple(gpus), frames=tuple(out))
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read a trace file (JSON or YAML)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read trace {p}: {exc.strerror}", hint="give an existing trace file or a scenario name "
+                         f"({', '.join(SCENARIOS)})") from exc
+    try:
+        if p.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except (ValueError, Exception) as exc:  # json.JSONDecodeError / yaml.YAMLError
+        raise DataFileError(f"{p} is not valid JSON/YAML: {exc}", hint="fix the trace file") from exc
+    return parse_trace(data, str(p))
+
+
+class FakeNvml:
+    """The subset of ``pynvml`` gpuwise uses, answering from a :class:`Trace`.
+
+    ``frame`` picks the frame being served; :meth:`advance` moves to the next (looping).
+    """
+
+    NVMLError = pynvml.NVMLError
+    NVMLError_NotSupported = pynvml.NVMLError_NotSupported
+    NVMLError_FunctionNotFound = pynvml.NVMLError_FunctionNotFound
+    NVMLError_NoPermission = pynvml.NVMLError_NoPermission
+    NVMLError_GpuIsLost = pynvml.NVMLError_GpuIsLost
+    NVMLError_Timeout = pynvml.NVMLError_Timeout
+    NVMLError_Uninitialized = pynvml.NVMLError_Uninitialized
+    NVMLError_InvalidArgument = pynvml.NVMLError_InvalidArgument
+    NVMLError_NotFound = pynvml.NVMLError_NotFound
+    NVML_GPM_METRICS_GET_VERSION = 1
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._expanded = [gpus for repeat, gpus in trace.frames for _ in range(repeat)]
+        self.frame = 0
+        self._initialised = False
+        self._pending_xid: list[tuple[int, int]] = []
+        self._xid_seen_frame = -1
+        self._unsupported = [
+            {fn for group in g.get("unsupported", ()) for fn in _GROUP_FUNCTIONS[group]} for g in trace.gpus
+        ]
+
+    # -- frame control -------------------------------------------------------------------
+    @property
+    def frame_count(self) -> int:
+        return len(self._expanded)
+
+    def advance(self) -> None:
+        self.frame = (self.frame + 1) % len(self._expanded)
+
+    def _queue_xids(self) -> None:
+        if self._xid_seen_frame != self.frame:
+            self._xid_seen_frame = self.frame
+            for i, g in enumerate(self._expanded[self.frame]):
+                self._pending_xid.extend((i, int(code)) for code in g.get("xid", ()))
+
+    def _gpu(self, handle: FakeHandle, fn: str) -> Mapping[str, Any]:
+        if not self._initialised:
+            raise pynvml.NVMLError_Uninitialized()
+        if not isinstance(handle, FakeHandle) or not 0 <= handle.index < len(self.trace.gpus):
+            raise pynvml.NVMLError_InvalidArgument()
+        values = self._expanded[self.frame][handle.index]
+        if values.get("lost"):
+            raise pynvml.NVMLError_GpuIsLost()
+        if fn in self._unsupported[handle.index]:
+            raise pynvml.NVMLError_NotSupported()
+        if handle.mig is None and self.trace.gpus[handle.index].get("mig") and \
+                fn in ("nvmlDeviceGetUtilizationRates", "nvmlGpmQueryDeviceSupport"):
+            raise pynvml.NVMLError_NotSupported()  # MIG mode: no whole-GPU utilization (DCGM #80)
+        return values
+
+    # -- the pynvml surface --------------------------------------------------------------
+    def nvmlInit(self) -> None:
+        self._initialised = True
+
+    def nvmlShutdown(self) -> None:
+        self._initialised = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return str(self.trace.gpus[0].get("driver_version", "550.54.15"))
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.trace.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
+        if not 0 <= index < len(self.trace.gpus):
+            raise pynvml.NVMLError_InvalidArgument()
+        return FakeHandle(index)
+
+    def nvmlDeviceGetUUID(self, h: FakeHandle) -> str:
+        g = self.trace.gpus[h.index]
+        if h.mig is not None:
+            return str(g["mig"][h.mig].get("uuid", f"MIG-{h.index:02d}{h.mig:02d}-fake"))
+        return str(g.get("uuid", f"GPU-{h.index:08d}-fake-{self.trace.name}"))
+
+    def nvmlDeviceGetName(self, h: FakeHandle) -> str:
+        return str(self.trace.gpus[h.index].get("name", "NVIDIA H100 80GB HBM3"))
+
+    def nvmlDeviceGetUtilizationRates(self, h: FakeHandle) -> Any:
+        v = self._gpu(h, "nvmlDeviceGetUtilizationRates")
+        return SimpleNamespace(gpu=int(v.get("util", 0)), memory=int(v.get("mem_util", 0)))
+
+    def nvmlDeviceGetMemoryInfo(self, h: FakeHandle, version: Any = None) -> Any:
+        v = self._gpu(h, "nvmlDeviceGetMemoryInfo")
+        g = self.trace.gpus[h.index]
+        if h.mig is not None:
+            total = int(g["mig"][h.mig].get("memory_total_mib", 9856)) * _MIB
+            used_list = v.get("mig_used_mib", [])
+            used = int(used_list[h.mig] if h.mig < len(used_list) else 0) * _MIB
+        else:
+            total = int(g.get("memory_total_mib", 81559)) * _MIB
+            used = int(v.get("memory_used_mib", 0)) * _MIB
+        return SimpleNamespace(total=total, used=min(used, total), free=max(total - used, 0), reserved=0)
+
+    def nvmlDeviceGetPowerUsage(self, h: FakeHandle) -> int:
+        return int(self._gpu(h, "nvmlDeviceGetPowerUsage").get("power_w", 70) * 1000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: FakeHandle) -> int:
+        self._gpu(h, "nvmlDeviceGetEnforcedPowerLimit")
+        return int(self.trace.gpus[h.index].get("power_limit_w", 700) * 1000)
+
+    def nvmlDeviceGetTemperature(self, h: FakeHandle, sensor: int) -> int:
+        return int(self._gpu(h, "nvmlDeviceGetTemperature").get("temperature_c", 35))
+
+    def nvmlDeviceGetClockInfo(self, h: FakeHandle, clock: int) -> int:
+        v = self._gpu(h, "nvmlDeviceGetClockInfo")
+        return int(v.get("sm_clock_mhz", 1980) if clock == 1 else v.get("memory_clock_mhz", 2619))
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: FakeHandle) -> int:
+        return int(self._gpu(h, "nvmlDeviceGetCurrentClocksEventReasons").get("throttle", 0))
+
+    def nvmlDeviceGetPcieThroughput(self, h: FakeHandle, counter: int) -> int:
+        v = self._gpu(h, "nvmlDeviceGetPcieThroughput")
+        return int(v.get("pcie_tx_kb_s" if counter == 0 else "pcie_rx_kb_s", 0))
+
+    def nvmlDeviceGetTotalEccErrors(self, h: FakeHandle, error_type: int, counter_type: int) -> int:
+        v = self._gpu(h, "nvmlDeviceGetTotalEccErrors")
+        return int(v.get("ecc_corrected" if error_type == 0 else "ecc_uncorrected", 0))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: FakeHandle) -> list[Any]:
+        v = self._gpu(h, "nvmlDeviceGetComputeRunningProcesses")
+        return [SimpleNamespace(pid=int(p["pid"]), usedGpuMemory=int(p.get("memory_mib", 0)) * _MIB,
+                                gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+                for p in v.get("processes", ())]
+
+    def nvmlDeviceGetMigMode(self, h: FakeHandle) -> list[int]:
+        self._gpu(h, "nvmlDeviceGetMigMode")
+        on = 1 if self.trace.gpus[h.index].get("mig") else 0
+        return [on, on]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: FakeHandle) -> int:
+        self._gpu(h, "nvmlDeviceGetMaxMigDeviceCount")
+        return 7 if self.trace.gpus[h.index].get("mig") else 0  # empty slots raise NotFound, as on a GPU
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: FakeHandle, index: int) -> FakeHandle:
+        self._gpu(h, "nvmlDeviceGetMigDeviceHandleByIndex")
+        if not 0 <= index < len(self.trace.gpus[h.index].get("mig", ())):
+            raise pynvml.NVMLError_NotFound()
+        return FakeHandle(h.index, index)
+
+    def nvmlDeviceGetGpuInstanceId(self, h: FakeHandle) -> int:
+        if h.mig is None:
+            raise pynvml.NVMLError_InvalidArgument()
+        return int(self.trace.gpus[h.index]["mig"][h.mig].get("gpu_instance_id", h.mig + 1))
+
+    # GPM: a "sample" records the frame it was taken at; metrics come from the later one.
+    def nvmlGpmQueryDeviceSupport(self, h: FakeHandle) -> Any:
+        self._gpu(h, "nvmlGpmQueryDeviceSupport")
+        return SimpleNamespace(isSupportedDevice=1)
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        return SimpleNamespace(index=None, frame=None)
+
+    def nvmlGpmSampleGet(self, h: FakeHandle, sample: Any) -> Any:
+        self._gpu(h, "nvmlGpmSampleGet")
+        sample.index, sample.frame = h.index, self.frame
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        return None
+
+    class c_nvmlGpmMetricsGet_t:
+        def __init__(self) -> None:
+            self.version = 0
+            self.numMetrics = 0
+            self.sample1: Any = None
+            self.sample2: Any = None
+            self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(4)]
+
+    def nvmlGpmMetricsGet(self, req: Any) -> Any:
+        values = self._expanded[req.sample2.frame][req.sample2.index]
+        for m in req.metrics[: req.numMetrics]:
+            key = {2: "sm_active", 5: "tensor_active"}.get(m.metricId)
+            m.value = float(values.get(key, 0.0)) * 100 if key else 0.0
+        return req
+
+    # XID events
+    def nvmlEventSetCreate(self) -> Any:
+        return SimpleNamespace(kind="event-set")
+
+    def nvmlDeviceRegisterEvents(self, h: FakeHandle, event_types: int, event_set: Any) -> None:
+        self._gpu(h, "nvmlDeviceRegisterEvents")
+
+    def nvmlEventSetWait(self, event_set: Any, timeout_ms: int) -> Any:
+        self._queue_xids()
+        if not self._pending_xid:
+            raise pynvml.NVMLError_Timeout()
+        index, code = self._pending_xid.pop(0)
+        return SimpleNamespace(device=FakeHandle(index), eventType=0x8, eventData=code,
+                               gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+
+    def nvmlEventSetFree(self, event_set: Any) -> None:
+        return None
+
+
+class FakeGpuReader(NvmlGpuReader):
+    """The real NVML reader over :class:`FakeNvml`; each :meth:`read` serves the next frame."""
+
+    def __init__(self, trace: Trace, *, host: str | None = None, clock: Any = None) -> None:
+        self.fake = FakeNvml(trace)
+        procs: dict[int, ProcInfo] = {}
+        for repeat_gpus in trace.frames:
+            for g in repeat_gpus[1]:
+                for p in g.get("processes", ()):
+                    procs[int(p["pid"])] = ProcInfo(p.get("user"), p.get("command"), p.get("container_id"),
+                                                    p.get("pod_uid"))
+        self._workloads = {int(p["pid"]): p["workload"] for _, gs in trace.frames for g in gs
+                           for p in g.get("processes", ()) if p.get("workload")}
+        kwargs: dict[str, Any] = {}
+        if clock is not None:
+            kwargs["clock"] = clock
+        super().__init__(self.fake, host=host or trace.host,
+                         process_info=lambda pid: procs.get(pid, ProcInfo(None, None, None, None)), **kwargs)
+        self._first = True
+
+    @classmethod
+    def from_trace(cls, path: str | Path, **kwargs: Any) -> FakeGpuReader:
+        """Replay a recorded or hand-written trace file (JSON/YAML)."""
+        return cls(load_trace(path), **kwargs)
+
+    @classmethod
+    def from_scenario(cls, name: str, **kwargs: Any) -> FakeGpuReader:
+        """One of the built-in scenarios: see :data:`SCENARIOS`."""
+        return cls(scenario(name), **kwargs)
+
+    def read(self) -> Snapshot:
+        if not self._first:
+            self.fake.advance()
+        self._first = False
+        snap = super().read()
+        if not self._workloads:
+            return snap
+        from dataclasses import replace
+
+        gpus = tuple(replace(g, processes=tuple(replace(p, workload=self._workloads.get(p.pid, p.workload))
+                                                for p in g.processes)) for g in snap.gpus)
+        return replace(snap, gpus=gpus)
+
+
+# -- built-in scenarios ------------------------------------------------------------------
+_H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "power_limit_w": 700}
+_A100 = {"name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "power_limit_w": 400,
+         "unsupported": ["sm_active"]}  # GPM needs Hopper or newer
+
+
+def _proc(pid: int, mib: float, user: str, command: str, workload: str) -> dict[str, Any]:
+    return {"pid": pid, "memory_mib": int(mib), "user": user, "command": command, "workload": workload}
+
+
+def _busy(mib: float, proc: dict[str, Any], **over: Any) -> dict[str, Any]:
+    base = {"util": 97, "mem_util": 45, "memory_used_mib": int(mib), "power_w": 640, "temperature_c": 68,
+            "sm_active": 0.62, "tensor_active": 0.35, "sm_clock_mhz": 1980, "pcie_tx_kb_s": 150000,
+            "pcie_rx_kb_s": 900000, "processes": [proc]}
+    base.update(over)
+    return base
+
+
+def _idle(mib: float = 0, procs: Sequence[dict[str, Any]] = (), **over: Any) -> dict[str, Any]:
+    base = {"util": 0, "mem_util": 0, "memory_used_mib": int(mib), "power_w": 72, "temperature_c": 31,
+            "sm_active": 0.0, "tensor_active": 0.0, "sm_clock_mhz": 345, "throttle": 0x1,
+            "processes": list(procs)}
+    base.update(over)
+    return base
+
+
+def _scenario_idle() -> dict[str, Any]:
+    """2 × H100 over 24 h (10-min frames): GPU 0 trains 6 h, then a notebook holds 20 GiB idle for
+    18 h; GPU 1 sits empty all day. Known answer: 42 idle GPU-hours of 48."""
+    nb = _proc(5151, 20480, "bob", "python -m jupyter lab", "bob/notebook")
+    train = _proc(4242, 60000, "alice", "python train.py", "alice/train")
+    return {"name": "idle", "interval_s": 600, "host": "fake-idle",
+            "gpus": [{**_H100, "uuid": "GPU-00000000-idle-0000-0000-000000000000"},
+                     {**_H100, "uuid": "GPU-00000001-idle-0000-0000-000000000001"}],
+            "frames": [{"repeat": 36, "gpus": [_busy(61000, train), _idle()]},
+                       {"repeat": 108, "gpus": [_idle(21000, [nb], util=1), _idle()]}]}
+
+
+def _scenario_leak() -> dict[str, Any]:
+    """1 × A100-80GB: a job's memory grows 2 GiB a frame until it dies of OOM, then restarts."""
+    frames = []
+    for k in range(40):
+        used = 8000 + k * 2048
+        if used >= 81920:
+            frames.append({"gpus": [_idle(0)]})
+            break
+        frames.append({"gpus": [_busy(used, _proc(777, used - 500, "carol", "python serve.py", "carol/serve"),
+                                      sm_active=None, tensor_active=None, util=60)]})
+    for f in frames:
+        for g in f["gpus"]:
+            g.pop("sm_active", None)
+            g.pop("tensor_active", None)
+    return {"name": "leak", "interval_s": 60, "host": "fake-leak",
+            "gpus": [{**_A100, "uuid": "GPU-00000000-leak-0000-0000-000000000000"}], "frames": frames}
+
+
+def _scenario_thermal() -> dict[str, Any]:
+    """1 × H100 heating up under load until it throttles (HW + SW thermal slowdown, clocks drop)."""
+    p = _proc(31337, 70000, "dave", "torchrun train.py", "dave/train")
+    frames: list[dict[str, Any]] = [{"gpus": [_busy(71000, p, temperature_c=70 + 2 * k)]} for k in range(8)]
+    frames += [{"repeat": 10, "gpus": [_busy(71000, p, temperature_c=92, throttle=0x20 | 0x40,
+                                             sm_clock_mhz=1200, power_w=480, util=99, sm_active=0.4)]}]
+    return {"name": "thermal", "interval_s": 60, "host": "fake-thermal",
+            "gpus": [{**_H100, "uuid": "GPU-00000000-hot0-0000-0000-000000000000"}], "frames": frames}
+
+
+def _scenario_xid() -> dict[str, Any]:
+    """2 × H100: GPU 1 reports XID 79 (fell off the bus), then NVML says GpuIsLost on it."""
+    p0 = _proc(1000, 50000, "erin", "python train.py --rank 0", "erin/train")
+    p1 = _proc(1001, 50000, "erin", "python train.py --rank 1", "erin/train")
+    return {"name": "xid", "interval_s": 60, "host": "fake-xid",
+            "gpus": [{**_H100, "uuid": "GPU-00000000-xid0-0000-0000-000000000000"},
+                     {**_H100, "uuid": "GPU-00000001-xid1-0000-0000-000000000001"}],
+            "frames": [{"repeat": 3, "gpus": [_busy(51000, p0), _busy(51000, p1)]},
+                       {"gpus": [_busy(51000, p0), _busy(51000, p1, xid=[79])]},
+                       {"repeat": 6, "gpus": [_idle(51000, [p0]), {"lost": True}]}]}
+
+
+def _scenario_mig() -> dict[str, Any]:
+    """1 × A100-80GB in MIG mode with three 1g.10gb instances; whole-GPU utilization is not
+    supported in MIG mode, so only memory and the instances are reported."""
+    gpu = {**_A100, "uuid": "GPU-00000000-mig0-0000-0000-000000000000",
+           "mig": [{"uuid": f"MIG-0000000{k}-mig0-0000-0000-000000000000", "memory_total_mib": 9856,
+                    "gpu_instance_id": 7 + k} for k in range(3)]}
+    return {"name": "mig", "interval_s": 60, "host": "fake-mig", "gpus": [gpu],
+            "frames": [{"repeat": 5, "gpus": [{"memory_used_mib": 15000, "mig_used_mib": [9000, 6000, 0],
+                                               "power_w": 180, "temperature_c": 45, "processes": [
+                _proc(2001, 9000, "frank", "python serve.py --mig 0", "frank/serve"),
+                _proc(2002, 6000, "grace", "python eval.py --mig 1", "grace/eval")]}]}]}
+
+
+SCENARIOS: dict[str, Any] = {
+    "idle": _scenario_idle,
+    "leak": _scenario_leak,
+    "thermal": _scenario_thermal,
+    "xid": _scenario_xid,
+    "mig": _scenario_mig,
+}
+"""Built-in scenarios by name; each function's docstring says what it shows."""
+
+
+def scenario(name: str) -> Trace:
+    """A built-in scenario as a :class:`Trace`."""
+    fn = SCENARIOS.get(name)
+    if fn is None:
+        raise InputError(f"unknown fake scenario {name!r}", hint=f"use one of {', '.join(SCENARIOS)} or a trace file",
+                         suggestions=did_you_mean(name, SCENARIOS))
+    return parse_trace(fn(), f"scenario:{name}")
+
+
+def resolve_fake(spec: str, **kwargs: Any) -> FakeGpuReader:
+    """``--fake SCENARIO|TRACE``: a scenario name, or a path to a trace file."""
+    if spec in SCENARIOS:
+        return FakeGpuReader.from_scenario(spec, **kwargs)
+    if Path(spec).suffix in (".json", ".yaml", ".yml") or Path(spec).exists():
+        return FakeGpuReader.from_trace(spec, **kwargs)
+    return FakeGpuReader.from_scenario(spec, **kwargs)  # raises with did-you-mean

@@ -1,0 +1,132 @@
+"""GPU history as the report sees it: per-GPU time series, whatever store they came from.
+
+Three sources yield a :class:`History`: the SQLite store (:mod:`gpuwise.monitor.store`), a
+Prometheus server (:mod:`gpuwise.monitor.prometheus`), and a fake trace replayed over a window
+(:func:`replay_history`). Every sample carries its own duration, so raw 10 s samples, 5-minute
+downsampled rows and stretched trace frames add up the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuwise.monitor.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class GpuSeries:
+    """One GPU's samples in time order. Float arrays hold NaN where a value was not read."""
+
+    host: str
+    """Host name."""
+    uuid: str
+    """GPU UUID."""
+    index: int
+    """NVML index at the time of recording."""
+    model: str
+    """NVML name, e.g. ``NVIDIA H100 80GB HBM3``."""
+    memory_total_bytes: float
+    """Device memory size (NaN if never read)."""
+    timestamp_s: np.ndarray
+    """Unix time of each sample (start of the period it stands for)."""
+    duration_s: np.ndarray
+    """Seconds each sample stands for."""
+    utilization_ratio: np.ndarray
+    """NVML utilization.gpu as a fraction (duty cycle)."""
+    sm_active_ratio: np.ndarray
+    """GPM SM-active fraction (NaN where the GPU has no GPM)."""
+    memory_used_bytes: np.ndarray
+    """Used device memory (the peak of the period for downsampled rows)."""
+    power_w: np.ndarray
+    """Board power."""
+    temperature_c: np.ndarray
+    """GPU temperature."""
+    workloads: tuple[tuple[str, ...], ...]
+    """Workloads holding memory on the GPU in each sample (empty tuple = no process)."""
+
+    def __len__(self) -> int:
+        return int(self.timestamp_s.size)
+
+    @property
+    def activity_ratio(self) -> np.ndarray:
+        """SM-active where read, else utilization (see docs/monitoring.md: why utilization misleads)."""
+        return np.where(np.isnan(self.sm_active_ratio), self.utilization_ratio, self.sm_active_ratio)
+
+
+@dataclass(frozen=True)
+class History:
+    """All GPUs over one window ``[start_s, end_s)``."""
+
+    start_s: float
+    """Window start (Unix time)."""
+    end_s: float
+    """Window end (Unix time)."""
+    gpus: tuple[GpuSeries, ...]
+    """One series per GPU seen in the window."""
+    source: str = field(default="")
+    """Where it came from: ``sqlite:PATH``, ``prometheus:URL``, ``fake:NAME``."""
+
+
+class SeriesBuilder:
+    """Collects rows for one GPU, then freezes them into a :class:`GpuSeries`."""
+
+    def __init__(self, host: str, uuid: str, index: int, model: str, memory_total_bytes: float) -> None:
+        self.meta = (host, uuid, index, model, memory_total_bytes)
+        self.rows: list[tuple[float, float, float, float, float, float, float]] = []
+        self.workloads: list[tuple[str, ...]] = []
+
+    def add(self, ts: float, dur: float, util: float | None, sm: float | None, mem: float | None,
+            power: float | None, temp: float | None, workloads: tuple[str, ...]) -> None:
+        nan = float("nan")
+        self.rows.append((ts, dur, nan if util is None else util, nan if sm is None else sm,
+                          nan if mem is None else mem, nan if power is None else power, nan if temp is None else temp))
+        self.workloads.append(workloads)
+
+    def build(self) -> GpuSeries:
+        a = np.array(self.rows, dtype=float).reshape(-1, 7)
+        order = np.argsort(a[:, 0], kind="stable")
+        a = a[order]
+        host, uuid, index, model, total = self.meta
+        return GpuSeries(host, uuid, index, model, total, a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4], a[:, 5],
+                         a[:, 6], tuple(self.workloads[i] for i in order))
+
+
+def add_snapshot(builders: dict[tuple[str, str], SeriesBuilder], snap: Snapshot, duration_s: float) -> None:
+    """Append one snapshot to per-GPU builders (keyed by host and UUID)."""
+    for g in snap.gpus:
+        key = (snap.host, g.uuid)
+        b = builders.get(key)
+        if b is None:
+            total = float(g.memory_total_bytes) if g.memory_total_bytes is not None else float("nan")
+            b = builders[key] = SeriesBuilder(snap.host, g.uuid, g.index, g.name, total)
+        b.add(snap.timestamp_s, duration_s, g.utilization_gpu_ratio, g.sm_active_ratio,
+              None if g.memory_used_bytes is None else float(g.memory_used_bytes), g.power_w, g.temperature_c,
+              tuple(sorted({p.workload for p in g.processes})))
+
+
+def replay_history(reader: Any, window_s: float, end_s: float) -> History:
+    """Replay a :class:`~gpuwise.monitor.fake.FakeGpuReader`'s trace as the history of the window
+    ``[end_s - window_s, end_s)``: the frames are stretched evenly over the window."""
+    from gpuwise.monitor.fake import FakeGpuReader
+
+    if not isinstance(reader, FakeGpuReader):
+        raise TypeError("replay_history needs a FakeGpuReader")
+    trace = reader.fake.trace
+    start = end_s - window_s
+    per_frame = window_s / reader.fake.frame_count
+    builders: dict[tuple[str, str], SeriesBuilder] = {}
+    reader.read()  # prime: GPM SM-active needs a previous sample, as on a real GPU
+    reader.fake.frame, reader._first = 0, True
+    k = 0
+    for repeat, _ in trace.frames:
+        snap = reader.read()  # serves expanded frame k; later repeats of it are identical
+        from dataclasses import replace
+
+        add_snapshot(builders, replace(snap, timestamp_s=start + k * per_frame), per_frame * repeat)
+        for _ in range(repeat - 1):
+            reader.fake.advance()
+        k += repeat
+    return History(start, end_s, tuple(b.build() for b in builders.values()), source=f"fake:{trace.name}")

@@ -1,0 +1,436 @@
+"""Reading GPUs through NVML (nvidia-ml-py), with every call going through one choke point.
+
+:class:`NvmlSession` is the only place that calls the NVML library. It maps errors once:
+
+* ``NotSupported`` / ``FunctionNotFound`` / ``NoPermission`` → the metric is absent (``None``),
+  logged once per GPU and metric, and listed in :attr:`Snapshot.unsupported`;
+* ``GpuIsLost`` → the GPU is marked lost (``GpuSample.lost``; the exporter's ``gpuwise_gpu_up`` = 0);
+* library or driver missing at start → :class:`~gpuwise.errors.DeviceError` with a fix;
+* any other NVML error on one field → that field is absent for this read, counted in
+  :attr:`NvmlSession.error_counts`, logged once per kind; reading goes on.
+
+:class:`NvmlGpuReader` takes the NVML module as a parameter (default: ``pynvml``), which is how
+:class:`gpuwise.monitor.fake.FakeGpuReader` runs the very same code over a scripted fake library.
+Process details (user, command, cgroup) come from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pwd
+import re
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpuwise.errors import DeviceError
+from gpuwise.monitor.snapshot import GpuSample, MigDeviceSample, ProcessSample, Snapshot
+
+log = logging.getLogger(__name__)
+
+_MIB = 1024**2
+# NVML constants (nvml.h, as exposed by nvidia-ml-py 13.615.71); repeated so a fake library need not.
+_TEMPERATURE_GPU = 0
+_CLOCK_SM, _CLOCK_MEM = 1, 2
+_PCIE_TX, _PCIE_RX = 0, 1
+_ECC_CORRECTED, _ECC_UNCORRECTED, _VOLATILE_ECC = 0, 1, 0
+_EVENT_XID = 0x8
+_GPM_SM_UTIL, _GPM_ANY_TENSOR_UTIL = 2, 5  # NVML_GPM_METRIC_* ids (GPM enums, NVML API reference)
+
+
+class GpuReader(Protocol):
+    """What the exporter, the monitor and the report need from a GPU source."""
+
+    def read(self) -> Snapshot:
+        """Read every GPU once."""
+        ...
+
+    def close(self) -> None:
+        """Release the library."""
+        ...
+
+
+class GpuLostError(Exception):
+    """Internal: NVML said the GPU fell off the bus during this read."""
+
+
+def _error_classes(lib: Any) -> tuple[type[BaseException], tuple[type[BaseException], ...], type[BaseException]]:
+    base = lib.NVMLError
+    absent = tuple(getattr(lib, n) for n in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound",
+                                             "NVMLError_NoPermission") if hasattr(lib, n))
+    return base, absent, lib.NVMLError_GpuIsLost
+
+
+_INIT_FIXES = {
+    "NVMLError_LibraryNotFound": "install the NVIDIA driver (it ships libnvidia-ml.so.1); in a container "
+                                 "run with the NVIDIA container toolkit (--gpus all), or use --fake idle to try gpuwise without a GPU",
+    "NVMLError_DriverNotLoaded": "load the NVIDIA kernel module (sudo modprobe nvidia) or reboot after installing the driver",
+    "NVMLError_NoPermission": "run as a user that may open /dev/nvidia* (group video) or as root",
+    "NVMLError_LibRmVersionMismatch": "the driver library and kernel module differ: reboot, or reinstall one driver version",
+}
+
+
+class NvmlSession:
+    """The one choke point for NVML calls; see the module docstring for the error mapping."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+        self._base, self._absent, self._lost = _error_classes(lib)
+        self._not_found: type[BaseException] = getattr(lib, "NVMLError_NotFound", self._lost)
+        self.unsupported: set[str] = set()
+        """Metrics found unsupported (on any GPU), by metric name."""
+        self._logged: set[tuple[int | None, str]] = set()
+        self.error_counts: dict[str, int] = {}
+        """NVML errors other than "unsupported", counted per metric name."""
+
+    def init(self) -> None:
+        try:
+            self.lib.nvmlInit()
+        except self._base as exc:
+            name = type(exc).__name__
+            raise DeviceError(f"cannot start NVML: {exc}",
+                              hint=_INIT_FIXES.get(name, "check `nvidia-smi` works on this machine")) from exc
+        except OSError as exc:  # a broken libnvidia-ml.so
+            raise DeviceError(f"cannot load NVML: {exc}", hint=_INIT_FIXES["NVMLError_LibraryNotFound"]) from exc
+
+    def call(self, metric: str, fn_name: str, *args: Any, gpu: int | None = None, not_found_ok: bool = False) -> Any:
+        """``lib.fn_name(*args)``, or None where the metric is unsupported or failed this time.
+
+        ``not_found_ok``: ``NotFound`` is an answer, not an error (an empty MIG slot).
+        Raises :class:`GpuLostError` when the GPU fell off the bus.
+        """
+        fn = getattr(self.lib, fn_name, None)
+        if fn is None:
+            self._absent_once(gpu, metric, f"{fn_name} is not in this nvidia-ml-py")
+            return None
+        try:
+            return fn(*args)
+        except self._not_found as exc:
+            if not_found_ok:
+                return None
+            return self._failed(metric, fn_name, gpu, exc)
+        except self._absent as exc:
+            self._absent_once(gpu, metric, str(exc))
+            return None
+        except self._lost as exc:
+            raise GpuLostError(str(exc)) from exc
+        except self._base as exc:
+            return self._failed(metric, fn_name, gpu, exc)
+
+    def _failed(self, metric: str, fn_name: str, gpu: int | None, exc: BaseException) -> None:
+        self.error_counts[metric] = self.error_counts.get(metric, 0) + 1
+        key = (gpu, f"{metric}:{type(exc).__name__}")
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning("NVML %s on GPU %s failed: %s (logged once)", fn_name, gpu, exc)
+        return None
+
+    def _absent_once(self, gpu: int | None, metric: str, why: str) -> None:
+        self.unsupported.add(metric)
+        if (gpu, metric) not in self._logged:
+            self._logged.add((gpu, metric))
+            log.info("GPU %s: %s not supported (%s); the metric is left out", gpu, metric, why)
+
+    def shutdown(self) -> None:
+        with contextlib.suppress(Exception):
+            self.lib.nvmlShutdown()
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """What ``/proc`` says about a process."""
+
+    user: str | None
+    command: str | None
+    container_id: str | None
+    pod_uid: str | None
+
+
+_POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
+_CONTAINER = re.compile(r"([0-9a-f]{64})")
+
+
+def parse_cgroup(text: str) -> tuple[str | None, str | None]:
+    """(container id, pod uid) from the text of ``/proc/<pid>/cgroup``, either may be None."""
+    pod = _POD.search(text)
+    ctr = _CONTAINER.search(text)
+    return (ctr.group(1)[:12] if ctr else None, pod.group(1).replace("_", "-") if pod else None)
+
+
+def read_proc_info(pid: int, proc_root: Path = Path("/proc")) -> ProcInfo:
+    """User, command and cgroup ids of ``pid``; fields are None where /proc hides them
+    (a process in another PID namespace: run the exporter with ``hostPID: true``)."""
+    base = proc_root / str(pid)
+    user = command = container = pod = None
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        for line in (base / "status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                uid = int(line.split()[1])
+                try:
+                    user = pwd.getpwuid(uid).pw_name
+                except KeyError:
+                    user = str(uid)
+                break
+    with contextlib.suppress(OSError):
+        raw = (base / "cmdline").read_bytes()
+        command = raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200] or None
+    with contextlib.suppress(OSError):
+        container, pod = parse_cgroup((base / "cgroup").read_text())
+    return ProcInfo(user, command, container, pod)
+
+
+def workload_of(info: ProcInfo) -> str:
+    """The job a process belongs to: its pod, else its container, else ``user/executable``."""
+    if info.pod_uid:
+        return f"pod:{info.pod_uid}"
+    if info.container_id:
+        return f"container:{info.container_id}"
+    exe = os.path.basename(info.command.split()[0]) if info.command else "unknown"
+    return f"{info.user or 'unknown'}/{exe}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class NvmlGpuReader:
+    """Reads every GPU through NVML into a :class:`Snapshot`. ``lib`` defaults to ``pynvml``."""
+
+    def __init__(self, lib: Any = None, *, host: str | None = None,
+                 process_info: Callable[[int], ProcInfo] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        if lib is None:
+            import pynvml
+
+            lib = pynvml
+        self.session = NvmlSession(lib)
+        self.session.init()
+        self.host = host or socket.gethostname()
+        self._clock = clock
+        self._proc_info = process_info or read_proc_info
+        self._proc_cache: dict[int, ProcInfo] = {}
+        s = self.session
+        self.driver_version = _text(s.call("driver_version", "nvmlSystemGetDriverVersion") or "") or None
+        count = s.call("device_count", "nvmlDeviceGetCount")
+        if count is None:
+            raise DeviceError("NVML cannot count the GPUs", hint="check `nvidia-smi` works on this machine")
+        self._handles: list[Any] = []
+        self._static: list[tuple[str, str]] = []
+        for i in range(int(count)):
+            h = s.call("handle", "nvmlDeviceGetHandleByIndex", i, gpu=i)
+            self._handles.append(h)
+            uuid = _text(s.call("uuid", "nvmlDeviceGetUUID", h, gpu=i) or f"GPU-index-{i}")
+            name = _text(s.call("name", "nvmlDeviceGetName", h, gpu=i) or "unknown")
+            self._static.append((uuid, name))
+        # renamed from "ClocksThrottleReasons" in NVML 12.x; older nvidia-ml-py has only the old name
+        self._throttle_fn = ("nvmlDeviceGetCurrentClocksEventReasons" if hasattr(lib, "nvmlDeviceGetCurrentClocksEventReasons")
+                             else "nvmlDeviceGetCurrentClocksThrottleReasons")
+        self._lost: set[int] = set()
+        self._xid: list[dict[int, int]] = [{} for _ in self._handles]
+        self._event_set = self._register_xid_events()
+        self._gpm_prev: dict[int, Any] = {}
+        self._gpm_ok = [bool(getattr(s.call("sm_active", "nvmlGpmQueryDeviceSupport", h, gpu=i) if h is not None
+                                      else None, "isSupportedDevice", 0))
+                        for i, h in enumerate(self._handles)]
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        if self._event_set is not None:
+            self.session.call("xid", "nvmlEventSetFree", self._event_set)
+            self._event_set = None
+        for sample in self._gpm_prev.values():
+            self.session.call("sm_active", "nvmlGpmSampleFree", sample)
+        self._gpm_prev.clear()
+        self.session.shutdown()
+
+    def __enter__(self) -> NvmlGpuReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading -------------------------------------------------------------------------
+    def read(self) -> Snapshot:
+        now = self._clock()
+        self._drain_xid_events()
+        gpus = tuple(self._read_gpu(i) for i in range(len(self._handles)))
+        return Snapshot(timestamp_s=now, host=self.host, driver_version=self.driver_version, gpus=gpus,
+                        unsupported=tuple(sorted(self.session.unsupported)))
+
+    def _read_gpu(self, i: int) -> GpuSample:
+        uuid, name = self._static[i]
+        h = self._handles[i]
+        if i not in self._lost and h is not None:
+            try:
+                return self._read_live(i, h, uuid, name)
+            except GpuLostError as exc:
+                log.error("GPU %d (%s) is lost: %s", i, uuid, exc)
+                self._lost.add(i)
+        return GpuSample(
+            index=i, uuid=uuid, name=name, lost=True, utilization_gpu_ratio=None, utilization_memory_ratio=None,
+            sm_active_ratio=None, tensor_active_ratio=None, memory_used_bytes=None, memory_total_bytes=None,
+            power_w=None, power_limit_w=None, temperature_c=None, sm_clock_mhz=None, memory_clock_mhz=None,
+            throttle_reasons_mask=None, pcie_tx_bytes_per_s=None, pcie_rx_bytes_per_s=None,
+            ecc_corrected_total=None, ecc_uncorrected_total=None, xid_counts=tuple(sorted(self._xid[i].items())),
+            mig_enabled=False, mig_devices=(), processes=())
+
+    def _read_live(self, i: int, h: Any, uuid: str, name: str) -> GpuSample:
+        c = self.session.call
+        util = c("utilization", "nvmlDeviceGetUtilizationRates", h, gpu=i)
+        mem = c("memory", "nvmlDeviceGetMemoryInfo", h, gpu=i)
+        power_mw = c("power", "nvmlDeviceGetPowerUsage", h, gpu=i)
+        limit_mw = c("power_limit", "nvmlDeviceGetEnforcedPowerLimit", h, gpu=i)
+        temp = c("temperature", "nvmlDeviceGetTemperature", h, _TEMPERATURE_GPU, gpu=i)
+        sm_clock = c("clocks", "nvmlDeviceGetClockInfo", h, _CLOCK_SM, gpu=i)
+        mem_clock = c("clocks", "nvmlDeviceGetClockInfo", h, _CLOCK_MEM, gpu=i)
+        throttle = c("throttle", self._throttle_fn, h, gpu=i)
+        tx = c("pcie", "nvmlDeviceGetPcieThroughput", h, _PCIE_TX, gpu=i)
+        rx = c("pcie", "nvmlDeviceGetPcieThroughput", h, _PCIE_RX, gpu=i)
+        ecc_c = c("ecc", "nvmlDeviceGetTotalEccErrors", h, _ECC_CORRECTED, _VOLATILE_ECC, gpu=i)
+        ecc_u = c("ecc", "nvmlDeviceGetTotalEccErrors", h, _ECC_UNCORRECTED, _VOLATILE_ECC, gpu=i)
+        mig_mode = c("mig", "nvmlDeviceGetMigMode", h, gpu=i)
+        mig_on = bool(mig_mode and mig_mode[0] == 1)
+        sm_active, tensor_active = self._gpm(i, h)
+        return GpuSample(
+            index=i, uuid=uuid, name=name, lost=False,
+            utilization_gpu_ratio=None if util is None else util.gpu / 100,
+            utilization_memory_ratio=None if util is None else util.memory / 100,
+            sm_active_ratio=sm_active, tensor_active_ratio=tensor_active,
+            memory_used_bytes=None if mem is None else int(mem.used),
+            memory_total_bytes=None if mem is None else int(mem.total),
+            power_w=None if power_mw is None else power_mw / 1000,
+            power_limit_w=None if limit_mw is None else limit_mw / 1000,
+            temperature_c=None if temp is None else float(temp),
+            sm_clock_mhz=None if sm_clock is None else float(sm_clock),
+            memory_clock_mhz=None if mem_clock is None else float(mem_clock),
+            throttle_reasons_mask=None if throttle is None else int(throttle),
+            pcie_tx_bytes_per_s=None if tx is None else tx * 1000.0,  # NVML reports KB/s
+            pcie_rx_bytes_per_s=None if rx is None else rx * 1000.0,
+            ecc_corrected_total=None if ecc_c is None else int(ecc_c),
+            ecc_uncorrected_total=None if ecc_u is None else int(ecc_u),
+            xid_counts=tuple(sorted(self._xid[i].items())),
+            mig_enabled=mig_on,
+            mig_devices=self._mig_devices(i, h) if mig_on else (),
+            processes=self._processes(i, h),
+        )
+
+    def _processes(self, i: int, h: Any) -> tuple[ProcessSample, ...]:
+        procs = self.session.call("processes", "nvmlDeviceGetComputeRunningProcesses", h, gpu=i) or []
+        out = []
+        seen = set()
+        for p in procs:
+            pid = int(p.pid)
+            seen.add(pid)
+            info = self._proc_cache.get(pid)
+            if info is None:
+                info = self._proc_cache[pid] = self._proc_info(pid)
+            used = getattr(p, "usedGpuMemory", None)
+            out.append(ProcessSample(pid=pid, gpu_memory_bytes=None if used is None else int(used),
+                                     user=info.user, command=info.command, container_id=info.container_id,
+                                     pod_uid=info.pod_uid, workload=workload_of(info)))
+        if len(self._proc_cache) > 4096:  # forget exited processes now and then
+            self._proc_cache = {k: v for k, v in self._proc_cache.items() if k in seen}
+        return tuple(out)
+
+    def _mig_devices(self, i: int, h: Any) -> tuple[MigDeviceSample, ...]:
+        c = self.session.call
+        n = c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=i) or 0
+        out = []
+        for k in range(int(n)):
+            mh = c("mig", "nvmlDeviceGetMigDeviceHandleByIndex", h, k, gpu=i, not_found_ok=True)
+            if mh is None:
+                continue
+            mem = c("mig", "nvmlDeviceGetMemoryInfo", mh, gpu=i)
+            out.append(MigDeviceSample(
+                index=k, uuid=_text(c("mig", "nvmlDeviceGetUUID", mh, gpu=i) or f"MIG-{i}-{k}"),
+                gpu_instance_id=c("mig", "nvmlDeviceGetGpuInstanceId", mh, gpu=i),
+                memory_used_bytes=None if mem is None else int(mem.used),
+                memory_total_bytes=None if mem is None else int(mem.total)))
+        return tuple(out)
+
+    def _gpm(self, i: int, h: Any) -> tuple[float | None, float | None]:
+        """SM-active and tensor-active from two GPM samples (Hopper+), one read apart."""
+        if not self._gpm_ok[i]:
+            self.session.unsupported.add("sm_active")
+            return None, None
+        c = self.session.call
+        sample = c("sm_active", "nvmlGpmSampleAlloc", gpu=i)
+        if sample is None or c("sm_active", "nvmlGpmSampleGet", h, sample, gpu=i) is None:
+            return None, None
+        prev, self._gpm_prev[i] = self._gpm_prev.get(i), sample
+        if prev is None:
+            return None, None
+        try:
+            lib = self.session.lib
+            req = lib.c_nvmlGpmMetricsGet_t()
+            req.version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
+            req.numMetrics = 2
+            req.sample1, req.sample2 = prev, sample
+            req.metrics[0].metricId, req.metrics[1].metricId = _GPM_SM_UTIL, _GPM_ANY_TENSOR_UTIL
+            got = c("sm_active", "nvmlGpmMetricsGet", req, gpu=i)
+        finally:
+            c("sm_active", "nvmlGpmSampleFree", prev, gpu=i)
+        if got is None:
+            return None, None
+        # GPM gives percent 0.0-100.0 (nvml.h NVML_GPM_METRIC_SM_UTIL comment)
+        return got.metrics[0].value / 100, got.metrics[1].value / 100
+
+    # -- XID events ----------------------------------------------------------------------
+    def _register_xid_events(self) -> Any:
+        s = self.session
+        event_set = s.call("xid", "nvmlEventSetCreate")
+        if event_set is None:
+            return None
+        for i, h in enumerate(self._handles):
+            if h is not None:
+                with contextlib.suppress(GpuLostError):
+                    s.call("xid", "nvmlDeviceRegisterEvents", h, _EVENT_XID, event_set, gpu=i)
+        return event_set
+
+    def _drain_xid_events(self) -> None:
+        """Count every pending XID event (non-blocking: a 0 ms wait raises Timeout when none)."""
+        if self._event_set is None:
+            return
+        lib = self.session.lib
+        for _ in range(1000):
+            try:
+                data = lib.nvmlEventSetWait(self._event_set, 0)
+            except lib.NVMLError_Timeout:
+                return
+            except lib.NVMLError as exc:  # events are best effort; the choke point's rule applies
+                self.session.error_counts["xid"] = self.session.error_counts.get("xid", 0) + 1
+                log.debug("NVML event wait failed: %s", exc)
+                return
+            if not data.eventType & _EVENT_XID:
+                continue
+            index = self._index_of(data.device)
+            if index is not None:
+                code = int(data.eventData)
+                self._xid[index][code] = self._xid[index].get(code, 0) + 1
+
+    def _index_of(self, device: Any) -> int | None:
+        for i, h in enumerate(self._handles):
+            if h is device:
+                return i
+        uuid = self.session.call("xid", "nvmlDeviceGetUUID", device)
+        if uuid is not None:
+            for i, (u, _) in enumerate(self._static):
+                if u == _text(uuid):
+                    return i
+        return None
+
+
+@contextlib.contextmanager
+def nvml_errors() -> Iterator[None]:
+    """Translate a stray ``pynvml.NVMLError`` into :class:`DeviceError` at an API edge."""
+    import pynvml
+
+    try:
+        yield
+    except pynvml.NVMLError as exc:
+        raise DeviceError(f"NVML error: {exc}", hint="check `nvidia-smi` works on this machine") from exc

@@ -1,0 +1,96 @@
+"""What one GPU-hour costs on this machine: a configured price, or the catalog's.
+
+Order: an explicit price (``--price-usd-per-hour`` / ``GPUWISE_GPU_PRICE_USD_PER_HOUR``), then the
+instance type (``--instance-type`` / ``GPUWISE_INSTANCE_TYPE``, optionally ``GPUWISE_CLOUD`` and
+``GPUWISE_REGION``) looked up in the offers catalog, then the catalog's cheapest on-demand price for
+the GPU model (labelled as such: you may pay more). No network: instance detection from cloud
+metadata servers is left to the caller, who passes the type in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuwise.catalog import Offer
+from gpuwise.errors import HardwareError, InputError
+from gpuwise.units import parse_money_usd
+
+
+@dataclass(frozen=True)
+class GpuPrice:
+    """The price used for one GPU model."""
+
+    usd_per_gpu_hour: float | None
+    """On-demand dollars per GPU-hour; None when nothing is known."""
+    source: str
+    """Where the price came from, e.g. ``configured`` or ``catalog: aws us-east-1 p5.48xlarge``."""
+
+
+def canonical_gpu(model: str) -> str | None:
+    """gpuwise's name for an NVML model name (``NVIDIA H100 80GB HBM3`` → ``H100``), or None."""
+    from gpuwise.hardware import find_gpu
+
+    try:
+        return find_gpu(model).name
+    except HardwareError:
+        return None
+
+
+class PriceBook:
+    """Resolves and caches :class:`GpuPrice` per GPU model name."""
+
+    def __init__(self, *, price_usd_per_hour: float | str | None = None, instance_type: str | None = None,
+                 cloud: str | None = None, region: str | None = None,
+                 offers: Sequence[Offer] | None = None) -> None:
+        env_price = os.environ.get("GPUWISE_GPU_PRICE_USD_PER_HOUR")
+        raw = price_usd_per_hour if price_usd_per_hour is not None else env_price
+        self.configured = None if raw in (None, "") else parse_money_usd(raw, "GPU price per hour")
+        self.instance_type = instance_type or os.environ.get("GPUWISE_INSTANCE_TYPE") or None
+        self.cloud = cloud or os.environ.get("GPUWISE_CLOUD") or None
+        self.region = region or os.environ.get("GPUWISE_REGION") or None
+        self._offers = offers
+        self._cache: dict[str, GpuPrice] = {}
+
+    @property
+    def offers(self) -> Sequence[Offer]:
+        if self._offers is None:
+            from gpuwise.catalog import load_catalog
+
+            self._offers = load_catalog().offers
+        return self._offers
+
+    def price(self, model: str) -> GpuPrice:
+        hit = self._cache.get(model)
+        if hit is None:
+            hit = self._cache[model] = self._resolve(model)
+        return hit
+
+    def _resolve(self, model: str) -> GpuPrice:
+        if self.configured is not None:
+            return GpuPrice(self.configured, "configured")
+        if self.instance_type:
+            matches = [o for o in self.offers if o.instance_type == self.instance_type
+                       and (self.cloud is None or o.cloud == self.cloud)
+                       and (self.region is None or o.region == self.region)
+                       and o.on_demand_usd_per_gpu_hour is not None]
+            if not matches:
+                from gpuwise.errors import did_you_mean
+
+                raise InputError(f"instance type {self.instance_type!r} is not in the catalog"
+                                 + (f" for cloud {self.cloud}" if self.cloud else ""),
+                                 hint="give --price-usd-per-hour instead, or check `gpuwise offers`",
+                                 suggestions=did_you_mean(self.instance_type, {o.instance_type for o in self.offers}))
+            best = min(matches, key=lambda o: o.on_demand_usd_per_gpu_hour or 0.0)
+            return GpuPrice(best.on_demand_usd_per_gpu_hour, f"catalog: {best.cloud} {best.region} {best.instance_type}")
+        name = canonical_gpu(model)
+        if name is None:
+            return GpuPrice(None, "unknown GPU model: give --price-usd-per-hour")
+        from gpuwise.catalog import cheapest_per_gpu
+
+        cheapest = cheapest_per_gpu(self.offers, spot=False).get(name)
+        if cheapest is None:
+            return GpuPrice(None, f"no {name} offer in the catalog: give --price-usd-per-hour")
+        return GpuPrice(cheapest.usd_per_gpu_hour,
+                        f"catalog cheapest on-demand {name}: {cheapest.cloud} {cheapest.region} {cheapest.instance_type}")

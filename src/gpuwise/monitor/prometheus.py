@@ -1,0 +1,90 @@
+"""Reading GPU history back from a Prometheus server's HTTP API (``/api/v1/query_range``).
+
+The exporter's series become the same :class:`~gpuwise.monitor.history.History` the SQLite store
+yields, so ``gpuwise report --prometheus URL`` and ``gpuwise report`` agree. Each point stands
+for one ``step`` (Prometheus caps a range query at 11,000 points per series; gpuwise asks for at
+most 10,000). Standard library HTTP only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from gpuwise.errors import InputError, StorageError
+from gpuwise.monitor.history import History, SeriesBuilder
+
+_SERIES = {
+    "util": "gpuwise_gpu_utilization_ratio",
+    "sm": "gpuwise_gpu_sm_active_ratio",
+    "mem": "gpuwise_gpu_memory_used_bytes",
+    "total": "gpuwise_gpu_memory_total_bytes",
+    "power": "gpuwise_gpu_power_watts",
+    "temp": "gpuwise_gpu_temperature_celsius",
+    "up": "gpuwise_gpu_up",
+}
+MAX_POINTS = 10_000
+
+
+class PrometheusHistory:
+    """History from a Prometheus server at ``url`` (e.g. ``http://127.0.0.1:9090``)."""
+
+    def __init__(self, url: str, *, timeout_s: float = 30.0, selector: str = "") -> None:
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise InputError(f"--prometheus must be an http(s) URL, got {url!r}", hint="e.g. http://127.0.0.1:9090")
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.selector = selector
+        """Extra label matchers, e.g. ``host="node1"``."""
+
+    def _query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        q = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/query_range?{q}", timeout=self.timeout_s) as resp:
+                doc = json.load(resp)
+        except urllib.error.HTTPError as exc:
+            raise StorageError(f"Prometheus at {self.url} refused {expr!r}: HTTP {exc.code}",
+                               hint="check the URL and that the gpuwise exporter is scraped") from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise StorageError(f"cannot query Prometheus at {self.url}: {exc}",
+                               hint="check --prometheus points to a running Prometheus server") from exc
+        if doc.get("status") != "success":
+            raise StorageError(f"Prometheus error for {expr!r}: {doc.get('error')}", hint="check the server version")
+        return list(doc["data"]["result"])
+
+    def read(self, start_s: float, end_s: float, step_s: float | None = None) -> History:
+        """All GPUs between ``start_s`` and ``end_s``."""
+        window = end_s - start_s
+        step = max(step_s or 0.0, math.ceil(window / MAX_POINTS), 1.0)
+        sel = "{" + self.selector + "}" if self.selector else ""
+        values: dict[tuple[str, str], dict[str, dict[float, float]]] = {}
+        meta: dict[tuple[str, str], tuple[int, str]] = {}
+        for key, metric in _SERIES.items():
+            for series in self._query_range(metric + sel, start_s, end_s, step):
+                lab = series["metric"]
+                gk = (lab.get("host", lab.get("instance", "")), lab.get("uuid", ""))
+                meta.setdefault(gk, (int(lab.get("gpu", 0)), lab.get("model", "unknown")))
+                values.setdefault(gk, {}).setdefault(key, {}).update(
+                    {float(t): float(v) for t, v in series["values"]})
+        workloads: dict[tuple[str, str], dict[float, set[str]]] = {}
+        for series in self._query_range(f"gpuwise_gpu_allocation_info{sel}", start_s, end_s, step):
+            lab = series["metric"]
+            gk = (lab.get("host", lab.get("instance", "")), lab.get("uuid", ""))
+            for t, _ in series["values"]:
+                workloads.setdefault(gk, {}).setdefault(float(t), set()).add(lab.get("workload", "unknown"))
+        gpus = []
+        for gk, by_key in values.items():
+            up = by_key.get("up", {})
+            totals = list(by_key.get("total", {}).values())
+            b = SeriesBuilder(gk[0], gk[1], meta[gk][0], meta[gk][1], max(totals) if totals else float("nan"))
+            for t in sorted(up):
+                b.add(t, step, by_key.get("util", {}).get(t), by_key.get("sm", {}).get(t), by_key.get("mem", {}).get(t),
+                      by_key.get("power", {}).get(t), by_key.get("temp", {}).get(t),
+                      tuple(sorted(workloads.get(gk, {}).get(t, ()))))
+            gpus.append(b.build())
+        return History(start_s, end_s, tuple(gpus), source=f"prometheus:{self.url}")

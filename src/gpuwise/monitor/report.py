@@ -1,0 +1,383 @@
+"""The efficiency and waste report: where the GPU-hours and dollars went, and what to change.
+
+Definitions (docs/monitoring.md has them with examples):
+
+* **allocated hours**: hours a GPU was rented and observed (every sample's duration). You pay
+  for these whether a process runs or not.
+* **active hours**: hours with activity ≥ ``active_threshold`` (5 %). Activity is GPM SM-active
+  where the GPU has it, else NVML utilization (a duty cycle that overstates use). Samples with
+  neither count as active only while a process holds memory.
+* **idle hours** = allocated − active; **wasted** = idle hours × price; **efficiency** = active /
+  allocated. Per workload, a sample's hours and cost are split evenly among the workloads on it.
+
+Right-sizing rules, each with its dollar effect per month (730 h, scaled by the observed share):
+memory peak < 40 % at low activity → the cheapest catalog GPU that fits the peak plus 15 %
+(Harness CCM's buffer); peak > 85 % → a bigger GPU or the estimator's memory fixes; a MIG-capable
+GPU at low activity → the smallest MIG profile that fits; a GPU idle all window → release it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from gpuwise.catalog import Offer, cheapest_per_gpu
+from gpuwise.errors import HardwareError
+from gpuwise.monitor.history import GpuSeries, History
+from gpuwise.monitor.pricing import PriceBook, canonical_gpu
+from gpuwise.units import BYTES_PER_GIB, HOURS_PER_MONTH
+
+ACTIVE_THRESHOLD = 0.05  # "idle" below 5 % activity: issue 7 and notes/monitoring.md §4 (5–10 %)
+LOW_ACTIVITY = 0.30  # p95 SM-active < 30 % → smaller/MIG (notes/monitoring.md §4, Harness-style rule)
+MEMORY_SMALL = 0.40  # peak memory below this fraction → a smaller GPU would do (issue 7)
+MEMORY_FULL = 0.85  # peak memory above this fraction → OOM risk (issue 7; same as the alert rule)
+MEMORY_BUFFER = 1.15  # 15 % headroom over the observed peak (Harness CCM recommendations)
+
+Action = Literal["release", "stop-idle-workload", "downsize", "mig", "share", "upsize"]
+
+
+@dataclass(frozen=True)
+class IdleStretch:
+    """A run of idle samples on one GPU."""
+
+    start_s: float
+    """Start (Unix time)."""
+    end_s: float
+    """End (Unix time)."""
+    hours: float
+    """Length in hours."""
+    held_by: tuple[str, ...]
+    """Workloads holding memory meanwhile ("allocated but idle"); empty = nothing ran."""
+
+
+@dataclass(frozen=True)
+class GpuUsage:
+    """One GPU over the window."""
+
+    host: str
+    """Host name."""
+    index: int
+    """NVML index."""
+    uuid: str
+    """GPU UUID."""
+    model: str
+    """NVML model name."""
+    gpu: str | None
+    """gpuwise's canonical model name (None if not in the hardware table)."""
+    allocated_hours: float
+    """Hours rented and observed."""
+    held_hours: float
+    """Hours a process held memory on it."""
+    active_hours: float
+    """Hours at ≥ 5 % activity."""
+    idle_hours: float
+    """allocated − active."""
+    efficiency: float | None
+    """active / allocated."""
+    mean_activity_ratio: float | None
+    """Duration-weighted mean activity (SM-active, else utilization)."""
+    peak_memory_fraction: float | None
+    """Peak used / total memory."""
+    peak_memory_gib: float | None
+    """Peak used memory."""
+    memory_headroom_gib: float | None
+    """Total − peak used memory."""
+    usd_per_hour: float | None
+    """Price per GPU-hour used."""
+    price_source: str
+    """Where the price came from."""
+    cost_usd: float | None
+    """allocated hours × price."""
+    wasted_usd: float | None
+    """idle hours × price."""
+    idle_stretches: tuple[IdleStretch, ...]
+    """Idle runs of at least the report's minimum length."""
+
+
+@dataclass(frozen=True)
+class WorkloadUsage:
+    """One workload (pod, container, or user/executable) over the window."""
+
+    workload: str
+    """Its name."""
+    gpus: tuple[str, ...]
+    """UUIDs of the GPUs it used."""
+    allocated_hours: float
+    """GPU-hours it held (shared samples split evenly)."""
+    active_hours: float
+    """Of which the GPU was active."""
+    idle_hours: float
+    """Of which the GPU was idle."""
+    efficiency: float | None
+    """active / allocated."""
+    cost_usd: float | None
+    """Its share of the GPU cost."""
+    wasted_usd: float | None
+    """Its share of the idle cost."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One right-sizing change and what it saves."""
+
+    gpu_uuid: str
+    """The GPU it is about."""
+    gpu_index: int
+    """Its NVML index."""
+    action: Action
+    """What to do."""
+    reason: str
+    """Why, with the numbers."""
+    target: str | None
+    """The GPU, instance or MIG profile to move to, if any."""
+    saving_usd_per_month: float | None
+    """Estimated saving per month at the observed usage (None = not estimated; see reason)."""
+
+
+@dataclass(frozen=True)
+class EfficiencyReport:
+    """The whole report."""
+
+    start_s: float
+    """Window start (Unix time)."""
+    end_s: float
+    """Window end (Unix time)."""
+    window_hours: float
+    """Window length."""
+    source: str
+    """Where the history came from."""
+    gpus: tuple[GpuUsage, ...]
+    """Per GPU."""
+    workloads: tuple[WorkloadUsage, ...]
+    """Per workload."""
+    recommendations: tuple[Recommendation, ...]
+    """Right-sizing advice, largest saving first."""
+    allocated_hours: float
+    """Sum over GPUs."""
+    active_hours: float
+    """Sum over GPUs."""
+    idle_hours: float
+    """Sum over GPUs."""
+    cost_usd: float | None
+    """Sum over GPUs with a price."""
+    wasted_usd: float | None
+    """Sum over GPUs with a price."""
+    waste_fraction: float | None
+    """wasted / cost."""
+    active_threshold: float
+    """Activity below which a sample is idle."""
+
+
+def _mul(a: float, b: float | None) -> float | None:
+    return None if b is None else a * b
+
+
+def _activity(s: GpuSeries) -> tuple[np.ndarray, np.ndarray]:
+    act = s.activity_ratio
+    held = np.array([bool(w) for w in s.workloads], dtype=bool)
+    return act, held
+
+
+def _stretches(s: GpuSeries, idle: np.ndarray, min_hours: float) -> tuple[IdleStretch, ...]:
+    out: list[IdleStretch] = []
+    i, n = 0, len(s)
+    while i < n:
+        if not idle[i]:
+            i += 1
+            continue
+        # a stretch ends where activity resumes, data has a gap, or who holds the GPU changes
+        j, held = i, set(s.workloads[i])
+        while j + 1 < n and idle[j + 1] and s.workloads[j + 1] == s.workloads[i] and \
+                s.timestamp_s[j + 1] <= s.timestamp_s[j] + s.duration_s[j] * 1.5 + 1:
+            j += 1
+        hours = float(s.duration_s[i:j + 1].sum()) / 3600
+        if hours >= min_hours:
+            end = float(s.timestamp_s[j] + s.duration_s[j])
+            out.append(IdleStretch(float(s.timestamp_s[i]), end, hours, tuple(sorted(held))))
+        i = j + 1
+    return tuple(out)
+
+
+def gpu_usage(s: GpuSeries, prices: PriceBook, *, active_threshold: float = ACTIVE_THRESHOLD,
+              min_idle_stretch_hours: float = 0.5) -> GpuUsage:
+    """Hours, peaks and dollars for one GPU series."""
+    dur_h = s.duration_s / 3600
+    act, held = _activity(s)
+    active = np.where(np.isnan(act), held, act >= active_threshold)
+    allocated = float(dur_h.sum())
+    active_h = float(dur_h[active].sum())
+    known = ~np.isnan(act)
+    mean_act = float((act[known] * dur_h[known]).sum() / dur_h[known].sum()) if known.any() and dur_h[known].sum() else None
+    mem = s.memory_used_bytes[~np.isnan(s.memory_used_bytes)]
+    peak = float(mem.max()) if mem.size else None
+    total = s.memory_total_bytes if not math.isnan(s.memory_total_bytes) else None
+    price = prices.price(s.model)
+    idle_h = allocated - active_h
+    return GpuUsage(
+        host=s.host, index=s.index, uuid=s.uuid, model=s.model, gpu=canonical_gpu(s.model),
+        allocated_hours=allocated, held_hours=float(dur_h[held].sum()), active_hours=active_h, idle_hours=idle_h,
+        efficiency=active_h / allocated if allocated else None, mean_activity_ratio=mean_act,
+        peak_memory_fraction=peak / total if peak is not None and total else None,
+        peak_memory_gib=None if peak is None else peak / BYTES_PER_GIB,
+        memory_headroom_gib=(total - peak) / BYTES_PER_GIB if peak is not None and total else None,
+        usd_per_hour=price.usd_per_gpu_hour, price_source=price.source,
+        cost_usd=_mul(allocated, price.usd_per_gpu_hour), wasted_usd=_mul(idle_h, price.usd_per_gpu_hour),
+        idle_stretches=_stretches(s, ~active, min_idle_stretch_hours),
+    )
+
+
+def workload_usage(history: History, prices: PriceBook, active_threshold: float = ACTIVE_THRESHOLD) -> tuple[WorkloadUsage, ...]:
+    acc: dict[str, list[float]] = {}
+    gpus: dict[str, set[str]] = {}
+    priced: dict[str, bool] = {}
+    for s in history.gpus:
+        act, held = _activity(s)
+        price = prices.price(s.model).usd_per_gpu_hour
+        for k, names in enumerate(s.workloads):
+            if not names:
+                continue
+            share = float(s.duration_s[k]) / 3600 / len(names)
+            a = act[k]
+            is_active = bool(held[k]) if math.isnan(a) else a >= active_threshold
+            for w in names:
+                row = acc.setdefault(w, [0.0, 0.0, 0.0, 0.0])
+                row[0] += share
+                row[1] += share if is_active else 0.0
+                row[2] += share * (price or 0.0)
+                row[3] += 0.0 if is_active else share * (price or 0.0)
+                gpus.setdefault(w, set()).add(s.uuid)
+                priced[w] = priced.get(w, True) and price is not None
+    out = []
+    for w, (alloc, active, cost, wasted) in acc.items():
+        ok = priced[w]
+        out.append(WorkloadUsage(w, tuple(sorted(gpus[w])), alloc, active, alloc - active,
+                                 active / alloc if alloc else None, cost if ok else None, wasted if ok else None))
+    return tuple(sorted(out, key=lambda u: -(u.wasted_usd or 0.0)))
+
+
+_MIG = re.compile(r"^(\d)g\.(\d+)gb$")
+
+
+def _candidates(offers: Sequence[Offer]) -> list[tuple[float, str, float, str]]:
+    """(price per GPU-hour, model, memory GiB, where) of the cheapest on-demand offer per NVIDIA model."""
+    from gpuwise.hardware import find_gpu
+
+    out = []
+    for name, cheapest in cheapest_per_gpu(offers, spot=False).items():
+        try:
+            spec = find_gpu(name)
+        except HardwareError:
+            continue
+        if spec.vendor != "nvidia":
+            continue  # a CUDA workload moves to another NVIDIA GPU without code changes
+        out.append((cheapest.usd_per_gpu_hour, spec.name, spec.memory_gib,
+                    f"{cheapest.cloud} {cheapest.region} {cheapest.instance_type}"))
+    return sorted(out)
+
+
+def recommend(u: GpuUsage, window_hours: float, offers: Sequence[Offer]) -> list[Recommendation]:
+    """Right-sizing advice for one GPU (see the module docstring for the rules)."""
+    recs: list[Recommendation] = []
+    price = u.usd_per_hour
+    month = HOURS_PER_MONTH * (u.allocated_hours / window_hours if window_hours else 0.0)
+
+    def rec(action: Action, reason: str, target: str | None, saving: float | None) -> None:
+        recs.append(Recommendation(u.uuid, u.index, action, reason, target, saving))
+
+    if u.efficiency is not None and u.efficiency < ACTIVE_THRESHOLD:
+        held = u.held_hours > 0.5 * u.allocated_hours
+        rec("stop-idle-workload" if held else "release",
+            f"GPU {u.index} was active {u.active_hours:.1f} of {u.allocated_hours:.1f} h"
+            + (" while processes held its memory (allocated but idle)" if held else " and nothing ran on it"),
+            None, _mul(month, price))
+        return recs
+    held_idle_h = sum(st.hours for st in u.idle_stretches if st.held_by)
+    if held_idle_h >= 1.0:
+        names = sorted({w for st in u.idle_stretches for w in st.held_by})
+        rec("stop-idle-workload", f"on GPU {u.index}, {', '.join(names)} held memory for {held_idle_h:.1f} h "
+            "with the GPU idle (allocated but idle): stop it when done, or add an idle timeout",
+            ", ".join(names), _mul(held_idle_h * HOURS_PER_MONTH / window_hours, price) if window_hours else None)
+    low = u.mean_activity_ratio is not None and u.mean_activity_ratio < LOW_ACTIVITY
+    peak = u.peak_memory_fraction
+    if peak is not None and peak > MEMORY_FULL:
+        bigger = [c for c in _candidates(offers) if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER]
+        target = f"{bigger[0][1]} ({bigger[0][2]:g} GiB, ${bigger[0][0]:.2f}/GPU-h on {bigger[0][3]})" if bigger else None
+        rec("upsize", f"peak memory {peak:.0%} of GPU {u.index} is above {MEMORY_FULL:.0%}: one longer sequence "
+            "or bigger batch and it runs out of memory; move to a GPU with more memory"
+            + (f" such as {target}" if target else "")
+            + ", or cut memory with the estimator's fixes (`gpuwise estimate`: activation checkpointing, "
+              "ZeRO/FSDP sharding, a smaller micro-batch)", target, 0.0)
+    if peak is not None and u.peak_memory_gib is not None and peak < MEMORY_SMALL and low and price is not None:
+        need = u.peak_memory_gib * MEMORY_BUFFER
+        fits = [c for c in _candidates(offers) if c[2] >= need and c[0] < price * 0.95 and c[1] != u.gpu]
+        if fits:
+            p, name, mem, where = fits[0]
+            rec("downsize", f"GPU {u.index} peaked at {u.peak_memory_gib:.1f} GiB ({peak:.0%}) with mean activity "
+                f"{u.mean_activity_ratio:.0%}: a {name} ({mem:g} GiB) holds the peak plus 15 % for "
+                f"${p:.2f}/GPU-h instead of ${price:.2f}", f"{name} on {where}", (price - p) * month)
+    if low and u.gpu is not None and price is not None and u.peak_memory_gib is not None:
+        from gpuwise.hardware import find_gpu
+
+        spec = find_gpu(u.gpu)
+        profiles = []
+        for prof in spec.mig_profiles:
+            m = _MIG.match(prof)
+            if m and float(m.group(2)) >= u.peak_memory_gib * MEMORY_BUFFER * 1.0737:  # profile "GB" are 10^9 B
+                profiles.append((int(m.group(1)), float(m.group(2)), prof))
+        profiles = [p for p in profiles if p[0] < 7]
+        if profiles:
+            g, _, prof = min(profiles)
+            rec("mig", f"GPU {u.index} ({u.gpu}) averaged {u.mean_activity_ratio:.0%} activity and peaked at "
+                f"{u.peak_memory_gib:.1f} GiB: a MIG {prof} slice ({g}/7 of the GPU) fits it; the other slices "
+                "can serve other work", prof, price * (1 - g / 7) * month)
+        elif not spec.mig_profiles:
+            rec("share", f"GPU {u.index} averaged {u.mean_activity_ratio:.0%} activity: share it between jobs "
+                "(time-slicing or MPS) instead of one job per GPU; the saving depends on what else runs",
+                None, None)
+    return recs
+
+
+def build_report(history: History, prices: PriceBook, *, active_threshold: float = ACTIVE_THRESHOLD,
+                 min_idle_stretch_hours: float = 0.5) -> EfficiencyReport:
+    """The report over ``history`` with ``prices``."""
+    window_h = (history.end_s - history.start_s) / 3600
+    usages = tuple(sorted((gpu_usage(s, prices, active_threshold=active_threshold,
+                                     min_idle_stretch_hours=min_idle_stretch_hours) for s in history.gpus),
+                          key=lambda u: (u.host, u.index)))
+    recs = [r for u in usages for r in recommend(u, window_h, prices.offers)]
+    recs.sort(key=lambda r: -(r.saving_usd_per_month or 0.0))
+    costs = [u.cost_usd for u in usages if u.cost_usd is not None]
+    wastes = [u.wasted_usd for u in usages if u.wasted_usd is not None]
+    cost = sum(costs) if costs else None
+    wasted = sum(wastes) if wastes else None
+    return EfficiencyReport(
+        start_s=history.start_s, end_s=history.end_s, window_hours=window_h, source=history.source,
+        gpus=usages, workloads=workload_usage(history, prices, active_threshold), recommendations=tuple(recs),
+        allocated_hours=sum(u.allocated_hours for u in usages), active_hours=sum(u.active_hours for u in usages),
+        idle_hours=sum(u.idle_hours for u in usages), cost_usd=cost, wasted_usd=wasted,
+        waste_fraction=wasted / cost if cost and wasted is not None else None, active_threshold=active_threshold)
+
+
+
+
+def report_to_dict(report: EfficiencyReport) -> dict[str, object]:
+    """The ``--json`` document: plain types, NaN never written."""
+    import dataclasses
+
+    def clean(v: object) -> object:
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    doc = clean(dataclasses.asdict(report))
+    assert isinstance(doc, dict)
+    return doc

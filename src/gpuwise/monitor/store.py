@@ -1,0 +1,173 @@
+"""The local history: an SQLite file (WAL mode) of per-GPU samples, with retention and downsampling.
+
+Layout (small integers keep 30 days × 8 GPUs × 10 s under 100 MB, see benchmarks/monitor_perf.py):
+
+* ``gpus(id, host, uuid, idx, model, memory_total_mib)``
+* ``jobsets(id, names)``: each distinct set of workloads on a GPU, stored once (JSON list)
+* ``samples(gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset)``, ``WITHOUT ROWID``
+  keyed by (gpu, ts); ``*_pm`` are per-mille (0–1000), NULL = not read.
+
+:meth:`HistoryStore.maintain` deletes rows older than the retention and folds rows older than
+``downsample_after_s`` into ``bucket_s`` buckets (duration-weighted means; memory keeps the peak,
+temperature the maximum, so headroom and alerts are not averaged away).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from gpuwise.errors import StorageError
+from gpuwise.monitor.history import History, SeriesBuilder
+from gpuwise.monitor.snapshot import Snapshot
+from gpuwise.paths import data_dir
+
+_MIB = 1024**2
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS gpus (id INTEGER PRIMARY KEY, host TEXT NOT NULL, uuid TEXT NOT NULL,
+    idx INTEGER, model TEXT, memory_total_mib INTEGER, UNIQUE(host, uuid));
+CREATE TABLE IF NOT EXISTS jobsets (id INTEGER PRIMARY KEY, names TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS samples (gpu INTEGER NOT NULL, ts INTEGER NOT NULL, dur INTEGER NOT NULL,
+    util_pm INTEGER, sm_pm INTEGER, mem_mib INTEGER, power_w INTEGER, temp_c INTEGER, jobset INTEGER,
+    PRIMARY KEY (gpu, ts)) WITHOUT ROWID;
+"""
+
+
+def default_db_path() -> Path:
+    """``<data dir>/monitor.sqlite``."""
+    return data_dir() / "monitor.sqlite"
+
+
+def _pm(x: float | None) -> int | None:
+    return None if x is None else round(x * 1000)
+
+
+class HistoryStore:
+    """Append snapshots, read windows back, keep the file small. Not thread-safe: one per thread."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=10)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot open the history database {self.path}: {exc}",
+                               hint="give another --db path, or move the broken file away") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot create {self.path.parent}: {exc.strerror}",
+                               hint="give a writable --db path") from exc
+        self._gpu_ids: dict[tuple[str, str], int] = {}
+        self._jobset_ids: dict[str, int] = {}
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -------------------------------------------------------------------------
+    def _gpu_id(self, host: str, uuid: str, idx: int, model: str, total_mib: int | None) -> int:
+        key = (host, uuid)
+        gid = self._gpu_ids.get(key)
+        if gid is None:
+            self._db.execute("INSERT OR IGNORE INTO gpus(host, uuid, idx, model, memory_total_mib) VALUES (?,?,?,?,?)",
+                             (host, uuid, idx, model, total_mib))
+            row = self._db.execute("SELECT id FROM gpus WHERE host=? AND uuid=?", key).fetchone()
+            gid = self._gpu_ids[key] = int(row[0])
+        return gid
+
+    def _jobset_id(self, names: tuple[str, ...]) -> int | None:
+        if not names:
+            return None
+        text = json.dumps(sorted(names))
+        jid = self._jobset_ids.get(text)
+        if jid is None:
+            self._db.execute("INSERT OR IGNORE INTO jobsets(names) VALUES (?)", (text,))
+            jid = self._jobset_ids[text] = int(
+                self._db.execute("SELECT id FROM jobsets WHERE names=?", (text,)).fetchone()[0])
+        return jid
+
+    def append(self, snap: Snapshot, duration_s: float) -> int:
+        """Store one snapshot whose samples stand for ``duration_s`` each; returns rows written."""
+        rows = []
+        for g in snap.gpus:
+            total = None if g.memory_total_bytes is None else g.memory_total_bytes // _MIB
+            gid = self._gpu_id(snap.host, g.uuid, g.index, g.name, total)
+            rows.append((gid, int(snap.timestamp_s), max(1, round(duration_s)), _pm(g.utilization_gpu_ratio),
+                         _pm(g.sm_active_ratio),
+                         None if g.memory_used_bytes is None else g.memory_used_bytes // _MIB,
+                         None if g.power_w is None else round(g.power_w),
+                         None if g.temperature_c is None else round(g.temperature_c),
+                         self._jobset_id(tuple(sorted({p.workload for p in g.processes})))))
+        self.append_rows(rows)
+        return len(rows)
+
+    def append_rows(self, rows: list[tuple[int, int, int, int | None, int | None, int | None, int | None,
+                                          int | None, int | None]]) -> None:
+        """Insert raw rows (used by :meth:`append` and the benchmark)."""
+        try:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?,?)", rows)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot write to {self.path}: {exc}", hint="check the disk is not full") from exc
+
+    def register_gpu(self, host: str, uuid: str, idx: int, model: str, total_mib: int) -> int:
+        return self._gpu_id(host, uuid, idx, model, total_mib)
+
+    # -- maintenance ---------------------------------------------------------------------
+    def maintain(self, *, now_s: float | None = None, retention_s: float = 90 * 86400,
+                 downsample_after_s: float = 35 * 86400, bucket_s: int = 300) -> tuple[int, int]:
+        """Delete rows past the retention, downsample old rows; returns (deleted, folded)."""
+        now = time.time() if now_s is None else now_s
+        with self._db:
+            deleted = self._db.execute("DELETE FROM samples WHERE ts < ?", (int(now - retention_s),)).rowcount
+            cutoff = int(now - downsample_after_s)
+            cur = self._db.execute(
+                "SELECT gpu, (ts / ?) * ?, SUM(dur), "
+                " CAST(ROUND(SUM(util_pm * dur) * 1.0 / NULLIF(SUM(CASE WHEN util_pm IS NOT NULL THEN dur END), 0)) AS INTEGER),"
+                " CAST(ROUND(SUM(sm_pm * dur) * 1.0 / NULLIF(SUM(CASE WHEN sm_pm IS NOT NULL THEN dur END), 0)) AS INTEGER),"
+                " MAX(mem_mib),"
+                " CAST(ROUND(SUM(power_w * dur) * 1.0 / NULLIF(SUM(CASE WHEN power_w IS NOT NULL THEN dur END), 0)) AS INTEGER),"
+                " MAX(temp_c), MAX(jobset), COUNT(*) "
+                "FROM samples WHERE ts < ? AND dur < ? GROUP BY gpu, ts / ? HAVING COUNT(*) > 1",
+                (bucket_s, bucket_s, cutoff, bucket_s, bucket_s))
+            buckets = cur.fetchall()
+            folded = 0
+            for gpu, start, *_rest in buckets:
+                folded += self._db.execute("DELETE FROM samples WHERE gpu=? AND ts >= ? AND ts < ? AND dur < ?",
+                                           (gpu, start, start + bucket_s, bucket_s)).rowcount
+            self._db.executemany("INSERT OR REPLACE INTO samples VALUES (?,?,?,?,?,?,?,?,?)",
+                                 [tuple(b[:9]) for b in buckets])
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted, folded
+
+    # -- reading -------------------------------------------------------------------------
+    def read(self, start_s: float, end_s: float) -> History:
+        """Every GPU's samples with ``start_s <= ts < end_s``."""
+        jobsets = {jid: tuple(json.loads(names)) for jid, names in self._db.execute("SELECT id, names FROM jobsets")}
+        gpus = {gid: (host, uuid, idx, model, total)
+                for gid, host, uuid, idx, model, total in self._db.execute("SELECT * FROM gpus")}
+        builders: dict[int, SeriesBuilder] = {}
+        for gid, ts, dur, util, sm, mem, power, temp, jobset in self._db.execute(
+                "SELECT * FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts", (start_s, end_s)):
+            b = builders.get(gid)
+            if b is None:
+                host, uuid, idx, model, total = gpus[gid]
+                b = builders[gid] = SeriesBuilder(host, uuid, idx, model,
+                                                  float(total) * _MIB if total else float("nan"))
+            b.add(ts, dur, None if util is None else util / 1000, None if sm is None else sm / 1000,
+                  None if mem is None else mem * _MIB, power, temp, jobsets.get(jobset, ()) if jobset else ())
+        return History(start_s, end_s, tuple(b.build() for b in builders.values()), source=f"sqlite:{self.path}")
+
+    def size_bytes(self) -> int:
+        """Database size on disk (main file + WAL)."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        return self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)

@@ -1,0 +1,91 @@
+"""``--calibrate``: what is written to calibration.json, merging, atomicity, refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuwise.bench import BenchReport, BenchResult, DeviceInfo, calibration_entry, write_calibration
+from gpuwise.errors import DataFileError, InputError
+from gpuwise.paths import config_dir
+
+
+def _report(gpu: str | None = "H100", **ratios: float) -> BenchReport:
+    device = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", gpu, 8, "2.13.0", "12.8", "570.86.15", "9.0")
+    results = tuple(BenchResult(name.replace("_", "."), 100.0 * r, "TFLOP/s", 100.0, r) for name, r in ratios.items())
+    return BenchReport(device, False, results, extras={"cuda_context_gib": 0.52})
+
+
+def test_entry_has_the_estimators_keys() -> None:
+    entry = calibration_entry(_report(matmul_bf16=0.8, matmul_fp8=0.6, memory_copy=0.9, train_gpt_amp=0.41))
+    assert entry["matmul_efficiency"] == {"bf16": 0.8, "fp8": 0.6}
+    assert entry["memory_bandwidth_efficiency"] == 0.9
+    assert entry["mfu"] == 0.41
+    assert entry["cuda_context_gib"] == 0.52
+
+
+def test_ratio_above_one_is_capped() -> None:
+    assert calibration_entry(_report(matmul_bf16=1.04))["matmul_efficiency"] == {"bf16": 1.0}
+
+
+def test_write_merges_and_keeps_other_gpus(tmp_path: Path) -> None:
+    path = config_dir() / "calibration.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 1, "gpus": {"A100-80GB": {"mfu": 0.5},
+                                                         "H100": {"mfu_by_model": {"llama-2-7b": 0.48}}}}))
+    written = write_calibration(_report(matmul_bf16=0.8, train_gpt_amp=0.4))
+    assert written == path
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 1 and doc["device"] == "NVIDIA H100 80GB HBM3" and doc["measured_at"].endswith("Z")
+    assert doc["gpus"]["A100-80GB"] == {"mfu": 0.5}
+    h100 = doc["gpus"]["H100"]
+    assert h100["mfu_by_model"] == {"llama-2-7b": 0.48} and h100["mfu"] == 0.4
+    assert [p.name for p in path.parent.iterdir()] == ["calibration.json"]  # no temporary file left
+
+
+def test_refuses_to_overwrite_a_broken_file() -> None:
+    path = config_dir() / "calibration.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{not json")
+    with pytest.raises(DataFileError, match="move it aside"):
+        write_calibration(_report(matmul_bf16=0.8))
+    assert path.read_text() == "{not json"
+
+
+def test_needs_a_gpu_model() -> None:
+    with pytest.raises(InputError, match="--gpu"):
+        write_calibration(_report(gpu=None, matmul_bf16=0.8))
+
+
+def test_calibrate_changes_what_estimate_reports(cli) -> None:  # type: ignore[no-untyped-def]
+    """The loop closed: bench --calibrate writes the file, gpuwise estimate then uses the measured MFU.
+
+    On this CPU-only CI machine the figures are measured on the CPU and compared with the H100
+    datasheet (``--gpu H100``), so the calibrated MFU is tiny: the point is that it is used.
+    """
+    before = cli("estimate", "--params", "1B", "--gpu", "H100", "--json")
+    assert before.code == 0, before.stderr
+    r = cli("bench", "--quick", "--only", "matmul,memory,train", "--gpu", "H100", "--calibrate", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    path = Path(doc["calibration"])
+    assert path == config_dir() / "calibration.json"
+
+    from gpuwise.estimate.calibration import load_calibration
+
+    cal = load_calibration()
+    assert cal is not None
+    h100 = cal.for_gpu("H100")
+    assert h100 is not None and h100.mfu is not None and "fp32" in h100.matmul_efficiency
+    mfu = next(x["ratio"] for x in doc["results"] if x["name"] == "train.gpt.amp")
+    assert h100.mfu == pytest.approx(mfu, abs=1e-4)
+
+    after = cli("estimate", "--params", "1B", "--gpu", "H100", "--json")
+    assert after.code == 0, after.stderr
+    b, a = before.json(), after.json()
+    assert "calibrated" in a["mfu_basis"] and "calibrated" not in b["mfu_basis"]
+    assert a["mfu"] < b["mfu"] and a["wall_hours"] > b["wall_hours"]
+    ignored = cli("estimate", "--params", "1B", "--gpu", "H100", "--json", "--no-calibration")
+    assert ignored.json()["wall_hours"] == pytest.approx(b["wall_hours"])

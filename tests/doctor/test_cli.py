@@ -1,0 +1,63 @@
+"""``gpuwise doctor`` end to end: this GPU-less machine, a replayed broken node, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_json_on_this_machine_says_no_gpu_and_checks_the_rest(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("doctor", "--json", "--no-torch", "--num-workers", "1")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["gpu_present"] is False
+    by_name = {c["name"]: c for c in doc["checks"]}
+    assert set(by_name) >= {"nvidia-driver", "cuda-compat", "shm", "disk", "memory", "gpu-ecc", "nccl-socket-ifname"}
+    assert by_name["nvidia-driver"]["status"] == "skip" and "no NVIDIA GPU" in by_name["nvidia-driver"]["finding"]
+    assert by_name["memory"]["status"] in ("ok", "warn")
+    assert all(set(c) == {"name", "status", "finding", "fix"} for c in doc["checks"])
+
+
+def test_replayed_broken_node_fails_with_exit_3(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("doctor", "--json", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/")
+    assert r.code == 3
+    by_name = {c["name"]: c for c in r.json()["checks"]}  # type: ignore[union-attr]
+    assert by_name["cuda-compat"]["status"] == "fail"
+    assert "CUDA driver version is insufficient" in by_name["cuda-compat"]["finding"]
+    assert by_name["nccl-socket-ifname"]["status"] == "fail"
+    assert by_name["shm"]["status"] == "fail" and "--shm-size" in by_name["shm"]["fix"]
+    assert by_name["gpu-xid"]["status"] == "fail"
+
+
+def test_table_output(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("doctor", "--replay", FIXTURES / "replay-broken-node", "--only", "cuda-compat,shm")
+    assert r.code == 3
+    assert "cuda-compat" in r.stdout and "FAIL" in r.stdout and "nvidia-driver" not in r.stdout
+
+
+def test_bad_input_exits_2(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("doctor", "--num-workers", "-1", "--no-torch")
+    assert r.code == 2 and "negative" in r.stderr
+    r = cli("doctor", "--only", "shmm", "--no-torch")
+    assert r.code == 2 and "did you mean 'shm'" in r.stderr
+    r = cli("doctor", "--shm-per-worker-mib", "nan", "--no-torch")
+    assert r.code == 2
+    r = cli("doctor", "--replay", "/nonexistent")
+    assert r.code == 2 and "not a folder" in r.stderr
+
+
+def test_replay_json_matches_golden(cli) -> None:  # type: ignore[no-untyped-def]
+    """The whole --json document for a recorded node: wording changes show up in review.
+
+    Rerun with GPUWISE_UPDATE_GOLDEN=1 to accept a deliberate change.
+    """
+    import json
+    import os
+
+    golden = Path(__file__).parent / "golden" / "replay-broken-node.json"
+    r = cli("doctor", "--json", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/")
+    current = json.dumps(r.json(), indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("GPUWISE_UPDATE_GOLDEN"):
+        golden.write_text(current, "utf-8")
+    assert current == golden.read_text("utf-8")

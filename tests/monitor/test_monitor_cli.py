@@ -1,0 +1,119 @@
+"""`gpuwise exporter`, `gpuwise monitor` and `gpuwise report` end to end, and what they say to bad input."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def test_monitor_records_and_report_reads_the_db(cli: Any, tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    r = cli("monitor", "--fake", "idle", "--samples", "2", "--interval", "1s", "--db", db, "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["reads"] == 2 and doc["rows_written"] == 4 and Path(doc["db"]) == db
+    r = cli("report", "--db", db, "--since", "1h", "--price-usd-per-hour", "2", "--json")
+    assert r.code == 0, r.stderr
+    rep = r.json()
+    assert rep["source"] == f"sqlite:{db}"
+    assert len(rep["gpus"]) == 2
+    assert [g["allocated_hours"] for g in rep["gpus"]] == pytest.approx([2 / 3600, 2 / 3600])  # 2 × 1 s rows
+
+
+def test_monitor_default_db_is_in_the_data_dir(cli: Any, isolated_env: Path) -> None:
+    r = cli("monitor", "--fake", "mig", "--samples", "1", "--json")
+    assert r.code == 0, r.stderr
+    assert Path(r.json()["db"]).is_relative_to(isolated_env)
+
+
+def test_report_terminal_output(cli: Any) -> None:
+    r = cli("report", "--fake", "idle", "--price-usd-per-hour", "4")
+    assert r.code == 0, r.stderr
+    assert "wasted $168.00" in r.stdout and "release" in r.stdout and "bob/notebook" in r.stdout
+
+
+def test_exporter_once_prints_metrics(cli: Any) -> None:
+    r = cli("exporter", "--fake", "thermal", "--once", "--price-usd-per-hour", "2.5")
+    assert r.code == 0, r.stderr
+    assert 'gpuwise_gpu_cost_usd_per_hour{gpu="0"' in r.stdout
+    assert "gpuwise_gpu_temperature_celsius" in r.stdout
+
+
+def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> None:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "exporter", "--fake", "xid", "--port", str(port),
+                             "--interval", "0.1s", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline() + "".join(iter(lambda: proc.stdout.readline(), "}\n")) + "}")
+        assert info["url"] == f"http://127.0.0.1:{port}"
+
+        def lost() -> bool:
+            with urllib.request.urlopen(info["metrics"], timeout=5) as resp:
+                return 'gpuwise_gpu_up{gpu="1"' in (text := resp.read().decode()) and "} 0.0" in text.split(
+                    'gpuwise_gpu_up{gpu="1"', 1)[1].split("\n", 1)[0]
+
+        wait_for(lost, 30, "GPU 1 to be reported lost while the exporter keeps serving")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["report", "--fake", "idel"], "unknown fake scenario 'idel' — To fix: use one of"),      # typo
+    (["report", "--fake", "idle", "--since", "-1h"], "cannot read --since"),                   # negative
+    (["report", "--fake", "idle", "--since", "nan"], "--since must be a finite number"),
+    (["report", "--fake", "idle", "--since", "forever"], "cannot read --since"),
+    (["report", "--fake", "idle", "--since", "100000000h"], "longer than 10 years"),          # huge
+    (["report", "--fake", "idle", "--until", "1e20"], "--until must be ≤"),
+    (["report", "--fake", "idle", "--until", "10", "--since", "1h"], "the window starts before 1970"),
+    (["report", "--fake", "idle", "--price-usd-per-hour", "-3"], "must be ≥ 0"),
+    (["report", "--fake", "idle", "--instance-type", "p9.huge"], "instance type 'p9.huge' is not in the catalog"),
+    (["report", "--prometheus", "ftp://x"], "--prometheus must be an http(s) URL"),
+    (["report", "--fake", "idle", "--db", "x.sqlite"], "give only one of --db, --prometheus and --fake"),
+    (["report", "--db", "/nonexistent/h.sqlite"], "no history at /nonexistent/h.sqlite"),
+    (["report", "--prometheus", "http://127.0.0.1:9"], "cannot query Prometheus"),
+    (["monitor", "--fake", "idle", "--samples", "0"], "--samples must be ≥ 1"),
+    (["monitor", "--fake", "idle", "--interval", "0s"], "--interval must be > 0"),
+    (["monitor", "--fake", "idle", "--interval", "0.5s"], "--interval must be ≥ 1 s"),
+    (["exporter", "--fake", "idle", "--port", "99999"], "--port must be 0-65535"),
+    (["exporter", "--fake", "/nonexistent/trace.json"], "cannot read trace"),
+    (["exporter", "--fake", "idle", "--port", "0", "--instance-type", "p9.huge"], "instance type 'p9.huge' is not"),
+])
+def test_bad_input_is_one_line_and_exit_2(cli: Any, args: list[str], needle: str) -> None:
+    r = cli(*args)
+    assert r.code == 2, (r.stdout, r.stderr)
+    assert r.stderr.startswith("error: ") and needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_malformed_trace_file(cli: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gpus: [{}]\nframes:\n  - gpus: [{util: lots}]\n")
+    r = cli("report", "--fake", bad)
+    assert r.code == 2 and "frames[0].gpus[0].util: expected a finite number" in r.stderr
+    bad.write_text("gpus: [\n")
+    r = cli("report", "--fake", bad)
+    assert r.code == 2 and "not valid JSON/YAML" in r.stderr
+
+
+def test_without_nvml_the_commands_say_how_to_fix(cli: Any) -> None:
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        pytest.skip("this machine has NVML")  # pragma: no cover
+    except pynvml.NVMLError:
+        pass
+    r = cli("exporter", "--once")
+    assert r.code == 2 and "cannot start NVML" in r.stderr and "--fake idle" in r.stderr
