@@ -104,3 +104,25 @@ def test_catalog_info(cli) -> None:  # type: ignore[no-untyped-def]
     assert info["clouds"] == ["aws", "azure", "gcp", "lambda", "nebius"]
     (layer,) = info["layers"]
     assert layer["kind"] == "bundled" and layer["as_of"] == "2026-11" and layer["rows"] == info["offers"]
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    # a truncated YAML trace: PyYAML's message spans lines and quotes the source
+    (["report", "--fake", "{dir}/trace.yaml"], "line 3, column 1"),
+    # a binary trace file: was "internal error: UnicodeDecodeError", exit 1
+    (["exporter", "--once", "--fake", "{dir}/trace.json"], "not UTF-8 text"),
+])
+def test_file_errors_are_one_stderr_line(cli, tmp_path, argv: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "trace.yaml").write_text("name: x\nframes: [\n")
+    (tmp_path / "trace.json").write_bytes(b"\xa2\xff\x00binary")
+    r = cli(*[a.format(dir=tmp_path) for a in argv])
+    assert r.code == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and needle in r.stderr
+    assert "To fix:" in r.stderr
+
+
+def test_multi_line_messages_are_folded_to_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuwise.cli.main import _print_error
+
+    _print_error("bad file (while parsing\n  in line 3\n   ^) — To fix: fix it")
+    assert capsys.readouterr().err == "error: bad file (while parsing in line 3 ^) — To fix: fix it\n"

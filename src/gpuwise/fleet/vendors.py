@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from gpuwise.errors import DataFileError, InputError
+from gpuwise.errors import DataFileError, InputError, parse_error_text
 
 Direction = Literal["higher", "lower"]
 
@@ -299,7 +299,7 @@ def read_criteria(path: Path, **kwargs: Any) -> Criteria:
     except FileNotFoundError:
         raise InputError(f"criteria file {str(path)!r} not found", hint="give the path of a vendors YAML") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise DataFileError(f"{path}: not valid YAML ({exc})".replace("\n", " "), hint="fix the file") from None
+        raise DataFileError(f"{path}: not valid YAML ({parse_error_text(exc)})", hint="fix the file") from None
     return parse_criteria(data, str(path), **kwargs)
 
 
