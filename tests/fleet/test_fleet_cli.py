@@ -104,15 +104,23 @@ def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
     (["fleet", "--demand", "{ok}", "--spot-overhead", "nan"], "spot overhead"),
     (["fleet", "--demand", "{ok}", "--reserved-discount", "aws=0.3"], "CLOUD:1y=FRACTION"),
     (["fleet", "--demand", "{ok}", "--reserved-discount", "aws:1y=1.5"], "[0, 1)"),
+    # a typo'd cloud in an override was silently ignored (no discount applied, no word said)
+    (["fleet", "--demand", "{ok}", "--reserved-discount", "awz:1y=0.3"], "unknown cloud 'awz'"),
+    # a negative seed reached numpy: "internal error: ValueError", exit 1
+    (["fleet", "--profile", "--profile-hours", "24", "--seed", "-1"], "seed must be a whole number ≥ 0"),
+    (["fleet", "--profile", "--terms", "x"], "cannot read --terms 'x'"),  # says what is wrong with it
     # tco
     (["tco", "--gpu", "H100"], "--server-price is required"),
     (["tco", "--gpu", "H100", "--server-price", "1e5"], "--usd-per-kwh is required"),
     (["tco", "--gpu", "H1000", "--server-price", "1e5", "--usd-per-kwh", "0.1"], "unknown GPU"),
     (["tco", "--gpu", "H100", "--server-price", "-5", "--usd-per-kwh", "0.1"], "--server-price must be"),
     (["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1", "--utilization", "2"], "utilization"),
+    (["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1",  # typo'd cloud: was ignored
+      "--reserved-discount", "gpc:1y=0.3"], "did you mean 'gcp'"),
     # vendors
     (["vendors", "--criteria", "{badweights}"], "sum to"),
     (["vendors", "--criteria", "missing.yaml"], "not found"),
+    (["vendors", "--criteria", "{ok_vendors}", "--reserved-discount", "nebiu:3y=0.2"], "did you mean 'nebius'"),
 ])
 def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
     samples = {
@@ -130,6 +138,7 @@ def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], 
     bad = tmp_path / "bad.yaml"
     bad.write_text((EXAMPLES / "vendors.yaml").read_text().replace("performance: 0.30", "performance: 3.0"))
     paths["badweights"] = str(bad)
+    paths["ok_vendors"] = str(EXAMPLES / "vendors.yaml")
     argv = [a.format(**paths) for a in args]
     if argv[0] in ("fleet", "tco"):
         argv += ["--catalog", str(catalog)]
@@ -138,6 +147,20 @@ def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], 
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
     assert needle in r.stderr, r.stderr
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize(("terms", "allowed"), [
+    ("1", [1]),         # as documented
+    ("1,3", [1, 3]),    # as documented
+    ("1y,3y", [1, 3]),  # as --reserved-discount spells terms (aws:1y=...): was refused
+    ("3Y", [3]),        # any case
+])
+def test_terms_in_years_with_or_without_y(cli, catalog: Path, terms: str, allowed: list[int]) -> None:  # type: ignore[no-untyped-def]
+    r = cli("fleet", "--profile", "--profile-hours", "24", "--profile-gpus", "H100", "--catalog", catalog,
+            "--reserved-discount", "aws:1y=0.3", "--reserved-discount", "aws:3y=0.5", "--terms", terms, "--json")
+    assert r.code == 0, r.stderr
+    # one integer variable per allowed (cloud, term) reservation plus one: the terms reached the solver
+    assert r.json()["solver"]["variables"] == 1 + len(allowed)
 
 
 def test_normalize_weights_warns_on_stderr(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

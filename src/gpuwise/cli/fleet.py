@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,20 +28,27 @@ SpotOverheadFlag = Annotated[
 ]
 
 
-def _terms(reserved_discount: list[str] | None) -> dict[tuple[str, int], ReservedTerm | None]:
+def _terms(reserved_discount: list[str] | None, offers: Sequence[Any]) -> dict[tuple[str, int], ReservedTerm | None]:
+    """Reserved terms, with ``--reserved-discount`` overrides for clouds the catalog (``offers``) knows."""
     from gpuwise.catalog.reserved import load_reserved_terms
     from gpuwise.fleet.pricing import parse_reserved_overrides
 
     terms = load_reserved_terms()
-    terms.update(parse_reserved_overrides(reserved_discount or []))
+    known = {o.cloud for o in offers} | {cloud for cloud, _ in terms}
+    terms.update(parse_reserved_overrides(reserved_discount or [], known_clouds=known))
     return terms
 
 
-def _offers(catalog: list[Path] | None, cloud: list[str] | None, region: str | None) -> list[Any]:
-    from gpuwise.catalog import OfferQuery, load_catalog, query_offers
+def _all_offers(catalog: list[Path] | None) -> Sequence[Any]:
+    from gpuwise.catalog import load_catalog
 
-    cat = load_catalog(catalog or ())
-    return query_offers(cat.offers, OfferQuery(clouds=tuple(c.lower() for c in split_list(cloud)), region=region))
+    return load_catalog(catalog or ()).offers
+
+
+def _offers(offers: Sequence[Any], cloud: list[str] | None, region: str | None) -> list[Any]:
+    from gpuwise.catalog import OfferQuery, query_offers
+
+    return query_offers(offers, OfferQuery(clouds=tuple(c.lower() for c in split_list(cloud)), region=region))
 
 
 def _money_opt(value: str | None, what: str) -> float | None:
@@ -87,7 +95,7 @@ def fleet(
     monthly_budget: Annotated[str | None, typer.Option("--monthly-budget", help="Most any calendar month may cost (USD).")] = None,
     max_commitment: Annotated[str | None, typer.Option("--max-commitment", help="Most all reservations may commit to over their full terms (USD).")] = None,
     max_reserved: Annotated[int | None, typer.Option("--max-reserved", help="Most GPUs reserved in total.")] = None,
-    terms: Annotated[str, typer.Option("--terms", help="Reservation terms allowed: 1, 3 or 1,3.")] = "1,3",
+    terms: Annotated[str, typer.Option("--terms", help="Reservation terms allowed, in years: 1, 3 or 1,3.")] = "1,3",
     reserved_discount: ReservedFlag = None,
     html: Annotated[Path | None, typer.Option("--html", help="Write an offline HTML chart here.")] = None,
     catalog: CatalogFlag = None,
@@ -114,16 +122,18 @@ def fleet(
             raise InputError(f"cannot write {save_demand} ({exc.strerror})",
                              hint="give a writable --save-demand path") from None
     try:
-        allowed_terms = tuple(sorted({int(t) for t in split_list([terms])}))
+        # `1y` as well as `1`: --reserved-discount spells terms `aws:1y=...`
+        allowed_terms = tuple(sorted({int(t.lower().removesuffix("y")) for t in split_list([terms])}))
     except ValueError:
-        raise InputError(f"--terms {terms!r}", hint="write 1, 3 or 1,3") from None
+        raise InputError(f"cannot read --terms {terms!r}", hint="write 1, 3 or 1,3 (years)") from None
     options = FleetOptions(
         spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead,
         spot_capacity_gpus=_spot_caps(spot_capacity, dem.gpus), budget_usd=_money_opt(budget, "--budget"),
         monthly_budget_usd=_money_opt(monthly_budget, "--monthly-budget"),
         max_commitment_usd=_money_opt(max_commitment, "--max-commitment"), max_reserved_gpus=max_reserved,
         terms=allowed_terms)
-    prices = gpu_prices(_offers(catalog, cloud, region), dem.gpus, _terms(reserved_discount))
+    offers = _all_offers(catalog)
+    prices = gpu_prices(_offers(offers, cloud, region), dem.gpus, _terms(reserved_discount, offers))
     plan = plan_fleet(dem, prices, options)
     if html is not None:
         from gpuwise.fleet.charts import fleet_html
@@ -245,7 +255,8 @@ def tco(
                    colocation_usd_per_month=parse_money_usd(colocation, "--colocation-per-month"),
                    staff_usd_per_year=parse_money_usd(staff, "--staff-per-year"),
                    maintenance_fraction_per_year=maintenance)
-    p = gpu_prices(_offers(catalog, cloud, None), [spec.name], _terms(reserved_discount))[spec.name]
+    offers = _all_offers(catalog)
+    p = gpu_prices(_offers(offers, cloud, None), [spec.name], _terms(reserved_discount, offers))[spec.name]
 
     def best(term: int) -> float | None:
         rates = [o.usd_per_gpu_hour for o in p.reserved if o.term_years == term]
@@ -320,7 +331,8 @@ def vendors(
     from gpuwise.catalog import load_catalog
     from gpuwise.fleet.vendors import catalog_filler, read_criteria, score_vendors
 
-    fill = catalog_filler(load_catalog(catalog or ()).offers, _terms(reserved_discount))
+    offers = load_catalog(catalog or ()).offers
+    fill = catalog_filler(offers, _terms(reserved_discount, offers))
     crit = read_criteria(criteria, normalize_weights=normalize_weights, fill=fill)
     ranking = score_vendors(crit)
     for note in crit.notes:
