@@ -89,6 +89,7 @@ def test_list_models(cli: Any) -> None:
         ("--model", "llama-2-7b", "--gpus", "8", "--tensor-parallel", "16"),  # TP > GPUs
         ("--model", "llama-2-7b", "--inter-node-gbps", "-1"),  # negative bandwidth
         (),  # no model at all
+        ("--model", "llama-2-7b", "--samples", "10k", "--tokens", "1e9"),  # both sizes: --samples was ignored
     ],
 )
 def test_bad_input_exits_2_with_a_fix(cli: Any, args: tuple[str, ...]) -> None:
