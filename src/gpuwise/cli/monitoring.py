@@ -51,8 +51,8 @@ def _logging() -> None:
 def exporter(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0 exposes it to the network).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 9835,
-    interval: Annotated[str, typer.Option("--interval", help="How often to read the GPUs, e.g. 1s, 500ms is not "
-                                          "supported: use 0.5s.")] = "1s",
+    interval: Annotated[str, typer.Option("--interval", help="How often to read the GPUs, e.g. 1s, 0.5s or "
+                                          "500ms.")] = "1s",
     fake: FakeFlag = None,
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
