@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from gpuwise.errors import InputError
-from gpuwise.units import HOURS_PER_YEAR, parse_count, parse_duration_hours, parse_fraction, parse_money_usd
+from gpuwise.units import (
+    HOURS_PER_YEAR,
+    parse_count,
+    parse_duration_hours,
+    parse_fraction,
+    parse_money_usd,
+)
 
 
 @pytest.mark.parametrize(("text", "hours"), [
