@@ -24,6 +24,8 @@ def test_gpus_json_fields_and_prices(cli) -> None:  # type: ignore[no-untyped-de
 def test_gpus_filters(cli) -> None:  # type: ignore[no-untyped-def]
     rows = cli("gpus", "--min-memory", "100", "--json").json()
     assert rows and all(row["memory_gib"] >= 100 for row in rows)
+    # `offers` spells the same filter --min-gpu-memory: both spellings work on `gpus`
+    assert cli("gpus", "--min-gpu-memory", "100", "--json").json() == rows
     lam = {row["gpu"]: row for row in cli("gpus", "--cloud", "lambda", "--json").json()}
     assert lam["H100"]["min_on_demand_where"].startswith("lambda")
     assert lam["H100"]["min_spot_usd_per_gpu_hour"] is None  # Lambda sells no spot
