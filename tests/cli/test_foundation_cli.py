@@ -77,6 +77,7 @@ def test_json_output_is_only_json(cli) -> None:  # type: ignore[no-untyped-def]
     (["offers", "--bogus"], "No such option: --bogus"),
     (["offers", "--catalog", "/nonexistent.csv"], "no such file or folder"),
     (["gpus", "--min-memory", "inf"], "--min-memory must be a finite number"),
+    (["offers", "--count", "8", "--min-count", "16"], "nothing can match"),  # contradiction: was an empty table
     (["frobnicate"], "No such command"),
 ])
 def test_bad_input_is_one_line_exit_2(cli, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]

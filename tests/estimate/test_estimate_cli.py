@@ -139,3 +139,6 @@ def test_calibration_flag_and_bad_calibration(cli: Any, tmp_path: Path) -> None:
     bad.write_text('{"version": 1, "gpus": {"A100-80GB": {"mfu": 3}}}')
     r = cli("estimate", "--model", "gpt2", "--calibration", bad, "--json")
     assert r.code == 2 and "mfu" in r.stderr
+    # both flags: the file used to be ignored without a word
+    r = cli("estimate", "--model", "gpt2", "--calibration", good, "--no-calibration", "--json")
+    assert r.code == 2 and "contradict" in r.stderr and r.stdout == ""

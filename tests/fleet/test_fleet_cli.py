@@ -109,6 +109,7 @@ def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
     # a negative seed reached numpy: "internal error: ValueError", exit 1
     (["fleet", "--profile", "--profile-hours", "24", "--seed", "-1"], "seed must be a whole number ≥ 0"),
     (["fleet", "--profile", "--terms", "x"], "cannot read --terms 'x'"),  # says what is wrong with it
+    (["fleet", "--demand", "{ok}", "--profile-gpus", "L4"], "applies to --profile"),  # was silently ignored
     # tco
     (["tco", "--gpu", "H100"], "--server-price is required"),
     (["tco", "--gpu", "H100", "--server-price", "1e5"], "--usd-per-kwh is required"),

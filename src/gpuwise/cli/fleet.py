@@ -111,6 +111,9 @@ def fleet(
         raise InputError("give exactly one of --demand FILE or --profile",
                          hint="e.g. `gpuwise fleet --demand examples/demand.csv` or `gpuwise fleet --profile`")
     if demand is not None:
+        if profile_gpus:  # only the synthetic profile has models to choose; it used to be ignored
+            raise InputError("--profile-gpus applies to --profile, not to --demand FILE",
+                             hint="drop --profile-gpus (the file's gpu column names the models)")
         dem = read_demand_csv(demand)
     else:
         dem = synthetic_demand(tuple(split_list(profile_gpus)) or ("H100", "A100-80GB"), hours=profile_hours,
