@@ -191,3 +191,38 @@ def test_core_imports_no_cli_libraries() -> None:
             "print(bad)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == "[]"
+
+
+def _limit_file_size() -> None:  # runs in the child: files may not grow past 100 kB (plotly HTML is ~4 MB)
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+
+@pytest.mark.parametrize("argv", [
+    # --html over an existing chart: a failed write used to leave 100 kB of truncated HTML in its place
+    ["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1", "--html", "{out}"],
+    ["fleet", "--profile", "--profile-hours", "24", "--profile-gpus", "H100", "--html", "{out}"],
+])
+def test_failed_output_write_keeps_the_old_file(catalog: Path, tmp_path: Path, argv: list[str]) -> None:
+    out = tmp_path / "chart.html"
+    out.write_text("the previous chart\n")
+    r = subprocess.run([sys.executable, "-m", "gpuwise", *[a.format(out=out) for a in argv], "--catalog", str(catalog)],
+                       capture_output=True, text=True, check=False, preexec_fn=_limit_file_size)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: cannot write") and r.stderr.count("\n") == 1
+    assert out.read_text() == "the previous chart\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chart.html", "offers.csv"]  # no temporary left behind
+
+
+def test_html_and_saved_demand_are_written_whole(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    html, saved = tmp_path / "fleet.html", tmp_path / "year.csv"
+    saved.write_text("old\n")
+    r = cli("fleet", "--profile", "--profile-hours", "24", "--profile-gpus", "H100", "--catalog", catalog, "--html", html,
+            "--save-demand", saved, "--json")
+    assert r.code == 0, r.stderr
+    assert html.read_text().rstrip().endswith("</html>")
+    assert saved.read_text().startswith("timestamp,gpu,gpus,interruptible\n")
+    assert oct(saved.stat().st_mode & 0o777) != oct(0o600)  # readable like any file the user writes

@@ -120,7 +120,9 @@ def fleet(
                                seed=seed, peak_gpus=profile_peak)
     if save_demand is not None:
         try:
-            save_demand.write_text(demand_to_csv(dem), "utf-8")
+            from gpuwise.paths import write_text_atomic
+
+            write_text_atomic(save_demand, demand_to_csv(dem))
         except OSError as exc:
             raise InputError(f"cannot write {save_demand} ({exc.strerror})",
                              hint="give a writable --save-demand path") from None

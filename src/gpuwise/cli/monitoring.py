@@ -212,7 +212,9 @@ def report(
         from gpuwise.monitor.report_html import render_html
 
         try:
-            html.write_text(render_html(rep, history, doc), encoding="utf-8")
+            from gpuwise.paths import write_text_atomic
+
+            write_text_atomic(html, render_html(rep, history, doc))
         except OSError as exc:
             from gpuwise.errors import StorageError
 
