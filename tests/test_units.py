@@ -65,3 +65,16 @@ def test_money_and_fractions() -> None:
     assert parse_fraction("60%") == pytest.approx(0.6)
     with pytest.raises(InputError):
         parse_fraction("60")  # a percentage without its sign is not a fraction
+
+
+@pytest.mark.parametrize(("parse", "text", "hint"), [
+    (parse_fraction, "nan", "e.g. 0.6 or 60%"),    # was "write it as e.g. 7e9, 7B, 1.5T or 300k"
+    (parse_fraction, "150%", "e.g. 0.6 or 60%"),   # above 1
+    (parse_fraction, "-5%", "e.g. 0.6 or 60%"),    # negative
+    (parse_money_usd, "abc", "e.g. 2000, $2,000 or 2k"),  # was the parameter-count hint
+    (parse_money_usd, "-$5", "e.g. 2000, $2,000 or 2k"),
+])
+def test_fraction_and_money_errors_say_how_to_write_them(parse, text: str, hint: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError) as exc:
+        parse(text, "--flag")
+    assert hint in exc.value.hint and "--flag" in exc.value.hint

@@ -121,13 +121,20 @@ def parse_money_usd(text: str | float | int, what: str = "amount") -> float:
     """Parse ``2000``, ``$2,000``, ``2k`` into US dollars."""
     if isinstance(text, str):
         text = text.strip().removeprefix("$").removesuffix("USD").strip()
-    return parse_count(text, what)
+    try:
+        return parse_count(text, what)
+    except InputError as exc:  # the count hint ("7B parameters") reads oddly for money
+        raise InputError(exc.message, hint=f"write {what} in US dollars, e.g. 2000, $2,000 or 2k") from None
 
 
 def parse_fraction(text: str | float, what: str = "fraction") -> float:
     """Parse ``0.6`` or ``60%`` into a fraction in [0, 1]."""
-    if isinstance(text, str) and text.strip().endswith("%"):
-        value = parse_count(text.strip()[:-1], what) / 100
-    else:
-        value = parse_count(text, what)
-    return check_finite(value, what, minimum=0.0, maximum=1.0)
+    try:
+        if isinstance(text, str) and text.strip().endswith("%"):
+            value = parse_count(text.strip()[:-1], what) / 100
+        else:
+            value = parse_count(text, what)
+        return check_finite(value, what, minimum=0.0, maximum=1.0)
+    except InputError as exc:  # the count hint ("7B parameters") reads oddly for a fraction
+        raise InputError(exc.message, hint=f"write {what} as a fraction from 0 to 1 or a percentage, e.g. 0.6 or 60%") \
+            from None

@@ -75,6 +75,20 @@ def test_tco_json(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[n
     assert out.stat().st_size > 1_000_000
 
 
+@pytest.mark.parametrize(("flag", "percent", "fraction"), [
+    ("--interest-rate", "5%", "0.05"),   # was a typer error "Input should be a valid number"
+    ("--maintenance", "3%", "0.03"),     # same
+    ("--residual", "10%", "0.1"),        # same
+    ("--power-load", "70%", "0.7"),      # same; --utilization always took 60%
+])
+def test_tco_fractions_take_percent_like_utilization(cli, catalog: Path, flag: str, percent: str,  # type: ignore[no-untyped-def]
+                                                     fraction: str) -> None:
+    base = ("tco", "--gpu", "H100", "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--json")
+    a, b = cli(*base, flag, percent), cli(*base, flag, fraction)
+    assert a.code == 0 and b.code == 0, (a.stderr, b.stderr)
+    assert a.json() == b.json()
+
+
 def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("vendors", "--criteria", EXAMPLES / "vendors.yaml", "--json")
     assert r.code == 0, r.stderr

@@ -221,14 +221,14 @@ def tco(
     server_price: Annotated[str | None, typer.Option("--server-price", help="Price of the servers holding all the GPUs (USD). Required: no citable default exists.")] = None,
     usd_per_kwh: Annotated[float | None, typer.Option("--usd-per-kwh", help="Electricity price, USD per kWh. Required: it varies several-fold by place.")] = None,
     pue: Annotated[float | None, typer.Option("--pue", help="Facility PUE (default 1.58: Uptime Institute 2023 survey average).")] = None,
-    power_load: Annotated[float, typer.Option("--power-load", help="Average GPU draw as a fraction of TDP (1.0 = full TDP always, an upper bound).")] = 1.0,
+    power_load: Annotated[str, typer.Option("--power-load", help="Average GPU draw as a fraction of TDP, 0.7 or 70% (1.0 = full TDP always, an upper bound).")] = "1.0",
     host_power_w: Annotated[float, typer.Option("--host-power-w", help="Extra host power for all servers, watts (default 0: not counted).")] = 0.0,
     depreciation_years: Annotated[float | None, typer.Option("--depreciation-years", help="Straight-line depreciation life (default: the horizon).")] = None,
-    residual: Annotated[float, typer.Option("--residual", help="Value left after the depreciation life, fraction of the price.")] = 0.0,
-    interest_rate: Annotated[float, typer.Option("--interest-rate", help="Yearly interest when financed over the depreciation life (0 = cash).")] = 0.0,
+    residual: Annotated[str, typer.Option("--residual", help="Value left after the depreciation life, fraction of the price (0.1 or 10%).")] = "0",
+    interest_rate: Annotated[str, typer.Option("--interest-rate", help="Yearly interest rate when financed over the depreciation life, 0.05 or 5% (0 = cash).")] = "0",
     colocation: Annotated[str, typer.Option("--colocation-per-month", help="Space/colocation per month, USD (default 0: not counted).")] = "0",
     staff: Annotated[str, typer.Option("--staff-per-year", help="Operations staff share per year, USD (default 0: not counted).")] = "0",
-    maintenance: Annotated[float, typer.Option("--maintenance", help="Maintenance per year as a fraction of the price (default 0: not counted).")] = 0.0,
+    maintenance: Annotated[str, typer.Option("--maintenance", help="Maintenance per year as a fraction of the price, 0.05 or 5% (default 0: not counted).")] = "0",
     cloud: CloudFlag = None,
     spot_overhead: SpotOverheadFlag = None,
     reserved_discount: ReservedFlag = None,
@@ -255,11 +255,13 @@ def tco(
     if spec.tdp_w is None:
         raise InputError(f"the hardware table has no TDP for {spec.name}", hint="add tdp_w in your gpus.csv")
     own = OwnCosts(server_price_usd=parse_money_usd(server_price, "--server-price"), usd_per_kwh=usd_per_kwh,
-                   pue=DEFAULT_PUE if pue is None else pue, power_load=power_load, host_power_w=host_power_w,
-                   depreciation_years=depreciation_years, residual_fraction=residual, interest_rate=interest_rate,
+                   pue=DEFAULT_PUE if pue is None else pue, power_load=parse_fraction(power_load, "--power-load"),
+                   host_power_w=host_power_w, depreciation_years=depreciation_years,
+                   residual_fraction=parse_fraction(residual, "--residual"),
+                   interest_rate=parse_fraction(interest_rate, "--interest-rate"),
                    colocation_usd_per_month=parse_money_usd(colocation, "--colocation-per-month"),
                    staff_usd_per_year=parse_money_usd(staff, "--staff-per-year"),
-                   maintenance_fraction_per_year=maintenance)
+                   maintenance_fraction_per_year=parse_fraction(maintenance, "--maintenance"))
     offers = _all_offers(catalog)
     p = gpu_prices(_offers(offers, cloud, None), [spec.name], _terms(reserved_discount, offers))[spec.name]
 
