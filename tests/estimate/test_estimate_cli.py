@@ -139,6 +139,10 @@ def test_calibration_flag_and_bad_calibration(cli: Any, tmp_path: Path) -> None:
     bad.write_text('{"version": 1, "gpus": {"A100-80GB": {"mfu": 3}}}')
     r = cli("estimate", "--model", "gpt2", "--calibration", bad, "--json")
     assert r.code == 2 and "mfu" in r.stderr
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xf6\xff\x00")
+    r = cli("estimate", "--model", "gpt2", "--calibration", binary, "--json")  # was "check the file's permissions"
+    assert r.code == 2 and "not UTF-8 text" in r.stderr and "permissions" not in r.stderr
     # both flags: the file used to be ignored without a word
     r = cli("estimate", "--model", "gpt2", "--calibration", good, "--no-calibration", "--json")
     assert r.code == 2 and "contradict" in r.stderr and r.stdout == ""
