@@ -76,6 +76,8 @@ def test_list_models(cli: Any) -> None:
         ("--model", "llama-2-7b", "--tokens", "-1e9"),  # negative
         ("--model", "llama-2-7b", "--micro-batch", "1e12"),  # absurd
         ("--params", "1e30"),  # absurd
+        ("--params", "1"),  # below the assumed shape's embedding: FLOPs/s and hours came out negative
+        ("--params", "1M"),  # same (hidden 256: the 32k-token embedding alone has 8.2M parameters)
         ("--params", "nan"),  # not a number
         ("--model", "llama-2-7b", "--gpus", "0"),  # no GPUs
         ("--model", "lama-2-7b"),  # unknown preset (did-you-mean)
