@@ -89,6 +89,12 @@ def test_tco_fractions_take_percent_like_utilization(cli, catalog: Path, flag: s
     assert a.json() == b.json()
 
 
+def test_tco_takes_gpus_like_estimate(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
+    base = ("tco", "--gpu", "H100", "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--json")
+    # estimate says --gpus for a number of GPUs; tco said only --count
+    assert cli(*base, "--gpus", "16").json() == cli(*base, "--count", "16").json()
+
+
 def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("vendors", "--criteria", EXAMPLES / "vendors.yaml", "--json")
     assert r.code == 0, r.stderr

@@ -215,7 +215,7 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
 
 def tco(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU model, e.g. A100-80GB.")],
-    count: Annotated[int, typer.Option("--count", help="GPUs owned or rented.")] = 8,
+    count: Annotated[int, typer.Option("--count", "--gpus", help="GPUs owned or rented (--gpus, as in `estimate`, is the same).")] = 8,
     years: Annotated[float, typer.Option("--years", help="Horizon in years.")] = 3.0,
     utilization: Annotated[str, typer.Option("--utilization", help="Fraction of hours the GPUs do useful work (0.6 or 60%).")] = "0.6",
     server_price: Annotated[str | None, typer.Option("--server-price", help="Price of the servers holding all the GPUs (USD). Required: no citable default exists.")] = None,
