@@ -94,6 +94,20 @@ class MissingExtraError(GpuwiseError):
         )
 
 
+def parse_error_text(exc: BaseException) -> str:
+    """A one-line description of a JSON/YAML/decoding error: ``line 3, column 1: expected ','``.
+
+    PyYAML's messages span several lines and quote the source; error lines must stay one line.
+    """
+    mark = getattr(exc, "problem_mark", None)  # yaml.MarkedYAMLError
+    problem = getattr(exc, "problem", None)
+    if mark is not None and problem:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start})"
+    return " ".join(str(exc).split())
+
+
 def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     """Up to ``n`` names from ``known`` close to ``name`` (case-insensitive)."""
     by_lower: dict[str, str] = {}

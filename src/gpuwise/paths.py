@@ -4,11 +4,13 @@
 ``GPUWISE_HOME`` puts both under one folder (tests and containers use it); otherwise the XDG
 locations apply: ``$XDG_CONFIG_HOME/gpuwise`` (``~/.config/gpuwise``) and
 ``$XDG_DATA_HOME/gpuwise`` (``~/.local/share/gpuwise``). Nothing here creates a folder.
+:func:`write_text_atomic` writes an output file (``--html``, ``--save-demand``) all or nothing.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -44,3 +46,25 @@ def skypilot_catalog_root() -> Path | None:
     if value is not None:
         return None if value.lower() in ("", "0", "off", "none", "no") else Path(value).expanduser()
     return Path.home() / ".sky" / "catalogs"
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Replace ``path`` with ``text`` all at once: a temporary file beside it, fsync, rename.
+
+    A write that fails half-way (disk full, file-size limit, killed) leaves an existing file as
+    it was and no temporary behind. Raises OSError (the caller turns it into a user error).
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

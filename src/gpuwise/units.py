@@ -26,18 +26,33 @@ _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([kmbgt]?)\s*$", re.I)
 
 _DURATION_UNITS_H = {
+    "ms": 1 / 3_600_000,
     "s": 1 / 3600,
     "sec": 1 / 3600,
+    "secs": 1 / 3600,
+    "second": 1 / 3600,
+    "seconds": 1 / 3600,
     "m": 1 / 60,
     "min": 1 / 60,
+    "mins": 1 / 60,
+    "minute": 1 / 60,
+    "minutes": 1 / 60,
     "h": 1.0,
     "hr": 1.0,
+    "hrs": 1.0,
+    "hour": 1.0,
+    "hours": 1.0,
     "d": 24.0,
     "day": 24.0,
     "days": 24.0,
     "w": 168.0,
     "wk": 168.0,
+    "week": 168.0,
+    "weeks": 168.0,
     "y": HOURS_PER_YEAR,
+    "yr": HOURS_PER_YEAR,
+    "year": HOURS_PER_YEAR,
+    "years": HOURS_PER_YEAR,
 }
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)", re.I)
 
@@ -79,7 +94,7 @@ def parse_count(text: str | float | int, what: str = "value", *, allow_zero: boo
 
 
 def parse_duration_hours(text: str | float | int, what: str = "duration") -> float:
-    """Parse ``48h``, ``2d``, ``90m``, ``1d12h``, ``1.5w`` or a bare number of hours into hours."""
+    """Parse ``48h``, ``2d``, ``90m``, ``1d12h``, ``1.5w``, ``500ms``, ``48 hours`` or a bare number of hours."""
     if isinstance(text, (int, float)):
         return check_finite(float(text), what, strict=True)
     s = text.strip().lower()
@@ -99,20 +114,27 @@ def parse_duration_hours(text: str | float | int, what: str = "duration") -> flo
     else:
         if pos and not s[pos:].strip():
             return check_finite(total, what, strict=True)
-    raise InputError(f"cannot read {what} {text!r}", hint="write it as e.g. 48h, 2d, 90m, 1d12h or 1w")
+    raise InputError(f"cannot read {what} {text!r}", hint="write it as e.g. 48h, 2d, 90m, 30s, 500ms, 1d12h or 1w")
 
 
 def parse_money_usd(text: str | float | int, what: str = "amount") -> float:
     """Parse ``2000``, ``$2,000``, ``2k`` into US dollars."""
     if isinstance(text, str):
         text = text.strip().removeprefix("$").removesuffix("USD").strip()
-    return parse_count(text, what)
+    try:
+        return parse_count(text, what)
+    except InputError as exc:  # the count hint ("7B parameters") reads oddly for money
+        raise InputError(exc.message, hint=f"write {what} in US dollars, e.g. 2000, $2,000 or 2k") from None
 
 
 def parse_fraction(text: str | float, what: str = "fraction") -> float:
     """Parse ``0.6`` or ``60%`` into a fraction in [0, 1]."""
-    if isinstance(text, str) and text.strip().endswith("%"):
-        value = parse_count(text.strip()[:-1], what) / 100
-    else:
-        value = parse_count(text, what)
-    return check_finite(value, what, minimum=0.0, maximum=1.0)
+    try:
+        if isinstance(text, str) and text.strip().endswith("%"):
+            value = parse_count(text.strip()[:-1], what) / 100
+        else:
+            value = parse_count(text, what)
+        return check_finite(value, what, minimum=0.0, maximum=1.0)
+    except InputError as exc:  # the count hint ("7B parameters") reads oddly for a fraction
+        raise InputError(exc.message, hint=f"write {what} as a fraction from 0 to 1 or a percentage, e.g. 0.6 or 60%") \
+            from None

@@ -24,6 +24,8 @@ def test_gpus_json_fields_and_prices(cli) -> None:  # type: ignore[no-untyped-de
 def test_gpus_filters(cli) -> None:  # type: ignore[no-untyped-def]
     rows = cli("gpus", "--min-memory", "100", "--json").json()
     assert rows and all(row["memory_gib"] >= 100 for row in rows)
+    # `offers` spells the same filter --min-gpu-memory: both spellings work on `gpus`
+    assert cli("gpus", "--min-gpu-memory", "100", "--json").json() == rows
     lam = {row["gpu"]: row for row in cli("gpus", "--cloud", "lambda", "--json").json()}
     assert lam["H100"]["min_on_demand_where"].startswith("lambda")
     assert lam["H100"]["min_spot_usd_per_gpu_hour"] is None  # Lambda sells no spot
@@ -75,6 +77,7 @@ def test_json_output_is_only_json(cli) -> None:  # type: ignore[no-untyped-def]
     (["offers", "--bogus"], "No such option: --bogus"),
     (["offers", "--catalog", "/nonexistent.csv"], "no such file or folder"),
     (["gpus", "--min-memory", "inf"], "--min-memory must be a finite number"),
+    (["offers", "--count", "8", "--min-count", "16"], "nothing can match"),  # contradiction: was an empty table
     (["frobnicate"], "No such command"),
 ])
 def test_bad_input_is_one_line_exit_2(cli, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
@@ -104,3 +107,25 @@ def test_catalog_info(cli) -> None:  # type: ignore[no-untyped-def]
     assert info["clouds"] == ["aws", "azure", "gcp", "lambda", "nebius"]
     (layer,) = info["layers"]
     assert layer["kind"] == "bundled" and layer["as_of"] == "2026-11" and layer["rows"] == info["offers"]
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    # a truncated YAML trace: PyYAML's message spans lines and quotes the source
+    (["report", "--fake", "{dir}/trace.yaml"], "line 3, column 1"),
+    # a binary trace file: was "internal error: UnicodeDecodeError", exit 1
+    (["exporter", "--once", "--fake", "{dir}/trace.json"], "not UTF-8 text"),
+])
+def test_file_errors_are_one_stderr_line(cli, tmp_path, argv: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "trace.yaml").write_text("name: x\nframes: [\n")
+    (tmp_path / "trace.json").write_bytes(b"\xa2\xff\x00binary")
+    r = cli(*[a.format(dir=tmp_path) for a in argv])
+    assert r.code == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and needle in r.stderr
+    assert "To fix:" in r.stderr
+
+
+def test_multi_line_messages_are_folded_to_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuwise.cli.main import _print_error
+
+    _print_error("bad file (while parsing\n  in line 3\n   ^) — To fix: fix it")
+    assert capsys.readouterr().err == "error: bad file (while parsing in line 3 ^) — To fix: fix it\n"

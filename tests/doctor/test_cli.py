@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -61,3 +63,24 @@ def test_replay_json_matches_golden(cli) -> None:  # type: ignore[no-untyped-def
     if os.environ.get("GPUWISE_UPDATE_GOLDEN"):
         golden.write_text(current, "utf-8")
     assert current == golden.read_text("utf-8")
+
+
+@pytest.mark.parametrize(("layout", "needle"), [
+    ({}, "not a recorded machine"),                                      # an empty folder: was diagnosed as a machine
+    ({"facts.json": b'{"cpu_count": '}, "not valid JSON"),                # truncated: was JSONDecodeError, exit 1
+    ({"facts.json": b"[1, 2]"}, "expected a JSON object, got list"),      # wrong type: was AttributeError, exit 1
+    ({"facts.json": b'{"cpu_count": "many"}'}, "unexpected content"),     # wrong field type: was ValueError, exit 1
+    ({"facts.json": b'{"torch": {"bogus": 1}}'}, "unexpected keyword"),   # unknown torch field: was TypeError, exit 1
+    ({"facts.json": b'{"disk": {"/": [1]}}'}, "unexpected content"),      # [total] without free: was IndexError, exit 1
+    ({"fs/proc/meminfo": b"\xaf\xff\x00"}, "not UTF-8 text"),             # binary file: was UnicodeDecodeError, exit 1
+    ({"commands/nvidia-smi -q.txt": b"\xff\xfe"}, "not UTF-8 text"),      # binary command output
+])
+def test_malformed_recordings_exit_2_naming_the_file(cli, tmp_path: Path, layout: dict[str, bytes],  # type: ignore[no-untyped-def]
+                                                     needle: str) -> None:
+    for rel, content in layout.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    r = cli("doctor", "--json", "--no-torch", "--replay", tmp_path)
+    assert r.code == 2, (r.code, r.stderr)
+    assert needle in r.stderr and r.stderr.count("\n") == 1 and "To fix:" in r.stderr
+    assert r.stdout == ""

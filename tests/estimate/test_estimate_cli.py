@@ -76,6 +76,8 @@ def test_list_models(cli: Any) -> None:
         ("--model", "llama-2-7b", "--tokens", "-1e9"),  # negative
         ("--model", "llama-2-7b", "--micro-batch", "1e12"),  # absurd
         ("--params", "1e30"),  # absurd
+        ("--params", "1"),  # below the assumed shape's embedding: FLOPs/s and hours came out negative
+        ("--params", "1M"),  # same (hidden 256: the 32k-token embedding alone has 8.2M parameters)
         ("--params", "nan"),  # not a number
         ("--model", "llama-2-7b", "--gpus", "0"),  # no GPUs
         ("--model", "lama-2-7b"),  # unknown preset (did-you-mean)
@@ -89,6 +91,7 @@ def test_list_models(cli: Any) -> None:
         ("--model", "llama-2-7b", "--gpus", "8", "--tensor-parallel", "16"),  # TP > GPUs
         ("--model", "llama-2-7b", "--inter-node-gbps", "-1"),  # negative bandwidth
         (),  # no model at all
+        ("--model", "llama-2-7b", "--samples", "10k", "--tokens", "1e9"),  # both sizes: --samples was ignored
     ],
 )
 def test_bad_input_exits_2_with_a_fix(cli: Any, args: tuple[str, ...]) -> None:
@@ -138,3 +141,10 @@ def test_calibration_flag_and_bad_calibration(cli: Any, tmp_path: Path) -> None:
     bad.write_text('{"version": 1, "gpus": {"A100-80GB": {"mfu": 3}}}')
     r = cli("estimate", "--model", "gpt2", "--calibration", bad, "--json")
     assert r.code == 2 and "mfu" in r.stderr
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xf6\xff\x00")
+    r = cli("estimate", "--model", "gpt2", "--calibration", binary, "--json")  # was "check the file's permissions"
+    assert r.code == 2 and "not UTF-8 text" in r.stderr and "permissions" not in r.stderr
+    # both flags: the file used to be ignored without a word
+    r = cli("estimate", "--model", "gpt2", "--calibration", good, "--no-calibration", "--json")
+    assert r.code == 2 and "contradict" in r.stderr and r.stdout == ""

@@ -161,3 +161,5 @@ def test_workload_checks_reject_bad_combinations() -> None:
         Workload(model=m, tensor_parallel=3)  # does not divide 32 heads
     with pytest.raises(InputError):
         Workload(model=m, tokens=float("nan"))
+    with pytest.raises(InputError, match="not both"):
+        Workload(model=m, tokens=1e9, samples=1e4)  # run size given twice: tokens used to win silently

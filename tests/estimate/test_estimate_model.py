@@ -166,3 +166,16 @@ def test_params_that_contradict_the_model_are_refused() -> None:
 )
 def test_lora_adapter_params(targets: str, expected: int) -> None:
     assert get_preset("llama-2-7b").lora_params(8, targets) == expected
+
+
+@pytest.mark.parametrize("params", [
+    3e7,   # about the smallest the Llama-like shape can hold (its embedding is ~25M)
+    1e8,   # a small model
+    7e9,   # the usual
+])
+def test_params_only_shapes_give_positive_flops(params: float) -> None:
+    from gpuwise.estimate.model import resolve_model
+
+    cfg = resolve_model(None, params)
+    assert cfg.total_params == params
+    assert 0 < cfg.matmul_params < params

@@ -280,3 +280,19 @@ def test_calibrated_bandwidth_slows_decode_by_its_efficiency(tmp_path: Path) -> 
     # prefill uses the measured matmul efficiency (0.7) instead of the fitted MFU
     assert cal.inference.time_to_first_token_s == pytest.approx(
         plain.inference.time_to_first_token_s * plain.mfu_compute / 0.7)
+
+
+@pytest.mark.parametrize(("global_batch", "micro_batch", "gpus", "used"), [
+    (3, 2, 1, 4),     # 1.5 micro-batches per step is impossible: rounded up to 2 (was estimated as 1.5 steps)
+    (8, 1, 32, 32),   # fewer sequences than GPUs: every rank runs at least one micro-batch
+    (10, 1, 8, 16),   # 8 GPUs × 1.25 accumulation steps → 2 steps
+    (64, 2, 8, 64),   # already a multiple: unchanged, no note
+])
+def test_global_batch_is_whole_micro_batches_per_rank(global_batch: int, micro_batch: int, gpus: int,
+                                                      used: int) -> None:
+    wl = workload_from_options(model="llama-2-7b", task="pretrain", tokens="1e10", seq_len=512,
+                               micro_batch=micro_batch, global_batch=global_batch)
+    est = estimate_workload(wl, "H100", gpus, calibration=None, suggest=False)
+    assert est.workload.global_batch == used
+    noted = [n for n in est.notes if "--global-batch" in n]
+    assert bool(noted) == (used != global_batch)

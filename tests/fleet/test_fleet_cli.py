@@ -75,6 +75,26 @@ def test_tco_json(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[n
     assert out.stat().st_size > 1_000_000
 
 
+@pytest.mark.parametrize(("flag", "percent", "fraction"), [
+    ("--interest-rate", "5%", "0.05"),   # was a typer error "Input should be a valid number"
+    ("--maintenance", "3%", "0.03"),     # same
+    ("--residual", "10%", "0.1"),        # same
+    ("--power-load", "70%", "0.7"),      # same; --utilization always took 60%
+])
+def test_tco_fractions_take_percent_like_utilization(cli, catalog: Path, flag: str, percent: str,  # type: ignore[no-untyped-def]
+                                                     fraction: str) -> None:
+    base = ("tco", "--gpu", "H100", "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--json")
+    a, b = cli(*base, flag, percent), cli(*base, flag, fraction)
+    assert a.code == 0 and b.code == 0, (a.stderr, b.stderr)
+    assert a.json() == b.json()
+
+
+def test_tco_takes_gpus_like_estimate(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
+    base = ("tco", "--gpu", "H100", "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--json")
+    # estimate says --gpus for a number of GPUs; tco said only --count
+    assert cli(*base, "--gpus", "16").json() == cli(*base, "--count", "16").json()
+
+
 def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("vendors", "--criteria", EXAMPLES / "vendors.yaml", "--json")
     assert r.code == 0, r.stderr
@@ -104,15 +124,24 @@ def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
     (["fleet", "--demand", "{ok}", "--spot-overhead", "nan"], "spot overhead"),
     (["fleet", "--demand", "{ok}", "--reserved-discount", "aws=0.3"], "CLOUD:1y=FRACTION"),
     (["fleet", "--demand", "{ok}", "--reserved-discount", "aws:1y=1.5"], "[0, 1)"),
+    # a typo'd cloud in an override was silently ignored (no discount applied, no word said)
+    (["fleet", "--demand", "{ok}", "--reserved-discount", "awz:1y=0.3"], "unknown cloud 'awz'"),
+    # a negative seed reached numpy: "internal error: ValueError", exit 1
+    (["fleet", "--profile", "--profile-hours", "24", "--seed", "-1"], "seed must be a whole number ≥ 0"),
+    (["fleet", "--profile", "--terms", "x"], "cannot read --terms 'x'"),  # says what is wrong with it
+    (["fleet", "--demand", "{ok}", "--profile-gpus", "L4"], "applies to --profile"),  # was silently ignored
     # tco
     (["tco", "--gpu", "H100"], "--server-price is required"),
     (["tco", "--gpu", "H100", "--server-price", "1e5"], "--usd-per-kwh is required"),
     (["tco", "--gpu", "H1000", "--server-price", "1e5", "--usd-per-kwh", "0.1"], "unknown GPU"),
     (["tco", "--gpu", "H100", "--server-price", "-5", "--usd-per-kwh", "0.1"], "--server-price must be"),
     (["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1", "--utilization", "2"], "utilization"),
+    (["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1",  # typo'd cloud: was ignored
+      "--reserved-discount", "gpc:1y=0.3"], "did you mean 'gcp'"),
     # vendors
     (["vendors", "--criteria", "{badweights}"], "sum to"),
     (["vendors", "--criteria", "missing.yaml"], "not found"),
+    (["vendors", "--criteria", "{ok_vendors}", "--reserved-discount", "nebiu:3y=0.2"], "did you mean 'nebius'"),
 ])
 def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
     samples = {
@@ -130,6 +159,7 @@ def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], 
     bad = tmp_path / "bad.yaml"
     bad.write_text((EXAMPLES / "vendors.yaml").read_text().replace("performance: 0.30", "performance: 3.0"))
     paths["badweights"] = str(bad)
+    paths["ok_vendors"] = str(EXAMPLES / "vendors.yaml")
     argv = [a.format(**paths) for a in args]
     if argv[0] in ("fleet", "tco"):
         argv += ["--catalog", str(catalog)]
@@ -138,6 +168,20 @@ def test_bad_input_exits_2(cli, catalog: Path, tmp_path: Path, args: list[str], 
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
     assert needle in r.stderr, r.stderr
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize(("terms", "allowed"), [
+    ("1", [1]),         # as documented
+    ("1,3", [1, 3]),    # as documented
+    ("1y,3y", [1, 3]),  # as --reserved-discount spells terms (aws:1y=...): was refused
+    ("3Y", [3]),        # any case
+])
+def test_terms_in_years_with_or_without_y(cli, catalog: Path, terms: str, allowed: list[int]) -> None:  # type: ignore[no-untyped-def]
+    r = cli("fleet", "--profile", "--profile-hours", "24", "--profile-gpus", "H100", "--catalog", catalog,
+            "--reserved-discount", "aws:1y=0.3", "--reserved-discount", "aws:3y=0.5", "--terms", terms, "--json")
+    assert r.code == 0, r.stderr
+    # one integer variable per allowed (cloud, term) reservation plus one: the terms reached the solver
+    assert r.json()["solver"]["variables"] == 1 + len(allowed)
 
 
 def test_normalize_weights_warns_on_stderr(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -167,3 +211,38 @@ def test_core_imports_no_cli_libraries() -> None:
             "print(bad)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == "[]"
+
+
+def _limit_file_size() -> None:  # runs in the child: files may not grow past 100 kB (plotly HTML is ~4 MB)
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+
+@pytest.mark.parametrize("argv", [
+    # --html over an existing chart: a failed write used to leave 100 kB of truncated HTML in its place
+    ["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1", "--html", "{out}"],
+    ["fleet", "--profile", "--profile-hours", "24", "--profile-gpus", "H100", "--html", "{out}"],
+])
+def test_failed_output_write_keeps_the_old_file(catalog: Path, tmp_path: Path, argv: list[str]) -> None:
+    out = tmp_path / "chart.html"
+    out.write_text("the previous chart\n")
+    r = subprocess.run([sys.executable, "-m", "gpuwise", *[a.format(out=out) for a in argv], "--catalog", str(catalog)],
+                       capture_output=True, text=True, check=False, preexec_fn=_limit_file_size)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: cannot write") and r.stderr.count("\n") == 1
+    assert out.read_text() == "the previous chart\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chart.html", "offers.csv"]  # no temporary left behind
+
+
+def test_html_and_saved_demand_are_written_whole(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    html, saved = tmp_path / "fleet.html", tmp_path / "year.csv"
+    saved.write_text("old\n")
+    r = cli("fleet", "--profile", "--profile-hours", "24", "--profile-gpus", "H100", "--catalog", catalog, "--html", html,
+            "--save-demand", saved, "--json")
+    assert r.code == 0, r.stderr
+    assert html.read_text().rstrip().endswith("</html>")
+    assert saved.read_text().startswith("timestamp,gpu,gpus,interruptible\n")
+    assert oct(saved.stat().st_mode & 0o777) != oct(0o600)  # readable like any file the user writes

@@ -68,3 +68,21 @@ def test_equal_values_normalize_to_one() -> None:
         v["values"]["m1"] = 7
     r = score_vendors(parse_criteria(d, "v.yaml"))
     assert next(n for n in r.normalization if n.metric == "m1").normalized == {"X": 1.0, "Y": 1.0, "Z": 1.0}
+
+
+@pytest.mark.parametrize(("vendor", "needle", "suggestion"), [
+    # an unknown gpu: was "unknown GPU 'H10'" without the file or the vendor
+    ({"gpu": "H10", "cloud": "aws"}, r"v\.yaml: vendors\[0\] \(X\): unknown GPU 'H10'", "H100"),
+    # an unknown cloud: was "no value for ... usd_per_gpu_hour", which hid the typo
+    ({"gpu": "H100", "cloud": "awz"}, r"v\.yaml: vendors\[0\] \(X\): unknown cloud 'awz'", "aws"),
+])
+def test_filled_values_name_the_vendor_and_suggest(vendor: dict[str, str], needle: str, suggestion: str) -> None:
+    from gpuwise.catalog import load_catalog
+    from gpuwise.fleet.vendors import catalog_filler
+
+    d = {"weights": {"cost": 1.0}, "criteria": {"cost": {"usd_per_gpu_hour": {"direction": "lower"}}},
+         "vendors": [{"name": "X", **vendor}, {"name": "Y", "values": {"usd_per_gpu_hour": 2.0}}]}
+    fill = catalog_filler(load_catalog().offers, {})
+    with pytest.raises(DataFileError, match=needle) as exc:
+        parse_criteria(d, "v.yaml", fill=fill)
+    assert suggestion in exc.value.suggestions

@@ -117,3 +117,22 @@ def test_without_nvml_the_commands_say_how_to_fix(cli: Any) -> None:
         pass
     r = cli("exporter", "--once")
     assert r.code == 2 and "cannot start NVML" in r.stderr and "--fake idle" in r.stderr
+
+
+def _limit_file_size() -> None:  # runs in the child: files may not grow past 20 kB
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+
+def test_report_html_failed_write_keeps_the_old_report(tmp_path: Path) -> None:
+    # a failed --html write used to truncate the previous report and leave 20 kB of half an HTML page
+    out = tmp_path / "report.html"
+    out.write_text("last week's report\n")
+    r = subprocess.run([sys.executable, "-m", "gpuwise", "report", "--fake", "idle", "--html", str(out)],
+                       capture_output=True, text=True, check=False, preexec_fn=_limit_file_size)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: cannot write") and r.stderr.count("\n") == 1
+    assert out.read_text() == "last week's report\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temporary left behind

@@ -120,3 +120,18 @@ def test_unreadable_trace_and_unknown_scenario() -> None:
     with pytest.raises(InputError) as exc:
         scenario("idel")
     assert "idle" in exc.value.suggestions
+
+
+@pytest.mark.parametrize(("name", "content", "needle"), [
+    ("trace.json", b"\xa2\xff binary \x00", "not UTF-8 text"),    # binary file: was an internal error (exit 1)
+    ("trace.yaml", b"\xff\xfe\x00n\x00a", "not UTF-8 text"),     # UTF-16 with BOM: not our encoding
+    ("trace.yaml", b"name: x\nframes: [\n", "line 3, column 1"),  # truncated YAML: located, one line
+    ("trace.json", b'{"name": "x"', "line 1 column"),            # truncated JSON
+])
+def test_undecodable_or_truncated_trace_is_one_line_data_error(tmp_path: Path, name: str, content: bytes,
+                                                               needle: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(DataFileError, match=needle) as exc:
+        load_trace(path)
+    assert "\n" not in exc.value.one_line()

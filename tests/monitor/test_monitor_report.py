@@ -112,6 +112,24 @@ def test_catalog_price_of_the_instance_type() -> None:
     assert r.gpus[0].usd_per_hour == 2.50 and "a100-1" in r.gpus[0].price_source
 
 
+@pytest.mark.parametrize(("env", "kwargs", "needle"), [
+    # a bad environment value used to be reported as "GPU price per hour", with no hint where it came from
+    ({"GPUWISE_GPU_PRICE_USD_PER_HOUR": "abc"}, {}, "cannot read GPUWISE_GPU_PRICE_USD_PER_HOUR 'abc'"),
+    ({}, {"price_usd_per_hour": "abc"}, "cannot read --price-usd-per-hour 'abc'"),  # the flag
+    ({"GPUWISE_INSTANCE_TYPE": "bogus"}, {}, "'bogus' (from GPUWISE_INSTANCE_TYPE) is not in the catalog"),
+    ({}, {"instance_type": "bogus"}, "instance type 'bogus' is not in the catalog"),  # the flag
+])
+def test_bad_price_settings_name_their_source(monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
+                                              kwargs: dict[str, str], needle: str) -> None:
+    from gpuwise.errors import InputError
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(InputError) as exc:
+        PriceBook(offers=OFFERS, **kwargs).price("A100-80GB")  # type: ignore[arg-type]
+    assert needle in exc.value.message
+
+
 def test_json_document_has_the_contract_fields() -> None:
     doc = report_to_dict(_report(day_trace()))
     json.dumps(doc, allow_nan=False)

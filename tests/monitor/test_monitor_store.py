@@ -78,3 +78,30 @@ def test_unusable_database_is_a_storage_error(tmp_path: Path) -> None:
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StorageError, match="cannot open the history database"):
         HistoryStore(bad)
+
+
+@pytest.mark.parametrize(("schema", "needle"), [
+    # another program's database: was "internal error: OperationalError: no such column: ts" (exit 1)
+    ("CREATE TABLE samples (x INTEGER)", "table samples lacks column(s) gpu, ts"),
+    # a database with no gpuwise tables: gpuwise used to add its tables (and WAL mode) to it
+    ("CREATE TABLE invoices (id INTEGER, usd REAL)", "tables invoices; none of gpuwise's"),
+])
+def test_someone_elses_sqlite_file_is_refused_untouched(tmp_path: Path, schema: str, needle: str) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(schema)
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        HistoryStore(path)
+    assert path.read_bytes() == before  # no tables added, journal mode unchanged
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_empty_file_and_own_history_still_open(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")  # a 0-byte file is an empty SQLite database: gpuwise may create its tables
+    with HistoryStore(empty):
+        pass
+    with HistoryStore(empty) as store:  # reopening its own file passes the schema check
+        assert store.path == empty

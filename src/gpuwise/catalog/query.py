@@ -64,6 +64,9 @@ def resolve_gpu_filter(name: str, offers: Sequence[Offer]) -> str:
 
 def query_offers(offers: Sequence[Offer], query: OfferQuery) -> list[Offer]:
     """Offers matching every field of ``query`` (unsorted)."""
+    if query.count is not None and query.min_count is not None and query.count < query.min_count:
+        raise InputError(f"--count {query.count:g} is below --min-count {query.min_count:g}: nothing can match",
+                         hint="give one of --count and --min-count")
     if query.clouds:
         _check_names(query.clouds, {o.cloud for o in offers}, "cloud", "`gpuwise catalog info`")
     gpu = resolve_gpu_filter(query.gpu, offers) if query.gpu else None

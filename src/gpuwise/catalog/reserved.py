@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuwise.catalog.offer import Offer
-from gpuwise.errors import DataFileError
+from gpuwise.errors import DataFileError, parse_error_text
 from gpuwise.paths import config_dir
 
 Term = Literal[1, 3]
@@ -71,7 +71,7 @@ def load_reserved_terms(user_file: Path | None = None) -> dict[tuple[str, int], 
         try:
             user = yaml.safe_load(path.read_text("utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise DataFileError(f"{path}: not valid YAML ({exc})".replace("\n", " "),
+            raise DataFileError(f"{path}: not valid YAML ({parse_error_text(exc)})",
                                 hint="fix the file or remove it") from None
         terms.update(_parse(user, str(path)))
     return terms

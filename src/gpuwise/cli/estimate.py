@@ -91,6 +91,11 @@ def estimate(
         pipeline_parallel=pipeline_parallel, cpu_offload=cpu_offload, flash_attention=flash_attention,
         prompt_len=prompt_len, output_len=output_len, requests=requests,
     )
+    if no_calibration and calibration is not None:  # the file used to be ignored without a word
+        from gpuwise.errors import InputError
+
+        raise InputError("--calibration and --no-calibration contradict each other",
+                         hint="give --calibration FILE to use a file, or --no-calibration to use none")
     cal = None if no_calibration else load_calibration(calibration)
     est = estimate_workload(wl, gpu, gpus, gpus_per_node=gpus_per_node, inter_node_gbit_s=inter_node_gbps,
                             calibration=cal)

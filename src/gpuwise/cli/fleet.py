@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,20 +28,27 @@ SpotOverheadFlag = Annotated[
 ]
 
 
-def _terms(reserved_discount: list[str] | None) -> dict[tuple[str, int], ReservedTerm | None]:
+def _terms(reserved_discount: list[str] | None, offers: Sequence[Any]) -> dict[tuple[str, int], ReservedTerm | None]:
+    """Reserved terms, with ``--reserved-discount`` overrides for clouds the catalog (``offers``) knows."""
     from gpuwise.catalog.reserved import load_reserved_terms
     from gpuwise.fleet.pricing import parse_reserved_overrides
 
     terms = load_reserved_terms()
-    terms.update(parse_reserved_overrides(reserved_discount or []))
+    known = {o.cloud for o in offers} | {cloud for cloud, _ in terms}
+    terms.update(parse_reserved_overrides(reserved_discount or [], known_clouds=known))
     return terms
 
 
-def _offers(catalog: list[Path] | None, cloud: list[str] | None, region: str | None) -> list[Any]:
-    from gpuwise.catalog import OfferQuery, load_catalog, query_offers
+def _all_offers(catalog: list[Path] | None) -> Sequence[Any]:
+    from gpuwise.catalog import load_catalog
 
-    cat = load_catalog(catalog or ())
-    return query_offers(cat.offers, OfferQuery(clouds=tuple(c.lower() for c in split_list(cloud)), region=region))
+    return load_catalog(catalog or ()).offers
+
+
+def _offers(offers: Sequence[Any], cloud: list[str] | None, region: str | None) -> list[Any]:
+    from gpuwise.catalog import OfferQuery, query_offers
+
+    return query_offers(offers, OfferQuery(clouds=tuple(c.lower() for c in split_list(cloud)), region=region))
 
 
 def _money_opt(value: str | None, what: str) -> float | None:
@@ -87,7 +95,7 @@ def fleet(
     monthly_budget: Annotated[str | None, typer.Option("--monthly-budget", help="Most any calendar month may cost (USD).")] = None,
     max_commitment: Annotated[str | None, typer.Option("--max-commitment", help="Most all reservations may commit to over their full terms (USD).")] = None,
     max_reserved: Annotated[int | None, typer.Option("--max-reserved", help="Most GPUs reserved in total.")] = None,
-    terms: Annotated[str, typer.Option("--terms", help="Reservation terms allowed: 1, 3 or 1,3.")] = "1,3",
+    terms: Annotated[str, typer.Option("--terms", help="Reservation terms allowed, in years: 1, 3 or 1,3.")] = "1,3",
     reserved_discount: ReservedFlag = None,
     html: Annotated[Path | None, typer.Option("--html", help="Write an offline HTML chart here.")] = None,
     catalog: CatalogFlag = None,
@@ -103,27 +111,34 @@ def fleet(
         raise InputError("give exactly one of --demand FILE or --profile",
                          hint="e.g. `gpuwise fleet --demand examples/demand.csv` or `gpuwise fleet --profile`")
     if demand is not None:
+        if profile_gpus:  # only the synthetic profile has models to choose; it used to be ignored
+            raise InputError("--profile-gpus applies to --profile, not to --demand FILE",
+                             hint="drop --profile-gpus (the file's gpu column names the models)")
         dem = read_demand_csv(demand)
     else:
         dem = synthetic_demand(tuple(split_list(profile_gpus)) or ("H100", "A100-80GB"), hours=profile_hours,
                                seed=seed, peak_gpus=profile_peak)
     if save_demand is not None:
         try:
-            save_demand.write_text(demand_to_csv(dem), "utf-8")
+            from gpuwise.paths import write_text_atomic
+
+            write_text_atomic(save_demand, demand_to_csv(dem))
         except OSError as exc:
             raise InputError(f"cannot write {save_demand} ({exc.strerror})",
                              hint="give a writable --save-demand path") from None
     try:
-        allowed_terms = tuple(sorted({int(t) for t in split_list([terms])}))
+        # `1y` as well as `1`: --reserved-discount spells terms `aws:1y=...`
+        allowed_terms = tuple(sorted({int(t.lower().removesuffix("y")) for t in split_list([terms])}))
     except ValueError:
-        raise InputError(f"--terms {terms!r}", hint="write 1, 3 or 1,3") from None
+        raise InputError(f"cannot read --terms {terms!r}", hint="write 1, 3 or 1,3 (years)") from None
     options = FleetOptions(
         spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead,
         spot_capacity_gpus=_spot_caps(spot_capacity, dem.gpus), budget_usd=_money_opt(budget, "--budget"),
         monthly_budget_usd=_money_opt(monthly_budget, "--monthly-budget"),
         max_commitment_usd=_money_opt(max_commitment, "--max-commitment"), max_reserved_gpus=max_reserved,
         terms=allowed_terms)
-    prices = gpu_prices(_offers(catalog, cloud, region), dem.gpus, _terms(reserved_discount))
+    offers = _all_offers(catalog)
+    prices = gpu_prices(_offers(offers, cloud, region), dem.gpus, _terms(reserved_discount, offers))
     plan = plan_fleet(dem, prices, options)
     if html is not None:
         from gpuwise.fleet.charts import fleet_html
@@ -200,20 +215,20 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
 
 def tco(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU model, e.g. A100-80GB.")],
-    count: Annotated[int, typer.Option("--count", help="GPUs owned or rented.")] = 8,
+    count: Annotated[int, typer.Option("--count", "--gpus", help="GPUs owned or rented (--gpus, as in `estimate`, is the same).")] = 8,
     years: Annotated[float, typer.Option("--years", help="Horizon in years.")] = 3.0,
     utilization: Annotated[str, typer.Option("--utilization", help="Fraction of hours the GPUs do useful work (0.6 or 60%).")] = "0.6",
     server_price: Annotated[str | None, typer.Option("--server-price", help="Price of the servers holding all the GPUs (USD). Required: no citable default exists.")] = None,
     usd_per_kwh: Annotated[float | None, typer.Option("--usd-per-kwh", help="Electricity price, USD per kWh. Required: it varies several-fold by place.")] = None,
     pue: Annotated[float | None, typer.Option("--pue", help="Facility PUE (default 1.58: Uptime Institute 2023 survey average).")] = None,
-    power_load: Annotated[float, typer.Option("--power-load", help="Average GPU draw as a fraction of TDP (1.0 = full TDP always, an upper bound).")] = 1.0,
+    power_load: Annotated[str, typer.Option("--power-load", help="Average GPU draw as a fraction of TDP, 0.7 or 70% (1.0 = full TDP always, an upper bound).")] = "1.0",
     host_power_w: Annotated[float, typer.Option("--host-power-w", help="Extra host power for all servers, watts (default 0: not counted).")] = 0.0,
     depreciation_years: Annotated[float | None, typer.Option("--depreciation-years", help="Straight-line depreciation life (default: the horizon).")] = None,
-    residual: Annotated[float, typer.Option("--residual", help="Value left after the depreciation life, fraction of the price.")] = 0.0,
-    interest_rate: Annotated[float, typer.Option("--interest-rate", help="Yearly interest when financed over the depreciation life (0 = cash).")] = 0.0,
+    residual: Annotated[str, typer.Option("--residual", help="Value left after the depreciation life, fraction of the price (0.1 or 10%).")] = "0",
+    interest_rate: Annotated[str, typer.Option("--interest-rate", help="Yearly interest rate when financed over the depreciation life, 0.05 or 5% (0 = cash).")] = "0",
     colocation: Annotated[str, typer.Option("--colocation-per-month", help="Space/colocation per month, USD (default 0: not counted).")] = "0",
     staff: Annotated[str, typer.Option("--staff-per-year", help="Operations staff share per year, USD (default 0: not counted).")] = "0",
-    maintenance: Annotated[float, typer.Option("--maintenance", help="Maintenance per year as a fraction of the price (default 0: not counted).")] = 0.0,
+    maintenance: Annotated[str, typer.Option("--maintenance", help="Maintenance per year as a fraction of the price, 0.05 or 5% (default 0: not counted).")] = "0",
     cloud: CloudFlag = None,
     spot_overhead: SpotOverheadFlag = None,
     reserved_discount: ReservedFlag = None,
@@ -240,12 +255,15 @@ def tco(
     if spec.tdp_w is None:
         raise InputError(f"the hardware table has no TDP for {spec.name}", hint="add tdp_w in your gpus.csv")
     own = OwnCosts(server_price_usd=parse_money_usd(server_price, "--server-price"), usd_per_kwh=usd_per_kwh,
-                   pue=DEFAULT_PUE if pue is None else pue, power_load=power_load, host_power_w=host_power_w,
-                   depreciation_years=depreciation_years, residual_fraction=residual, interest_rate=interest_rate,
+                   pue=DEFAULT_PUE if pue is None else pue, power_load=parse_fraction(power_load, "--power-load"),
+                   host_power_w=host_power_w, depreciation_years=depreciation_years,
+                   residual_fraction=parse_fraction(residual, "--residual"),
+                   interest_rate=parse_fraction(interest_rate, "--interest-rate"),
                    colocation_usd_per_month=parse_money_usd(colocation, "--colocation-per-month"),
                    staff_usd_per_year=parse_money_usd(staff, "--staff-per-year"),
-                   maintenance_fraction_per_year=maintenance)
-    p = gpu_prices(_offers(catalog, cloud, None), [spec.name], _terms(reserved_discount))[spec.name]
+                   maintenance_fraction_per_year=parse_fraction(maintenance, "--maintenance"))
+    offers = _all_offers(catalog)
+    p = gpu_prices(_offers(offers, cloud, None), [spec.name], _terms(reserved_discount, offers))[spec.name]
 
     def best(term: int) -> float | None:
         rates = [o.usd_per_gpu_hour for o in p.reserved if o.term_years == term]
@@ -320,7 +338,8 @@ def vendors(
     from gpuwise.catalog import load_catalog
     from gpuwise.fleet.vendors import catalog_filler, read_criteria, score_vendors
 
-    fill = catalog_filler(load_catalog(catalog or ()).offers, _terms(reserved_discount))
+    offers = load_catalog(catalog or ()).offers
+    fill = catalog_filler(offers, _terms(reserved_discount, offers))
     crit = read_criteria(criteria, normalize_weights=normalize_weights, fill=fill)
     ranking = score_vendors(crit)
     for note in crit.notes:

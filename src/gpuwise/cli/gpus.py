@@ -10,7 +10,9 @@ from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money
 
 
 def gpus(
-    min_memory: Annotated[float | None, typer.Option("--min-memory", help="Only GPUs with at least this many GiB.")] = None,
+    min_memory: Annotated[float | None, typer.Option(
+        "--min-memory", "--min-gpu-memory",
+        help="Only GPUs with at least this many GiB of memory (--min-gpu-memory, as in `offers`, is the same).")] = None,
     cloud: Annotated[list[str] | None, typer.Option("--cloud", help="Prices from these clouds only (comma-separated or repeated).")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Only GPUs with a spot offer; sort by spot price.")] = False,
     priced_only: Annotated[bool, typer.Option("--priced-only", help="Only models with an offer in the catalog.")] = False,

@@ -100,7 +100,8 @@ def _fill_optional_values(args: list[str]) -> list[str]:
 
 
 def _print_error(text: str) -> None:
-    sys.stderr.write(f"error: {text}\n")
+    # One line, always: a message quoting a file or a parser's multi-line text is folded.
+    sys.stderr.write("error: " + " ".join(text.split()) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

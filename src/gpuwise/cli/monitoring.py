@@ -51,8 +51,8 @@ def _logging() -> None:
 def exporter(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0 exposes it to the network).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 9835,
-    interval: Annotated[str, typer.Option("--interval", help="How often to read the GPUs, e.g. 1s, 500ms is not "
-                                          "supported: use 0.5s.")] = "1s",
+    interval: Annotated[str, typer.Option("--interval", help="How often to read the GPUs, e.g. 1s, 0.5s or "
+                                          "500ms.")] = "1s",
     fake: FakeFlag = None,
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
@@ -212,7 +212,9 @@ def report(
         from gpuwise.monitor.report_html import render_html
 
         try:
-            html.write_text(render_html(rep, history, doc), encoding="utf-8")
+            from gpuwise.paths import write_text_atomic
+
+            write_text_atomic(html, render_html(rep, history, doc))
         except OSError as exc:
             from gpuwise.errors import StorageError
 

@@ -312,31 +312,63 @@ class FixtureProbe:
 
     @classmethod
     def from_dir(cls, folder: Path) -> FixtureProbe:
-        """Load a recorded machine from ``folder`` (layout in the class docstring)."""
-        from gpuwise.doctor.nvsmi import parse_nvidia_smi_q
+        """Load a recorded machine from ``folder`` (layout in the class docstring).
 
+        A recording is untrusted input: anything malformed raises DataFileError naming the file
+        and field (it used to surface as an internal error).
+        """
+        from gpuwise.doctor.nvsmi import parse_nvidia_smi_q
+        from gpuwise.errors import DataFileError
+
+        fs, cmd_dir, facts_path = folder / "fs", folder / "commands", folder / "facts.json"
+        if not (fs.is_dir() or cmd_dir.is_dir() or facts_path.is_file()):
+            raise DataFileError(f"{folder}: not a recorded machine (no fs/, commands/ or facts.json)",
+                                hint="give a folder with fs/, commands/ (e.g. 'nvidia-smi -q.txt') and facts.json")
         files: dict[str, str] = {}
-        fs = folder / "fs"
         if fs.is_dir():
             for p in sorted(fs.rglob("*")):
                 if p.is_file():
-                    files["/" + p.relative_to(fs).as_posix()] = p.read_text("utf-8")
+                    files["/" + p.relative_to(fs).as_posix()] = _recorded_text(p)
         commands: dict[str, CommandOutput] = {}
-        cmd_dir = folder / "commands"
         if cmd_dir.is_dir():
             for p in sorted(cmd_dir.glob("*.txt")):
-                commands[p.stem] = CommandOutput(0, p.read_text("utf-8"))
-        facts: dict[str, Any] = {}
-        if (folder / "facts.json").is_file():
-            facts = json.loads((folder / "facts.json").read_text("utf-8"))
+                commands[p.stem] = CommandOutput(0, _recorded_text(p))
+        facts = _recorded_facts(facts_path) if facts_path.is_file() else {}
         gpu = GpuInfo(nvml_error="NVML Shared Library Not Found")
         if "nvidia-smi -q" in commands:
             gpu = parse_nvidia_smi_q(commands["nvidia-smi -q"].stdout)
-        torch_facts = facts.get("torch")
-        torch_info = TorchInfo(**torch_facts) if torch_facts else cls().torch_info
-        return cls(
-            files=files, commands=commands, env=dict(facts.get("env", {})),
-            cpus=int(facts.get("cpu_count", 8)),
-            disks={k: DiskUsage(int(v[0]), int(v[1])) for k, v in facts.get("disk", {}).items()},
-            gpu_info=gpu, torch_info=torch_info,
-        )
+        try:
+            torch_facts = facts.get("torch")
+            torch_info = TorchInfo(**torch_facts) if torch_facts else cls().torch_info
+            env = {str(k): str(v) for k, v in dict(facts.get("env", {})).items()}
+            cpus = int(facts.get("cpu_count", 8))
+            disks = {str(k): DiskUsage(int(v[0]), int(v[1])) for k, v in dict(facts.get("disk", {})).items()}
+        except (TypeError, ValueError, IndexError, KeyError) as exc:
+            raise DataFileError(f"{facts_path}: unexpected content ({' '.join(str(exc).split())})",
+                                hint="env {NAME: value}, cpu_count N, disk {path: [total_bytes, free_bytes]}, "
+                                "torch {TorchInfo fields}") from None
+        return cls(files=files, commands=commands, env=env, cpus=cpus, disks=disks, gpu_info=gpu,
+                   torch_info=torch_info)
+
+
+def _recorded_text(path: Path) -> str:
+    from gpuwise.errors import DataFileError, parse_error_text
+
+    try:
+        return path.read_text("utf-8")
+    except (UnicodeDecodeError, OSError) as exc:
+        why = parse_error_text(exc) if isinstance(exc, UnicodeDecodeError) else exc.strerror
+        raise DataFileError(f"{path}: {why}", hint="record the machine's files as UTF-8 text") from None
+
+
+def _recorded_facts(path: Path) -> dict[str, Any]:
+    from gpuwise.errors import DataFileError, parse_error_text
+
+    try:
+        facts = json.loads(_recorded_text(path))
+    except ValueError as exc:
+        raise DataFileError(f"{path}: not valid JSON ({parse_error_text(exc)})", hint="fix facts.json") from None
+    if not isinstance(facts, dict):
+        raise DataFileError(f"{path}: expected a JSON object, got {type(facts).__name__}",
+                            hint='write {"env": {...}, "cpu_count": N, "disk": {...}, "torch": {...}}')
+    return facts

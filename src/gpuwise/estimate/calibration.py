@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuwise.errors import DataFileError, did_you_mean
+from gpuwise.errors import DataFileError, did_you_mean, parse_error_text
 from gpuwise.paths import config_dir
 
 CALIBRATION_VERSION = 1
@@ -158,8 +158,11 @@ def load_calibration(path: str | Path | None = None) -> Calibration | None:
         return None
     try:
         data = json.loads(p.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataFileError(f"{p}: cannot read ({exc})", hint="check the file's permissions") from None
+    except UnicodeDecodeError as exc:  # was reported as a permissions problem
+        raise DataFileError(f"{p}: {parse_error_text(exc)}",
+                            hint="rerun `gpuwise bench --calibrate`, or remove the file") from None
+    except OSError as exc:
+        raise DataFileError(f"{p}: cannot read ({exc.strerror})", hint="check the file's permissions") from None
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})",
                             hint="rerun `gpuwise bench --calibrate` or fix the file") from None

@@ -230,7 +230,9 @@ def _mfu_compute(wl: Workload, gpu: GpuSpec, cal: GpuCalibration | None, adapter
 
 def _default_global_batch(wl: Workload, dp: int) -> int:
     if wl.global_batch is not None:
-        return wl.global_batch
+        # each data-parallel rank runs whole micro-batches: a step is micro_batch × dp × accumulation
+        per_step = wl.micro_batch * dp
+        return math.ceil(wl.global_batch / per_step) * per_step
     if wl.task == "pretrain" and wl.model.arch in ("decoder", "encoder-decoder", "encoder"):
         seqs = math.ceil(DEFAULT_PRETRAIN_BATCH_TOKENS / wl.effective_seq_len)
         per_step = wl.micro_batch * dp
@@ -423,7 +425,10 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
         wall = total / tps / 3600 if total is not None else None
         flops_total = fpt * total if total is not None else None
         efficiency = compute / step
-        wl_out = wl if wl.global_batch is not None else replace(wl, global_batch=gb)
+        if wl.global_batch is not None and gb != wl.global_batch:
+            notes.append(f"--global-batch {wl.global_batch} is not a multiple of micro-batch {wl.micro_batch} × "
+                         f"{dp} data-parallel GPUs: estimated with {gb}")
+        wl_out = wl if wl.global_batch == gb else replace(wl, global_batch=gb)
         if wl.tokens is None and wl.samples is None and wl.task == "pretrain":
             notes.append(f"no --tokens: assumed Chinchilla-optimal 20 tokens/parameter = {total:.3g} tokens")
         if total is None:

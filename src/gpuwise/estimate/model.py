@@ -459,7 +459,13 @@ def resolve_model(model: str | None, params: float | None) -> ModelConfig:
     if model is None:
         if params is None:
             raise InputError("no model given", hint="give --model NAME (or a config.json path) or --params 7e9")
-        return replace(scaled_llama_like(params), params=params)
+        shape = scaled_llama_like(params)
+        embedding = shape.embedding_params()
+        if params <= embedding:  # no weights left for the layers: FLOPs and times came out negative
+            raise InputError(f"--params {params:.3g} is too small for the assumed Llama-like shape, whose "
+                             f"{shape.vocab:,}-token embedding alone has {embedding:.3g} parameters",
+                             hint="give --model with the model's config.json (small models need their real shape)")
+        return replace(shape, params=params)
     looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
     cfg = parse_hf_config(Path(model) if not Path(model).is_dir() else Path(model) / "config.json") \
         if looks_like_path or Path(model).is_dir() else get_preset(model)

@@ -113,6 +113,9 @@ class Workload:
                                 ("--requests", self.requests, _MAX_TOKENS)):
             if value is not None:
                 check_finite(value, name, strict=True, maximum=hi)
+        if self.tokens is not None and self.samples is not None:  # tokens used to win silently
+            raise InputError("both --tokens and --samples given: the run's size is ambiguous",
+                             hint="give --tokens, or --samples (tokens = samples × seq-len × epochs), not both")
         check_finite(self.epochs, "--epochs", strict=True, maximum=1e6)
         for name, ivalue, hi in (("--seq-len", self.seq_len, _MAX_SEQ), ("--micro-batch", self.micro_batch, _MAX_BATCH),
                                  ("--global-batch", self.global_batch, _MAX_BATCH), ("--lora-rank", self.lora_rank, 1 << 16),

@@ -14,12 +14,13 @@ import numpy as np
 from gpuwise.errors import InputError
 from gpuwise.fleet.optimize import FleetPlan
 from gpuwise.fleet.tco import TcoResult
+from gpuwise.paths import write_text_atomic
 
 
 def _write(fig: object, path: Path, title: str) -> None:
     try:
         html = fig.to_html(include_plotlyjs=True, full_html=True)  # type: ignore[attr-defined]
-        path.write_text(html.replace("<head>", f"<head><title>{title}</title>", 1), "utf-8")
+        write_text_atomic(path, html.replace("<head>", f"<head><title>{title}</title>", 1))
     except OSError as exc:
         raise InputError(f"cannot write {path} ({exc.strerror})", hint="give a writable --html path") from None
 

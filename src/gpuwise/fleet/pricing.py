@@ -64,8 +64,13 @@ class GpuPrices:
     """``cloud Ny`` terms for clouds selling this GPU whose reserved discount is unknown (not offered)."""
 
 
-def parse_reserved_overrides(values: Iterable[str]) -> dict[tuple[str, int], ReservedTerm]:
-    """``aws:1y=0.3`` → a ReservedTerm per (cloud, years), from the command line."""
+def parse_reserved_overrides(values: Iterable[str], *,
+                             known_clouds: Iterable[str] | None = None) -> dict[tuple[str, int], ReservedTerm]:
+    """``aws:1y=0.3`` → a ReservedTerm per (cloud, years), from the command line.
+
+    With ``known_clouds``, a cloud outside it is refused (a typo would otherwise be ignored).
+    """
+    known = sorted(set(known_clouds)) if known_clouds is not None else None
     out: dict[tuple[str, int], ReservedTerm] = {}
     for raw in values:
         m = _OVERRIDE.match(raw)
@@ -81,6 +86,9 @@ def parse_reserved_overrides(values: Iterable[str]) -> dict[tuple[str, int], Res
             raise InputError(f"--reserved-discount {raw!r}: the discount must be in [0, 1)",
                              hint="write e.g. 0.37 for 37% off on-demand")
         cloud, years = m.group(1).lower(), int(m.group(2))
+        if known is not None and cloud not in known:
+            raise InputError(f"--reserved-discount {raw!r}: unknown cloud {cloud!r}",
+                             hint=f"use one of: {', '.join(known)}", suggestions=did_you_mean(cloud, known))
         out[(cloud, years)] = ReservedTerm(cloud, years, value, f"--reserved-discount {raw}")  # type: ignore[arg-type]
     return out
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from gpuwise.errors import DataFileError, InputError
+from gpuwise.errors import DataFileError, GpuwiseError, InputError, parse_error_text
 
 Direction = Literal["higher", "lower"]
 
@@ -279,7 +279,11 @@ def parse_criteria(data: Any, origin: str, *, normalize_weights: bool = False,
         for m in metrics:
             if m.name in values:
                 continue
-            got = fill(vendor, m.name) if fill is not None else None
+            try:
+                got = fill(vendor, m.name) if fill is not None else None
+            except GpuwiseError as exc:  # an unknown `gpu:` or `cloud:`; say which vendor of which file
+                raise DataFileError(f"{where} ({name}): {exc.message}", hint=exc.hint,
+                                    suggestions=exc.suggestions) from None
             if got is None:
                 hint = f"give vendors[{i}].values.{m.name}"
                 if m.name in AUTO_FILLED:
@@ -299,15 +303,21 @@ def read_criteria(path: Path, **kwargs: Any) -> Criteria:
     except FileNotFoundError:
         raise InputError(f"criteria file {str(path)!r} not found", hint="give the path of a vendors YAML") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise DataFileError(f"{path}: not valid YAML ({exc})".replace("\n", " "), hint="fix the file") from None
+        raise DataFileError(f"{path}: not valid YAML ({parse_error_text(exc)})", hint="fix the file") from None
     return parse_criteria(data, str(path), **kwargs)
 
 
 def catalog_filler(offers: Sequence[Any], terms: Mapping[tuple[str, int], Any]) -> Callable[[Vendor, str], tuple[float, str] | None]:
     """A ``fill`` for :func:`parse_criteria` backed by the hardware table, catalog and reserved terms."""
+    from gpuwise.errors import did_you_mean
     from gpuwise.hardware import find_gpu
 
+    clouds = sorted({o.cloud for o in offers} | {cloud for cloud, _ in terms})
+
     def fill(vendor: Vendor, metric: str) -> tuple[float, str] | None:
+        if vendor.cloud is not None and vendor.cloud not in clouds and metric in ("usd_per_gpu_hour", "monthly_discount"):
+            raise InputError(f"unknown cloud {vendor.cloud!r}", hint=f"use one of: {', '.join(clouds)}, or give "
+                             f"values.{metric} yourself", suggestions=did_you_mean(vendor.cloud, clouds))
         if vendor.gpu is None:
             return None
         spec = find_gpu(vendor.gpu)

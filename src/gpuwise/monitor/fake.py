@@ -38,7 +38,7 @@ from typing import Any
 
 import pynvml
 
-from gpuwise.errors import DataFileError, InputError, did_you_mean
+from gpuwise.errors import DataFileError, InputError, did_you_mean, parse_error_text
 from gpuwise.monitor.nvml import NvmlGpuReader, ProcInfo
 from gpuwise.monitor.snapshot import Snapshot
 
@@ -141,7 +141,9 @@ def load_trace(path: str | Path) -> Trace:
     """Read a trace file (JSON or YAML)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{p}: {parse_error_text(exc)}", hint="give a JSON or YAML trace saved as UTF-8") from None
     except OSError as exc:
         raise InputError(f"cannot read trace {p}: {exc.strerror}", hint="give an existing trace file or a scenario name "
                          f"({', '.join(SCENARIOS)})") from exc
@@ -153,7 +155,7 @@ def load_trace(path: str | Path) -> Trace:
 
             data = yaml.safe_load(text)
     except (ValueError, Exception) as exc:  # json.JSONDecodeError / yaml.YAMLError
-        raise DataFileError(f"{p} is not valid JSON/YAML: {exc}", hint="fix the trace file") from exc
+        raise DataFileError(f"{p} is not valid JSON/YAML ({parse_error_text(exc)})", hint="fix the trace file") from exc
     return parse_trace(data, str(p))
 
 

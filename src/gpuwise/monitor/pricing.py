@@ -46,8 +46,11 @@ class PriceBook:
                  offers: Sequence[Offer] | None = None) -> None:
         env_price = os.environ.get("GPUWISE_GPU_PRICE_USD_PER_HOUR")
         raw = price_usd_per_hour if price_usd_per_hour is not None else env_price
-        self.configured = None if raw in (None, "") else parse_money_usd(raw, "GPU price per hour")
+        # name where a bad value came from: an environment variable is easy to forget
+        what = "--price-usd-per-hour" if price_usd_per_hour is not None else "GPUWISE_GPU_PRICE_USD_PER_HOUR"
+        self.configured = None if raw in (None, "") else parse_money_usd(raw, what)
         self.instance_type = instance_type or os.environ.get("GPUWISE_INSTANCE_TYPE") or None
+        self._instance_type_from = "" if instance_type else " (from GPUWISE_INSTANCE_TYPE)"
         self.cloud = cloud or os.environ.get("GPUWISE_CLOUD") or None
         self.region = region or os.environ.get("GPUWISE_REGION") or None
         self._offers = offers
@@ -78,7 +81,7 @@ class PriceBook:
             if not matches:
                 from gpuwise.errors import did_you_mean
 
-                raise InputError(f"instance type {self.instance_type!r} is not in the catalog"
+                raise InputError(f"instance type {self.instance_type!r}{self._instance_type_from} is not in the catalog"
                                  + (f" for cloud {self.cloud}" if self.cloud else ""),
                                  hint="give --price-usd-per-hour instead, or check `gpuwise offers`",
                                  suggestions=did_you_mean(self.instance_type, {o.instance_type for o in self.offers}))

@@ -34,6 +34,13 @@ CREATE TABLE IF NOT EXISTS samples (gpu INTEGER NOT NULL, ts INTEGER NOT NULL, d
     PRIMARY KEY (gpu, ts)) WITHOUT ROWID;
 """
 
+# The columns each table must have (the schema above); checked before a file is used.
+_COLUMNS = {
+    "gpus": ("id", "host", "uuid", "idx", "model", "memory_total_mib"),
+    "jobsets": ("id", "names"),
+    "samples": ("gpu", "ts", "dur", "util_pm", "sm_pm", "mem_mib", "power_w", "temp_c", "jobset"),
+}
+
 
 def default_db_path() -> Path:
     """``<data dir>/monitor.sqlite``."""
@@ -52,6 +59,7 @@ class HistoryStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=10)
+            self._check_schema()  # first: WAL mode would persist in another program's file
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
@@ -63,6 +71,22 @@ class HistoryStore:
                                hint="give a writable --db path") from exc
         self._gpu_ids: dict[tuple[str, str], int] = {}
         self._jobset_ids: dict[str, int] = {}
+
+    def _check_schema(self) -> None:
+        """Refuse another program's SQLite file before adding tables to it or reading it wrongly."""
+        tables = {str(r[0]) for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        problem = ""
+        if tables and not tables & _COLUMNS.keys():
+            problem = f"tables {', '.join(sorted(tables))}; none of gpuwise's"
+        for table in sorted(tables & _COLUMNS.keys()):
+            have = {str(r[1]) for r in self._db.execute(f"PRAGMA table_info({table})")}
+            if missing := [c for c in _COLUMNS[table] if c not in have]:
+                problem = f"table {table} lacks column(s) {', '.join(missing)}"
+                break
+        if problem:
+            self._db.close()
+            raise StorageError(f"{self.path} is not a gpuwise history database ({problem})",
+                               hint="give another --db path (gpuwise creates the file when it does not exist)")
 
     def close(self) -> None:
         self._db.close()
