@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -110,7 +111,8 @@ class Checkpointer:
 
     def __init__(self, url: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None,
                  keep_last: int = 2, keep_every: int | None = None, compress: Compression = "none",
-                 async_write: bool = True, weights_only: bool = True) -> None:
+                 async_write: bool = True, weights_only: bool = True,
+                 writer_start: Literal["fork", "exec"] | None = None) -> None:
         if compress not in ("none", "zstd"):
             raise InputError(f"unknown compression {compress!r}", hint="use 'none' or 'zstd'")
         self.storage = Storage(str(url), dict(storage_options or {}))
@@ -118,14 +120,23 @@ class Checkpointer:
         self.compress: Compression = compress
         self.async_write = async_write and self.storage.shared_across_processes
         self.weights_only = weights_only
+        self.writer_start = writer_start or ("fork" if sys.platform.startswith("linux") else "exec")
+        if self.writer_start not in ("fork", "exec"):
+            raise InputError(f"unknown writer_start {writer_start!r}", hint="use 'fork' or 'exec'")
         self.last_report: WriteReport | None = None
         self._snapshot = SharedSnapshot()
         self._proc: Any = None
+        self._forked = False
         self._results: Any = None
         self._pending: tuple[int, int] | None = None  # (job id, step)
         self._next_id = 0
 
     # -- context manager -----------------------------------------------------------------------
+
+    def start_writer(self) -> None:
+        """Start the background writer now (``resilient`` does, before any thread exists)."""
+        if self.async_write and _dist()[0] == 0:
+            self._ensure_writer()
 
     def __enter__(self) -> Checkpointer:
         return self
@@ -233,17 +244,23 @@ class Checkpointer:
                         self._proc.returncode)
             self._snapshot.release()
         import subprocess
-        import sys
         import threading
 
         import gpuwise
+        from gpuwise.train._writer import ForkedWriter
         from gpuwise.train.snapshot import remove_stale_buffers
 
         remove_stale_buffers()
-        src = os.path.dirname(os.path.dirname(os.path.abspath(gpuwise.__file__)))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p))
-        self._proc = subprocess.Popen([sys.executable, "-m", "gpuwise.train._writer", str(os.getpid())],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        if self.compress == "zstd":
+            import zstandard  # noqa: F401  (imported before a fork, never inside the child)
+        if self.writer_start == "fork" and not self._forked:
+            self._forked = True
+            self._proc = ForkedWriter()
+        else:  # a replacement after a crash is exec'd: threads may be running now
+            src = os.path.dirname(os.path.dirname(os.path.abspath(gpuwise.__file__)))
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p))
+            self._proc = subprocess.Popen([sys.executable, "-m", "gpuwise.train._writer", str(os.getpid())],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._results = queue.Queue()
         proc, results, snapshot = self._proc, self._results, self._snapshot
 

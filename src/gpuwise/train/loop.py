@@ -106,6 +106,7 @@ class Run:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def open(self) -> Run:
+        self.checkpointer.start_writer()  # forked before the watcher thread exists
         restored = self.checkpointer.restore(model=self.model, optimizer=self.optimizer,
                                              scheduler=self.scheduler, scaler=self.scaler)
         if restored is not None:
