@@ -63,10 +63,12 @@ def _root(
 
 def _register() -> None:
     from gpuwise.cli import catalog, gpus, offers
+    from gpuwise.cli import run as run_cmd
 
     app.command("gpus")(gpus.gpus)
     app.command("offers")(offers.offers)
     app.add_typer(catalog.app, name="catalog")
+    app.command("run", context_settings=run_cmd.CONTEXT)(run_cmd.run)
 
 
 _register()

@@ -91,7 +91,21 @@ def serve(jobs: BinaryIO, results: BinaryIO, parent: int) -> None:
                                       meta=job["meta"], retention=job["retention"])
             send(results, ("ok", job["id"], report))
         except BaseException as exc:  # reported to the trainer on its next call
-            send(results, ("error", job["id"], f"{type(exc).__name__}: {exc}"))
+            detail = getattr(exc, "message", None) or str(exc)
+            send(results, ("error", job["id"], f"{type(exc).__name__}: {detail}"))
+
+
+def _close_inherited_fds(keep: tuple[int, ...]) -> None:
+    """Like ``subprocess``'s close_fds: a forked writer must not hold the parent's sockets
+    (a listening socket kept open by the child would keep accepting into a dead backlog)."""
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class ForkedWriter:
@@ -108,6 +122,7 @@ class ForkedWriter:
             try:
                 os.close(jobs_w)
                 os.close(res_r)
+                _close_inherited_fds(keep=(jobs_r, res_w))
                 from gpuwise.train._torch import torch
 
                 torch.set_num_threads(1)

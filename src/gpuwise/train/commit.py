@@ -194,8 +194,15 @@ def prune(storage: Storage, retention: Retention) -> tuple[int, ...]:
     doomed = retention.to_delete(committed)
     newest = committed[0] if committed else None
     stale = [s for s in listed_steps(storage) if s not in committed and newest is not None and s < newest]
+    removed = []
     for step in [*doomed, *stale]:
         folder = storage.join(step_dir(step))
-        storage.remove(f"{folder}/{MARKER}")  # marker first: a half-deleted folder is never valid
-        storage.remove_tree(folder)
-    return tuple(sorted(doomed))
+        try:
+            storage.remove(f"{folder}/{MARKER}")  # marker first: a half-deleted folder is never valid
+            storage.remove_tree(folder)
+        except StorageError as exc:  # pruning never fails a commit; the next one tries again
+            log.warning("could not prune %s: %s", step_dir(step), exc.message)
+            continue
+        if step in doomed:
+            removed.append(step)
+    return tuple(sorted(removed))

@@ -275,6 +275,8 @@ class Run:
         if not force and now - self._last_progress_write < 0.5:
             return
         self._last_progress_write = now
+        if self.rank == 0:
+            self.checkpointer.poll()  # collects a finished write; a failure is raised on the next save
         report = self.checkpointer.last_report
         if report is not None:
             self.committed_step = max(self.committed_step or 0, report.step)

@@ -14,7 +14,8 @@ A daemon thread finds the cloud (each probe has a short timeout, so start-up nev
 metadata server that does not answer), then polls it and sets the flag. Environment:
 ``GPUWISE_CLOUD`` = ``auto`` (default) | ``aws`` | ``gcp`` | ``azure`` | ``none``;
 ``GPUWISE_METADATA_URL`` overrides every cloud's base URL (the fake server, rehearsals);
-``GPUWISE_GRACE_PERIOD_S`` is the window assumed after a signal (default 30, Kubernetes' default).
+``GPUWISE_GRACE_PERIOD_S`` is the window assumed after a signal (default 30, Kubernetes' default);
+``GPUWISE_POLL_INTERVAL_S`` the poll period (default 5 s, AWS's advice).
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ class PreemptionWatcher:
     """
 
     def __init__(self, *, cloud: str | None = None, metadata_url: str | None = None,
-                 poll_interval_s: float = 5.0, probe_timeout_s: float = 0.5,
+                 poll_interval_s: float | None = None, probe_timeout_s: float = 0.5,
                  signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1),
                  grace_period_s: float | None = None) -> None:
         self.cloud = (cloud or os.environ.get("GPUWISE_CLOUD") or "auto").lower()
@@ -193,7 +194,9 @@ class PreemptionWatcher:
             raise InputError(f"unknown cloud {self.cloud!r} for preemption notices",
                              hint="use auto, none, aws, gcp or azure")
         self.metadata_url = metadata_url or os.environ.get("GPUWISE_METADATA_URL") or None
-        if poll_interval_s <= 0 or probe_timeout_s <= 0:
+        if poll_interval_s is None:  # AWS: "check for these interruption notices every 5 seconds"
+            poll_interval_s = float(os.environ.get("GPUWISE_POLL_INTERVAL_S", "5") or 5)
+        if not (poll_interval_s > 0 and probe_timeout_s > 0):
             raise InputError("poll_interval_s and probe_timeout_s must be positive", hint="e.g. 5 and 0.5")
         self.poll_interval_s = poll_interval_s
         self.probe_timeout_s = probe_timeout_s

@@ -134,7 +134,10 @@ class Storage:
             if self.is_local:
                 import shutil
 
-                shutil.rmtree(path, ignore_errors=True)
+                if os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                elif os.path.exists(path):
+                    os.remove(path)
                 return
             fs = self.fs()
             if fs.exists(path):
