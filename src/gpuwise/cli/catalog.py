@@ -46,8 +46,8 @@ def info(json: JsonFlag = False) -> None:
 def update(
     from_skypilot: Annotated[
         str | None,
-        typer.Option("--from-skypilot", help="SkyPilot catalog folder ('default' = ~/.sky/catalogs).",
-                     flag_value="default"),
+        typer.Option("--from-skypilot", help="SkyPilot catalog folder; without a value, ~/.sky/catalogs.",
+                     metavar="[DIR]"),
     ] = None,
     from_csv: Annotated[Path | None, typer.Option("--from-csv", help="A CSV in gpuwise's or SkyPilot's schema.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a store you edited by hand (it is backed up).")] = False,

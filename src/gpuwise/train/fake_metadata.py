@@ -14,7 +14,8 @@ Endpoints (shapes from research notes §2, each cloud's documentation):
   ``FALSE`` / ``TRUE``; ``?wait_for_change=true`` hangs until it changes (or ``timeout_sec``).
 - Azure: ``GET /metadata/scheduledevents?api-version=2020-07-01`` with ``Metadata: true`` →
   ``{"DocumentIncarnation": n, "Events": [{"EventType": "Preempt", "NotBefore": ...}]}``.
-- Control (for tests and rehearsals from another process): ``POST /_gpuwise/preempt?notice_s=30``,
+- Control (for tests and rehearsals from another process):
+  ``POST /_gpuwise/preempt?notice_s=30[&clear_after_s=5]``,
   ``POST /_gpuwise/rebalance``, ``POST /_gpuwise/clear``.
 """
 
@@ -95,8 +96,15 @@ class FakeMetadataServer:
 
     # -- control -------------------------------------------------------------------------------
 
-    def preempt(self, notice_s: float = 30.0) -> None:
-        """Announce a preemption ``notice_s`` seconds from now, on all three protocols."""
+    def preempt(self, notice_s: float = 30.0, clear_after_s: float | None = None) -> None:
+        """Announce a preemption ``notice_s`` seconds from now, on all three protocols.
+
+        ``clear_after_s``: withdraw it after that long, as the replacement machine's metadata
+        server would (rehearse a preempt → restart → resume cycle on one machine)."""
+        if clear_after_s is not None:
+            timer = threading.Timer(clear_after_s, self.clear)
+            timer.daemon = True
+            timer.start()
         with self._lock:
             now = time.time()
             self.notice_at, self.preempt_at = now, now + notice_s
@@ -125,7 +133,8 @@ class FakeMetadataServer:
         try:
             if path.startswith("/_gpuwise/") and method == "POST":
                 if path == "/_gpuwise/preempt":
-                    self.preempt(float(q.get("notice_s", ["30"])[0]))
+                    clear = q.get("clear_after_s", [None])[0]
+                    self.preempt(float(q.get("notice_s", ["30"])[0]), float(clear) if clear else None)
                 elif path == "/_gpuwise/rebalance":
                     self.rebalance()
                 elif path == "/_gpuwise/clear":
@@ -224,13 +233,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=8169)
     ap.add_argument("--preempt-after", type=float, default=None, help="announce a preemption after N seconds")
     ap.add_argument("--notice", type=float, default=30.0, help="seconds between notice and preemption")
+    ap.add_argument("--clear-after", type=float, default=None, help="withdraw the notice after N seconds")
     args = ap.parse_args(argv)
     server = FakeMetadataServer(port=args.port).start()
     print(f"fake metadata server on {server.url}  (GPUWISE_METADATA_URL={server.url})", flush=True)
     try:
         if args.preempt_after is not None:
             time.sleep(args.preempt_after)
-            server.preempt(args.notice)
+            server.preempt(args.notice, args.clear_after)
             print("preemption announced", flush=True)
         while True:
             time.sleep(3600)
