@@ -197,13 +197,16 @@ class Run:
             if self.scaler is not None:
                 self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+        stepped = True
         if self.scaler is not None:
+            scale = self.scaler.get_scale()
             self.scaler.step(self.optimizer)
             self.scaler.update()
+            stepped = self.scaler.get_scale() >= scale  # a lower scale: inf/NaN grads, step skipped
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.scheduler is not None:
+        if self.scheduler is not None and stepped:
             self.scheduler.step()
         self.global_step += 1
         self._after_step()
