@@ -85,12 +85,12 @@ class Retention:
         return sorted(s for s in steps if s not in keep)
 
 
-def serialize(state: Any, compress: Compression) -> bytes:
+def serialize(state: Any, compress: Compression) -> bytes | memoryview:
     from gpuwise.train._torch import torch
 
     buf = io.BytesIO()
     torch.save(state, buf)
-    data = buf.getvalue()
+    data: bytes | memoryview = buf.getbuffer()  # no copy of a GB-sized state
     if compress == "zstd":
         import zstandard
 
@@ -115,6 +115,8 @@ def write_checkpoint(storage: Storage, step: int, state: Any, *, compress: Compr
     t0 = time.perf_counter()
     data = serialize(state, compress)
     t1 = time.perf_counter()
+    if not storage.is_local:
+        data = bytes(data)  # object-store clients want bytes
     folder = storage.join(step_dir(step))
     shard = "state.pt" + (".zst" if compress == "zstd" else "")
     storage.makedirs(folder)

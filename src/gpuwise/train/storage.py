@@ -76,7 +76,7 @@ class Storage:
 
     # -- operations ---------------------------------------------------------------------------
 
-    def put_durable(self, path: str, data: bytes) -> None:
+    def put_durable(self, path: str, data: bytes | memoryview) -> None:
         """Write ``data`` at ``path`` so that a reader sees either nothing or all of it."""
         with storage_errors(f"writing {path}"):
             if self.is_local:
@@ -152,7 +152,7 @@ class Storage:
             # object stores have no folders: a key prefix exists once an object is under it
 
 
-def _put_local(path: str, data: bytes) -> None:
+def _put_local(path: str, data: bytes | memoryview) -> None:
     """Temporary name in the same folder, fsync, rename over the target, fsync the folder."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
