@@ -21,6 +21,9 @@ _LAZY: dict[str, str] = {
     "Catalog": "gpuwise.catalog",
     "load_catalog": "gpuwise.catalog",
     "query_offers": "gpuwise.catalog",
+    "Checkpointer": "gpuwise.train",
+    "PreemptionWatcher": "gpuwise.train",
+    "resilient": "gpuwise.train",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -70,13 +70,13 @@ def test_interrupted_and_resumed_equals_uninterrupted(kw: dict[str, Any], tmp_pa
 
 
 def test_default_interval_is_young_daly_from_the_measured_stall(tmp_path: Path) -> None:
-    model, opt, sched, loader = _setup()
+    model, opt, _, loader = _setup()
     with resilient(model, opt, checkpoint_dir=str(tmp_path / "c"), max_steps=3, watcher=False,
                    mtbf_hours=1e-3) as run:  # a failure every 3.6 s → save very often
         for x, y in run.batches(loader):
             run.step(torch.nn.functional.mse_loss(model(x), y))
         assert run.interval_s < 5
-    model, opt, sched, loader = _setup()
+    model, opt, _, loader = _setup()
     with resilient(model, opt, checkpoint_dir=str(tmp_path / "d"), max_steps=2, watcher=False) as run:
         for x, y in run.batches(loader):
             run.step(torch.nn.functional.mse_loss(model(x), y))
@@ -84,7 +84,7 @@ def test_default_interval_is_young_daly_from_the_measured_stall(tmp_path: Path) 
 
 
 def test_notice_saves_and_exits_with_the_preemption_code(tmp_path: Path) -> None:
-    model, opt, sched, loader = _setup()
+    model, opt, _, loader = _setup()
     watcher = PreemptionWatcher(cloud="none", signals=())
     with pytest.raises(SystemExit) as exc, resilient(model, opt, checkpoint_dir=str(tmp_path / "c"), max_steps=50,
                                                      every_steps=100, watcher=watcher) as run:

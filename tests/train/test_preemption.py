@@ -15,7 +15,6 @@ from gpuwise.errors import InputError
 from gpuwise.train import FakeMetadataServer, PreemptionWatcher
 
 
-
 def free_port() -> int:
     import socket
 

@@ -109,10 +109,10 @@ def _start(target: Callable[[list[str]], int] | None, command: Sequence[str] | N
         if pid == 0:
             code = 1
             try:
-                out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-                err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-                os.dup2(out, 1)
-                os.dup2(err, 2)
+                out_fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                err_fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.dup2(out_fd, 1)
+                os.dup2(err_fd, 2)
                 for k, v in (env or {}).items():
                     os.environ[k] = v
                 import sys

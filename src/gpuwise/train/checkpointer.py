@@ -156,7 +156,7 @@ class Checkpointer:
                     scheduler: Any = None, scaler: Any = None, sampler: Any = None,
                     extras: dict[str, Any] | None = None) -> dict[str, Any]:
         """The dict that is saved: state dicts, progress, RNG of every rank, extras."""
-        rank, world = _dist()
+        _, world = _dist()
         rng = capture_rng()
         if world > 1:
             gathered: list[Any] = [None] * world

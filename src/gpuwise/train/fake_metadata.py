@@ -75,7 +75,7 @@ class FakeMetadataServer:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self) -> FakeMetadataServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-metadata", daemon=True)

@@ -14,7 +14,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("transformers", "hf") from exc
 
 
-class HFPreemptionCallback(_HFCallback, _Watching):  # type: ignore[misc]
+class HFPreemptionCallback(_HFCallback, _Watching):
     """On a notice: ``control.should_save`` (the Trainer writes ``checkpoint-N`` as usual) and
     ``control.should_training_stop``. An AWS rebalance recommendation only asks for a save."""
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -127,9 +127,8 @@ def build_argv(spec: LaunchSpec) -> list[str]:
 def _read_progress(run_dir: str) -> list[dict[str, Any]]:
     docs = []
     for path in sorted(glob.glob(os.path.join(run_dir, "progress-rank*.json"))):
-        with contextlib.suppress(OSError, ValueError):
-            with open(path) as f:
-                docs.append(json.load(f))
+        with contextlib.suppress(OSError, ValueError), open(path) as f:
+            docs.append(json.load(f))
     return docs
 
 

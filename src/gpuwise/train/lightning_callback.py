@@ -16,7 +16,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("lightning", "lightning") from exc
 
 
-class LightningPreemptionCallback(_LightningCallback, _Watching):  # type: ignore[misc]
+class LightningPreemptionCallback(_LightningCallback, _Watching):
     """On a notice: ``trainer.save_checkpoint`` to ``dirpath/preempted-step{N}.ckpt`` (written to a
     temporary name and renamed), then ``trainer.should_stop``. Every rank takes the same decision
     (``strategy.reduce_boolean_decision``), so no rank is left in a collective."""

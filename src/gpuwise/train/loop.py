@@ -101,7 +101,7 @@ class Run:
         self._last_progress_write = 0.0
         for module in model.modules():
             if activation_checkpointing and isinstance(module, activation_checkpointing):
-                module.forward = functools.partial(_checkpointed, module.forward)
+                module.forward = functools.partial(_checkpointed, module.forward)  # type: ignore[attr-defined]
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -168,7 +168,7 @@ class _Azure:
         return None
 
 
-_PROVIDERS = {"aws": _Aws, "gcp": _Gcp, "azure": _Azure}
+_PROVIDERS: dict[str, type[_Aws] | type[_Gcp] | type[_Azure]] = {"aws": _Aws, "gcp": _Gcp, "azure": _Azure}
 
 
 class PreemptionWatcher:
@@ -302,9 +302,9 @@ class PreemptionWatcher:
             except (OSError, ValueError) as exc:
                 log.debug("%s metadata poll failed: %s", name, exc)
                 notice = None
-            if notice is not None and (self._notice is None or notice.kind == "preemption"):
-                if not (self._stop_flag and notice.kind == "preemption"):
-                    log.warning("%s %s notice received (deadline %s)", name, notice.kind, notice.deadline_unix)
-                    self.trigger(name, notice.kind, notice.deadline_unix)
+            fresh = notice is not None and (self._notice is None or notice.kind == "preemption")
+            if notice is not None and fresh and not (self._stop_flag and notice.kind == "preemption"):
+                log.warning("%s %s notice received (deadline %s)", name, notice.kind, notice.deadline_unix)
+                self.trigger(name, notice.kind, notice.deadline_unix)
             if self._halt.wait(self.poll_interval_s):
                 return

@@ -18,7 +18,7 @@ from gpuwise.train._torch import torch
 def capture_rng() -> dict[str, Any]:
     """The current state of all generators, as tensors and plain types."""
     py = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
     state: dict[str, Any] = {
         "python": [py[0], list(py[1]), py[2]],
         "numpy": {"kind": str(kind), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
@@ -26,7 +26,7 @@ def capture_rng() -> dict[str, Any]:
         "torch": torch.get_rng_state(),
         "cuda": [],
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         state["cuda"] = list(torch.cuda.get_rng_state_all())
     return state
 
