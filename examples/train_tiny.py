@@ -7,13 +7,15 @@ newest committed checkpoint and ends with the same ``digest`` as an uninterrupte
 optimizer step prints ``loss <step> <loss as float.hex()>``; the last line is
 ``digest <sha256 of the final parameters>``. Under ``gpuwise run`` a preemption notice makes it
 save and exit with code 75. Dropout, a NumPy feature mask, a Python-random label flip, gradient
-accumulation and a LR schedule make every kind of saved state matter.
+accumulation and a LR schedule make every kind of saved state matter. Under
+``gpuwise run --nproc-per-node 2`` it trains with DDP over gloo (rank 0 prints).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import random
 import sys
 
@@ -66,7 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     random.seed(args.seed)
     np.random.seed(args.seed)
     model, data = build(args.seed, args.hidden)
-    sampler = gt.ResumableSampler(len(data), seed=args.seed)
+    world = int(os.environ.get("WORLD_SIZE", "1"))  # under torchrun / gpuwise run --nproc-per-node
+    rank = 0
+    if world > 1:
+        torch.distributed.init_process_group("gloo")
+        rank = torch.distributed.get_rank()
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    sampler = gt.ResumableSampler(len(data), seed=args.seed, rank=rank, num_replicas=world)
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch, sampler=sampler, drop_last=True)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1.0 + s / 100))
@@ -74,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     with gt.resilient(model, opt, scheduler=sched, checkpoint_dir=args.checkpoint_dir, max_steps=args.steps,
                       every_steps=args.every, grad_accum=args.grad_accum, precision=args.precision,
                       async_write=not args.sync, compress=args.compress, keep_last=2) as run:
-        if run.resumed_from is not None:
+        if run.resumed_from is not None and rank == 0:
             print(f"resumed {run.resumed_from}", flush=True)
         total = 0.0
         for x, y in run.batches(loader):
@@ -84,10 +92,14 @@ def main(argv: list[str] | None = None) -> int:
             with run.autocast():
                 loss = torch.nn.functional.cross_entropy(model(x * mask), y)
             total += float(loss.detach())
-            if run.step(loss):
+            if run.step(loss) and rank == 0:
                 print(f"loss {run.global_step} {(total / args.grad_accum).hex()}", flush=True)
+            if run.micro % args.grad_accum == 0:
                 total = 0.0
-    print(f"digest {digest(model)}", flush=True)
+    if world > 1:
+        torch.distributed.destroy_process_group()
+    if rank == 0:
+        print(f"digest {digest(getattr(model, 'module', model))}", flush=True)
     return 0
 
 

@@ -125,3 +125,29 @@ def test_storage_outage_mid_training_keeps_training_and_last_good_checkpoint(s3,
     assert steps[0] == 40 and all(s not in steps for s in (15, 20, 25, 30))  # never committed in the outage
     latest = ck.load_latest()
     assert latest is not None and latest[0]["progress"]["step"] == 40
+
+
+@pytest.mark.slow
+def test_ddp_two_gloo_ranks_agree_on_the_notice_step_and_resume_exactly(tmp_path: Path) -> None:
+    """Two ranks (gloo, CPU) under ``gpuwise run --nproc-per-node 2``: the notice is all-reduced, so
+    both stop at the same step; rank 0 writes; the restart ends with the uninterrupted digest."""
+    args = ["--steps", "120", "--every", "10", "--hidden", "128"]
+    base = [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", "2", "--restart-delay", "0", "--",
+            sys.executable, str(EXAMPLE), *args]
+    ref = subprocess.run([*base, "--checkpoint-dir", str(tmp_path / "ref")], capture_output=True, text=True,
+                         env={**os.environ, "GPUWISE_CLOUD": "none"}, timeout=180)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    ckpt = tmp_path / "run"
+    with FakeMetadataServer() as md:
+        env = {**os.environ, "GPUWISE_METADATA_URL": md.url, "GPUWISE_CLOUD": "gcp", "GPUWISE_POLL_INTERVAL_S": "0.2"}
+        proc = subprocess.Popen([*base, "--checkpoint-dir", str(ckpt)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not (ckpt.is_dir() and any(ckpt.iterdir())):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        md.preempt(notice_s=30, clear_after_s=4)
+        out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-3000:]
+    assert re.search(r"attempt 1 preempted .* 0 step\(s\) lost", err), err[-3000:]
+    assert out.strip().splitlines()[-1] == ref.stdout.strip().splitlines()[-1]
