@@ -146,3 +146,21 @@ def test_signals_only_set_the_flag(sig: int) -> None:
 def test_unknown_cloud_is_an_input_error() -> None:
     with pytest.raises(InputError, match="aws, gcp or azure"):
         PreemptionWatcher(cloud="oracle")
+
+
+def test_a_second_ctrl_c_interrupts_at_once() -> None:
+    with PreemptionWatcher(cloud="none") as watcher:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert _wait_for(watcher.should_stop, 2)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+
+
+def test_public_names_resolve() -> None:
+    import gpuwise
+    import gpuwise.train as gt
+
+    for name in gt.__all__:
+        assert getattr(gt, name) is not None
+    assert gpuwise.resilient is gt.resilient and gpuwise.Checkpointer is gt.Checkpointer

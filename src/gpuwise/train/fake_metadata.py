@@ -78,7 +78,8 @@ class FakeMetadataServer:
         return f"http://{host!s}:{port}"
 
     def start(self) -> FakeMetadataServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-metadata", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-metadata", daemon=True)
         self._thread.start()
         return self
 

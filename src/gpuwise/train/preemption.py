@@ -275,6 +275,8 @@ class PreemptionWatcher:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # only flags: no I/O, no locks, no logging in a signal handler
+        if signum == signal.SIGINT and self._stop_flag and (self._notice or Notice("", "preemption", 0, None)).source == "signal:SIGINT":
+            raise KeyboardInterrupt  # a second Ctrl-C: the user wants out now
         self.trigger(f"signal:{signal.Signals(signum).name}", "preemption", time.time() + self.grace_period_s)
 
     def _detect(self) -> Any:
