@@ -233,12 +233,15 @@ class Run:
         use_time = self.every_minutes is not None or self.every_steps is None
         by_time = use_time and time.monotonic() - self._last_save >= self.interval_s
         if self.world_size > 1:  # every rank takes the same decision at the same step
-            flags = torch.tensor([stop, notice, by_time], dtype=torch.int32)
+            device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"  # NCCL reduces GPU tensors
+            flags = torch.tensor([stop, notice, by_time], dtype=torch.int32, device=device)
             torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
             stop, notice, by_time = (bool(x) for x in flags.tolist())
         if stop:
             log.warning("preemption notice: saving step %d and stopping", self.global_step)
             self._save("notice", block=True)
+            if self.world_size > 1:  # nobody exits before rank 0 committed (torchrun kills the rest)
+                torch.distributed.barrier()
             self.preempted = True
         elif notice:
             self._save("notice", block=False)
