@@ -1,8 +1,8 @@
 """Kill injection at scale: SIGKILL examples/train_tiny.py 500 times at random moments.
 
     PYTHONPATH=src python benchmarks/train_kill_resume.py [--kills 500] [--steps 15000]
-    PYTHONPATH=src python benchmarks/train_kill_resume.py --exec --kills 20 --steps 3000 --hidden 512 \
-        --min-delay 4.5 --max-delay 6.5      # the real script, a fresh process per attempt
+    PYTHONPATH=src python benchmarks/train_kill_resume.py --exec --kills 20 --steps 8000 --hidden 512 \
+        --min-delay 3.0 --max-delay 4.5      # the real script, a fresh process per attempt
 
 Every attempt is forked from this process (torch already imported), killed after a random delay,
 and restarted; a kill is "mid-write" when it left an uncommitted checkpoint folder behind. The
