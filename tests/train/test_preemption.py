@@ -164,3 +164,24 @@ def test_public_names_resolve() -> None:
     for name in gt.__all__:
         assert getattr(gt, name) is not None
     assert gpuwise.resilient is gt.resilient and gpuwise.Checkpointer is gt.Checkpointer
+
+
+def test_fake_server_command_line_rehearsal() -> None:
+    """The documented rehearsal: ``python -m gpuwise.train.fake_metadata --port P --preempt-after S``."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gpuwise.train.fake_metadata", "--port", str(port),
+                             "--preempt-after", "0.2", "--notice", "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert f"GPUWISE_METADATA_URL=http://127.0.0.1:{port}" in proc.stdout.readline()
+        assert proc.stdout.readline().strip() == "preemption announced"
+        watcher = PreemptionWatcher(cloud="gcp", metadata_url=f"http://127.0.0.1:{port}", poll_interval_s=0.05,
+                                    signals=())
+        with watcher:
+            assert _wait_for(watcher.should_stop)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
