@@ -184,4 +184,4 @@ def test_fake_server_command_line_rehearsal() -> None:
             assert _wait_for(watcher.should_stop)
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.communicate(timeout=10)
