@@ -41,6 +41,10 @@ PUBLIC_API = [
     "BenchReport",
     "score_vendors",
     "tco",
+    # train (issue 6)
+    "Checkpointer",
+    "PreemptionWatcher",
+    "resilient",
 ]
 
 

@@ -46,6 +46,9 @@ _LAZY: dict[str, str] = {
     "FakeGpuReader": "gpuwise.monitor.fake",
     "Exporter": "gpuwise.monitor.exporter",
     "HistoryStore": "gpuwise.monitor.store",
+    "Checkpointer": "gpuwise.train",
+    "PreemptionWatcher": "gpuwise.train",
+    "resilient": "gpuwise.train",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -63,22 +63,24 @@ def _root(
 
 
 def _register() -> None:
-    from gpuwise.cli import bench, catalog, doctor, estimate, fleet, gpus, offers, plan
+    """Commands in the order of DESIGN.md's table (the order `gpuwise --help` lists them)."""
+    from gpuwise.cli import bench, catalog, doctor, estimate, fleet, gpus, monitoring, offers, plan
+    from gpuwise.cli import run as run_cmd
 
     app.command("gpus")(gpus.gpus)
-    app.command("doctor")(doctor.doctor)
-    app.command("bench")(bench.bench)
     app.command("offers")(offers.offers)
     app.command("estimate")(estimate.estimate)
     app.command("plan")(plan.plan_command)
-    app.add_typer(catalog.app, name="catalog")
-    for name in ("fleet", "tco", "vendors"):
-        app.command(name)(getattr(fleet, name))
-    from gpuwise.cli import monitoring
-
+    app.command("fleet")(fleet.fleet)
+    app.command("tco")(fleet.tco)
+    app.command("vendors")(fleet.vendors)
+    app.command("run", context_settings=run_cmd.CONTEXT)(run_cmd.run)
     app.command("exporter")(monitoring.exporter)
     app.command("monitor")(monitoring.monitor)
     app.command("report")(monitoring.report)
+    app.command("bench")(bench.bench)
+    app.command("doctor")(doctor.doctor)
+    app.add_typer(catalog.app, name="catalog")
 
 
 _register()

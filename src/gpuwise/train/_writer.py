@@ -1,0 +1,173 @@
+"""The background writer: a separate process that serializes and commits snapshots.
+
+A process, not a thread: a writer thread fights the training loop for the GIL (PyTorch blog
+2025-04-30, "6x faster async checkpointing": 700 → 320 tokens/s during thread-based saves).
+
+On Linux it is forked from the training process (milliseconds: torch is already imported; the
+child only runs CPU code with one thread, like a DataLoader worker); elsewhere, or with
+``writer_start="exec"``, it is ``python -m gpuwise.train._writer`` (never ``multiprocessing``
+spawn, which would re-import the user's training script). The snapshot buffer is a file in ``/dev/shm`` that both
+processes map; a job on the pipe is only the buffer's path, the layout and the small non-tensor
+part of the state. The writer dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on
+its stdin), so a killed run never leaves a writer that races the restarted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import sys
+from typing import Any, BinaryIO
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def send(stream: BinaryIO, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(len(data).to_bytes(8, "little") + data)
+    stream.flush()
+
+
+def receive(stream: BinaryIO) -> Any:
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError
+    n = int.from_bytes(head, "little")
+    data = b""
+    while len(data) < n:
+        chunk = stream.read(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return pickle.loads(data)
+
+
+def map_buffer(path: str, nbytes: int) -> Any:
+    from gpuwise.train._torch import torch
+
+    return torch.from_file(path, shared=True, size=max(nbytes, 1), dtype=torch.uint8)
+
+
+def serve(jobs: BinaryIO, results: BinaryIO, parent: int) -> None:
+    """The writer loop: read jobs until EOF or ``None``, answer each with ok/error."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    if os.getppid() != parent:
+        return
+    from gpuwise.train.commit import write_checkpoint
+    from gpuwise.train.snapshot import unflatten, views
+
+    buffers: dict[str, Any] = {}
+    send(results, ("ready", -1, None))
+    while True:
+        try:
+            job = receive(jobs)
+        except EOFError:
+            return
+        if job is None:
+            return
+        try:
+            if job["kind"] == "map":  # map the buffer now, so the parent may unlink its file
+                buffers = {job["path"]: map_buffer(job["path"], job["nbytes"])}
+                send(results, ("mapped", job["id"], None))
+                continue
+            # one storage per tensor (torch.save refuses views of one buffer with several dtypes);
+            # the copy costs this process, not the training loop
+            tensors = [v.clone() for v in views(buffers[job["path"]], job["layout"])]
+            state = unflatten(job["skeleton"], tensors)
+            del tensors
+            report = write_checkpoint(job["storage"], job["step"], state, compress=job["compress"],
+                                      meta=job["meta"], retention=job["retention"])
+            send(results, ("ok", job["id"], report))
+        except BaseException as exc:  # reported to the trainer on its next call
+            detail = getattr(exc, "message", None) or str(exc)
+            send(results, ("error", job["id"], f"{type(exc).__name__}: {detail}"))
+
+
+def _close_inherited_fds(keep: tuple[int, ...]) -> None:
+    """Like ``subprocess``'s close_fds: a forked writer must not hold the parent's sockets
+    (a listening socket kept open by the child would keep accepting into a dead backlog)."""
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class ForkedWriter:
+    """A writer forked from the training process: starts in milliseconds (torch is already
+    imported) instead of the ~2 s of a fresh interpreter. Same surface as ``subprocess.Popen``."""
+
+    def __init__(self) -> None:
+        jobs_r, jobs_w = os.pipe()
+        res_r, res_w = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # child: never return into the caller's code
+            code = 0
+            try:
+                os.close(jobs_w)
+                os.close(res_r)
+                _close_inherited_fds(keep=(jobs_r, res_w))
+                from gpuwise.train._torch import torch
+
+                torch.set_num_threads(1)
+                serve(os.fdopen(jobs_r, "rb"), os.fdopen(res_w, "wb"), parent)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(jobs_r)
+        os.close(res_w)
+        self.pid = pid
+        self.stdin: BinaryIO = os.fdopen(jobs_w, "wb")
+        self.stdout: BinaryIO = os.fdopen(res_r, "rb")
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"writer {self.pid} still running")
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def main() -> None:
+    parent = int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid()
+    jobs, results = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but results goes to the pipe
+    serve(jobs, results, parent)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,340 @@
+"""``resilient(...)``: a small loop API that keeps the user's own loop. Not a framework.
+
+::
+
+    with gpuwise.train.resilient(model, opt, checkpoint_dir="s3://b/run", max_steps=10_000,
+                                 precision="bf16", grad_accum=4) as run:
+        for batch in run.batches(loader):
+            with run.autocast():
+                loss = model(batch)
+            run.step(loss)
+
+On entry it restores the newest valid checkpoint (model, optimizer, scheduler, GradScaler, RNG,
+data position) and starts a :class:`PreemptionWatcher`. ``run.step`` does backward (scaled for
+fp16), gradient accumulation, the optimizer/scheduler step and decides whether to save: every
+``every_steps`` steps, every ``every_minutes`` minutes, or — by default — at the Young/Daly
+interval from the measured save stall (``interval.py``); and at once on a notice. After a
+preemption notice it commits a checkpoint, the loop ends and leaving the ``with`` block exits the
+process with :data:`EXIT_PREEMPTED` (75).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
+
+from gpuwise.errors import InputError
+from gpuwise.train._torch import torch
+from gpuwise.train.checkpointer import Checkpointer, CheckpointWriteError, Progress
+from gpuwise.train.commit import Compression
+from gpuwise.train.exitcodes import EXIT_PREEMPTED
+from gpuwise.train.interval import DEFAULT_MAX_INTERVAL_S, DEFAULT_MTBF_HOURS, checkpoint_interval_s
+from gpuwise.train.preemption import PreemptionWatcher
+from gpuwise.train.sampler import ResumableSampler
+
+log = logging.getLogger(__name__)
+
+Precision = Literal["fp32", "bf16", "fp16"]
+_INITIAL_STALL_GUESS_S = 1.0  # until the first save is measured; replaced by the measured EMA
+
+
+class Run:
+    """State of one resilient run; made by :func:`resilient`."""
+
+    def __init__(self, model: Any, optimizer: Any, *, checkpoint_dir: str | os.PathLike[str], max_steps: int,
+                 scheduler: Any = None, precision: Precision = "fp32", grad_accum: int = 1,
+                 every_steps: int | None = None, every_minutes: float | None = None,
+                 mtbf_hours: float = DEFAULT_MTBF_HOURS, max_interval_s: float = DEFAULT_MAX_INTERVAL_S,
+                 keep_last: int = 2, keep_every: int | None = None, compress: Compression = "none",
+                 async_write: bool = True, storage_options: dict[str, Any] | None = None,
+                 watcher: PreemptionWatcher | bool = True, activation_checkpointing: tuple[type, ...] = (),
+                 clip_grad_norm: float | None = None, tokens_per_batch: int = 0,
+                 exit_on_preemption: bool = True, extras: dict[str, Any] | None = None) -> None:
+        if max_steps < 1:
+            raise InputError(f"max_steps={max_steps} must be at least 1", hint="pass the number of optimizer steps")
+        if grad_accum < 1:
+            raise InputError(f"grad_accum={grad_accum} must be at least 1", hint="1 means no accumulation")
+        if precision not in ("fp32", "bf16", "fp16"):
+            raise InputError(f"unknown precision {precision!r}", hint="use fp32, bf16 or fp16")
+        if every_steps is not None and every_steps < 1:
+            raise InputError(f"every_steps={every_steps} must be positive", hint="or leave it unset")
+        if every_minutes is not None and not every_minutes > 0:
+            raise InputError(f"every_minutes={every_minutes} must be positive", hint="or leave it unset")
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.max_steps, self.precision, self.grad_accum = max_steps, precision, grad_accum
+        self.every_steps, self.every_minutes = every_steps, every_minutes
+        self.mtbf_hours, self.max_interval_s = mtbf_hours, max_interval_s
+        self.clip_grad_norm, self.tokens_per_batch = clip_grad_norm, tokens_per_batch
+        self.exit_on_preemption = exit_on_preemption
+        self.extras = dict(extras or {})
+        self.device_type = _device_type(model)
+        self.scaler = torch.amp.GradScaler(self.device_type) if precision == "fp16" else None
+        self.checkpointer = Checkpointer(checkpoint_dir, storage_options=storage_options, keep_last=keep_last,
+                                         keep_every=keep_every, compress=compress, async_write=async_write)
+        self.watcher = watcher if isinstance(watcher, PreemptionWatcher) else (PreemptionWatcher() if watcher else None)
+        self._own_watcher = watcher is True
+        rank, world = _dist()
+        self.rank, self.world_size = rank, world
+        nodes = max(world // int(os.environ.get("LOCAL_WORLD_SIZE", world) or 1), 1)
+        self.nodes = nodes
+        self.global_step = 0
+        self.epoch = 0
+        self.batch_in_epoch = 0
+        self.tokens_seen = 0
+        self.micro = 0
+        self.resumed_from: int | None = None
+        self.committed_step: int | None = None
+        self.preempted = False
+        self.save_errors: list[str] = []
+        self.stalls_s: list[float] = []
+        self._stall_ema_s: float | None = None
+        self._last_save = time.monotonic()
+        self._sampler: ResumableSampler | None = None
+        self._run_dir = os.environ.get("GPUWISE_RUN_DIR") or None
+        self._last_progress_write = 0.0
+        for module in model.modules():
+            if activation_checkpointing and isinstance(module, activation_checkpointing):
+                module.forward = functools.partial(_checkpointed, module.forward)  # type: ignore[attr-defined]
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def open(self) -> Run:
+        self.checkpointer.start_writer()  # forked before the watcher thread exists
+        restored = self.checkpointer.restore(model=self.model, optimizer=self.optimizer,
+                                             scheduler=self.scheduler, scaler=self.scaler)
+        if restored is not None:
+            p = restored.progress
+            self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen = p.step, p.epoch, p.batch_in_epoch, p.tokens_seen
+            self.resumed_from = self.committed_step = p.step
+            self.extras.update(restored.extras)
+            self._restored_state = restored
+            log.info("resumed from %s (step %d)", restored.path, p.step)
+        if self.watcher is not None and self._own_watcher:
+            self.watcher.start()
+        self._last_save = time.monotonic()
+        self._write_progress(force=True)
+        return self
+
+    def close(self, exc: BaseException | None = None) -> None:
+        try:
+            if exc is None and not self.preempted and self.global_step >= self.max_steps and self.committed_step != self.global_step:
+                self._save("final", block=True)
+            self.checkpointer.close()
+        except CheckpointWriteError as err:
+            self.save_errors.append(err.message)
+            log.error("%s", err)
+        finally:
+            if self.watcher is not None and self._own_watcher:
+                self.watcher.stop()
+            self._write_progress(force=True, exit_reason="preempted" if self.preempted else
+                                 ("done" if exc is None and self.global_step >= self.max_steps else "stopped"))
+
+    @property
+    def done(self) -> bool:
+        return self.global_step >= self.max_steps or self.preempted
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
+        """Yield batches across epochs, from the restored position, until ``max_steps`` or a stop."""
+        sampler = _resumable_sampler(loader)
+        batch_size = getattr(loader, "batch_size", None) or 1
+        self._sampler = sampler
+        while not self.done:
+            skip = 0
+            if sampler is not None:
+                sampler.set_position(self.epoch, self.batch_in_epoch * batch_size)
+            elif self.batch_in_epoch:
+                log.warning("the loader has no ResumableSampler: replaying %d batches to reach the saved "
+                            "position (use gpuwise.train.ResumableSampler to resume in O(1))", self.batch_in_epoch)
+                skip = self.batch_in_epoch
+            produced = False
+            # a DataLoader iterator draws its base seed from the global torch RNG; a resumed run
+            # creates one where the uninterrupted run did not, so creation must not move the RNG
+            rng = torch.get_rng_state()
+            iterator = iter(loader)
+            torch.set_rng_state(rng)
+            for batch in iterator:
+                if skip:
+                    skip -= 1
+                    continue
+                produced = True
+                self.batch_in_epoch += 1  # counted before the step, so a save at this step includes it
+                yield batch
+                if self.done:
+                    return
+            if not produced and self.batch_in_epoch == 0:
+                raise InputError("the data loader yielded no batches", hint="check the dataset and batch size")
+            self.epoch += 1
+            self.batch_in_epoch = 0
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Autocast for the chosen precision (a no-op for fp32)."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device_type, dtype=dtype)
+
+    def step(self, loss: Any) -> bool:
+        """Backward of ``loss``; every ``grad_accum`` calls an optimizer step. True after a step."""
+        scaled = loss / self.grad_accum if self.grad_accum > 1 else loss
+        if self.scaler is not None:
+            self.scaler.scale(scaled).backward()
+        else:
+            scaled.backward()
+        self.micro += 1
+        self.tokens_seen += self.tokens_per_batch
+        if self.micro % self.grad_accum:
+            return False
+        if self.clip_grad_norm is not None:
+            if self.scaler is not None:
+                self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+        stepped = True
+        if self.scaler is not None:
+            scale = self.scaler.get_scale()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            stepped = self.scaler.get_scale() >= scale  # a lower scale: inf/NaN grads, step skipped
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scheduler is not None and stepped:
+            self.scheduler.step()
+        self.global_step += 1
+        self._after_step()
+        return True
+
+    # -- saving --------------------------------------------------------------------------------
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between time-based saves: every_minutes, else Young/Daly from the measured stall."""
+        if self.every_minutes is not None:
+            return self.every_minutes * 60.0
+        report = self.checkpointer.last_report
+        write_s = report.serialize_s + report.write_s if report else 0.0
+        stall = self._stall_ema_s if self._stall_ema_s is not None else _INITIAL_STALL_GUESS_S
+        return checkpoint_interval_s(stall, mtbf_hours=self.mtbf_hours, nodes=self.nodes, write_s=write_s,
+                                     max_interval_s=self.max_interval_s)
+
+    def _after_step(self) -> None:
+        w = self.watcher
+        stop = bool(w and w.should_stop())
+        notice = bool(w and w.save_requested())
+        by_steps = self.every_steps is not None and self.global_step % self.every_steps == 0
+        use_time = self.every_minutes is not None or self.every_steps is None
+        by_time = use_time and time.monotonic() - self._last_save >= self.interval_s
+        if self.world_size > 1:  # every rank takes the same decision at the same step
+            device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"  # NCCL reduces GPU tensors
+            flags = torch.tensor([stop, notice, by_time], dtype=torch.int32, device=device)
+            torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
+            stop, notice, by_time = (bool(x) for x in flags.tolist())
+        if stop:
+            log.warning("preemption notice: saving step %d and stopping", self.global_step)
+            self._save("notice", block=True)
+            if self.world_size > 1:  # nobody exits before rank 0 committed (torchrun kills the rest)
+                torch.distributed.barrier()
+            self.preempted = True
+        elif notice:
+            self._save("notice", block=False)
+            if w is not None:
+                w.mark_saved()
+        elif by_steps or by_time:
+            self._save("periodic", block=False)
+        self._write_progress()
+
+    def _save(self, why: str, block: bool) -> None:
+        try:
+            stats = self.checkpointer.save(
+                Progress(self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen), model=self.model,
+                optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler, sampler=self._sampler,
+                extras=self.extras, if_busy="skip" if why == "periodic" else "wait", block=block)
+        except CheckpointWriteError as err:  # the previous write failed: report it, keep training
+            self.save_errors.append(err.message)
+            log.error("checkpoint write failed: %s", err)
+            return
+        if stats.mode == "skipped":
+            return
+        self._last_save = time.monotonic()
+        self.stalls_s.append(stats.stall_s)
+        if stats.mode == "async" and not block:
+            self._stall_ema_s = stats.stall_s if self._stall_ema_s is None else 0.7 * self._stall_ema_s + 0.3 * stats.stall_s
+        if block:
+            self.committed_step = self.global_step
+        report = self.checkpointer.last_report
+        if report is not None:
+            self.committed_step = max(self.committed_step or 0, report.step)
+
+    def _write_progress(self, force: bool = False, exit_reason: str | None = None) -> None:
+        """For ``gpuwise run``: how far this rank got (to report the work lost on a restart)."""
+        if self._run_dir is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_progress_write < 0.5:
+            return
+        self._last_progress_write = now
+        if self.rank == 0:
+            self.checkpointer.poll()  # collects a finished write; a failure is raised on the next save
+        report = self.checkpointer.last_report
+        if report is not None:
+            self.committed_step = max(self.committed_step or 0, report.step)
+        doc = {"rank": self.rank, "pid": os.getpid(), "step": self.global_step, "committed_step": self.committed_step,
+               "resumed_from": self.resumed_from, "exit": exit_reason, "time_unix": time.time(),
+               "save_errors": self.save_errors[-3:]}
+        path = os.path.join(self._run_dir, f"progress-rank{self.rank}.json")
+        with contextlib.suppress(OSError):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(doc, f)
+            os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
+    """Restore, train, save on time and on notice; see :class:`Run` for the options."""
+    run = Run(model, optimizer, **kwargs).open()
+    try:
+        yield run
+    except BaseException as exc:
+        run.close(exc)
+        raise
+    run.close()
+    if run.preempted and run.exit_on_preemption:
+        log.warning("exiting with code %d (preempted) after committing step %s", EXIT_PREEMPTED, run.committed_step)
+        sys.exit(EXIT_PREEMPTED)
+
+
+def _checkpointed(forward: Any, *args: Any, **kwargs: Any) -> Any:
+    from torch.utils.checkpoint import checkpoint
+
+    if not torch.is_grad_enabled():
+        return forward(*args, **kwargs)
+    return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+
+def _resumable_sampler(loader: Any) -> ResumableSampler | None:
+    for candidate in (getattr(loader, "sampler", None),
+                      getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+        if isinstance(candidate, ResumableSampler):
+            return candidate
+    return None
+
+
+def _device_type(model: Any) -> str:
+    for p in model.parameters():
+        return str(p.device.type)
+    return "cpu"
+
+
+def _dist() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1

@@ -1,0 +1,74 @@
+"""Fixtures for the training runtime: a real S3 API (moto) on loopback, the tiny example."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class S3:
+    """A moto S3 server on 127.0.0.1 that can be stopped and started again (same port, same data)."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.port = free_port()
+        self._cls = ThreadedMotoServer
+        self.server: Any = None
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.options = {"key": "testing", "secret": "testing", "skip_instance_cache": True,
+                        "client_kwargs": {"endpoint_url": self.url, "region_name": "us-east-1"},
+                        "config_kwargs": {"connect_timeout": 1, "read_timeout": 5,
+                                          "retries": {"max_attempts": 1}},
+                        }
+
+    def start(self) -> None:
+        self.server = self._cls(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+
+    def stop(self) -> None:
+        """Stop answering: shut the server down and close its socket (connections are refused)."""
+        self.server.stop()
+        self.server._server.server_close()  # moto's stop() leaves the socket listening
+
+    def make_bucket(self, name: str) -> None:
+        import boto3
+
+        boto3.client("s3", endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=name)
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    server = S3()
+    server.start()
+    server.make_bucket("ckpt")
+    yield server
+    with contextlib.suppress(Exception):  # a test may have stopped it already
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny() -> ModuleType:
+    """examples/train_tiny.py as a module (its ``main(argv)`` is forked by the kill tests)."""
+    spec = importlib.util.spec_from_file_location("train_tiny", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

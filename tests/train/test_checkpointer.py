@@ -1,0 +1,190 @@
+"""Checkpointer: round trips on every storage, the commit protocol, fallback, retention, errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from gpuwise.errors import CheckpointError, InputError
+from gpuwise.train import Checkpointer, CheckpointWriteError, Progress, Retention
+from gpuwise.train.commit import MARKER, step_dir
+
+
+def _model() -> tuple[torch.nn.Module, torch.optim.Optimizer, Any, Any]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    scaler = torch.amp.GradScaler("cpu")
+    for _ in range(3):
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+    return model, opt, sched, scaler
+
+
+def _fresh() -> tuple[torch.nn.Module, torch.optim.Optimizer, Any, Any]:
+    torch.manual_seed(123)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    return model, opt, torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5), torch.amp.GradScaler("cpu")
+
+
+def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+@pytest.mark.parametrize(("where", "async_write", "compress"), [
+    ("local", True, "none"),    # the default: background writer process
+    ("local", False, "zstd"),   # synchronous, compressed
+    ("memory", True, "none"),   # memory:// is always written in-process
+    ("s3", True, "zstd"),       # real S3 API (moto on loopback), object-store commit order
+])
+def test_round_trip_restores_everything(where: str, async_write: bool, compress: str, tmp_path: Path,
+                                        request: pytest.FixtureRequest) -> None:
+    opts: dict[str, Any] = {}
+    if where == "local":
+        url = str(tmp_path / "ck")
+    elif where == "memory":
+        url = f"memory://rt-{os.getpid()}-{random.random()}"
+    else:
+        s3 = request.getfixturevalue("s3")
+        url, opts = "s3://ckpt/run", s3.options
+    model, opt, sched, scaler = _model()
+    random.seed(7)
+    np.random.seed(7)
+    torch.manual_seed(7)
+    with Checkpointer(url, storage_options=opts, async_write=async_write, compress=compress) as ck:  # type: ignore[arg-type]
+        ck.save(Progress(3, epoch=1, batch_in_epoch=5, tokens_seen=99), model=model, optimizer=opt,
+                scheduler=sched, scaler=scaler, extras={"note": "hi", "losses": [1.5, 0.5]}, block=True)
+        expected = (random.random(), float(np.random.rand()), float(torch.rand(1)))
+        m2, o2, s2, sc2 = _fresh()
+        restored = ck.restore(model=m2, optimizer=o2, scheduler=s2, scaler=sc2)
+    assert restored is not None and restored.step == 3
+    assert restored.progress == Progress(3, 1, 5, 99)
+    assert restored.extras == {"note": "hi", "losses": [1.5, 0.5]}
+    assert restored.skipped == ()
+    assert _same(model, m2)
+    assert sched.state_dict() == s2.state_dict()
+    assert sc2.state_dict() == scaler.state_dict()
+    for group_a, group_b in zip(opt.state.values(), o2.state.values(), strict=True):
+        assert all(torch.equal(group_a[k], group_b[k]) for k in group_a)
+    # Python, NumPy and torch generators continue exactly where they were at the save
+    assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == expected
+
+
+def test_nothing_to_restore_returns_none(tmp_path: Path) -> None:
+    with Checkpointer(tmp_path / "empty") as ck:
+        assert ck.restore(model=torch.nn.Linear(2, 2)) is None
+
+
+@pytest.mark.parametrize("damage", [
+    "no-marker",        # killed between shard and marker
+    "bad-checksum",     # shard changed after the commit (bit rot, partial overwrite)
+    "truncated-shard",  # shard cut short
+    "garbage-marker",   # marker half-written by a non-atomic store
+])
+def test_damaged_newest_falls_back_to_previous_and_says_so(damage: str, tmp_path: Path,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    model, *_ = _model()
+    root = tmp_path / "ck"
+    with Checkpointer(root, async_write=False) as ck:
+        ck.save(1, model=model)
+        with torch.no_grad():
+            model[0].weight.add_(1.0)
+        ck.save(2, model=model)
+    newest = root / step_dir(2)
+    shard = newest / "state.pt"
+    if damage == "no-marker":
+        (newest / MARKER).unlink()
+    elif damage == "bad-checksum":
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        shard.write_bytes(bytes(data))
+    elif damage == "truncated-shard":
+        shard.write_bytes(shard.read_bytes()[:100])
+    else:
+        (newest / MARKER).write_text('{"step": 2, "fil')
+    m2 = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    with caplog.at_level(logging.WARNING), Checkpointer(root) as ck:
+        restored = ck.restore(model=m2)
+    assert restored is not None and restored.step == 1
+    assert len(restored.skipped) == 1 and "step-000000002" in restored.skipped[0]
+    assert "falling back" in caplog.text
+    assert not torch.equal(m2[0].weight, model[0].weight)  # the damaged, newer weights were not used
+
+
+class Custom:
+    """An arbitrary pickled object: what weights_only=True refuses to unpickle."""
+
+
+def test_weights_only_refuses_pickled_objects(tmp_path: Path) -> None:
+    with Checkpointer(tmp_path / "ck", async_write=False) as ck:
+        ck.save(1, model=torch.nn.Linear(2, 2), extras={"obj": Custom()})
+        assert ck.load_latest() is None  # refused under weights_only=True, never executed
+    trusting = Checkpointer(tmp_path / "ck", async_write=False, weights_only=False)
+    found = trusting.load_latest()
+    assert found is not None and isinstance(found[0]["extras"]["obj"], Custom)
+
+
+@pytest.mark.parametrize(("keep_last", "keep_every", "steps", "kept"), [
+    (2, None, [1, 2, 3, 4, 5], [4, 5]),           # the last two
+    (3, None, [1, 2, 3, 4, 5], [3, 4, 5]),        # the last three
+    (2, 2, [1, 2, 3, 4, 5], [2, 4, 5]),           # plus every 2nd forever
+    (2, 10, [5, 10, 15, 20, 25], [10, 20, 25]),   # milestones survive
+])
+def test_retention(keep_last: int, keep_every: int | None, steps: list[int], kept: list[int],
+                   tmp_path: Path) -> None:
+    with Checkpointer(tmp_path / "ck", keep_last=keep_last, keep_every=keep_every) as ck:
+        for s in steps:
+            ck.save(s, model=torch.nn.Linear(2, 2), block=True)
+        assert sorted(ck.committed_steps()) == kept
+    assert sorted(os.listdir(tmp_path / "ck")) == [step_dir(s) for s in kept]
+
+
+def test_keep_last_below_two_is_refused() -> None:
+    with pytest.raises(CheckpointError, match="keep at least 2"):
+        Retention(keep_last=1)
+
+
+def test_bad_compression_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="zstd"):
+        Checkpointer(tmp_path, compress="lz4")  # type: ignore[arg-type]
+
+
+def test_write_error_surfaces_on_next_call_and_previous_stays_valid(tmp_path: Path) -> None:
+    root = tmp_path / "ck"
+    model = torch.nn.Linear(4, 4)
+    ck = Checkpointer(root)
+    ck.save(1, model=model, block=True)
+    (root / step_dir(2)).write_text("a file where the folder should be")  # the next write must fail
+    stats = ck.save(2, model=model)  # returns at once: the failure is not known yet
+    assert stats.mode == "async"
+    with pytest.raises(CheckpointWriteError, match="step-000000002 was not written"):
+        ck.save(3, model=model)
+    assert ck.committed_steps() == [1]
+    assert ck.save(3, model=model, block=True).step == 3  # and it keeps working afterwards
+    ck.close()
+    assert Checkpointer(root).load_latest() is not None
+
+
+def test_marker_lists_checksums_and_is_written_last(tmp_path: Path) -> None:
+    with Checkpointer(tmp_path / "ck", compress="zstd") as ck:
+        ck.save(Progress(7, epoch=2), model=torch.nn.Linear(3, 3), block=True)
+    folder = tmp_path / "ck" / step_dir(7)
+    marker = json.loads((folder / MARKER).read_text())
+    assert marker["step"] == 7 and marker["compression"] == "zstd"
+    (name, info), = marker["files"].items()
+    assert name == "state.pt.zst" and info["bytes"] == (folder / name).stat().st_size
+    assert (folder / MARKER).stat().st_mtime_ns >= (folder / name).stat().st_mtime_ns
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"gpuwise-snap-{os.getpid()}-")]

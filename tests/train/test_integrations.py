@@ -1,0 +1,84 @@
+"""Lightning and Hugging Face Trainer callbacks against the real libraries (CPU)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from gpuwise.train import EXIT_PREEMPTED, PreemptionWatcher
+
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
+              pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+
+def test_lightning_saves_on_notice_stops_and_resumes(tmp_path: Path) -> None:
+    lightning = pytest.importorskip("lightning")
+    from gpuwise.train.lightning_callback import LightningPreemptionCallback
+
+    watcher = PreemptionWatcher(cloud="none", signals=())
+
+    class Tiny(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, idx: int) -> torch.Tensor:
+            if self.global_step == 5:
+                watcher.trigger("test")  # as the metadata poller or SIGTERM would
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.lin(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    kw = {"accelerator": "cpu", "logger": False, "enable_progress_bar": False, "enable_checkpointing": False,
+          "enable_model_summary": False, "max_steps": 12}
+    cb = LightningPreemptionCallback(tmp_path, watcher=watcher)
+    trainer = lightning.Trainer(callbacks=[cb], **kw)
+    trainer.fit(Tiny(), loader)
+    assert cb.preempted and cb.exit_code == EXIT_PREEMPTED
+    assert trainer.global_step == 6
+    assert cb.latest_checkpoint() == str(tmp_path / "preempted-step6.ckpt")
+    assert not list(tmp_path.glob("*.tmp"))
+    cb2 = LightningPreemptionCallback(tmp_path, watcher=PreemptionWatcher(cloud="none", signals=()))
+    trainer2 = lightning.Trainer(callbacks=[cb2], **kw)
+    trainer2.fit(Tiny(), loader, ckpt_path=cb2.latest_checkpoint())
+    assert trainer2.global_step == 12 and not cb2.preempted and cb2.exit_code == 0
+
+
+def test_hf_trainer_saves_on_notice_and_stops(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    from gpuwise.train.hf_callback import HFPreemptionCallback
+
+    watcher = PreemptionWatcher(cloud="none", signals=())
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+            self.calls += 1
+            if self.calls == 4:
+                watcher.trigger("test")
+            return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
+
+    data = [{"x": torch.randn(4), "labels": torch.randn(1)} for _ in range(64)]
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=4,
+                                          save_strategy="no", report_to=[], use_cpu=True, logging_strategy="no",
+                                          disable_tqdm=True)
+    cb = HFPreemptionCallback(watcher=watcher)
+    trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=data, callbacks=[cb])
+    trainer.train()
+    assert cb.preempted and cb.exit_code == EXIT_PREEMPTED
+    assert trainer.state.global_step == 4
+    assert os.path.isdir(tmp_path / "checkpoint-4")
+    assert transformers.trainer_utils.get_last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-4")

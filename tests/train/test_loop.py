@@ -1,0 +1,120 @@
+"""resilient(): AMP, accumulation, activation checkpointing, exact resume, save policy, exits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from gpuwise.errors import InputError
+from gpuwise.train import EXIT_PREEMPTED, PreemptionWatcher, ResumableSampler, resilient
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(self.lin(x)) + x
+
+
+def _setup(seed: int = 0) -> tuple[torch.nn.Module, Any, Any, Any]:
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(Block(), torch.nn.Dropout(0.1), Block(), torch.nn.Linear(16, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 / (1 + s))
+    g = torch.Generator().manual_seed(1)
+    data = torch.utils.data.TensorDataset(torch.randn(96, 16, generator=g), torch.randn(96, 1, generator=g))
+    loader = torch.utils.data.DataLoader(data, batch_size=8, sampler=ResumableSampler(96, seed=3), drop_last=True)
+    return model, opt, sched, loader
+
+
+def _train(ckpt: str, max_steps: int, stop_at: int | None = None, **kw: Any) -> tuple[list[float], torch.nn.Module, int]:
+    model, opt, sched, loader = _setup()
+    losses: list[float] = []
+    with resilient(model, opt, scheduler=sched, checkpoint_dir=ckpt, max_steps=max_steps, watcher=False,
+                   **kw) as run:
+        for x, y in run.batches(loader):
+            with run.autocast():
+                loss = torch.nn.functional.mse_loss(model(x).float(), y)
+            if run.step(loss):
+                losses.append(float(loss.detach()))
+            if stop_at is not None and run.global_step == stop_at:
+                break
+    return losses, model, run.resumed_from or 0
+
+
+@pytest.mark.parametrize("kw", [
+    {"precision": "fp32"},
+    {"precision": "bf16"},
+    {"precision": "fp16"},                                      # GradScaler state must round-trip
+    {"precision": "fp32", "grad_accum": 3},                      # resume at an optimizer-step boundary
+    {"precision": "fp32", "activation_checkpointing": (Block,)},  # recompute in backward
+    {"precision": "fp32", "compress": "zstd", "clip_grad_norm": 0.5},
+])
+def test_interrupted_and_resumed_equals_uninterrupted(kw: dict[str, Any], tmp_path: Path) -> None:
+    ref_losses, ref_model, _ = _train(str(tmp_path / "ref"), 20, every_steps=4, **kw)
+    first, _, _ = _train(str(tmp_path / "run"), 20, stop_at=9, every_steps=4, **kw)  # "crash" after step 9
+    second, model, resumed = _train(str(tmp_path / "run"), 20, every_steps=4, **kw)  # resumes from 4 or 8
+    assert resumed in (4, 8)  # a periodic save is skipped while the previous write is in flight
+    assert len(ref_losses) == 20
+    assert first[:resumed] + second == ref_losses
+    for a, b in zip(ref_model.state_dict().values(), model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_default_interval_is_young_daly_from_the_measured_stall(tmp_path: Path) -> None:
+    model, opt, _, loader = _setup()
+    with resilient(model, opt, checkpoint_dir=str(tmp_path / "c"), max_steps=3, watcher=False,
+                   mtbf_hours=1e-3) as run:  # a failure every 3.6 s → save very often
+        for x, y in run.batches(loader):
+            run.step(torch.nn.functional.mse_loss(model(x), y))
+        assert run.interval_s < 5
+    model, opt, _, loader = _setup()
+    with resilient(model, opt, checkpoint_dir=str(tmp_path / "d"), max_steps=2, watcher=False) as run:
+        for x, y in run.batches(loader):
+            run.step(torch.nn.functional.mse_loss(model(x), y))
+        assert 60 < run.interval_s <= 1800  # Spot-advisor MTBF: minutes, capped at 30 min
+
+
+def test_notice_saves_and_exits_with_the_preemption_code(tmp_path: Path) -> None:
+    model, opt, _, loader = _setup()
+    watcher = PreemptionWatcher(cloud="none", signals=())
+    with pytest.raises(SystemExit) as exc, resilient(model, opt, checkpoint_dir=str(tmp_path / "c"), max_steps=50,
+                                                     every_steps=100, watcher=watcher) as run:
+        for x, y in run.batches(loader):
+            run.step(torch.nn.functional.mse_loss(model(x), y))
+            if run.global_step == 7:
+                watcher.trigger("test")
+    assert exc.value.code == EXIT_PREEMPTED
+    # noticed at the next step boundary, saved there (synchronously committed), loop ended
+    assert run.preempted and run.global_step == 8 and run.committed_step == 8
+    assert run.checkpointer.committed_steps() == [8]
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"max_steps": 0}, "max_steps"),
+    ({"max_steps": 5, "grad_accum": 0}, "grad_accum"),
+    ({"max_steps": 5, "precision": "fp8"}, "precision"),
+    ({"max_steps": 5, "every_minutes": float("nan")}, "every_minutes"),
+])
+def test_bad_options_are_input_errors(kw: dict[str, Any], match: str, tmp_path: Path) -> None:
+    model, opt, *_ = _setup()
+    with pytest.raises(InputError, match=match), resilient(model, opt, checkpoint_dir=str(tmp_path), **kw):
+        pass
+
+
+def test_without_torch_the_error_names_the_extra(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from gpuwise.errors import MissingExtraError\n"
+            "import gpuwise.train as t\n"
+            "t.FakeMetadataServer; t.PreemptionWatcher  # these need no torch\n"
+            "try:\n    t.Checkpointer\nexcept MissingExtraError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=60)
+    assert "pip install 'gpuwise[train]'" in r.stdout, r.stderr
