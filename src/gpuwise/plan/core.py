@@ -289,7 +289,7 @@ def _spot(ev: Evaluation, cand: _Cand, request: PlanRequest, spot: SpotDefaults)
     else:
         rate_node = risk.rate_per_node_hour
         source = (f"{risk.cloud} default {risk.monthly_interruption_probability:.0%}/month "
-                  f"({risk.confidence} confidence)")
+                  f"({_confidence_words(risk.confidence)})")
     c_hours = _checkpoint_hours(ev, cand.gpn * cand.nodes, request, spot)
     restart = (request.restart_hours if request.restart_hours is not None else spot.restart_hours) + c_hours
     out = spot_outcome(ev.hours, rate_per_hour=rate_node * cand.nodes, checkpoint_hours=c_hours,
@@ -441,7 +441,7 @@ def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> 
         for cloud in sorted(clouds):
             risk = spot.for_cloud(cloud)
             out.append(f"{cloud} spot interruptions: {risk.monthly_interruption_probability:.0%}/month per "
-                       f"instance (MTBF {risk.mtbf_hours:,.0f} h, {risk.confidence} confidence) — "
+                       f"instance (MTBF {risk.mtbf_hours:,.0f} h, {_confidence_words(risk.confidence)}) — "
                        "override with --spot-mtbf")
     if request.checkpoint_bandwidth_gb_s is None:
         out.append(f"checkpoint bandwidth {spot.checkpoint_bandwidth_gb_s:g} GB/s (placeholder) — "
@@ -450,3 +450,8 @@ def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> 
         out.append(f"restart {spot.restart_hours * 60:.0f} min + checkpoint reload (placeholder) — "
                    "override with --restart-time")
     return tuple(out)
+
+
+def _confidence_words(confidence: str) -> str:
+    """``low`` → "low confidence"; ``assumption`` → "a placeholder: no public figure"."""
+    return "a placeholder: no public figure" if confidence == "assumption" else f"{confidence} confidence"
