@@ -128,6 +128,8 @@ def test_aws_one_offer_per_zone_with_that_zones_spot_price() -> None:
 @pytest.mark.parametrize(("cloud", "instance", "accel", "count", "expected"), [
     ("lambda", "gpu_1x_a100", "A100", "1.0", ("A100-PCIE", 1.0)),  # Lambda's plain a100 is PCIe
     ("lambda", "gpu_1x_a100_sxm4", "A100", "1.0", ("A100", 1.0)),
+    ("lambda", "gpu_4x_a100", "A100", "4.0", ("A100-PCIE", 4.0)),
+    ("lambda", "gpu_8x_a100", "A100", "8.0", ("A100", 8.0)),  # '8x A100 (40 GB SXM4)', not PCIe
     ("azure", "Standard_ND96isr_H100_v5", "H100", "12", ("H100", 8.0)),  # the catalog's count 12 is wrong
     ("azure", "Standard_NC40ads_H100_v5", "H100", "1", ("H100-NVL", 1.0)),
     ("gcp", "whatever", "H100-MEGA", "8", ("H100", 8.0)),  # alias
