@@ -314,6 +314,9 @@ def main() -> None:
     args = ap.parse_args()
     clouds = [c.strip() for c in args.clouds.split(",") if c.strip()]
     catalog_dir = args.catalog_dir.expanduser().resolve()
+    missing = [c for c in clouds if not (catalog_dir / f"{c}.csv").is_file()]
+    if missing:
+        sys.exit(f"{catalog_dir}: no {', '.join(c + '.csv' for c in missing)} (give --catalog-dir or --clouds)")
 
     sky = run_skypilot(args.sky_python, catalog_dir, clouds, args.repeat)
     gw = run_gpuwise(catalog_dir, clouds, args.repeat)
