@@ -4,7 +4,8 @@
 ``GPUWISE_HOME`` puts both under one folder (tests and containers use it); otherwise the XDG
 locations apply: ``$XDG_CONFIG_HOME/gpuwise`` (``~/.config/gpuwise``) and
 ``$XDG_DATA_HOME/gpuwise`` (``~/.local/share/gpuwise``). Nothing here creates a folder.
-:func:`write_text_atomic` writes an output file (``--html``, ``--save-demand``) all or nothing.
+:func:`write_text_atomic` writes a file all or nothing (``--html``, ``--save-demand``, the catalog
+store, calibration.json).
 """
 
 from __future__ import annotations
