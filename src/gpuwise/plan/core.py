@@ -17,6 +17,7 @@ from typing import Any
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.reserved import ReservedTerm
 from gpuwise.errors import EstimateError, GpuwiseError, HardwareError, InputError, did_you_mean
+from gpuwise.plan.explain import explain, fmt_hours, fmt_usd
 from gpuwise.plan.model import Evaluation, WorkloadModel
 from gpuwise.plan.spot import SpotDefaults, SpotOutcome, p_meet_deadline, spot_outcome
 from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection
@@ -24,16 +25,6 @@ from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
 
 _KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "max-gpus": 3, "no-estimate": 4, "reserved-unknown": 5,
                "no-price": 6, "fractional": 7}
-
-
-def _fmt_hours(h: float) -> str:
-    if h < 1:
-        return f"{h * 60:.0f} min"
-    return f"{h:.1f} h" if h < 100 else f"{h:,.0f} h"
-
-
-def _fmt_usd(v: float) -> str:
-    return f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
 
 
 def _setup(gpu: str, gpn: int, nodes: int) -> str:
@@ -225,8 +216,6 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
     reason, nearest = (None, None) if options else _why_empty(request, fits_any, rejects, sites)
     spot_clouds = {c.cloud for c in merged.values() if c.billing == "spot"}
     assumptions = _assumptions(request, spot, spot_clouds)
-    from gpuwise.plan.explain import explain
-
     return Plan(workload=dict(model.describe()), request=request, options=options, pareto=pareto,
                 rejected=rejected, explanation=tuple(explain(options, rejected, request)),
                 reason=reason, nearest_miss=nearest, considered=considered, assumptions=assumptions)
@@ -381,15 +370,15 @@ def _finish_rejections(rejects: _Rejects, request: PlanRequest) -> tuple[Rejecti
             if kind == "deadline":
                 if best.billing == "spot" and best.p is not None and best.ev is not None \
                         and best.out is not None and best.out.failure_free_hours <= (request.deadline_hours or 0):
-                    why = (f"{best.p:.0%} chance to finish within {_fmt_hours(request.deadline_hours or 0)} "
+                    why = (f"{best.p:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)} "
                            f"(needs {request.confidence:.0%}; best {_label(best)})")
                 else:
-                    why = (f"misses the {_fmt_hours(request.deadline_hours or 0)} deadline "
-                           f"(fastest {_fmt_hours(best.hours)}, {_label(best)})")
+                    why = (f"misses the {fmt_hours(request.deadline_hours or 0)} deadline "
+                           f"(fastest {fmt_hours(best.hours)}, {_label(best)})")
                 metric = best.hours
             else:
-                why = (f"over the {_fmt_usd(request.budget_usd or 0)} budget "
-                       f"(cheapest {_fmt_usd(best.cost)}, {_label(best)})")
+                why = (f"over the {fmt_usd(request.budget_usd or 0)} budget "
+                       f"(cheapest {fmt_usd(best.cost)}, {_label(best)})")
                 metric = best.cost
             out.append(((_KIND_ORDER[kind], metric), Rejection(
                 kind=kind, reason=f"{setup}: {why}", offers=g["offers"], gpu=best.gpu, gpu_count=best.gpn,
@@ -422,14 +411,14 @@ def _why_empty(request: PlanRequest, fits_any: Sequence[_Cand], rejects: _Reject
     if not on_time:
         fastest = min(fits_any, key=lambda c: (c.hours, c.cost))
         return ("no option meets the deadline",
-                f"fastest possible: {_fmt_hours(fastest.hours)} on {_setup(fastest.gpu, fastest.gpn, fastest.nodes)} "
+                f"fastest possible: {fmt_hours(fastest.hours)} on {_setup(fastest.gpu, fastest.gpn, fastest.nodes)} "
                 f"({fastest.cloud} {fastest.instance_type}{f' ×{fastest.nodes}' if fastest.nodes > 1 else ''}, "
-                f"{fastest.billing}, {_fmt_usd(fastest.cost)})")
+                f"{fastest.billing}, {fmt_usd(fastest.cost)})")
     cheapest = min(on_time, key=lambda c: (c.cost, c.hours))
     reason = "no option that meets the deadline is within the budget" if request.deadline_hours is not None \
         else "no option is within the budget"
-    return (reason, f"cheapest possible: {_fmt_usd(cheapest.cost)} on {_label(cheapest)} "
-                    f"in {_fmt_hours(cheapest.hours)}")
+    return (reason, f"cheapest possible: {fmt_usd(cheapest.cost)} on {_label(cheapest)} "
+                    f"in {fmt_hours(cheapest.hours)}")
 
 
 def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> tuple[str, ...]:
