@@ -187,8 +187,10 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
                         mode=sky_mode) \
         if export and plan.options else None
     if text is not None and output is not None:
+        from gpuwise.paths import write_text_atomic
+
         try:
-            output.write_text(text, encoding="utf-8")
+            write_text_atomic(output, text)
         except OSError as exc:
             raise InputError(f"cannot write {output}: {exc.strerror}", hint="check the --output path") from None
     if json:
