@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.reserved import ReservedTerm
-from gpuwise.errors import EstimateError, GpuwiseError, HardwareError, InputError, did_you_mean
+from gpuwise.errors import EstimateError, GpuwiseError, HardwareError
 from gpuwise.plan.explain import explain, fmt_hours, fmt_usd
 from gpuwise.plan.model import Evaluation, WorkloadModel
 from gpuwise.plan.spot import SpotDefaults, SpotOutcome, p_meet_deadline, spot_outcome
@@ -56,21 +56,12 @@ class _Cand:
 
 def _check_filters(offers: Sequence[Offer], request: PlanRequest) -> tuple[set[str], set[str] | None]:
     """Validate --cloud/--region/--gpu against the catalog (did-you-mean); return clouds and GPUs."""
-    from gpuwise.catalog.query import resolve_gpu_filter
+    from gpuwise.catalog.query import check_clouds, check_region, resolve_gpu_filter
 
-    clouds_known = sorted({o.cloud for o in offers})
-    for cloud in request.clouds:
-        if cloud not in clouds_known:
-            raise InputError(f"unknown cloud {cloud!r}", hint=f"use one of: {', '.join(clouds_known)}",
-                             suggestions=did_you_mean(cloud, clouds_known))
-    clouds = set(request.clouds or clouds_known)
-    regions = {o.region for o in offers if o.cloud in clouds}
+    check_clouds(request.clouds, offers)
     for pattern in request.regions:
-        if not any(fnmatch.fnmatchcase(r, pattern) for r in regions):
-            raise InputError(f"no region matches {pattern!r}" + (f" in {', '.join(sorted(clouds))}"
-                                                                 if request.clouds else ""),
-                             hint="give a region name or a glob like 'us-*' (see `gpuwise offers`)",
-                             suggestions=did_you_mean(pattern, regions))
+        check_region(pattern, offers, request.clouds)
+    clouds = set(request.clouds) or {o.cloud for o in offers}
     gpus = {resolve_gpu_filter(g, offers) for g in request.gpus} if request.gpus else None
     return clouds, gpus
 
