@@ -43,13 +43,12 @@ class _Cand:
                  "out", "p", "price", "regions", "source", "zones")
 
     def __init__(self, cloud: str, region: str, instance_type: str, gpu: str, gpn: int, nodes: int,
-                 billing: str, price: float, zones: int) -> None:
+                 billing: str, price: float, zones: int, ev: Evaluation) -> None:
         self.cloud, self.instance_type, self.gpu, self.gpn, self.nodes = cloud, instance_type, gpu, gpn, nodes
-        self.billing, self.price, self.zones = billing, price, zones
+        self.billing, self.price, self.zones, self.ev = billing, price, zones, ev
         self.regions = [region]
         self.hours = self.cost = 0.0
         self.p: float | None = None
-        self.ev: Evaluation | None = None
         self.out: SpotOutcome | None = None
         self.source: str | None = None
 
@@ -154,9 +153,8 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
                     cand.regions.append(region)
                     cand.zones += zones
                     continue
-                cand = _Cand(cloud, region, itype, gpu, gpn, nodes, bill_name, price, zones)
-                cand.ev = ev
-                _price_candidate(cand, ev, request, spot, outcomes)
+                cand = _Cand(cloud, region, itype, gpu, gpn, nodes, bill_name, price, zones, ev)
+                _price_candidate(cand, request, spot, outcomes)
                 merged[mkey] = cand
         if fitting_nodes:  # every fitting node count × each billing without a price
             for bill_name in unpriced:
@@ -199,8 +197,7 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
 
     feasible.sort(key=_sort_key(request))
     front = _pareto(feasible)
-    options = tuple(_to_option(i + 1, c, id(c) in front, _checkpoint_hours(c.ev, c.gpn * c.nodes, request, spot)
-                               if c.ev is not None else None)
+    options = tuple(_to_option(i + 1, c, id(c) in front, _checkpoint_hours(c.ev, c.gpn * c.nodes, request, spot))
                     for i, c in enumerate(feasible))
     pareto = tuple(sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours)))
     rejected = _finish_rejections(rejects, request)
@@ -241,8 +238,9 @@ def _no_price_reason(kind: str, cloud: str, billing: str) -> str:
     return f"{cloud} {billing}: no price in the catalog for these offers (e.g. reservation-only types)"
 
 
-def _price_candidate(cand: _Cand, ev: Evaluation, request: PlanRequest, spot: SpotDefaults,
+def _price_candidate(cand: _Cand, request: PlanRequest, spot: SpotDefaults,
                      outcomes: dict[tuple[str, str, int, int], tuple[SpotOutcome, str]]) -> None:
+    ev = cand.ev
     hours = ev.hours
     if cand.billing == "spot":
         key = (cand.cloud, cand.gpu, cand.gpn, cand.nodes)
@@ -315,9 +313,8 @@ def _pareto(cands: Sequence[_Cand]) -> set[int]:
     return front
 
 
-def _to_option(rank: int, c: _Cand, on_front: bool, checkpoint_hours: float | None) -> PlanOption:
+def _to_option(rank: int, c: _Cand, on_front: bool, checkpoint_hours: float) -> PlanOption:
     ev = c.ev
-    assert ev is not None  # set for every priced candidate
     regions = tuple(sorted(set(c.regions)))
     return PlanOption(
         rank=rank, cloud=c.cloud, region=regions[0], regions=regions, instance_type=c.instance_type,
@@ -359,7 +356,7 @@ def _finish_rejections(rejects: _Rejects, request: PlanRequest) -> tuple[Rejecti
         if kind in ("deadline", "budget") and best is not None:
             setup = f"{best.gpu} ×{best.gpn}{_span(g['nodes'])} {best.billing}"
             if kind == "deadline":
-                if best.billing == "spot" and best.p is not None and best.ev is not None \
+                if best.billing == "spot" and best.p is not None \
                         and best.out is not None and best.out.failure_free_hours <= (request.deadline_hours or 0):
                     why = (f"{best.p:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)} "
                            f"(needs {request.confidence:.0%}; best {_label(best)})")
