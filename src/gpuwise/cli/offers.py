@@ -34,12 +34,10 @@ def offers(
 ) -> None:
     """Instance offers with filters, one table across clouds, cheapest first."""
     from gpuwise.catalog import SORT_KEYS, OfferQuery, load_catalog, query_offers, sort_offers
-    from gpuwise.errors import InputError, did_you_mean
+    from gpuwise.errors import InputError, check_choice
     from gpuwise.units import check_finite, parse_money_usd
 
-    if sort not in SORT_KEYS:
-        raise InputError(f"unknown --sort {sort!r}", hint=f"use one of {', '.join(SORT_KEYS)}",
-                         suggestions=did_you_mean(sort, SORT_KEYS))
+    check_choice(sort, SORT_KEYS, "--sort")
     for value, flag in ((count, "--count"), (min_count, "--min-count")):
         if value is not None:
             check_finite(value, flag, strict=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from gpuwise.catalog.offer import BILLINGS, Billing
-from gpuwise.errors import InputError, did_you_mean
+from gpuwise.errors import InputError, check_choice
 from gpuwise.units import check_finite
 
 Objective = Literal["cost", "time", "balanced"]
@@ -67,13 +67,9 @@ class PlanRequest:
             raise InputError(f"--max-nodes must be in 1..{MAX_NODES}, got {self.max_nodes}",
                              hint=f"give e.g. 8 (at most {MAX_NODES}: every node count is priced)")
         check_finite(self.confidence, "confidence", maximum=1.0)
-        if self.objective not in OBJECTIVES:
-            raise InputError(f"unknown objective {self.objective!r}", hint=f"use one of {', '.join(OBJECTIVES)}",
-                             suggestions=did_you_mean(self.objective, OBJECTIVES))
+        check_choice(self.objective, OBJECTIVES, "objective")
         for billing in self.billings:
-            if billing not in BILLINGS:
-                raise InputError(f"unknown billing {billing!r}", hint=f"use one of {', '.join(BILLINGS)}",
-                                 suggestions=did_you_mean(billing, BILLINGS))
+            check_choice(billing, BILLINGS, "billing")
         if not self.billings:
             raise InputError("no billing model to consider", hint=f"give one or more of {', '.join(BILLINGS)}")
 
