@@ -169,7 +169,7 @@ class _Collector:
 Progress = Callable[[str], None]
 
 
-def stage_names(options: BenchOptions, cuda: bool) -> list[str]:
+def stage_names(options: BenchOptions) -> list[str]:
     """The stages this run goes through (for progress bars)."""
     names = []
     if options.wants("matmul"):
