@@ -20,7 +20,7 @@ from gpuwise.errors import EstimateError, GpuwiseError, HardwareError
 from gpuwise.plan.explain import explain, fmt_hours, fmt_usd
 from gpuwise.plan.model import Evaluation, WorkloadModel
 from gpuwise.plan.spot import SpotDefaults, SpotOutcome, p_meet_deadline, spot_outcome
-from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection
+from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection, option_label
 from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
 
 _KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "max-gpus": 3, "no-estimate": 4, "reserved-unknown": 5,
@@ -32,8 +32,7 @@ def _setup(gpu: str, gpn: int, nodes: int) -> str:
 
 
 def _label(c: _Cand) -> str:
-    nodes = f" ×{c.nodes}" if c.nodes > 1 else ""
-    return f"{_setup(c.gpu, c.gpn, c.nodes)} ({c.cloud} {c.instance_type}{nodes}, {c.billing})"
+    return option_label(c.gpu, c.gpn, c.nodes, c.cloud, c.instance_type, c.billing)
 
 
 class _Cand:

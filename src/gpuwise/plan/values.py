@@ -77,6 +77,12 @@ class PlanRequest:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def option_label(gpu: str, gpus_per_node: int, nodes: int, cloud: str, instance_type: str, billing: str) -> str:
+    """``16×H100 (aws p5.48xlarge ×2, spot)``: how options and rejections name a setup."""
+    node_text = f" ×{nodes}" if nodes > 1 else ""
+    return f"{gpus_per_node * nodes}×{gpu} ({cloud} {instance_type}{node_text}, {billing})"
+
+
 @dataclass(frozen=True)
 class PlanOption:
     """One way to run the job: an instance type × nodes × billing, in one or more regions."""
@@ -134,8 +140,7 @@ class PlanOption:
     @property
     def label(self) -> str:
         """``8×H100 (aws p5.48xlarge, spot)``."""
-        nodes = f" ×{self.nodes}" if self.nodes > 1 else ""
-        return f"{self.total_gpus}×{self.gpu} ({self.cloud} {self.instance_type}{nodes}, {self.billing})"
+        return option_label(self.gpu, self.gpu_count, self.nodes, self.cloud, self.instance_type, self.billing)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
