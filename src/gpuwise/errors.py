@@ -108,6 +108,15 @@ def parse_error_text(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def check_choice(value: str, choices: Iterable[str], what: str) -> str:
+    """``value`` when it is one of ``choices``; else InputError ``unknown <what> 'value'`` listing them."""
+    known = tuple(choices)
+    if value not in known:
+        raise InputError(f"unknown {what} {value!r}", hint=f"use one of {', '.join(known)}",
+                         suggestions=did_you_mean(value, known))
+    return value
+
+
 def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     """Up to ``n`` names from ``known`` close to ``name`` (case-insensitive)."""
     by_lower: dict[str, str] = {}

@@ -4,13 +4,15 @@
 ``GPUWISE_HOME`` puts both under one folder (tests and containers use it); otherwise the XDG
 locations apply: ``$XDG_CONFIG_HOME/gpuwise`` (``~/.config/gpuwise``) and
 ``$XDG_DATA_HOME/gpuwise`` (``~/.local/share/gpuwise``). Nothing here creates a folder.
-:func:`write_text_atomic` writes an output file (``--html``, ``--save-demand``) all or nothing.
+:func:`write_bytes_atomic` writes a file all or nothing: output files (``--html``,
+``--save-demand``, ``--export -o``), the catalog store, calibration.json and local checkpoints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+import uuid
 from pathlib import Path
 
 
@@ -48,23 +50,41 @@ def skypilot_catalog_root() -> Path | None:
     return Path.home() / ".sky" / "catalogs"
 
 
-def write_text_atomic(path: Path | str, text: str) -> None:
-    """Replace ``path`` with ``text`` all at once: a temporary file beside it, fsync, rename.
+def write_bytes_atomic(path: Path | str, data: bytes | memoryview, *, sync_folder: bool = False) -> None:
+    """Replace ``path`` with ``data`` all at once: a temporary file beside it, fsync, rename.
 
     A write that fails half-way (disk full, file-size limit, killed) leaves an existing file as
-    it was and no temporary behind. Raises OSError (the caller turns it into a user error).
+    it was and no temporary behind. ``sync_folder`` also fsyncs the folder, so that the rename
+    itself survives a power loss (checkpoints need this; an output file does not). The file gets
+    the mode ``open()`` would give it (0666 less the umask). Raises OSError.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:16]}.tmp")
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        # O_EXCL: never write into another writer's file; mode 0o666: the kernel applies the umask
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
+    if sync_folder:
+        fsync_folder(path.parent)
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """:func:`write_bytes_atomic` of ``text`` as UTF-8 (``--html``, ``--save-demand``, the catalog store)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def fsync_folder(folder: Path | str) -> None:
+    """Make a rename in ``folder`` durable (POSIX: fsync the directory itself)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from gpuwise.bench.result import BenchReport
 from gpuwise.errors import DataFileError, InputError
-from gpuwise.paths import config_dir
+from gpuwise.paths import config_dir, write_text_atomic
 
 CALIBRATION_VERSION = 1
 
@@ -95,15 +93,5 @@ def write_calibration(report: BenchReport, path: Path | None = None) -> Path:
            "measured_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "device": report.device.name, "gpus": gpus}
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".calibration-", suffix=".json", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(target, json.dumps(doc, indent=2) + "\n")
     return target

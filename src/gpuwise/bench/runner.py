@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuwise.bench import compute, storage, training
 from gpuwise.bench.result import BenchReport, BenchResult, DeviceInfo, Skipped, compare
-from gpuwise.errors import HardwareError, InputError, MissingExtraError, did_you_mean
+from gpuwise.errors import HardwareError, InputError, MissingExtraError, check_choice
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,7 @@ class BenchOptions:
 
     def __post_init__(self) -> None:
         for g in self.only:
-            if g not in GROUPS:
-                raise InputError(f"unknown benchmark group {g!r}", hint=f"use one of {', '.join(GROUPS)}",
-                                 suggestions=did_you_mean(g, GROUPS))
+            check_choice(g, GROUPS, "benchmark group")
         if self.num_workers is not None and self.num_workers < 0:
             raise InputError(f"--num-workers {self.num_workers} is negative", hint="give 0 or more")
         if self.storage_mib is not None and not 1 <= self.storage_mib <= 1024 * 1024:
@@ -171,7 +169,7 @@ class _Collector:
 Progress = Callable[[str], None]
 
 
-def stage_names(options: BenchOptions, cuda: bool) -> list[str]:
+def stage_names(options: BenchOptions) -> list[str]:
     """The stages this run goes through (for progress bars)."""
     names = []
     if options.wants("matmul"):

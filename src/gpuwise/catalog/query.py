@@ -6,7 +6,7 @@ Pure functions over a sequence of :class:`Offer`; no I/O.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,12 +40,23 @@ class OfferQuery:
     """Only GPUs with at least this much memory each."""
 
 
-def _check_names(names: Iterable[str], known: Iterable[str], what: str, flag: str) -> None:
-    known = sorted(set(known))
+def check_clouds(names: Iterable[str], offers: Sequence[Offer]) -> None:
+    """InputError, with did-you-mean, for a ``--cloud`` the catalog has no offer from."""
+    known = sorted({o.cloud for o in offers})
     for name in names:
         if name not in known:
-            raise InputError(f"unknown {what} {name!r}", hint=f"use one of: {', '.join(known)} (see {flag})",
+            raise InputError(f"unknown cloud {name!r}",
+                             hint=f"use one of: {', '.join(known)} (see `gpuwise catalog info`)",
                              suggestions=did_you_mean(name, known))
+
+
+def check_region(pattern: str, offers: Sequence[Offer], clouds: Collection[str] = ()) -> None:
+    """InputError, with did-you-mean, when no region of ``clouds`` (all when empty) matches ``pattern``."""
+    regions = {o.region for o in offers if not clouds or o.cloud in clouds}
+    if not any(fnmatch.fnmatchcase(r, pattern) for r in regions):
+        raise InputError(f"no region matches {pattern!r}" + (f" in {', '.join(sorted(clouds))}" if clouds else ""),
+                         hint="give a region name or a glob like 'us-*' (see `gpuwise offers`)",
+                         suggestions=did_you_mean(pattern, regions))
 
 
 def resolve_gpu_filter(name: str, offers: Sequence[Offer]) -> str:
@@ -67,15 +78,10 @@ def query_offers(offers: Sequence[Offer], query: OfferQuery) -> list[Offer]:
     if query.count is not None and query.min_count is not None and query.count < query.min_count:
         raise InputError(f"--count {query.count:g} is below --min-count {query.min_count:g}: nothing can match",
                          hint="give one of --count and --min-count")
-    if query.clouds:
-        _check_names(query.clouds, {o.cloud for o in offers}, "cloud", "`gpuwise catalog info`")
+    check_clouds(query.clouds, offers)
     gpu = resolve_gpu_filter(query.gpu, offers) if query.gpu else None
     if query.region:
-        regions = {o.region for o in offers if not query.clouds or o.cloud in query.clouds}
-        if not any(fnmatch.fnmatchcase(r, query.region) for r in regions):
-            raise InputError(f"no region matches {query.region!r}",
-                             hint="give a region name or a glob like 'us-*'",
-                             suggestions=did_you_mean(query.region, regions))
+        check_region(query.region, offers, query.clouds)
 
     def keep(o: Offer) -> bool:
         if gpu is not None and o.gpu != gpu:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuwise.catalog.offer import Offer
-from gpuwise.errors import DataFileError, parse_error_text
+from gpuwise.datafiles import read_user_yaml
+from gpuwise.errors import DataFileError
 from gpuwise.paths import config_dir
 
 Term = Literal[1, 3]
@@ -68,12 +69,7 @@ def load_reserved_terms(user_file: Path | None = None) -> dict[tuple[str, int], 
     terms = _parse(yaml.safe_load(text), "gpuwise/catalog/data/reserved.yaml")
     path = user_file if user_file is not None else config_dir() / "reserved.yaml"
     if path.is_file():
-        try:
-            user = yaml.safe_load(path.read_text("utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise DataFileError(f"{path}: not valid YAML ({parse_error_text(exc)})",
-                                hint="fix the file or remove it") from None
-        terms.update(_parse(user, str(path)))
+        terms.update(_parse(read_user_yaml(path), str(path)))
     return terms
 
 

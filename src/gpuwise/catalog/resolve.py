@@ -8,13 +8,12 @@ SXM4 module on ``gpu_1x_a100_sxm4``). Aliases in the GPU table handle the first;
 
 from __future__ import annotations
 
-import csv
 import fnmatch
 import functools
-import io
 from dataclasses import dataclass
 from importlib import resources
 
+from gpuwise.datafiles import commented_csv
 from gpuwise.hardware import gpu_table
 
 
@@ -30,11 +29,10 @@ class InstanceOverride:
 @functools.lru_cache(maxsize=1)
 def instance_overrides() -> tuple[InstanceOverride, ...]:
     text = resources.files("gpuwise.catalog").joinpath("data/instance_gpus.csv").read_text("utf-8")
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     return tuple(
         InstanceOverride(row["cloud"], row["pattern"], row["gpu"],
                          float(row["gpu_count"]) if row["gpu_count"] else None, row["source"])
-        for row in csv.DictReader(io.StringIO("\n".join(lines)))
+        for row in commented_csv(text)
     )
 
 

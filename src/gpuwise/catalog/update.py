@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from gpuwise.catalog.offer import Offer, offers_to_csv
 from gpuwise.catalog.sources import CatalogSource, default_sources, layer_sources, store_path
 from gpuwise.errors import CatalogError
+from gpuwise.paths import write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,6 @@ def _sha256(path: Path) -> str:
 
 def _manifest_path(store: Path) -> Path:
     return store.with_name("manifest.json")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def diff_offers(before: Sequence[Offer], after: Sequence[Offer], clouds: Sequence[str]) -> list[CloudDiff]:
@@ -113,8 +104,8 @@ def update_store(source: CatalogSource, *, force: bool = False, dry_run: bool = 
             shutil.copy2(store, backup)
         previous = store.with_name("offers.prev.csv")
         shutil.copy2(store, previous)
-    _atomic_write(store, offers_to_csv(merged))
-    _atomic_write(_manifest_path(store), json.dumps({
+    write_text_atomic(store, offers_to_csv(merged))
+    write_text_atomic(_manifest_path(store), json.dumps({
         "sha256": _sha256(store),
         "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "clouds": {c: location for c in clouds},

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -20,6 +20,7 @@ import typer
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
 
@@ -64,6 +65,16 @@ def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 160
     return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+
+
+def make_table(columns: Collection[str], *, title: str | None = None, left: Collection[str] = ()) -> Table:
+    """A rich table with these column headers: numbers right-aligned, the ``left`` ones (names) left."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in columns:
+        t.add_column(col, justify="left" if col in left else "right")
+    return t
 
 
 def money(value: float | None, digits: int = 2) -> str:

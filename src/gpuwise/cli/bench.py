@@ -34,7 +34,7 @@ def bench(
 
     options = BenchOptions(quick=quick, checkpoint_dir=checkpoint_dir, gpu=gpu, only=tuple(split_list(only)),
                            num_workers=num_workers, device=device, storage_mib=storage_mib)
-    stages = stage_names(options, cuda=True)
+    stages = stage_names(options)
     # `docker stop`, Slurm and spot preemption send SIGTERM: unwind like Ctrl-C so the storage
     # benchmark's `finally` removes its scratch folder.
     signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli._output import JsonFlag, console, emit_json
+from gpuwise.cli._output import JsonFlag, console, emit_json, make_table
 
 app = typer.Typer(help="Price catalog: sources in use, and updates.", no_args_is_help=True)
 
@@ -30,11 +30,8 @@ def info(json: JsonFlag = False) -> None:
     if json:
         emit_json(data)
         return
-    from rich.table import Table
-
-    table = Table(title=f"Catalog: {len(cat.offers)} offers from {', '.join(cat.clouds)}")
-    for col in ("source", "as of", "clouds", "offers", "location"):
-        table.add_column(col)
+    columns = ("source", "as of", "clouds", "offers", "location")
+    table = make_table(columns, title=f"Catalog: {len(cat.offers)} offers from {', '.join(cat.clouds)}", left=columns)
     for layer in cat.layers:
         table.add_row(layer.kind, layer.as_of, ", ".join(layer.clouds) or layer.note, str(layer.rows), layer.location)
     out = console()

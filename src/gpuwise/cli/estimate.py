@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuwise.cli._output import JsonFlag, console, emit_json, number
+from gpuwise.cli._output import JsonFlag, console, emit_json, make_table, number
 from gpuwise.cli._workload import (
     CpuOffloadOpt,
     EpochsOpt,
@@ -117,11 +117,8 @@ def _list_models(as_json: bool, names: list[str]) -> None:
     if as_json:
         emit_json(rows)
         return
-    from rich.table import Table
-
-    table = Table(title="Model presets (gpuwise estimate --model NAME)")
-    for col in ("name", "arch", "params", "hidden", "layers", "heads/kv", "vocab"):
-        table.add_column(col, justify="left" if col in ("name", "arch") else "right")
+    table = make_table(("name", "arch", "params", "hidden", "layers", "heads/kv", "vocab"),
+                       title="Model presets (gpuwise estimate --model NAME)", left=("name", "arch"))
     for r in rows:
         table.add_row(r["name"], r["arch"], _count(r["params"]), str(r["hidden"] or "—"), str(r["layers"] or "—"),
                       f"{r['heads']}/{r['kv_heads']}" if r["heads"] else "—", str(r["vocab"] or "—"))

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, number, split_list
+from gpuwise.cli._output import (
+    CatalogFlag,
+    JsonFlag,
+    console,
+    emit_json,
+    make_table,
+    money,
+    number,
+    split_list,
+)
 
 if TYPE_CHECKING:
     from gpuwise.catalog.reserved import ReservedTerm
@@ -165,31 +174,25 @@ def _fleet_json(plan: Any, origin: str, start: str, prices: dict[str, GpuPrices]
 
 
 def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
-    from rich.table import Table
-
     out = console()
     out.print(f"[bold]Fleet plan[/bold] for {origin} ({plan.hours:,} h), solved in {plan.solver.seconds:.2f} s")
-    t = Table(title="Reservations to buy")
-    for col in ("GPU", "cloud", "term", "GPUs", "$/GPU-h", "discount", "cost over profile", "contract value"):
-        t.add_column(col, justify="left" if col in ("GPU", "cloud") else "right")
+    t = make_table(("GPU", "cloud", "term", "GPUs", "$/GPU-h", "discount", "cost over profile", "contract value"),
+              title="Reservations to buy", left=("GPU", "cloud"))
     for c in plan.commitments:
         t.add_row(c.gpu, c.cloud, f"{c.term_years}y", str(c.count), money(c.usd_per_gpu_hour, 3), f"{c.discount:.0%}",
                   money(c.cost_usd, 0), money(c.commitment_usd, 0))
     if not plan.commitments:
         t.add_row("—", "reserve nothing", "", "", "", "", "", "")
     out.print(t)
-    g = Table(title="Per GPU model")
-    for col in ("GPU", "peak", "reserved", "res. util", "spot GPU-h", "on-demand GPU-h", "cost", "all on-demand"):
-        g.add_column(col, justify="left" if col == "GPU" else "right")
+    g = make_table(("GPU", "peak", "reserved", "res. util", "spot GPU-h", "on-demand GPU-h", "cost", "all on-demand"),
+              title="Per GPU model", left=("GPU",))
     for b in plan.per_gpu:
         g.add_row(b.gpu, number(b.peak_gpus, ",.0f"), str(b.reserved_gpus),
                   "—" if b.reserved_utilization is None else f"{b.reserved_utilization:.1%}",
                   number(b.spot_gpu_hours, ",.0f"), number(b.on_demand_gpu_hours, ",.0f"), money(b.cost_usd, 0),
                   money(b.on_demand_only_cost_usd, 0))
     out.print(g)
-    m = Table(title="Cost per month")
-    for col in ("month", "reserved", "spot", "on-demand", "total"):
-        m.add_column(col, justify="right")
+    m = make_table(("month", "reserved", "spot", "on-demand", "total"), title="Cost per month")
     for mc in plan.monthly:
         m.add_row(mc.month, money(mc.reserved_usd, 0), money(mc.spot_usd, 0), money(mc.on_demand_usd, 0),
                   money(mc.total_usd, 0))
@@ -199,9 +202,8 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
               f"[bold]{plan.savings_fraction:.1%} saved[/bold]; vs best single billing ({plan.best_single_billing}, "
               f"{money(plan.best_single_cost_usd, 0)}): {plan.savings_vs_best_single_fraction:.1%} saved. "
               f"Reservation utilization {util}. Spot overhead {plan.spot_overhead:.1%}.")
-    s = Table(title="Sensitivity (commitments kept, hourly split redone)")
-    for col in ("scenario", "cost", "saved vs on-demand", "res. util", "best possible"):
-        s.add_column(col, justify="left" if col == "scenario" else "right")
+    s = make_table(("scenario", "cost", "saved vs on-demand", "res. util", "best possible"),
+              title="Sensitivity (commitments kept, hourly split redone)", left=("scenario",))
     for sc in plan.sensitivity:
         s.add_row(sc.name, money(sc.cost_usd, 0), f"{sc.savings_fraction:.1%}",
                   "—" if sc.reserved_utilization is None else f"{sc.reserved_utilization:.1%}",
@@ -292,13 +294,9 @@ def tco(
             doc["html"] = str(html)
         emit_json(doc)
         return
-    from rich.table import Table
-
     out = console()
     out.print(f"[bold]Own vs rent[/bold]: {count}× {spec.name} for {years:g} years at {result.utilization:.0%} utilization")
-    t = Table(title="Owning")
-    t.add_column("item")
-    t.add_column("USD", justify="right")
+    t = make_table(("item", "USD"), title="Owning", left=("item",))
     o = result.own
     for name, v in (("depreciation", o.depreciation_usd), ("interest", o.interest_usd),
                     (f"power ({o.energy_kwh:,.0f} kWh, TDP {result.tdp_w:g} W × PUE {own.pue:g})", o.power_usd),
@@ -306,9 +304,8 @@ def tco(
                     ("[bold]total[/bold]", result.own_cost_usd)):
         t.add_row(name, money(v, 0))
     out.print(t)
-    c = Table(title="Renting")
-    for col in ("billing", "$/GPU-h", "cost", "break-even utilization", "break-even month"):
-        c.add_column(col, justify="left" if col == "billing" else "right")
+    c = make_table(("billing", "$/GPU-h", "cost", "break-even utilization", "break-even month"),
+              title="Renting", left=("billing",))
     price = {"on-demand": rates.on_demand, "spot": rates.spot, "reserved-1y": rates.reserved_1y,
              "reserved-3y": rates.reserved_3y}
     for billing, cost in result.cloud_cost_usd.items():
@@ -347,28 +344,24 @@ def vendors(
     if json:
         emit_json(ranking)
         return
-    from rich.table import Table
-
     out = console()
-    n = Table(title="Normalization (min–max across vendors; 1 = best)")
-    for col in ("metric", "better", "min", "max", *[v.name for v in crit.vendors]):
-        n.add_column(col, justify="left" if col in ("metric", "better") else "right")
+    n = make_table(("metric", "better", "min", "max", *[v.name for v in crit.vendors]),
+              title="Normalization (min–max across vendors; 1 = best)", left=("metric", "better"))
     for norm in ranking.normalization:
         n.add_row(f"{norm.dimension}.{norm.metric}", norm.direction, f"{norm.min_value:g}", f"{norm.max_value:g}",
                   *[f"{norm.normalized[v.name]:.2f}" for v in crit.vendors])
     out.print(n)
     out.print("[dim]higher is better: (x − min) / (max − min); lower is better: (max − x) / (max − min); "
               "all vendors equal: 1 for everyone. Score = Σ dimension weight × Σ metric weight × normalized.[/dim]")
-    r = Table(title="Ranking (each cell: the dimension's contribution to the score)")
     dims = list(ranking.weights)
-    for col in ("#", "vendor", "score", *[f"{d} ({ranking.weights[d]:.0%})" for d in dims]):
-        r.add_column(col, justify="left" if col == "vendor" else "right")
+    r = make_table(("#", "vendor", "score", *[f"{d} ({ranking.weights[d]:.0%})" for d in dims]),
+              title="Ranking (each cell: the dimension's contribution to the score)", left=("vendor",))
     for s in ranking.ranking:
         r.add_row(str(s.rank), s.vendor, f"{s.score:.3f}", *[f"{s.by_dimension[d]:.3f}" for d in dims])
     out.print(r)
-    t = Table(title=f"Sensitivity: weight at which {ranking.ranking[0].vendor} stops winning (others rescaled)")
-    for col in ("dimension", "weight", "switch at", "change", "new winner"):
-        t.add_column(col, justify="left" if col in ("dimension", "new winner") else "right")
+    t = make_table(("dimension", "weight", "switch at", "change", "new winner"),
+              title=f"Sensitivity: weight at which {ranking.ranking[0].vendor} stops winning (others rescaled)",
+              left=("dimension", "new winner"))
     for w in ranking.sensitivity:
         t.add_row(w.dimension, f"{w.weight:.2f}", "never" if w.switch_weight is None else f"{w.switch_weight:.3f}",
                   "—" if w.change is None else f"{w.change:+.3f}", w.new_winner or "—")

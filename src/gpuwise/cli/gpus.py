@@ -6,7 +6,16 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, number, split_list
+from gpuwise.cli._output import (
+    CatalogFlag,
+    JsonFlag,
+    console,
+    emit_json,
+    make_table,
+    money,
+    number,
+    split_list,
+)
 
 
 def gpus(
@@ -65,14 +74,11 @@ def gpus(
     if json:
         emit_json(rows)
         return
-    from rich.table import Table
-
     clouds = sorted({o.cloud for o in offers})
-    table = Table(title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(clouds) or 'no cloud'}")
-    for col, justify in [("GPU", "left"), ("Mem GiB", "right"), ("BW TB/s", "right"), ("BF16 TFLOP/s", "right"),
-                         ("FP8", "right"), ("On-demand $/GPU-h", "right"), ("where", "left"),
-                         ("Spot $/GPU-h", "right"), ("$/PFLOP-h", "right")]:
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    table = make_table(("GPU", "Mem GiB", "BW TB/s", "BF16 TFLOP/s", "FP8", "On-demand $/GPU-h", "where",
+                        "Spot $/GPU-h", "$/PFLOP-h"),
+                       title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(clouds) or 'no cloud'}",
+                       left=("GPU", "where"))
     for r in rows:
         table.add_row(r["gpu"], number(r["memory_gib"], ",.0f"), number(r["memory_bandwidth_tb_s"], ".2f"),
                       number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"), number(r["peak_fp8_tflops"], ",.0f"),

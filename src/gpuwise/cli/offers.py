@@ -6,7 +6,16 @@ from typing import Annotated
 
 import typer
 
-from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, number, split_list
+from gpuwise.cli._output import (
+    CatalogFlag,
+    JsonFlag,
+    console,
+    emit_json,
+    make_table,
+    money,
+    number,
+    split_list,
+)
 
 
 def offers(
@@ -25,12 +34,10 @@ def offers(
 ) -> None:
     """Instance offers with filters, one table across clouds, cheapest first."""
     from gpuwise.catalog import SORT_KEYS, OfferQuery, load_catalog, query_offers, sort_offers
-    from gpuwise.errors import InputError, did_you_mean
+    from gpuwise.errors import InputError, check_choice
     from gpuwise.units import check_finite, parse_money_usd
 
-    if sort not in SORT_KEYS:
-        raise InputError(f"unknown --sort {sort!r}", hint=f"use one of {', '.join(SORT_KEYS)}",
-                         suggestions=did_you_mean(sort, SORT_KEYS))
+    check_choice(sort, SORT_KEYS, "--sort")
     for value, flag in ((count, "--count"), (min_count, "--min-count")):
         if value is not None:
             check_finite(value, flag, strict=True)
@@ -52,13 +59,10 @@ def offers(
         emit_json([{**o.to_dict(), "on_demand_usd_per_gpu_hour": o.on_demand_usd_per_gpu_hour,
                     "spot_usd_per_gpu_hour": o.spot_usd_per_gpu_hour} for o in shown])
         return
-    from rich.table import Table
-
-    table = Table(title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""))
-    for col, justify in [("cloud", "left"), ("region", "left"), ("zone", "left"), ("instance", "left"),
-                         ("GPU", "left"), ("n", "right"), ("GiB/GPU", "right"), ("vCPU", "right"),
-                         ("RAM GiB", "right"), ("$/h", "right"), ("$/GPU-h", "right"), ("spot $/h", "right")]:
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    table = make_table(("cloud", "region", "zone", "instance", "GPU", "n", "GiB/GPU", "vCPU", "RAM GiB", "$/h",
+                        "$/GPU-h", "spot $/h"),
+                       title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""),
+                       left=("cloud", "region", "zone", "instance", "GPU"))
     for o in shown:
         table.add_row(o.cloud, o.region, o.zone or "—", o.instance_type, o.gpu, f"{o.gpu_count:g}",
                       number(o.gpu_memory_gib, ",.0f"), number(o.vcpus, ",.0f"), number(o.memory_gib, ",.0f"),

@@ -149,13 +149,12 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
     """Everything after the workload is parsed: request, plan, render, export; returns the exit code."""
     from gpuwise.catalog import BILLINGS, load_catalog
     from gpuwise.catalog.reserved import load_reserved_terms
-    from gpuwise.errors import InputError, did_you_mean
+    from gpuwise.errors import InputError, check_choice, did_you_mean
     from gpuwise.plan import EstimatorModel, PlanRequest, load_spot_defaults, plan_offers
     from gpuwise.units import parse_count, parse_duration_hours, parse_fraction, parse_money_usd
 
-    if export is not None and export not in EXPORTS:
-        raise InputError(f"unknown --export {export!r}", hint=f"use one of {', '.join(EXPORTS)}",
-                         suggestions=did_you_mean(export, EXPORTS))
+    if export is not None:
+        check_choice(export, EXPORTS, "--export")
     if limit < 0:
         raise InputError(f"--limit must be ≥ 0, got {limit}", hint="give 0 for all rows, or a positive count")
     sky_mode = sky_candidates.strip().lower().replace("-", "_")
@@ -187,8 +186,10 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
                         mode=sky_mode) \
         if export and plan.options else None
     if text is not None and output is not None:
+        from gpuwise.paths import write_text_atomic
+
         try:
-            output.write_text(text, encoding="utf-8")
+            write_text_atomic(output, text)
         except OSError as exc:
             raise InputError(f"cannot write {output}: {exc.strerror}", hint="check the --output path") from None
     if json:

@@ -19,13 +19,12 @@ The minimum drivers live in ``data/cuda_drivers.csv`` with their sources.
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
+from gpuwise.datafiles import commented_csv
 from gpuwise.errors import DataFileError
 
 Verdict = Literal["compatible", "minor_compat", "minor_compat_driver_too_old", "incompatible", "unknown"]
@@ -51,10 +50,9 @@ class DriverTable:
 def driver_table() -> DriverTable:
     """The bundled table (``gpuwise/doctor/data/cuda_drivers.csv``)."""
     text = resources.files("gpuwise.doctor").joinpath("data/cuda_drivers.csv").read_text("utf-8")
-    rows = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     toolkit: dict[tuple[int, int], str] = {}
     minor: dict[int, str] = {}
-    for lineno, row in enumerate(csv.DictReader(io.StringIO("\n".join(rows))), start=2):
+    for lineno, row in enumerate(commented_csv(text), start=2):
         try:
             version = parse_version(row["cuda"])
             parse_version(row["min_driver"])

@@ -9,7 +9,7 @@ from gpuwise.doctor import checks_cuda, checks_gpu, checks_host, checks_nccl
 from gpuwise.doctor.context import Context, DoctorOptions
 from gpuwise.doctor.probe import Probe, SystemProbe
 from gpuwise.doctor.result import CheckResult, skip
-from gpuwise.errors import InputError, did_you_mean
+from gpuwise.errors import check_choice
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,7 @@ def run_doctor(probe: Probe | None = None, options: DoctorOptions | None = None,
     A check that crashes reports ``skip`` with the exception instead of hiding the others.
     """
     for n in only:
-        if n not in CHECKS:
-            raise InputError(f"unknown check {n!r}", hint=f"use one of {', '.join(CHECKS)}",
-                             suggestions=did_you_mean(n, CHECKS))
+        check_choice(n, CHECKS, "check")
     ctx = Context(probe if probe is not None else SystemProbe(), options or DoctorOptions())
     results = []
     for name, check in CHECKS.items():

@@ -470,7 +470,7 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
     if suggest and not memory.fits:
         from gpuwise.estimate.suggest import suggest_fixes
 
-        suggestions = tuple(suggest_fixes(wl, spec, gpus, gpn, inter_gbit, cal, per_gpu, tps))
+        suggestions = tuple(suggest_fixes(wl, spec, gpus, gpn, inter_gbit, cal, tps))
     return Estimate(
         workload=wl_out, gpu=spec.name, gpus=gpus, gpus_per_node=gpn, nodes=nodes, data_parallel=dp,
         memory=memory, params_total=m.total_params, params_trainable=trainable_params(wl),

@@ -320,12 +320,6 @@ def get_preset(name: str) -> ModelConfig:
                      suggestions=did_you_mean(key, list(presets) + list(_ALIASES)))
 
 
-def params_only(params: float) -> ModelConfig:
-    """A model known only by its parameter count (FLOPs 6·N; no activation shape)."""
-    return ModelConfig(name=f"{_short(params)} params", arch="params-only", params=params,
-                       source="--params")
-
-
 def _short(n: float) -> str:
     for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if n >= div:

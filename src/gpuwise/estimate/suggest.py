@@ -67,7 +67,7 @@ def _candidates(wl: Workload, spec: GpuSpec, gpus: int) -> Iterator[tuple[str, d
 
 
 def suggest_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float,
-                  cal: GpuCalibration | None, per_gpu_gib: float, base_tps: float) -> list[Any]:
+                  cal: GpuCalibration | None, base_tps: float) -> list[Any]:
     """Suggestions that fit, fastest first; a combination when no single change fits."""
     from gpuwise.estimate.estimator import Suggestion, quick_estimate
 
@@ -91,7 +91,7 @@ def suggest_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: 
             found.append(Suggestion(fix=fix, per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
                                     speed_cost=_speed_words(slow), changes=changes))
     software_fits = any(s.fits for s in found)
-    found.extend(_hardware_fixes(wl, spec, gpus, gpn, inter_gbit, base_time))
+    found.extend(_hardware_fixes(wl, spec, gpus, gpn, inter_gbit))
     if not software_fits and tried:  # no single setting fits on this hardware: combine them
         combo = _combine(wl, spec, gpus, gpn, inter_gbit, cal, tried, base_time)
         if combo is not None:
@@ -100,8 +100,7 @@ def suggest_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: 
     return found
 
 
-def _hardware_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float,
-                    base_time: float) -> list[Any]:
+def _hardware_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float) -> list[Any]:
     """The smallest bigger GPU that fits, and the fewest more GPUs (with ZeRO-3 for training)."""
     from gpuwise.estimate.estimator import Suggestion, quick_estimate
 

@@ -23,13 +23,12 @@ per layer per micro-batch that do not overlap (Shoeybi et al. 2019, Sec. 3). A p
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import math
 from dataclasses import dataclass
 from importlib import resources
 
+from gpuwise.datafiles import commented_csv
 from gpuwise.errors import EstimateError, HardwareError
 from gpuwise.estimate.model import ModelConfig
 from gpuwise.hardware import GpuSpec
@@ -119,9 +118,8 @@ class PublishedRun:
 
 def load_published_runs() -> list[PublishedRun]:
     text = resources.files("gpuwise.estimate").joinpath("data/published_runs.csv").read_text("utf-8")
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     runs = []
-    for r in csv.DictReader(io.StringIO("\n".join(lines))):
+    for r in commented_csv(text):
         m = ModelConfig(name=r["name"], arch="decoder", hidden=int(r["hidden"]), layers=int(r["layers"]),
                         heads=int(r["heads"]), kv_heads=int(r["kv_heads"] or 0), intermediate=int(r["intermediate"]),
                         vocab=int(r["vocab"]), gated_mlp=r["gated_mlp"] == "true", tied_embeddings=r["tied"] == "true")
@@ -183,9 +181,8 @@ def cnn_mfu() -> tuple[float, int]:
     from gpuwise.hardware import find_gpu
 
     text = resources.files("gpuwise.estimate").joinpath("data/published_cnn_throughput.csv").read_text("utf-8")
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     mfus = []
-    for r in csv.DictReader(io.StringIO("\n".join(lines))):
+    for r in commented_csv(text):
         m = get_preset(r["model"])
         per_image = forward_flops_per_token(m, 1) * (3 if r["mode"] == "train" else 1)
         mfus.append(float(r["images_per_s"]) * per_image / peak_flops(find_gpu(r["gpu"]), r["precision"]))

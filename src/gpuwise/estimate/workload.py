@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from gpuwise.errors import EstimateError, InputError, did_you_mean
+from gpuwise.errors import EstimateError, InputError, check_choice, did_you_mean
 from gpuwise.estimate.model import ModelConfig, resolve_model
 from gpuwise.units import check_finite, parse_count
 
@@ -100,9 +100,7 @@ class Workload:
     """Defaults that were filled in, said back to the user."""
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise InputError(f"unknown --task {self.task!r}", hint=f"use one of {', '.join(TASKS)}",
-                             suggestions=did_you_mean(self.task, TASKS))
+        check_choice(self.task, TASKS, "--task")
         _choice(self.precision, PRECISIONS, "--precision")
         _choice(self.optimizer, OPTIMIZERS, "--optimizer")
         _choice(self.grad_ckpt, GRAD_CKPT, "--grad-ckpt")

@@ -423,7 +423,7 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
     if n == 0:
         for coefs, lb, ub in rows:
             if not coefs and not (lb <= 0 <= ub):
-                raise _infeasible(demand, prices, options, const)
+                raise _infeasible(demand, prices, options)
         return Solution({}, const, time.perf_counter() - t0, 0, len(rows))
     ri, ci, vals, lbs, ubs = [], [], [], [], []
     for r, (coefs, lb, ub) in enumerate(rows):
@@ -438,7 +438,7 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
                integrality=np.array(integrality), bounds=Bounds(np.zeros(n), np.array(upper)),
                options={"mip_rel_gap": 1e-9, "time_limit": 60.0})
     if res.status == 2:
-        raise _infeasible(demand, prices, options, const)
+        raise _infeasible(demand, prices, options)
     if res.x is None:
         raise PlanError(f"the solver stopped without a plan ({res.message})",
                         hint="loosen the caps or shorten the profile, and report this if it persists")
@@ -448,8 +448,7 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
     return Solution(counts, objective, time.perf_counter() - t0, n, len(rows))
 
 
-def _infeasible(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions,
-                const: float) -> PlanError:
+def _infeasible(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions) -> PlanError:
     uncapped = replace(options, budget_usd=None, monthly_budget_usd=None)
     best = solve(demand, prices, uncapped)
     d = dispatch(demand, prices, best.counts, uncapped)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuwise.catalog.offer import Offer
+from gpuwise.catalog.query import CheapestPrice, cheapest_per_gpu
 from gpuwise.catalog.reserved import TERMS, ReservedTerm
 from gpuwise.errors import InputError, PlanError, did_you_mean
 
@@ -93,22 +94,22 @@ def parse_reserved_overrides(values: Iterable[str], *,
     return out
 
 
+def _quote(cheapest: CheapestPrice) -> PriceQuote:
+    return PriceQuote(cheapest.usd_per_gpu_hour, cheapest.cloud, f"{cheapest.region} {cheapest.instance_type}")
+
+
 def gpu_prices(offers: Sequence[Offer], gpus: Iterable[str],
                terms: Mapping[tuple[str, int], ReservedTerm | None]) -> dict[str, GpuPrices]:
     """Prices per GPU model from ``offers`` (already filtered to the allowed clouds/regions)."""
+    by_cloud: dict[str, list[Offer]] = {}
+    for o in offers:
+        by_cloud.setdefault(o.cloud, []).append(o)
+    od_per_cloud = {cloud: cheapest_per_gpu(rows, spot=False) for cloud, rows in by_cloud.items()}
+    spot_per_gpu = cheapest_per_gpu(offers, spot=True)
     out: dict[str, GpuPrices] = {}
     for gpu in gpus:
-        od_by_cloud: dict[str, PriceQuote] = {}
-        spot_best: PriceQuote | None = None
-        for o in offers:
-            if o.gpu != gpu or o.gpu_count < 1:
-                continue
-            od = o.on_demand_usd_per_gpu_hour
-            if od is not None and (o.cloud not in od_by_cloud or od < od_by_cloud[o.cloud].usd_per_gpu_hour):
-                od_by_cloud[o.cloud] = PriceQuote(od, o.cloud, f"{o.region} {o.instance_type}")
-            sp = o.spot_usd_per_gpu_hour
-            if sp is not None and (spot_best is None or sp < spot_best.usd_per_gpu_hour):
-                spot_best = PriceQuote(sp, o.cloud, f"{o.region} {o.instance_type}")
+        od_by_cloud = {cloud: _quote(cheapest[gpu]) for cloud, cheapest in od_per_cloud.items() if gpu in cheapest}
+        spot_best = _quote(spot_per_gpu[gpu]) if gpu in spot_per_gpu else None
         if not od_by_cloud:
             known = sorted({o.gpu for o in offers if o.on_demand_usd_per_hour is not None})
             raise PlanError(f"no on-demand offer for {gpu} in the catalog (with the cloud/region filters)",

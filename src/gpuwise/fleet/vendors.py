@@ -309,6 +309,7 @@ def read_criteria(path: Path, **kwargs: Any) -> Criteria:
 
 def catalog_filler(offers: Sequence[Any], terms: Mapping[tuple[str, int], Any]) -> Callable[[Vendor, str], tuple[float, str] | None]:
     """A ``fill`` for :func:`parse_criteria` backed by the hardware table, catalog and reserved terms."""
+    from gpuwise.catalog.query import cheapest_per_gpu
     from gpuwise.errors import did_you_mean
     from gpuwise.hardware import find_gpu
 
@@ -326,11 +327,9 @@ def catalog_filler(offers: Sequence[Any], terms: Mapping[tuple[str, int], Any]) 
         if metric == "memory_bandwidth_tb_s" and spec.memory_bandwidth_tb_s is not None:
             return spec.memory_bandwidth_tb_s, f"hardware table ({spec.name})"
         if metric == "usd_per_gpu_hour" and vendor.cloud:
-            prices = [o.on_demand_usd_per_gpu_hour for o in offers
-                      if o.cloud == vendor.cloud and o.gpu == spec.name and o.gpu_count >= 1
-                      and o.on_demand_usd_per_gpu_hour is not None]
-            if prices:
-                return min(prices), f"catalog (cheapest {vendor.cloud} {spec.name} on-demand)"
+            cheapest = cheapest_per_gpu([o for o in offers if o.cloud == vendor.cloud], spot=False).get(spec.name)
+            if cheapest is not None:
+                return cheapest.usd_per_gpu_hour, f"catalog (cheapest {vendor.cloud} {spec.name} on-demand)"
         if metric == "monthly_discount" and vendor.cloud:
             term = terms.get((vendor.cloud, 1))
             if term is not None:

@@ -7,9 +7,7 @@ peaks NVIDIA never published. This module does not know prices (see :mod:`gpuwis
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import math
 import re
 from collections.abc import Iterable
@@ -18,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from gpuwise.datafiles import commented_csv
 from gpuwise.errors import DataFileError, HardwareError, did_you_mean
 from gpuwise.paths import config_dir
 
@@ -117,12 +116,11 @@ def normalize_gpu_name(name: str) -> str:
 
 
 def _parse_rows(text: str, origin: str) -> list[GpuSpec]:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    if not lines:
+    reader = commented_csv(text)
+    if reader.fieldnames is None:
         raise DataFileError(f"{origin}: no GPU rows", hint="add a header line and one row per GPU")
-    reader = csv.DictReader(io.StringIO("\n".join(lines)))
     names = {f.name for f in fields(GpuSpec)}
-    header = set(reader.fieldnames or [])
+    header = set(reader.fieldnames)
     missing = {"name", "memory_gib"} - header
     if missing:
         raise DataFileError(f"{origin}: missing column(s) {', '.join(sorted(missing))}",

@@ -147,14 +147,11 @@ def load_trace(path: str | Path) -> Trace:
     except OSError as exc:
         raise InputError(f"cannot read trace {p}: {exc.strerror}", hint="give an existing trace file or a scenario name "
                          f"({', '.join(SCENARIOS)})") from exc
-    try:
-        if p.suffix == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
+    import yaml
 
-            data = yaml.safe_load(text)
-    except (ValueError, Exception) as exc:  # json.JSONDecodeError / yaml.YAMLError
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, RecursionError, yaml.YAMLError) as exc:  # JSONDecodeError is a ValueError
         raise DataFileError(f"{p} is not valid JSON/YAML ({parse_error_text(exc)})", hint="fix the trace file") from exc
     return parse_trace(data, str(p))
 

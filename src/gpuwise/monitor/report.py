@@ -18,9 +18,10 @@ GPU at low activity → the smallest MIG profile that fits; a GPU idle all windo
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -280,8 +281,13 @@ def _candidates(offers: Sequence[Offer]) -> list[tuple[float, str, float, str]]:
     return sorted(out)
 
 
-def recommend(u: GpuUsage, window_hours: float, offers: Sequence[Offer]) -> list[Recommendation]:
-    """Right-sizing advice for one GPU (see the module docstring for the rules)."""
+def recommend(u: GpuUsage, window_hours: float,
+              candidates: Callable[[], Sequence[tuple[float, str, float, str]]]) -> list[Recommendation]:
+    """Right-sizing advice for one GPU (see the module docstring for the rules).
+
+    ``candidates`` gives :func:`_candidates` of the catalog; it is called only when a rule needs
+    another GPU, so a report that recommends none never loads the catalog.
+    """
     recs: list[Recommendation] = []
     price = u.usd_per_hour
     month = HOURS_PER_MONTH * (u.allocated_hours / window_hours if window_hours else 0.0)
@@ -305,7 +311,7 @@ def recommend(u: GpuUsage, window_hours: float, offers: Sequence[Offer]) -> list
     low = u.mean_activity_ratio is not None and u.mean_activity_ratio < LOW_ACTIVITY
     peak = u.peak_memory_fraction
     if peak is not None and peak > MEMORY_FULL:
-        bigger = [c for c in _candidates(offers) if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER]
+        bigger = [c for c in candidates() if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER]
         target = f"{bigger[0][1]} ({bigger[0][2]:g} GiB, ${bigger[0][0]:.2f}/GPU-h on {bigger[0][3]})" if bigger else None
         rec("upsize", f"peak memory {peak:.0%} of GPU {u.index} is above {MEMORY_FULL:.0%}: one longer sequence "
             "or bigger batch and it runs out of memory; move to a GPU with more memory"
@@ -314,7 +320,7 @@ def recommend(u: GpuUsage, window_hours: float, offers: Sequence[Offer]) -> list
               "ZeRO/FSDP sharding, a smaller micro-batch)", target, 0.0)
     if peak is not None and u.peak_memory_gib is not None and peak < MEMORY_SMALL and low and price is not None:
         need = u.peak_memory_gib * MEMORY_BUFFER
-        fits = [c for c in _candidates(offers) if c[2] >= need and c[0] < price * 0.95 and c[1] != u.gpu]
+        fits = [c for c in candidates() if c[2] >= need and c[0] < price * 0.95 and c[1] != u.gpu]
         if fits:
             p, name, mem, where = fits[0]
             rec("downsize", f"GPU {u.index} peaked at {u.peak_memory_gib:.1f} GiB ({peak:.0%}) with mean activity "
@@ -349,7 +355,8 @@ def build_report(history: History, prices: PriceBook, *, active_threshold: float
     usages = tuple(sorted((gpu_usage(s, prices, active_threshold=active_threshold,
                                      min_idle_stretch_hours=min_idle_stretch_hours) for s in history.gpus),
                           key=lambda u: (u.host, u.index)))
-    recs = [r for u in usages for r in recommend(u, window_h, prices.offers)]
+    candidates = functools.cache(lambda: _candidates(prices.offers))  # once per report, not per GPU and rule
+    recs = [r for u in usages for r in recommend(u, window_h, candidates)]
     recs.sort(key=lambda r: -(r.saving_usd_per_month or 0.0))
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     wastes = [u.wasted_usd for u in usages if u.wasted_usd is not None]

@@ -16,24 +16,15 @@ from typing import Any
 
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.reserved import ReservedTerm
-from gpuwise.errors import EstimateError, GpuwiseError, HardwareError, InputError, did_you_mean
+from gpuwise.errors import EstimateError, GpuwiseError, HardwareError
+from gpuwise.plan.explain import explain, fmt_hours, fmt_usd
 from gpuwise.plan.model import Evaluation, WorkloadModel
 from gpuwise.plan.spot import SpotDefaults, SpotOutcome, p_meet_deadline, spot_outcome
-from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection
+from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection, option_label
 from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
 
 _KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "max-gpus": 3, "no-estimate": 4, "reserved-unknown": 5,
                "no-price": 6, "fractional": 7}
-
-
-def _fmt_hours(h: float) -> str:
-    if h < 1:
-        return f"{h * 60:.0f} min"
-    return f"{h:.1f} h" if h < 100 else f"{h:,.0f} h"
-
-
-def _fmt_usd(v: float) -> str:
-    return f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
 
 
 def _setup(gpu: str, gpn: int, nodes: int) -> str:
@@ -41,8 +32,7 @@ def _setup(gpu: str, gpn: int, nodes: int) -> str:
 
 
 def _label(c: _Cand) -> str:
-    nodes = f" ×{c.nodes}" if c.nodes > 1 else ""
-    return f"{_setup(c.gpu, c.gpn, c.nodes)} ({c.cloud} {c.instance_type}{nodes}, {c.billing})"
+    return option_label(c.gpu, c.gpn, c.nodes, c.cloud, c.instance_type, c.billing)
 
 
 class _Cand:
@@ -52,34 +42,24 @@ class _Cand:
                  "out", "p", "price", "regions", "source", "zones")
 
     def __init__(self, cloud: str, region: str, instance_type: str, gpu: str, gpn: int, nodes: int,
-                 billing: str, price: float, zones: int) -> None:
+                 billing: str, price: float, zones: int, ev: Evaluation) -> None:
         self.cloud, self.instance_type, self.gpu, self.gpn, self.nodes = cloud, instance_type, gpu, gpn, nodes
-        self.billing, self.price, self.zones = billing, price, zones
+        self.billing, self.price, self.zones, self.ev = billing, price, zones, ev
         self.regions = [region]
         self.hours = self.cost = 0.0
         self.p: float | None = None
-        self.ev: Evaluation | None = None
         self.out: SpotOutcome | None = None
         self.source: str | None = None
 
 
 def _check_filters(offers: Sequence[Offer], request: PlanRequest) -> tuple[set[str], set[str] | None]:
     """Validate --cloud/--region/--gpu against the catalog (did-you-mean); return clouds and GPUs."""
-    from gpuwise.catalog.query import resolve_gpu_filter
+    from gpuwise.catalog.query import check_clouds, check_region, resolve_gpu_filter
 
-    clouds_known = sorted({o.cloud for o in offers})
-    for cloud in request.clouds:
-        if cloud not in clouds_known:
-            raise InputError(f"unknown cloud {cloud!r}", hint=f"use one of: {', '.join(clouds_known)}",
-                             suggestions=did_you_mean(cloud, clouds_known))
-    clouds = set(request.clouds or clouds_known)
-    regions = {o.region for o in offers if o.cloud in clouds}
+    check_clouds(request.clouds, offers)
     for pattern in request.regions:
-        if not any(fnmatch.fnmatchcase(r, pattern) for r in regions):
-            raise InputError(f"no region matches {pattern!r}" + (f" in {', '.join(sorted(clouds))}"
-                                                                 if request.clouds else ""),
-                             hint="give a region name or a glob like 'us-*' (see `gpuwise offers`)",
-                             suggestions=did_you_mean(pattern, regions))
+        check_region(pattern, offers, request.clouds)
+    clouds = set(request.clouds) or {o.cloud for o in offers}
     gpus = {resolve_gpu_filter(g, offers) for g in request.gpus} if request.gpus else None
     return clouds, gpus
 
@@ -172,9 +152,8 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
                     cand.regions.append(region)
                     cand.zones += zones
                     continue
-                cand = _Cand(cloud, region, itype, gpu, gpn, nodes, bill_name, price, zones)
-                cand.ev = ev
-                _price_candidate(cand, ev, request, spot, outcomes)
+                cand = _Cand(cloud, region, itype, gpu, gpn, nodes, bill_name, price, zones, ev)
+                _price_candidate(cand, request, spot, outcomes)
                 merged[mkey] = cand
         if fitting_nodes:  # every fitting node count × each billing without a price
             for bill_name in unpriced:
@@ -217,16 +196,13 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
 
     feasible.sort(key=_sort_key(request))
     front = _pareto(feasible)
-    options = tuple(_to_option(i + 1, c, id(c) in front, _checkpoint_hours(c.ev, c.gpn * c.nodes, request, spot)
-                               if c.ev is not None else None)
+    options = tuple(_to_option(i + 1, c, id(c) in front, _checkpoint_hours(c.ev, c.gpn * c.nodes, request, spot))
                     for i, c in enumerate(feasible))
     pareto = tuple(sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours)))
     rejected = _finish_rejections(rejects, request)
     reason, nearest = (None, None) if options else _why_empty(request, fits_any, rejects, sites)
     spot_clouds = {c.cloud for c in merged.values() if c.billing == "spot"}
     assumptions = _assumptions(request, spot, spot_clouds)
-    from gpuwise.plan.explain import explain
-
     return Plan(workload=dict(model.describe()), request=request, options=options, pareto=pareto,
                 rejected=rejected, explanation=tuple(explain(options, rejected, request)),
                 reason=reason, nearest_miss=nearest, considered=considered, assumptions=assumptions)
@@ -261,8 +237,9 @@ def _no_price_reason(kind: str, cloud: str, billing: str) -> str:
     return f"{cloud} {billing}: no price in the catalog for these offers (e.g. reservation-only types)"
 
 
-def _price_candidate(cand: _Cand, ev: Evaluation, request: PlanRequest, spot: SpotDefaults,
+def _price_candidate(cand: _Cand, request: PlanRequest, spot: SpotDefaults,
                      outcomes: dict[tuple[str, str, int, int], tuple[SpotOutcome, str]]) -> None:
+    ev = cand.ev
     hours = ev.hours
     if cand.billing == "spot":
         key = (cand.cloud, cand.gpu, cand.gpn, cand.nodes)
@@ -335,9 +312,8 @@ def _pareto(cands: Sequence[_Cand]) -> set[int]:
     return front
 
 
-def _to_option(rank: int, c: _Cand, on_front: bool, checkpoint_hours: float | None) -> PlanOption:
+def _to_option(rank: int, c: _Cand, on_front: bool, checkpoint_hours: float) -> PlanOption:
     ev = c.ev
-    assert ev is not None  # set for every priced candidate
     regions = tuple(sorted(set(c.regions)))
     return PlanOption(
         rank=rank, cloud=c.cloud, region=regions[0], regions=regions, instance_type=c.instance_type,
@@ -379,17 +355,17 @@ def _finish_rejections(rejects: _Rejects, request: PlanRequest) -> tuple[Rejecti
         if kind in ("deadline", "budget") and best is not None:
             setup = f"{best.gpu} ×{best.gpn}{_span(g['nodes'])} {best.billing}"
             if kind == "deadline":
-                if best.billing == "spot" and best.p is not None and best.ev is not None \
+                if best.billing == "spot" and best.p is not None \
                         and best.out is not None and best.out.failure_free_hours <= (request.deadline_hours or 0):
-                    why = (f"{best.p:.0%} chance to finish within {_fmt_hours(request.deadline_hours or 0)} "
+                    why = (f"{best.p:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)} "
                            f"(needs {request.confidence:.0%}; best {_label(best)})")
                 else:
-                    why = (f"misses the {_fmt_hours(request.deadline_hours or 0)} deadline "
-                           f"(fastest {_fmt_hours(best.hours)}, {_label(best)})")
+                    why = (f"misses the {fmt_hours(request.deadline_hours or 0)} deadline "
+                           f"(fastest {fmt_hours(best.hours)}, {_label(best)})")
                 metric = best.hours
             else:
-                why = (f"over the {_fmt_usd(request.budget_usd or 0)} budget "
-                       f"(cheapest {_fmt_usd(best.cost)}, {_label(best)})")
+                why = (f"over the {fmt_usd(request.budget_usd or 0)} budget "
+                       f"(cheapest {fmt_usd(best.cost)}, {_label(best)})")
                 metric = best.cost
             out.append(((_KIND_ORDER[kind], metric), Rejection(
                 kind=kind, reason=f"{setup}: {why}", offers=g["offers"], gpu=best.gpu, gpu_count=best.gpn,
@@ -422,14 +398,14 @@ def _why_empty(request: PlanRequest, fits_any: Sequence[_Cand], rejects: _Reject
     if not on_time:
         fastest = min(fits_any, key=lambda c: (c.hours, c.cost))
         return ("no option meets the deadline",
-                f"fastest possible: {_fmt_hours(fastest.hours)} on {_setup(fastest.gpu, fastest.gpn, fastest.nodes)} "
+                f"fastest possible: {fmt_hours(fastest.hours)} on {_setup(fastest.gpu, fastest.gpn, fastest.nodes)} "
                 f"({fastest.cloud} {fastest.instance_type}{f' ×{fastest.nodes}' if fastest.nodes > 1 else ''}, "
-                f"{fastest.billing}, {_fmt_usd(fastest.cost)})")
+                f"{fastest.billing}, {fmt_usd(fastest.cost)})")
     cheapest = min(on_time, key=lambda c: (c.cost, c.hours))
     reason = "no option that meets the deadline is within the budget" if request.deadline_hours is not None \
         else "no option is within the budget"
-    return (reason, f"cheapest possible: {_fmt_usd(cheapest.cost)} on {_label(cheapest)} "
-                    f"in {_fmt_hours(cheapest.hours)}")
+    return (reason, f"cheapest possible: {fmt_usd(cheapest.cost)} on {_label(cheapest)} "
+                    f"in {fmt_hours(cheapest.hours)}")
 
 
 def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> tuple[str, ...]:

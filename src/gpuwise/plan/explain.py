@@ -7,13 +7,15 @@ from collections.abc import Sequence
 from gpuwise.plan.values import PlanOption, PlanRequest, Rejection
 
 
-def _h(h: float) -> str:
+def fmt_hours(h: float) -> str:
+    """``0.5`` → ``30 min``, ``12.3`` → ``12.3 h``, ``1234`` → ``1,234 h`` (also used by the planner)."""
     if h < 1:
         return f"{h * 60:.0f} min"
     return f"{h:.1f} h" if h < 100 else f"{h:,.0f} h"
 
 
-def _usd(v: float) -> str:
+def fmt_usd(v: float) -> str:
+    """Cents below $100, whole dollars above (also used by the planner)."""
     return f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
 
 
@@ -47,11 +49,11 @@ def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], reques
         w = options[0]
         what = {"cost": "lowest expected cost", "time": "shortest expected time",
                 "balanced": "lowest cost × time"}[request.objective]
-        line = f"{w.label} wins on {what}: {_usd(w.cost_usd)} in {_h(w.hours)}"
+        line = f"{w.label} wins on {what}: {fmt_usd(w.cost_usd)} in {fmt_hours(w.hours)}"
         if w.billing == "spot" and w.expected_interruptions is not None:
             line += f" (expected, incl. ~{w.expected_interruptions:.2g} interruptions"
             if w.p_meet_deadline is not None:
-                line += f"; {w.p_meet_deadline:.0%} chance to finish within {_h(request.deadline_hours or 0)}"
+                line += f"; {w.p_meet_deadline:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
             line += ")"
         lines.append(line + f", out of {len(options)} options that meet every constraint.")
         for o in options[1:1 + runners_up]:
@@ -65,15 +67,15 @@ def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], reques
             elif o.hours < w.hours * 0.995:
                 diffs.append(f"is {_pct(w.hours, o.hours)} faster")
             lines.append(f"#{o.rank} {o.label}: {', '.join(diffs) or 'ties'} "
-                         f"({_usd(o.cost_usd)}, {_h(o.hours)}).")
+                         f"({fmt_usd(o.cost_usd)}, {fmt_hours(o.hours)}).")
         fastest = min(options, key=lambda o: (o.hours, o.cost_usd))
         if fastest is not w and fastest.hours < w.hours * 0.9:
-            lines.append(f"Fastest: {fastest.label} in {_h(fastest.hours)} for {_usd(fastest.cost_usd)} "
+            lines.append(f"Fastest: {fastest.label} in {fmt_hours(fastest.hours)} for {fmt_usd(fastest.cost_usd)} "
                          f"({_pct(fastest.cost_usd, w.cost_usd)} the cost); see the Pareto front.")
         if w.billing == "spot":
             od = next((o for o in options if o.billing == "on-demand"), None)
             if od is not None:
-                lines.append(f"Best on-demand: {od.label} at {_usd(od.cost_usd)} in {_h(od.hours)} "
+                lines.append(f"Best on-demand: {od.label} at {fmt_usd(od.cost_usd)} in {fmt_hours(od.hours)} "
                              f"({_pct(od.cost_usd, w.cost_usd)} the cost, no interruption risk).")
     for r in _varied(rejected, rejections):
         lines.append(f"Rejected: {r.reason}" + (f" [{r.offers} combinations]" if r.offers > 1 else "") + ".")

@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gpuwise.datafiles import read_user_yaml
 from gpuwise.errors import DataFileError
 from gpuwise.paths import config_dir
 from gpuwise.units import HOURS_PER_MONTH, check_finite
@@ -252,12 +253,7 @@ def load_spot_defaults(user_file: Path | None = None) -> SpotDefaults:
     data = yaml.safe_load(resources.files("gpuwise.plan").joinpath("data/spot.yaml").read_text("utf-8"))
     path = user_file if user_file is not None else config_dir() / "spot.yaml"
     if path.is_file():
-        try:
-            user = yaml.safe_load(path.read_text("utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
-            raise DataFileError(f"{path}: not valid YAML ({exc})".replace("\n", " "),
-                                hint="fix the file or remove it") from None
-        data = _merge(data, user, str(path))
+        data = _merge(data, read_user_yaml(path), str(path))
         origin = f"{origin} + {path}"
     clouds = {str(c).lower(): _parse_cloud(str(c).lower(), e, origin) for c, e in (data.get("clouds") or {}).items()}
     if "default" not in clouds:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from gpuwise.catalog.offer import BILLINGS, Billing
-from gpuwise.errors import InputError, did_you_mean
+from gpuwise.errors import InputError, check_choice
 from gpuwise.units import check_finite
 
 Objective = Literal["cost", "time", "balanced"]
@@ -67,18 +67,20 @@ class PlanRequest:
             raise InputError(f"--max-nodes must be in 1..{MAX_NODES}, got {self.max_nodes}",
                              hint=f"give e.g. 8 (at most {MAX_NODES}: every node count is priced)")
         check_finite(self.confidence, "confidence", maximum=1.0)
-        if self.objective not in OBJECTIVES:
-            raise InputError(f"unknown objective {self.objective!r}", hint=f"use one of {', '.join(OBJECTIVES)}",
-                             suggestions=did_you_mean(self.objective, OBJECTIVES))
+        check_choice(self.objective, OBJECTIVES, "objective")
         for billing in self.billings:
-            if billing not in BILLINGS:
-                raise InputError(f"unknown billing {billing!r}", hint=f"use one of {', '.join(BILLINGS)}",
-                                 suggestions=did_you_mean(billing, BILLINGS))
+            check_choice(billing, BILLINGS, "billing")
         if not self.billings:
             raise InputError("no billing model to consider", hint=f"give one or more of {', '.join(BILLINGS)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def option_label(gpu: str, gpus_per_node: int, nodes: int, cloud: str, instance_type: str, billing: str) -> str:
+    """``16×H100 (aws p5.48xlarge ×2, spot)``: how options and rejections name a setup."""
+    node_text = f" ×{nodes}" if nodes > 1 else ""
+    return f"{gpus_per_node * nodes}×{gpu} ({cloud} {instance_type}{node_text}, {billing})"
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,7 @@ class PlanOption:
     @property
     def label(self) -> str:
         """``8×H100 (aws p5.48xlarge, spot)``."""
-        nodes = f" ×{self.nodes}" if self.nodes > 1 else ""
-        return f"{self.total_gpus}×{self.gpu} ({self.cloud} {self.instance_type}{nodes}, {self.billing})"
+        return option_label(self.gpu, self.gpu_count, self.nodes, self.cloud, self.instance_type, self.billing)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

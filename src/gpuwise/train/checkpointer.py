@@ -26,7 +26,7 @@ import os
 import queue
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from gpuwise.errors import CheckpointError, InputError
@@ -129,6 +129,7 @@ class Checkpointer:
         self._forked = False
         self._results: Any = None
         self._pending: tuple[int, int] | None = None  # (job id, step)
+        self._failed: str | None = None  # a failed write's message, raised on the next call
         self._next_id = 0
 
     # -- context manager -----------------------------------------------------------------------
@@ -166,8 +167,7 @@ class Checkpointer:
             rngs = [rng]
         state: dict[str, Any] = {
             "format": STATE_FORMAT,
-            "progress": {"step": progress.step, "epoch": progress.epoch,
-                         "batch_in_epoch": progress.batch_in_epoch, "tokens_seen": progress.tokens_seen},
+            "progress": asdict(progress),
             "rng": rngs,
             "extras": dict(extras or {}),
         }
@@ -289,8 +289,6 @@ class Checkpointer:
         report = self._collect(timeout_s=timeout_s if timeout_s is not None else float("inf"))
         self._raise_failed()
         return report
-
-    _failed: str | None = None
 
     def _collect(self, timeout_s: float) -> WriteReport | None:
         if self._pending is None:

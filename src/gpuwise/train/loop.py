@@ -114,7 +114,6 @@ class Run:
             self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen = p.step, p.epoch, p.batch_in_epoch, p.tokens_seen
             self.resumed_from = self.committed_step = p.step
             self.extras.update(restored.extras)
-            self._restored_state = restored
             log.info("resumed from %s (step %d)", restored.path, p.step)
         if self.watcher is not None and self._own_watcher:
             self.watcher.start()

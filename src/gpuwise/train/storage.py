@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.errors import StorageError
+from gpuwise.paths import write_bytes_atomic
 
 
 @contextlib.contextmanager
@@ -154,26 +154,5 @@ class Storage:
 
 def _put_local(path: str, data: bytes | memoryview) -> None:
     """Temporary name in the same folder, fsync, rename over the target, fsync the folder."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-    fsync_dir(folder)
-
-
-def fsync_dir(folder: str) -> None:
-    """Make a rename in ``folder`` durable (POSIX: fsync the directory itself)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    write_bytes_atomic(path, data, sync_folder=True)
