@@ -49,6 +49,14 @@ def test_bad_input_exits_2(cli) -> None:  # type: ignore[no-untyped-def]
     assert r.code == 2 and "not a folder" in r.stderr
 
 
+def test_checkpoint_dir_that_is_a_file_is_refused(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # It used to report the free space of the file's file system as if it were the folder.
+    a_file = tmp_path / "ckpt.pt"
+    a_file.write_bytes(b"x")
+    r = cli("doctor", "--no-torch", "--checkpoint-dir", a_file)
+    assert r.code == 2 and "is a file" in r.stderr and r.stderr.count("\n") == 1
+
+
 def test_replay_json_matches_golden(cli) -> None:  # type: ignore[no-untyped-def]
     """The whole --json document for a recorded node: wording changes show up in review.
 

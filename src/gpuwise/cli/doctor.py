@@ -20,7 +20,8 @@ _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAI
 
 def doctor(
     num_workers: Annotated[int, typer.Option("--num-workers", help="DataLoader num_workers per training process (for the shm and CPU checks).")] = 8,
-    checkpoint_dir: Annotated[Path, typer.Option("--checkpoint-dir", help="Where checkpoints go (free-disk check).")] = Path("."),
+    checkpoint_dir: Annotated[Path, typer.Option(
+        "--checkpoint-dir", file_okay=False, help="Folder where checkpoints go (free-disk check).")] = Path("."),
     shm_per_worker_mib: Annotated[float, typer.Option("--shm-per-worker-mib", help="/dev/shm each DataLoader worker may use (a rule of thumb; raise for big batches).")] = 512.0,
     min_free_disk_gib: Annotated[float, typer.Option("--min-free-disk-gib", help="Fail the disk check below this much free space.")] = 20.0,
     min_free_memory_gib: Annotated[float, typer.Option("--min-free-memory-gib", help="Fail the memory check below this much available RAM.")] = 4.0,
