@@ -56,6 +56,7 @@ def test_run_restart_rules_and_exit_codes(codes: str, flags: list[str], exit_cod
     ["--nproc-per-node", "0", "--", "python", "x.py"],
     ["--max-restarts", "-1", "--", "python", "x.py"],
     ["--restart-delay", "nan", "--", "python", "x.py"],
+    ["--", "/nonexistent/train-cmd"],     # not found: refused up front, not restarted N times
 ])
 def test_run_bad_input_is_one_line_exit_2(args: list[str], cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("run", *args)

@@ -20,6 +20,7 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +58,9 @@ class LaunchSpec:
     def __post_init__(self) -> None:
         if not self.command:
             raise InputError("no command to run", hint="put it after --, e.g. gpuwise run -- python train.py")
+        if shutil.which(self.command[0]) is None:  # restarting a typo would only fail N more times
+            raise InputError(f"command not found: {self.command[0]!r}",
+                             hint="check the spelling and PATH, or give the program's full path")
         if self.nproc_per_node < 1:
             raise InputError(f"--nproc-per-node {self.nproc_per_node} must be at least 1", hint="e.g. 8 on an 8-GPU machine")
         if self.max_restarts < 0 or self.max_preemptions < 0:
