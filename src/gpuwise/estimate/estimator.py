@@ -159,6 +159,13 @@ class Estimate:
     """Serving figures for ``task=inference``."""
     notes: tuple[str, ...] = field(default=())
     """Assumptions and defaults the figures rest on."""
+    goodput: float = 1.0
+    """Share of wall-clock time that advances training (failures, restarts, checkpoint stalls and
+    evaluation excluded): wall_hours = steps × step_time_s ÷ goodput ÷ 3600."""
+    wall_hours_p10: float | None = None
+    """Low end (10th percentile) of ``wall_hours`` from the estimator's cross-validated errors."""
+    wall_hours_p90: float | None = None
+    """High end (90th percentile) of ``wall_hours`` from the estimator's cross-validated errors."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
@@ -193,6 +200,8 @@ class Estimate:
             "inference": None if self.inference is None else {
                 k: getattr(self.inference, k) for k in self.inference.__dataclass_fields__},
             "notes": list(self.notes),
+            "goodput": self.goodput, "wall_hours_p10": self.wall_hours_p10,
+            "wall_hours_p90": self.wall_hours_p90,
         }
 
 
