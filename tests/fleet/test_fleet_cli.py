@@ -246,3 +246,14 @@ def test_html_and_saved_demand_are_written_whole(cli, catalog: Path, tmp_path: P
     assert html.read_text().rstrip().endswith("</html>")
     assert saved.read_text().startswith("timestamp,gpu,gpus,interruptible\n")
     assert oct(saved.stat().st_mode & 0o777) != oct(0o600)  # readable like any file the user writes
+
+
+def test_fleet_says_when_it_extrapolates_a_term_beyond_the_demand(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
+    # the example demand covers weeks; a 3-year reservation assumes it repeats for three years
+    args = ("fleet", "--demand", EXAMPLES / "demand.csv", "--catalog", catalog, "--reserved-discount", "gcp:3y=0.5")
+    doc = cli(*args, "--json").json()
+    assert any(c["term_years"] == 3 for c in doc["commitments"])
+    assert doc["extrapolated"] is True
+    assert doc["notes"][0].startswith("extrapolated: a 3-year reservation is proposed from ")
+    text = cli(*args)
+    assert text.code == 0 and "warning: extrapolated:" in text.stdout

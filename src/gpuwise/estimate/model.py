@@ -314,7 +314,8 @@ def get_preset(name: str) -> ModelConfig:
     key = _ALIASES.get(key, key)
     if key in presets:
         return presets[key]
-    raise InputError(f"unknown model preset {name!r}",
+    shown = name if len(name) <= 80 else name[:60] + f"… ({len(name):,} characters)"
+    raise InputError(f"unknown model preset {shown!r}",
                      hint="give a preset (`gpuwise estimate --list-models`), a path to a config.json, "
                      "or --params",
                      suggestions=did_you_mean(key, list(presets) + list(_ALIASES)))
