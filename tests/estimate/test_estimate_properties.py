@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import pytest
 
 from gpuwise.errors import EstimateError
 from gpuwise.estimate import Estimate, estimate_workload, workload_from_options
@@ -43,6 +42,7 @@ def _estimate(model: str, task: str, precision: str, zero: int, ckpt: str, mb: i
        precision=st.sampled_from(["fp32", "bf16", "fp8"]), zero=st.integers(0, 3),
        ckpt=st.sampled_from(["none", "selective", "full"]), mb=st.sampled_from([1, 2, 8]),
        gpu=st.sampled_from(_GPUS), gpus=st.sampled_from([1, 2, 8, 16]))
+@pytest.mark.slow
 def test_any_estimate_is_finite_and_consistent(model: str, task: str, precision: str, zero: int, ckpt: str,
                                                mb: int, gpu: str, gpus: int) -> None:
     refusal = _expected_refusal(model, task, precision, gpu)
