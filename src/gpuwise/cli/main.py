@@ -8,6 +8,10 @@ Exit codes: 0 success; 1 internal error (a bug: please report it); 2 bad input o
 (one line ``error: <what> — To fix: <how>``); other codes are documented by the command that
 returns them (``gpuwise plan``: 3 = no option meets the
 constraints; ``gpuwise doctor``: 3 = a check failed).
+
+Hostile surroundings: a reader that stops early (``gpuwise offers | head -1``) ends the command
+quietly with 0; stdout on a full disk, or closed, is one error line and 2; a terminal that cannot
+encode "—", "×", ... (``LANG=C``, ``PYTHONIOENCODING=ascii``) gets ASCII look-alikes.
 """
 
 from __future__ import annotations
