@@ -28,26 +28,21 @@ import argparse
 import collections
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from gpuwise.estimate import estimate_workload
 from gpuwise.estimate.measured import (
     MeasuredRun,
     fit_efficiency,
+    fit_run_efficiency,
     load_measured_runs,
     log_residual,
+    run_gpu_hours,
     workload_class,
 )
-from gpuwise.estimate.steptime import goodput
 from gpuwise.estimate.throughput import PublishedRun, load_published_runs
-from gpuwise.estimate.workload import Workload
 from gpuwise.hardware import GpuSpec, find_gpu
-
-# Network of the published pretraining clusters: Llama 2 paper (arXiv:2307.09288) Sec. 2.2.1: both
-# Meta clusters "interconnect 200 Gbps end-points", i.e. 1,600 Gbit/s per 8-GPU node.
-_RUN_INTER_NODE_GBIT_S = 1600.0
-# GPU count when a published run does not state it: LLaMA's 2,048 (Touvron et al. 2023, Sec. 2.4).
-_DEFAULT_RUN_GPUS = 2048
 # GPU-hours rows that come from the same paper as throughput rows share its fold.
 _RUN_SOURCE = {"llama-7b": "llama", "llama-13b": "llama", "llama-33b": "llama", "llama-65b": "llama",
                "tinyllama-1.1b": "tinyllama"}
@@ -114,23 +109,19 @@ def _run_source(run: PublishedRun) -> str:
     return run.source.split(" ")[0] + " " + run.source.split(" ")[1] if " " in run.source else run.source
 
 
-def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float]]:
-    """[(run, source, gpuwise GPU-hours, rule-40 GPU-hours, goodput)] with LOSO framework factors."""
+def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float, float]]:
+    """[(run, source, gpuwise GPU-hours, rule-40 GPU-hours, goodput, run efficiency)], leaving each source
+    out of both fits: the framework factors (throughput rows) and the whole-run efficiency (GPU-hours rows)."""
     measured = list(load_measured_runs())
+    runs = load_published_runs()
     out = []
-    fits: dict[str, object] = {}
-    for run in load_published_runs():
+    for run in runs:
         src = _run_source(run)
-        if src not in fits:
-            fits[src] = fit_efficiency([r for r in measured if r.source_id != src])
-        gpu = find_gpu(run.gpu)
-        gpus = run.gpus or _DEFAULT_RUN_GPUS
-        wl = Workload(model=run.model, task="pretrain", tokens=run.tokens, seq_len=run.seq_len, zero=3)
-        est = estimate_workload(wl, gpu, gpus, calibration=None, suggest=False, efficiency=fits[src],  # type: ignore[arg-type]
-                                inter_node_gbit_s=_RUN_INTER_NODE_GBIT_S)
-        assert est.gpu_hours is not None
-        rule = 6 * run.model.total_params * run.tokens / (0.4 * _peak16(gpu, "bf16")) / 3600
-        out.append((run, src, est.gpu_hours, rule, est.goodput))
+        eff = fit_efficiency([r for r in measured if r.source_id != src])
+        run_eff = fit_run_efficiency([r for r in runs if _run_source(r) != src], eff)
+        hours, gp = run_gpu_hours(run, replace(eff, run_efficiency=run_eff))
+        rule = 6 * run.model.total_params * run.tokens / (0.4 * _peak16(find_gpu(run.gpu), "bf16")) / 3600
+        out.append((run, src, hours, rule, gp, run_eff))
     return out
 
 
@@ -166,15 +157,14 @@ def main() -> None:
     for klass in sorted(by_class):
         line(f"  class {klass}", [x for x in rows if workload_class(x[0].workload) == klass])
 
-    # p10-p90 coverage: the interval for a source comes from the other sources' LOSO residuals
+    # p10-p90 coverage. The range is symmetric in log space: ± the 80th percentile of the other sources'
+    # |LOSO log residual| (a new stack can be faster or slower than the ones fitted), so it holds the
+    # held-out source only if the cross-validated errors of the others are representative.
     inside = 0
     for r, res, _ in rows:
-        klass = workload_class(r.workload)
-        others = [x for q, x, _ in rows if q.source_id != r.source_id and workload_class(q.workload) == klass]
-        if len(others) < 5:
-            others = [x for q, x, _ in rows if q.source_id != r.source_id]
+        others = [abs(x) for q, x, _ in rows if q.source_id != r.source_id]
         # res = log(pred/measured throughput) = log(measured time / predicted time)
-        inside += _q(others, 0.1) <= res <= _q(others, 0.9)
+        inside += abs(res) <= _q(others, 0.8)
     print(f"\np10-p90 range holds the measured value: {inside}/{len(rows)} = {inside / len(rows):.0%} (goal 75-85%)")
 
     nofit = []
@@ -188,34 +178,47 @@ def main() -> None:
         print(f"  {line_}")
 
     hours = gpu_hours_set()
-    print(f"\nGPU-HOURS SET: {len(hours)} published pretraining runs, {len({s for _, s, _, _, _ in hours})} sources "
-          "(framework factors fitted on the throughput rows of the other sources)\n")
-    print(f"  {'run':16s} {'GPU':10s} {'reported':>11s} {'goodput':>7s} {'gpuwise':>8s} {'40% rule':>8s}")
+    print(f"\nGPU-HOURS SET: {len(hours)} published pretraining runs, {len({h[1] for h in hours})} sources "
+          "(framework factors fitted on the throughput rows, whole-run efficiency on the GPU-hours rows, "
+          "of the other sources)\n")
+    print(f"  {'run':16s} {'GPU':10s} {'reported':>11s} {'goodput':>7s} {'run eff':>7s} {'gpuwise':>8s} "
+          f"{'40% rule':>8s}")
     g_err, b_err = [], []
-    for run, _, est_h, rule_h, gp in hours:
+    by_gpu_h: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    for run, _, est_h, rule_h, gp, reff in hours:
         e, b = est_h / run.gpu_hours - 1, rule_h / run.gpu_hours - 1
         g_err.append(e)
         b_err.append(b)
-        print(f"  {run.name:16s} {run.gpu:10s} {run.gpu_hours:11,.0f} {gp:7.0%} {e:+8.1%} {b:+8.1%}")
+        by_gpu_h[run.gpu].append((e, b))
+        print(f"  {run.name:16s} {run.gpu:10s} {run.gpu_hours:11,.0f} {gp:7.0%} {reff:7.2f} {e:+8.1%} {b:+8.1%}")
+    for gpu, pairs in sorted(by_gpu_h.items()):
+        print(f"  GPU {gpu:10s} rows {len(pairs):2d}: gpuwise median |error| "
+              f"{statistics.median([abs(e) for e, _ in pairs]):.1%}, 40% rule "
+              f"{statistics.median([abs(b) for _, b in pairs]):.1%}")
     print(f"\n  median |error|: gpuwise {statistics.median([abs(x) for x in g_err]):.1%}, "
           f"40% rule {statistics.median([abs(x) for x in b_err]):.1%}; p90 |error|: gpuwise "
           f"{_q([abs(x) for x in g_err], 0.9):.1%}, 40% rule {_q([abs(x) for x in b_err], 0.9):.1%}")
-    run_res = [math.log((1 + e)) for e in g_err]
+    run_res = [math.log(1 + e) for e in g_err]
+    srcs = [h[1] for h in hours]
+    inside_h = sum(abs(x) <= _q([abs(y) for y, t in zip(run_res, srcs) if t != s], 0.8)
+                   for x, s in zip(run_res, srcs))
+    print(f"  p10-p90 range holds the reported GPU-hours: {inside_h}/{len(hours)} = {inside_h / len(hours):.0%}")
 
     if args.write_residuals:
         path = Path(__file__).resolve().parents[1] / "src/gpuwise/estimate/data/estimate_residuals.csv"
         lines = [
-            "# Leave-one-source-out residuals of gpuwise's time estimates, per workload class, written by",
-            "# `python benchmarks/estimate_accuracy.py --write-residuals` (do not edit by hand). log_p10/log_p90:",
-            "# 10th/90th percentile of log(measured time / predicted time); Estimate.wall_hours_p10/p90 =",
-            "# wall_hours × exp(log_p10/log_p90). pretraining-run: whole published runs (GPU-hours set).",
+            "# Leave-one-source-out residuals of gpuwise's time estimates, written by",
+            "# `python benchmarks/estimate_accuracy.py --write-residuals` (do not edit by hand). The p10-p90 range",
+            "# is symmetric in log space: log_p10 = -w, log_p90 = +w, w = 80th percentile of |log(measured time /",
+            "# predicted time)| over the leave-one-source-out predictions. Estimate.wall_hours_p10/p90 = wall_hours",
+            "# × exp(log_p10/log_p90). throughput: the per-step set; pretraining-run: whole published runs.",
             "class,rows,log_p10,log_p90",
         ]
-        pooled = [x for v in by_class.values() for x in v]
-        for klass in sorted(by_class):
-            vals = by_class[klass] if len(by_class[klass]) >= 5 else pooled
-            lines.append(f"{klass},{len(vals)},{_q(vals, 0.1):.4f},{_q(vals, 0.9):.4f}")
-        lines.append(f"pretraining-run,{len(run_res)},{_q(run_res, 0.1):.4f},{_q(run_res, 0.9):.4f}")
+        pooled = [abs(x) for v in by_class.values() for x in v]
+        w = _q(pooled, 0.8)
+        lines.append(f"throughput,{len(pooled)},{-w:.4f},{w:.4f}")
+        wr = _q([abs(x) for x in run_res], 0.8)
+        lines.append(f"pretraining-run,{len(run_res)},{-wr:.4f},{wr:.4f}")
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         print(f"\nwrote {path.name}")
 

@@ -300,7 +300,7 @@ def _rates(wl: Workload, spec: GpuSpec, cal: GpuCalibration | None,
 
 
 def _train_parts(wl: Workload, spec: GpuSpec, gpus: int, dp: int, cal: GpuCalibration | None, prec: str,
-                 factor: float, adapter: float) -> tuple[StepParts, int, str]:
+                 factor: float, attention_factor: float, adapter: float) -> tuple[StepParts, int, str]:
     """Step-time parts (see :mod:`.steptime`), global batch, and the basis in words."""
     m = wl.model
     seq = wl.effective_seq_len
@@ -339,17 +339,19 @@ def _train_parts(wl: Workload, spec: GpuSpec, gpus: int, dp: int, cal: GpuCalibr
             traffic += m.vocab / tp * (act_b + 8.0) * tok_gpu * tp / pp
         memory = ACTIVATION_TRAFFIC_PASSES * traffic / bw
         recompute = 0.0
-        if wl.grad_ckpt == "full":
-            recompute = 2.0 * n * tok_gpu / (mm if prec != "fp8" else mm16) + attention / 3 + memory / 3
-        elif wl.grad_ckpt == "selective":
-            recompute = attention / 3
+        if wl.grad_ckpt == "full":  # the forward pass again: a third of fwd+bwd attention and traffic
+            recompute = 2.0 * n * tok_gpu / (mm if prec != "fp8" else mm16) + memory / 3
+            attention *= 4 / 3
+        elif wl.grad_ckpt == "selective":  # the attention core again (Korthikanti et al. 2022)
+            attention *= 4 / 3
     dequant = 0.0
     if wl.task == "qlora":
         dequant = (QLORA_DEQUANT_FACTOR - 1.0) * (matmul + attention + memory + recompute)
     train = trainable_params(wl) / (tp * pp) / (dp if wl.zero >= 1 else 1)
     optimizer = train * OPTIMIZER_TRAFFIC_BYTES.get(wl.optimizer, 28.0) / bw
     parts = StepParts(matmul_s=matmul, attention_s=attention, memory_s=memory, recompute_s=recompute,
-                      dequant_s=dequant, optimizer_s=optimizer, framework_factor=factor)
+                      dequant_s=dequant, optimizer_s=optimizer, framework_factor=factor,
+                      attention_factor=attention_factor)
     return parts, gb, basis
 
 
@@ -555,7 +557,7 @@ def _estimate_training(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_g
     model = eff or default_efficiency()
     klass = workload_class(wl)
     factor, factor_basis = model.factor(spec.name, klass)
-    parts, gb, basis = _train_parts(wl, spec, gpus, dp, cal, prec, factor, adapter)
+    parts, gb, basis = _train_parts(wl, spec, gpus, dp, cal, prec, factor, model.attention_factor, adapter)
     tokens_step = gb * (seq if m.arch != "cnn" else 1)
     compute = parts.compute_s
     calibrated = _mfu_compute(wl, spec, cal, adapter)
@@ -575,11 +577,13 @@ def _estimate_training(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_g
     if m.arch == "cnn" and wl.samples is not None:
         total = wl.samples * wl.epochs
     stepping_hours = total / tps / 3600 if total is not None else None
-    gput = goodput(gpus, stepping_hours)
+    run_eff = model.run_efficiency if wl.task == "pretrain" else 1.0
+    gput = goodput(gpus, stepping_hours) * run_eff
     wall = stepping_hours / gput if stepping_hours is not None else None
     p10 = p90 = None
-    if wall is not None:
-        q = model.interval(klass)
+    if wall is not None:  # whole pretraining runs of 10,000+ GPU-hours: the published-runs range
+        whole_run = wl.task == "pretrain" and wall * gpus >= 1e4
+        q = model.interval("pretraining-run" if whole_run else klass)
         if q is not None:
             p10, p90 = wall * q[0], wall * q[1]
     flops_total = fpt * total if total is not None else None
@@ -593,8 +597,10 @@ def _estimate_training(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_g
     if total is None:
         notes.append("no --tokens or --samples: give one for wall-clock hours and GPU-hours")
     else:
-        notes.append(f"goodput {gput:.0%}: interruptions at Meta's Llama 3 rate for {gpus} GPUs and "
-                     f"{STARTUP_HOURS:g} h start-up (wall_hours = stepping hours ÷ goodput)")
+        notes.append(f"goodput {gput:.0%}: interruptions at Meta's Llama 3 rate for {gpus} GPUs, "
+                     f"{STARTUP_HOURS:g} h start-up" + (f", × {run_eff:.2f} whole-run efficiency of published "
+                                                         "pretraining runs" if run_eff != 1.0 else "")
+                     + " (wall_hours = stepping hours ÷ goodput)")
     if m.arch == "cnn" and not m.activation_mib_per_sample:
         notes.append("activation memory of this CNN is unknown to gpuwise and counted as 0")
     if wl.precision == "fp8":

@@ -129,22 +129,31 @@ class StepParts:
 
     matmul_s: float
     attention_s: float
+    """Attention core, its recompute included (before ``attention_factor``)."""
     memory_s: float
     recompute_s: float
+    """Recomputed matmuls and memory-bound work (attention recompute is in ``attention_s``)."""
     dequant_s: float
     optimizer_s: float
     framework_factor: float
     """Multiplies the compute parts (what the named parts miss; fitted, see :mod:`.measured`)."""
+    attention_factor: float = 1.0
+    """Multiplies the attention time (the FlashAttention version in use; fitted, see :mod:`.measured`)."""
+
+    @property
+    def raw_other_s(self) -> float:
+        """Compute parts other than attention and the optimizer, before the factors."""
+        return self.matmul_s + self.memory_s + self.recompute_s + self.dequant_s
 
     @property
     def compute_s(self) -> float:
-        raw = self.matmul_s + self.attention_s + self.memory_s + self.recompute_s + self.dequant_s
+        raw = self.raw_other_s + self.attention_factor * self.attention_s
         return raw * self.framework_factor + self.optimizer_s
 
     def as_dict(self) -> dict[str, float]:
         return {"matmul_s": self.matmul_s, "attention_s": self.attention_s, "memory_bound_s": self.memory_s,
                 "recompute_s": self.recompute_s, "dequant_s": self.dequant_s, "optimizer_s": self.optimizer_s,
-                "framework_factor": self.framework_factor}
+                "framework_factor": self.framework_factor, "attention_factor": self.attention_factor}
 
 
 def goodput(gpus: int, run_hours: float | None) -> float:
