@@ -125,8 +125,12 @@ def test_calibration_file_overrides_the_fitted_mfu(tmp_path: Path, isolated_env:
         ({"version": 2, "gpus": {}}, "unsupported calibration version"),  # future schema
         ({"version": 1, "gpus": {"Z100": {}}}, "unknown GPU"),  # not a GPU gpuwise knows
         ({"version": 1, "gpus": {"H100": {"mfuu": 0.4}}}, "unknown key"),  # typo
-        ({"version": 1, "gpus": {"H100": {"mfu": 1.7}}}, "in (0, 1]"),  # impossible fraction
-        ({"version": 1, "gpus": {"H100": {"mfu": float("nan")}}}, "in (0, 1]"),  # NaN
+        ({"version": 1, "gpus": {"H100": {"mfu": 1.7}}}, "in (0, 1)"),  # impossible fraction
+        ({"version": 1, "gpus": {"H100": {"mfu": float("nan")}}}, "in (0, 1)"),  # NaN
+        ({"version": 1, "gpus": {"H100": {"mfu": 0}}}, "in (0, 1)"),  # no work done
+        ({"version": 1, "gpus": {"H100": {"mfu": 1.0}}}, "in (0, 1)"),  # every FLOP useful: implausible
+        ({"version": 1, "gpus": {"H100": {"matmul_tflops": {"bf16": 2000}}}}, "above the datasheet peak"),
+        ({"version": 1, "gpus": {"H100": {"memory_bandwidth_tb_s": 9.0}}}, "above the datasheet peak"),
         ([], "expected a JSON object"),  # wrong shape
     ],
 )
