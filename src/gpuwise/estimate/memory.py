@@ -141,6 +141,8 @@ def layer_activation_bytes(m: ModelConfig, s: int, b: int, *, tp: int = 1, flash
     mlp_inner = (8 if m.gated_mlp else 4) * f * k / tp
     topk = max(1, m.experts_per_token) if m.experts else 1
     mlp = (k * 2 * h + mlp_inner) * topk + mask * h
+    if m.shared_intermediate:  # the shared expert sees every token
+        mlp += k * 2 * h + (8 if m.gated_mlp else 4) * m.shared_intermediate * k / tp
     # LayerNorm (fused kernel) keeps its input; Hugging Face's eager RMSNorm (LlamaRMSNorm)
     # upcasts to fp32 and keeps that fp32 copy plus the normalised 16-bit tensor: (4 + bytes)·h.
     per_norm = act_bytes * h if m.norm == "layernorm" or fused_norm else (4.0 + act_bytes) * h
@@ -206,6 +208,8 @@ def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:
     # decoder-only: one self-attention cache per layer; encoder-decoder: self + cross per decoder layer
     layers = (2 * m.decoder_layers if m.decoder_layers else m.layers) / wl.pipeline_parallel
     ctx = wl.prompt_len + wl.output_len
+    if m.kv_lora_rank:  # MLA caches the latent and the rotary key once per token, not K and V per head
+        return kv_b * layers * (m.kv_lora_rank + m.rope_head_dim) * ctx * (batch or wl.micro_batch)
     return 2 * kv_b * layers * heads * m.d_head * ctx * (batch or wl.micro_batch)
 
 
