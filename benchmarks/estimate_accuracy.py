@@ -43,6 +43,7 @@ from gpuwise.estimate.measured import (
 )
 from gpuwise.estimate.throughput import PublishedRun, load_published_runs
 from gpuwise.hardware import GpuSpec, find_gpu
+
 # GPU-hours rows that come from the same paper as throughput rows share its fold.
 _RUN_SOURCE = {"llama-7b": "llama", "llama-13b": "llama", "llama-33b": "llama", "llama-65b": "llama",
                "tinyllama-1.1b": "tinyllama"}
@@ -200,8 +201,8 @@ def main() -> None:
           f"{_q([abs(x) for x in g_err], 0.9):.1%}, 40% rule {_q([abs(x) for x in b_err], 0.9):.1%}")
     run_res = [math.log(1 + e) for e in g_err]
     srcs = [h[1] for h in hours]
-    inside_h = sum(abs(x) <= _q([abs(y) for y, t in zip(run_res, srcs) if t != s], 0.8)
-                   for x, s in zip(run_res, srcs))
+    inside_h = sum(abs(x) <= _q([abs(y) for y, t in zip(run_res, srcs, strict=True) if t != s], 0.8)
+                   for x, s in zip(run_res, srcs, strict=True))
     print(f"  p10-p90 range holds the reported GPU-hours: {inside_h}/{len(hours)} = {inside_h / len(hours):.0%}")
 
     if args.write_residuals:

@@ -18,7 +18,11 @@ from typing import Any
 
 from gpuwise.bench.result import BenchReport
 from gpuwise.errors import InputError
-from gpuwise.estimate.calibration import CALIBRATION_VERSION, default_calibration_path, write_gpu_entry
+from gpuwise.estimate.calibration import (
+    CALIBRATION_VERSION,
+    default_calibration_path,
+    write_gpu_entry,
+)
 
 __all__ = ["CALIBRATION_VERSION", "calibration_entry", "default_path", "write_calibration"]
 

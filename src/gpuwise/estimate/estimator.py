@@ -17,24 +17,11 @@ from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calib
 from gpuwise.estimate.memory import (
     Overheads,
     activation_bytes,
-    layer_activation_bytes,
     kv_cache_bytes,
+    layer_activation_bytes,
     memory_breakdown_bytes,
     trainable_params,
     weight_bytes_per_param,
-)
-from gpuwise.estimate.throughput import (
-    DEFAULT_GPUS_PER_NODE,
-    DEFAULT_INTER_NODE_GBIT_S,
-    PCIE_X16_GB_S,
-    Network,
-    allreduce_seconds,
-    attention_flops_per_token,
-    forward_flops_per_token,
-    network_for,
-    peak_flops,
-    recompute_factor,
-    training_flops_per_token,
 )
 from gpuwise.estimate.steptime import (
     ACTIVATION_TRAFFIC_PASSES,
@@ -48,6 +35,19 @@ from gpuwise.estimate.steptime import (
     achievable_matmul,
     attention_efficiency,
     goodput,
+)
+from gpuwise.estimate.throughput import (
+    DEFAULT_GPUS_PER_NODE,
+    DEFAULT_INTER_NODE_GBIT_S,
+    PCIE_X16_GB_S,
+    Network,
+    allreduce_seconds,
+    attention_flops_per_token,
+    forward_flops_per_token,
+    network_for,
+    peak_flops,
+    recompute_factor,
+    training_flops_per_token,
 )
 from gpuwise.estimate.workload import DEFAULT_PRETRAIN_BATCH_TOKENS, Workload
 from gpuwise.hardware import GpuSpec, find_gpu
@@ -198,6 +198,7 @@ class Estimate:
                 "seq_len": wl.effective_seq_len, "micro_batch": wl.micro_batch, "global_batch": wl.global_batch,
                 "tensor_parallel": wl.tensor_parallel, "pipeline_parallel": wl.pipeline_parallel,
                 "cpu_offload": wl.cpu_offload, "flash_attention": wl.uses_flash_attention,
+                "fused_kernels": wl.fused_kernels, "sequence_parallel": wl.sequence_parallel,
                 "lora_rank": wl.lora_rank if wl.task in ("lora", "qlora") else None,
                 "lora_targets": wl.lora_targets if wl.task in ("lora", "qlora") else None,
                 "prompt_len": wl.prompt_len if wl.task == "inference" else None,
