@@ -148,8 +148,8 @@ class Estimate:
     peak_tflops: float
     """Dense datasheet peak per GPU for the precision."""
     mfu: float
-    """Model-FLOPs utilisation the time assumes, communication and bubbles included:
-    time = flops_total / (gpus × peak × mfu)."""
+    """Model-FLOPs utilisation the step time assumes, communication and bubbles included:
+    stepping time = flops_total / (gpus × peak × mfu); ``wall_hours`` is that ÷ ``goodput``."""
     mfu_compute: float
     """MFU before communication and pipeline bubbles (fitted or calibrated, recompute applied)."""
     mfu_basis: str
