@@ -118,7 +118,8 @@ def render_markdown(run: ProofRun) -> str:
                                       tuple((step, t.name, t.goal, _number(t.value), _target_cell(t)) for step, t in targets)))
     for s in run.steps:
         for table in s.tables:
-            lines += markdown_table(table)
+            if table.rows:
+                lines += markdown_table(table)
     failed = run.failed
     lines.append(f"{len(failed)} of {len(run.steps)} steps failed: " + ", ".join(f"{s.name} ({s.reason})" for s in failed)
                  if failed else f"All {len(run.steps)} steps finished.")

@@ -48,6 +48,10 @@ class Context:
     """Environment of the child processes."""
     deadline: float = float("inf")
     """``time.monotonic()`` by which the current step must end."""
+    exporter_fake: str | None = None
+    """Serve this fake GPU scenario instead of NVML (lets the tests drive the exporter step on a CPU)."""
+    exporter_seconds: float | None = None
+    """How long Prometheus (or this script) scrapes; default 30 s, 10 s with ``quick``."""
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -186,6 +190,7 @@ def bench_step(ctx: Context) -> StepResult:
     groups = QUICK_BENCH_GROUPS if ctx.quick else BENCH_GROUPS
     results: list[dict[str, Any]] = []
     errors: list[str] = []
+    skipped: list[str] = []
     device: dict[str, Any] = {}
     for i, group in enumerate(groups):
         share = ctx.remaining() / (len(groups) - i + 0.5)  # leave time for the plain copy
@@ -199,7 +204,7 @@ def bench_step(ctx: Context) -> StepResult:
             continue
         device = obj.get("device") or device
         results += obj.get("results", [])
-        errors += [f"{s.get('name')} skipped: {s.get('reason')}" for s in obj.get("skipped", [])]
+        skipped += [f"{s.get('name')}: {s.get('reason')}" for s in obj.get("skipped", [])]
     copy = _run(ctx, worker_cmd("copy", "--gib", "1"))
     plain = next((o.get("plain_copy_gb_s") for o in json_lines(copy.stdout)), None)
     if plain is None:
@@ -218,12 +223,12 @@ def bench_step(ctx: Context) -> StepResult:
                None if not bf16 or bf16["ratio_best_known"] is None else bf16["ratio_best_known"] >= 0.95),
         Target("device copy vs plain large tensor.copy_", copy_ratio, "≥ 90 %", None if copy_ratio is None else copy_ratio >= 0.90),
     )
-    data = {"device": device, "results": table_rows, "plain_copy_gb_s": plain, "errors": errors}
-    if not results:
+    data = {"device": device, "results": table_rows, "plain_copy_gb_s": plain, "errors": errors, "skipped": skipped}
+    if errors or not results:
         return StepResult("bench", "fail", 0.0, reason="; ".join(errors) or "no results", tables=(table,),
                           targets=targets, data=data)
     summary = f"{len(results)} results" + (f"; bf16 matmul {bf16['value']:.0f} TFLOP/s" if bf16 else "") + \
-        (f"; problems: {'; '.join(errors)}" if errors else "")
+        (f"; skipped {'; '.join(skipped)}" if skipped else "")
     return StepResult("bench", "ok", 0.0, summary, tables=(table,), targets=targets, data=data)
 
 
@@ -263,24 +268,28 @@ def exporter_step(ctx: Context) -> StepResult:
     """``gpuwise exporter`` on real NVML for 30 s (10 s with --quick), scraped every second by a
     real Prometheus when one is installed, else by this script; the metric names are compared
     with what the exporter serves from its fake GPU (which fills every metric it knows)."""
-    seconds = 10.0 if ctx.quick else 30.0
+    seconds = ctx.exporter_seconds or (10.0 if ctx.quick else 30.0)
     expected: set[str] = set()
     for scenario in ("idle", "mig"):
         child = _run(ctx, gpuwise_cmd("exporter", "--fake", scenario, "--once"), cap_s=30)
         expected |= sample_names(child.stdout) if child.returncode == 0 else set()
     port = free_port()
     log = (ctx.out / "exporter.log").open("w")
-    proc = subprocess.Popen(gpuwise_cmd("exporter", "--port", str(port), "--interval", "1s"), stdout=log,
+    fake = ["--fake", ctx.exporter_fake] if ctx.exporter_fake else []
+    proc = subprocess.Popen(gpuwise_cmd("exporter", "--port", str(port), "--interval", "1s", *fake), stdout=log,
                             stderr=subprocess.STDOUT, env=ctx.env or None, start_new_session=True)
     prom: subprocess.Popen[bytes] | None = None
     try:
         base = f"http://127.0.0.1:{port}"
-        _wait_http(f"{base}/healthz", min(20.0, ctx.remaining()), proc)
+        log.flush()
+        _wait_http(f"{base}/healthz", min(20.0, ctx.remaining()), proc, ctx.out / "exporter.log")
         cpu0, t0 = _cpu_seconds(proc.pid), time.monotonic()
         prometheus = shutil.which("prometheus")
         prom_port = free_port()
         if prometheus:
             prom = _start_prometheus(prometheus, ctx.scratch / "prometheus", port, prom_port)
+            # Prometheus applies new targets after up to 5 s: the 30 s start at the first scrape
+            _wait_until(lambda: _prometheus_stats(prom_port)["scrapes"] is not None, min(20.0, ctx.remaining() / 2))
         scrapes: list[tuple[int, float]] = []
         end = time.monotonic() + min(seconds, max(ctx.remaining() - 10, 1))
         while time.monotonic() < end:
@@ -310,8 +319,9 @@ def exporter_step(ctx: Context) -> StepResult:
             "direct_scrape_ms_median": scrape_ms[len(scrape_ms) // 2],
             "exporter_cpu_share": cpu_share, "prometheus": prom_stats}
     gpuwise_present = sorted(n for n in present if n.startswith("gpuwise_"))
-    table = Table("exporter on real NVML", ("figure", "value"), rows([
-        ("scraped by", cost["scraper"] + (f" ({prom_stats.get('scrapes')} scrapes, {prom_stats.get('up_ratio')} up)" if prom_stats else "")),
+    table = Table(f"exporter on {'the fake GPU ' + repr(ctx.exporter_fake) if ctx.exporter_fake else 'real NVML'}", ("figure", "value"), rows([
+        ("scraped by", cost["scraper"] + (f" ({fmt(prom_stats.get('scrapes'), '.0f')} scrapes, {pct(prom_stats.get('up_ratio'))} up)"
+                                          if prom_stats else f" ({len(scrapes)} scrapes)")),
         ("scrape duration, Prometheus mean / max (ms)",
          f"{fmt(prom_stats.get('scrape_ms_mean'))} / {fmt(prom_stats.get('scrape_ms_max'))}" if prom_stats else "—"),
         ("scrape duration, direct median (ms)", fmt(cost["direct_scrape_ms_median"])),
@@ -328,17 +338,26 @@ def exporter_step(ctx: Context) -> StepResult:
     return StepResult("exporter", "ok", 0.0, summary, tables=(table,), data=data)
 
 
-def _wait_http(url: str, timeout_s: float, proc: subprocess.Popen[Any]) -> None:
+def _wait_http(url: str, timeout_s: float, proc: subprocess.Popen[Any], log: Path | None = None,
+               what: str = "the exporter") -> None:
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise RuntimeError(f"the exporter exited {proc.returncode} before serving (see exporter.log)")
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log and log.is_file() else []
+            said = f": {lines[-1][:300]}" if lines else ""
+            raise RuntimeError(f"{what} exited {proc.returncode} before serving{said}")
         try:
             _get(url, 2)
             return
         except OSError:
             time.sleep(0.2)
     raise StepTimeout(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+def _wait_until(ready: Any, timeout_s: float) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and not ready():
+        time.sleep(0.5)
 
 
 def _start_prometheus(binary: str, folder: Path, target_port: int, port: int) -> subprocess.Popen[bytes]:
@@ -349,7 +368,7 @@ def _start_prometheus(binary: str, folder: Path, target_port: int, port: int) ->
     proc = subprocess.Popen([binary, f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'data'}",
                              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    _wait_http(f"http://127.0.0.1:{port}/-/ready", 20.0, proc)
+    _wait_http(f"http://127.0.0.1:{port}/-/ready", 20.0, proc, what="prometheus")
     return proc
 
 
