@@ -63,7 +63,8 @@ def run_steps(ctx: Context, plan: Sequence[Step], budget_s: float, quick: bool =
     for i, step in enumerate(plan):
         start = clock()
         left_for_rest = FLOOR_S * (len(plan) - i - 1)
-        limit = max(min(step.quick_cap_s if quick else step.cap_s, end - start - left_for_rest), 5.0)
+        cap = step.quick_cap_s if quick else step.cap_s
+        limit = min(cap, max(end - start - left_for_rest, 5.0))  # past the budget a step still gets 5 s
         try:
             result = step.run(dataclasses.replace(ctx, deadline=start + limit))
         except StepTimeout as exc:
