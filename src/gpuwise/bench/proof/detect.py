@@ -34,7 +34,8 @@ def _text(value: Any) -> str:
 def _try(call: Any, *args: Any) -> Any:
     try:
         return call(*args)
-    except Exception:  # one unsupported field (MIG on a consumer GPU, power on a VM) must not hide the rest
+    # one unsupported field (MIG on a consumer GPU, power on a VM) must not hide the rest
+    except Exception:
         return None
 
 
@@ -52,23 +53,33 @@ def read_nvml() -> NvmlFacts | str:
         count = pynvml.nvmlDeviceGetCount()
         if count == 0:
             return "the NVIDIA driver is loaded but sees no GPU"
-        cuda = _try(pynvml.nvmlSystemGetCudaDriverVersion_v2) or _try(pynvml.nvmlSystemGetCudaDriverVersion)
+        cuda = _try(pynvml.nvmlSystemGetCudaDriverVersion_v2) or _try(
+            pynvml.nvmlSystemGetCudaDriverVersion
+        )
         gpus = []
         for i in range(count):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             mem = _try(pynvml.nvmlDeviceGetMemoryInfo, h)
             mig = _try(pynvml.nvmlDeviceGetMigMode, h)
             power = _try(pynvml.nvmlDeviceGetPowerManagementLimit, h)
-            gpus.append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(h)),
-                         "memory_gib": round(mem.total / 1024**3, 1) if mem else None,
-                         "mig_mode": None if mig is None else int(mig[0]),
-                         "persistence_mode": _try(pynvml.nvmlDeviceGetPersistenceMode, h),
-                         "power_limit_w": None if power is None else power / 1000,
-                         "pcie_gen": _try(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                         "pcie_width": _try(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)})
-        return NvmlFacts(driver=_text(pynvml.nvmlSystemGetDriverVersion()),
-                         cuda_driver=None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",
-                         nvml=_try(lambda: _text(pynvml.nvmlSystemGetNVMLVersion())), gpus=tuple(gpus))
+            gpus.append(
+                {
+                    "index": i,
+                    "name": _text(pynvml.nvmlDeviceGetName(h)),
+                    "memory_gib": round(mem.total / 1024**3, 1) if mem else None,
+                    "mig_mode": None if mig is None else int(mig[0]),
+                    "persistence_mode": _try(pynvml.nvmlDeviceGetPersistenceMode, h),
+                    "power_limit_w": None if power is None else power / 1000,
+                    "pcie_gen": _try(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                    "pcie_width": _try(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+                }
+            )
+        return NvmlFacts(
+            driver=_text(pynvml.nvmlSystemGetDriverVersion()),
+            cuda_driver=None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",
+            nvml=_try(lambda: _text(pynvml.nvmlSystemGetNVMLVersion())),
+            gpus=tuple(gpus),
+        )
     except pynvml.NVMLError as exc:
         return f"NVML failed while listing GPUs ({exc})"
     finally:
@@ -84,7 +95,11 @@ def _nvidia_smi_reason() -> NvmlFacts | str:
         done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=4, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"nvidia-smi did not answer ({exc})"
-    names = [line.split(":", 1)[1].split("(")[0].strip() for line in done.stdout.splitlines() if line.startswith("GPU ")]
+    names = [
+        line.split(":", 1)[1].split("(")[0].strip()
+        for line in done.stdout.splitlines()
+        if line.startswith("GPU ")
+    ]
     if done.returncode or not names:
         return f"nvidia-smi lists no GPU (exit {done.returncode})"
     return NvmlFacts(None, None, None, tuple({"index": i, "name": n} for i, n in enumerate(names)))

@@ -36,8 +36,13 @@ class GptShape:
     """Learned positions (``n_positions``)."""
 
     def __post_init__(self) -> None:
-        if min(self.hidden, self.layers, self.heads, self.vocab, self.max_seq_len) < 1 or self.hidden % self.heads:
-            raise ValueError(f"GPT shape {self.name}: sizes must be ≥ 1 and heads must divide hidden")
+        if (
+            min(self.hidden, self.layers, self.heads, self.vocab, self.max_seq_len) < 1
+            or self.hidden % self.heads
+        ):
+            raise ValueError(
+                f"GPT shape {self.name}: sizes must be ≥ 1 and heads must divide hidden"
+            )
 
     @property
     def params(self) -> int:
@@ -46,7 +51,9 @@ class GptShape:
         two LayerNorms (2h each), qkv (3h² + 3h), proj (h² + h), fc (4h² + 4h), out (4h² + h),
         and the final LayerNorm (2h)."""
         h = self.hidden
-        block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (4 * h * h + 4 * h) + (4 * h * h + h)
+        block = (
+            2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (4 * h * h + 4 * h) + (4 * h * h + h)
+        )
         return self.vocab * h + self.max_seq_len * h + self.layers * block + 2 * h
 
 
@@ -70,11 +77,15 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.micro_batch < 1 or not 1 <= self.seq_len <= self.shape.max_seq_len:
-            raise ValueError(f"config {self.label}: micro-batch must be ≥ 1 and seq_len within 1..{self.shape.max_seq_len}")
+            raise ValueError(
+                f"config {self.label}: micro-batch must be ≥ 1 and seq_len within 1..{self.shape.max_seq_len}"
+            )
 
     @property
     def label(self) -> str:
-        return f"{self.shape.name} {self.precision} recompute={self.recompute} mb={self.micro_batch}"
+        return (
+            f"{self.shape.name} {self.precision} recompute={self.recompute} mb={self.micro_batch}"
+        )
 
     @property
     def tokens_per_step(self) -> int:
@@ -99,9 +110,17 @@ def configs(quick: bool = False) -> tuple[TrainConfig, ...]:
 
 def hf_config(shape: GptShape) -> dict[str, Any]:
     """A Hugging Face GPT-2 ``config.json`` for the shape, as ``gpuwise estimate --model`` reads it."""
-    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": shape.hidden,
-            "n_layer": shape.layers, "n_head": shape.heads, "vocab_size": shape.vocab,
-            "n_positions": shape.max_seq_len, "n_inner": None, "tie_word_embeddings": True}
+    return {
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "n_embd": shape.hidden,
+        "n_layer": shape.layers,
+        "n_head": shape.heads,
+        "vocab_size": shape.vocab,
+        "n_positions": shape.max_seq_len,
+        "n_inner": None,
+        "tie_word_embeddings": True,
+    }
 
 
 def estimate_args(config: TrainConfig, gpu: str, config_path: Path) -> list[str]:
@@ -110,11 +129,37 @@ def estimate_args(config: TrainConfig, gpu: str, config_path: Path) -> list[str]
     No gradient accumulation (global batch = micro-batch), the fused attention that
     ``scaled_dot_product_attention`` uses, and no calibration file, so the figure is the
     estimator's own."""
-    return ["estimate", "--model", str(config_path), "--task", "pretrain", "--precision", config.precision,
-            "--optimizer", "adamw", "--grad-ckpt", config.recompute, "--micro-batch", str(config.micro_batch),
-            "--global-batch", str(config.micro_batch), "--seq-len", str(config.seq_len),
-            "--tokens", "1e9", "--flash-attention", "on", "--zero", "0", "--gpu", gpu, "--gpus", "1",
-            "--no-calibration", "--json"]
+    return [
+        "estimate",
+        "--model",
+        str(config_path),
+        "--task",
+        "pretrain",
+        "--precision",
+        config.precision,
+        "--optimizer",
+        "adamw",
+        "--grad-ckpt",
+        config.recompute,
+        "--micro-batch",
+        str(config.micro_batch),
+        "--global-batch",
+        str(config.micro_batch),
+        "--seq-len",
+        str(config.seq_len),
+        "--tokens",
+        "1e9",
+        "--flash-attention",
+        "on",
+        "--zero",
+        "0",
+        "--gpu",
+        gpu,
+        "--gpus",
+        "1",
+        "--no-calibration",
+        "--json",
+    ]
 
 
 # Parts of the estimator's per-GPU total that torch.cuda.max_memory_allocated never sees: the CUDA
@@ -149,7 +194,9 @@ def relative_error(estimate: float, measured: float) -> float:
     return (estimate - measured) / measured
 
 
-def memory_row(label: str, estimate: dict[str, Any], peak_allocated_bytes: int, peak_reserved_bytes: int) -> MemoryRow:
+def memory_row(
+    label: str, estimate: dict[str, Any], peak_allocated_bytes: int, peak_reserved_bytes: int
+) -> MemoryRow:
     """A row from ``gpuwise estimate --json``'s object and the measured byte counts."""
     memory = estimate["memory"]
     breakdown = memory.get("breakdown", {})
@@ -173,4 +220,6 @@ def summarize(rows: list[MemoryRow]) -> MemorySummary:
     if not rows:
         raise ValueError("no memory rows to summarize")
     errors = [abs(r.error) for r in rows]
-    return MemorySummary(len(rows), sum(errors) / len(errors), max(errors), sum(r.error < 0 for r in rows))
+    return MemorySummary(
+        len(rows), sum(errors) / len(errors), max(errors), sum(r.error < 0 for r in rows)
+    )

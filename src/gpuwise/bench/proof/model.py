@@ -47,8 +47,10 @@ def build_gpt(shape: GptShape, device: Any = "cpu", recompute: str = "none") -> 
 
         def forward(self, x: Any) -> Any:
             b, s, h = x.shape
-            q, k, v = (t.view(b, s, shape.heads, h // shape.heads).transpose(1, 2)
-                       for t in self.qkv(self.ln1(x)).split(h, dim=2))
+            q, k, v = (
+                t.view(b, s, shape.heads, h // shape.heads).transpose(1, 2)
+                for t in self.qkv(self.ln1(x)).split(h, dim=2)
+            )
             y = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(y.transpose(1, 2).reshape(b, s, h))
             return x + self.out(functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
@@ -60,7 +62,8 @@ def build_gpt(shape: GptShape, device: Any = "cpu", recompute: str = "none") -> 
             self.pos = nn.Embedding(shape.max_seq_len, shape.hidden)
             self.blocks = nn.ModuleList(Block() for _ in range(shape.layers))
             self.ln = nn.LayerNorm(shape.hidden)
-            for emb in (self.tok, self.pos):  # GPT-2's initialisation: the tied head starts near uniform
+            # GPT-2's initialisation: the tied head starts near uniform
+            for emb in (self.tok, self.pos):
                 nn.init.normal_(emb.weight, std=0.02)
 
         def forward(self, idx: Any, targets: Any) -> Any:
@@ -83,7 +86,9 @@ def _sync(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_training(config: TrainConfig, device: Any = "cuda", warmup: int = 3, steps: int = 10) -> dict[str, Any]:
+def measure_training(
+    config: TrainConfig, device: Any = "cuda", warmup: int = 3, steps: int = 10
+) -> dict[str, Any]:
     """Train ``config`` with AdamW on random tokens: ``warmup`` steps (optimizer state allocated,
     kernels chosen), then ``steps`` timed steps over which the peak memory is read.
 
@@ -107,7 +112,9 @@ def _train(config: TrainConfig, dev: Any, warmup: int, steps: int) -> dict[str, 
     params = count_params(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator(device="cpu").manual_seed(0)
-    idx = torch.randint(0, config.shape.vocab, (config.micro_batch, config.seq_len + 1), generator=gen).to(dev)
+    idx = torch.randint(
+        0, config.shape.vocab, (config.micro_batch, config.seq_len + 1), generator=gen
+    ).to(dev)
     x, y = idx[:, :-1], idx[:, 1:].contiguous()
     autocast_dtype = torch.bfloat16 if config.precision == "bf16" else None
 
@@ -128,10 +135,14 @@ def _train(config: TrainConfig, dev: Any, warmup: int, steps: int) -> dict[str, 
     losses = [step() for _ in range(steps)]
     _sync(dev)
     seconds = time.perf_counter() - start
-    return {"params": params, "tokens_per_s": config.tokens_per_step * steps / seconds, "step_s": seconds / steps,
-            "loss": losses[-1],
-            "peak_allocated_bytes": int(torch.cuda.max_memory_allocated(dev)) if cuda else None,
-            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(dev)) if cuda else None}
+    return {
+        "params": params,
+        "tokens_per_s": config.tokens_per_step * steps / seconds,
+        "step_s": seconds / steps,
+        "loss": losses[-1],
+        "peak_allocated_bytes": int(torch.cuda.max_memory_allocated(dev)) if cuda else None,
+        "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(dev)) if cuda else None,
+    }
 
 
 def plain_copy_gb_s(device: Any = "cuda", nbytes: int = 1024**3, iters: int = 20) -> float:
@@ -156,7 +167,9 @@ def build_state(params: int, device: Any) -> tuple[Any, Any]:
     torch = _torch()
     width = 4096 if params >= 4096 * 4096 else max(8, int(params**0.5))
     layers = max(1, round(params / (width * width)))
-    model = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(layers)]).to(device)
+    model = torch.nn.Sequential(
+        *[torch.nn.Linear(width, width, bias=False) for _ in range(layers)]
+    ).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     for p in model.parameters():  # optimizer state without a forward pass
         p.grad = torch.zeros_like(p)
@@ -198,6 +211,12 @@ def checkpoint_stall(params: int, device: Any, scratch: Path, repeats: int = 2) 
                 durable.append(time.perf_counter() - start)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return {"params": count_params(model), "state_bytes": int(state_bytes), "device": str(device),
-            "sync_save_s": statistics.median(sync_s), "async_first_stall_s": first,
-            "async_stall_s": statistics.median(stalls), "async_durable_s": statistics.median(durable)}
+    return {
+        "params": count_params(model),
+        "state_bytes": int(state_bytes),
+        "device": str(device),
+        "sync_save_s": statistics.median(sync_s),
+        "async_first_stall_s": first,
+        "async_stall_s": statistics.median(stalls),
+        "async_durable_s": statistics.median(durable),
+    }

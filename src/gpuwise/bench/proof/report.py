@@ -67,7 +67,9 @@ class Table:
     def __post_init__(self) -> None:
         for row in self.rows:
             if len(row) != len(self.header):
-                raise ValueError(f"table {self.title!r}: row {row} has {len(row)} cells, the header {len(self.header)}")
+                raise ValueError(
+                    f"table {self.title!r}: row {row} has {len(row)} cells, the header {len(self.header)}"
+                )
 
 
 @dataclass(frozen=True)
@@ -85,12 +87,18 @@ class ProofRun:
 
 
 def _cell(value: Any) -> str:
-    return "—" if value is None or value == "" else str(value).replace("|", "\\|").replace("\n", " ")
+    return (
+        "—" if value is None or value == "" else str(value).replace("|", "\\|").replace("\n", " ")
+    )
 
 
 def markdown_table(table: Table) -> list[str]:
-    lines = [f"**{table.title}**", "", "| " + " | ".join(table.header) + " |",
-             "|" + "|".join(" --- " for _ in table.header) + "|"]
+    lines = [
+        f"**{table.title}**",
+        "",
+        "| " + " | ".join(table.header) + " |",
+        "|" + "|".join(" --- " for _ in table.header) + "|",
+    ]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in table.rows]
     return [*lines, ""]
 
@@ -104,25 +112,52 @@ def render_markdown(run: ProofRun) -> str:
     step's tables. Short enough to paste into docs/benchmarks.md under a ``###`` heading."""
     m = run.meta
     date = str(m.get("date") or "")[:10] or "undated"
-    title = f"### {date}: {_cell(m.get('gpu'))} × {_cell(m.get('gpu_count'))}" + (" (--quick)" if m.get("quick") else "")
-    facts = (f"driver {_cell(m.get('driver'))}, CUDA (driver) {_cell(m.get('cuda_driver'))}, "
-             f"torch {_cell(m.get('torch'))} (CUDA {_cell(m.get('torch_cuda'))}), "
-             f"gpuwise {_cell(m.get('gpuwise_commit'))}, run at {_cell(m.get('date'))}")
+    title = f"### {date}: {_cell(m.get('gpu'))} × {_cell(m.get('gpu_count'))}" + (
+        " (--quick)" if m.get("quick") else ""
+    )
+    facts = (
+        f"driver {_cell(m.get('driver'))}, CUDA (driver) {_cell(m.get('cuda_driver'))}, "
+        f"torch {_cell(m.get('torch'))} (CUDA {_cell(m.get('torch_cuda'))}), "
+        f"gpuwise {_cell(m.get('gpuwise_commit'))}, run at {_cell(m.get('date'))}"
+    )
     lines = [title, "", facts, ""]
-    lines += markdown_table(Table("Steps", ("step", "status", "seconds", "result"),
-                                  tuple((s.name, s.status, f"{s.seconds:.0f}", s.summary if s.status == "ok" else s.reason or s.summary)
-                                        for s in run.steps)))
+    lines += markdown_table(
+        Table(
+            "Steps",
+            ("step", "status", "seconds", "result"),
+            tuple(
+                (
+                    s.name,
+                    s.status,
+                    f"{s.seconds:.0f}",
+                    s.summary if s.status == "ok" else s.reason or s.summary,
+                )
+                for s in run.steps
+            ),
+        )
+    )
     targets = [(s.name, t) for s in run.steps for t in s.targets]
     if targets:
-        lines += markdown_table(Table("Targets", ("step", "target", "goal", "measured", "verdict"),
-                                      tuple((step, t.name, t.goal, _number(t.value), _target_cell(t)) for step, t in targets)))
+        lines += markdown_table(
+            Table(
+                "Targets",
+                ("step", "target", "goal", "measured", "verdict"),
+                tuple(
+                    (step, t.name, t.goal, _number(t.value), _target_cell(t)) for step, t in targets
+                ),
+            )
+        )
     for s in run.steps:
         for table in s.tables:
             if table.rows:
                 lines += markdown_table(table)
     failed = run.failed
-    lines.append(f"{len(failed)} of {len(run.steps)} steps failed: " + ", ".join(f"{s.name} ({s.reason})" for s in failed)
-                 if failed else f"All {len(run.steps)} steps finished.")
+    lines.append(
+        f"{len(failed)} of {len(run.steps)} steps failed: "
+        + ", ".join(f"{s.name} ({s.reason})" for s in failed)
+        if failed
+        else f"All {len(run.steps)} steps finished."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -137,10 +172,21 @@ def to_json(run: ProofRun) -> dict[str, Any]:
     return {
         "meta": run.meta,
         "failed": [s.name for s in run.failed],
-        "steps": [{"name": s.name, "status": s.status, "seconds": round(s.seconds, 3), "summary": s.summary,
-                   "reason": s.reason,
-                   "targets": [{"name": t.name, "value": t.value, "goal": t.goal, "met": t.met} for t in s.targets],
-                   "data": s.data} for s in run.steps],
+        "steps": [
+            {
+                "name": s.name,
+                "status": s.status,
+                "seconds": round(s.seconds, 3),
+                "summary": s.summary,
+                "reason": s.reason,
+                "targets": [
+                    {"name": t.name, "value": t.value, "goal": t.goal, "met": t.met}
+                    for t in s.targets
+                ],
+                "data": s.data,
+            }
+            for s in run.steps
+        ],
     }
 
 

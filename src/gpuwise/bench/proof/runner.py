@@ -54,8 +54,13 @@ FLOOR_S = 15.0
 """Time kept for each step still to come."""
 
 
-def run_steps(ctx: Context, plan: Sequence[Step], budget_s: float, quick: bool = False,
-              clock: Callable[[], float] = time.monotonic) -> tuple[StepResult, ...]:
+def run_steps(
+    ctx: Context,
+    plan: Sequence[Step],
+    budget_s: float,
+    quick: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[StepResult, ...]:
     """Run each step with its deadline; an exception or a timeout becomes that step's result and
     the next step runs regardless."""
     end = clock() + budget_s
@@ -64,17 +69,27 @@ def run_steps(ctx: Context, plan: Sequence[Step], budget_s: float, quick: bool =
         start = clock()
         left_for_rest = FLOOR_S * (len(plan) - i - 1)
         cap = step.quick_cap_s if quick else step.cap_s
-        limit = min(cap, max(end - start - left_for_rest, 5.0))  # past the budget a step still gets 5 s
+        limit = min(
+            cap, max(end - start - left_for_rest, 5.0)
+        )  # past the budget a step still gets 5 s
         try:
             result = step.run(dataclasses.replace(ctx, deadline=start + limit))
         except StepTimeout as exc:
             result = StepResult(step.name, "timeout", 0.0, reason=f"{exc} ({limit:.0f} s)")
-        except Exception as exc:  # every step runs even if an earlier one breaks: the report says why
+        except (
+            Exception
+        ) as exc:  # every step runs even if an earlier one breaks: the report says why
             first = str(exc).splitlines()[0] if str(exc) else ""
-            result = StepResult(step.name, "fail", 0.0, reason=f"{type(exc).__name__}: {first}"[:300])
+            result = StepResult(
+                step.name, "fail", 0.0, reason=f"{type(exc).__name__}: {first}"[:300]
+            )
         results.append(dataclasses.replace(result, seconds=clock() - start))
-        print(f"gpu_proof: {step.name}: {result.status} in {clock() - start:.0f} s"
-              + (f" — {result.reason}" if result.reason else ""), file=sys.stderr, flush=True)
+        print(
+            f"gpu_proof: {step.name}: {result.status} in {clock() - start:.0f} s"
+            + (f" — {result.reason}" if result.reason else ""),
+            file=sys.stderr,
+            flush=True,
+        )
     return tuple(results)
 
 
@@ -84,10 +99,20 @@ def git_commit(repo: Path) -> str | None:
     if git is None:
         return None
     try:
-        head = subprocess.run([git, "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=False)
-        dirty = subprocess.run([git, "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10, check=False)
+        head = subprocess.run(
+            [git, "-C", str(repo), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        dirty = subprocess.run(
+            [git, "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if head.returncode:
@@ -116,15 +141,28 @@ def torch_facts(ctx: Context) -> dict[str, Any]:
     return found[0] if found else {"torch": None, "torch_cuda": None, "error": child.last_error()}
 
 
-def meta(facts: NvmlFacts, torch: dict[str, Any], gpu: str | None, commit: str | None, quick: bool) -> dict[str, Any]:
+def meta(
+    facts: NvmlFacts, torch: dict[str, Any], gpu: str | None, commit: str | None, quick: bool
+) -> dict[str, Any]:
     from gpuwise import __version__
 
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": facts.gpu_name, "gpu_model": gpu, "gpu_count": len(facts.gpus), "gpus": list(facts.gpus),
-            "driver": facts.driver, "cuda_driver": facts.cuda_driver, "nvml": facts.nvml,
-            "torch": torch.get("torch"), "torch_cuda": torch.get("torch_cuda"),
-            "compute_capability": torch.get("compute_capability"), "gpuwise_version": __version__,
-            "gpuwise_commit": commit, "python": sys.version.split()[0], "quick": quick}
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": facts.gpu_name,
+        "gpu_model": gpu,
+        "gpu_count": len(facts.gpus),
+        "gpus": list(facts.gpus),
+        "driver": facts.driver,
+        "cuda_driver": facts.cuda_driver,
+        "nvml": facts.nvml,
+        "torch": torch.get("torch"),
+        "torch_cuda": torch.get("torch_cuda"),
+        "compute_capability": torch.get("compute_capability"),
+        "gpuwise_version": __version__,
+        "gpuwise_commit": commit,
+        "python": sys.version.split()[0],
+        "quick": quick,
+    }
 
 
 def write_report(run: ProofRun, out: Path) -> tuple[Path, Path]:
@@ -137,14 +175,35 @@ def write_report(run: ProofRun, out: Path) -> tuple[Path, Path]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="gpu_proof.py", description="Run every GPU-dependent check of gpuwise and write a dated report "
-        "(markdown + JSON). Needs an NVIDIA GPU; exits 2 at once without one.")
-    parser.add_argument("--out", type=Path, default=Path("gpu-proof"), help="folder for the report (default: ./gpu-proof)")
-    parser.add_argument("--quick", action="store_true", help="fewer groups and configurations, smaller state: within 4 minutes")
-    parser.add_argument("--gpu", default=None, help="gpuwise GPU model (see `gpuwise gpus`) when the device name is not recognised")
-    parser.add_argument("--only", default="", help="comma-separated steps: " + ", ".join(s.name for s in STEPS))
-    parser.add_argument("--scratch-dir", type=Path, default=None,
-                        help="where the storage and checkpoint steps write (default: OUT/scratch; removed afterwards)")
+        prog="gpu_proof.py",
+        description="Run every GPU-dependent check of gpuwise and write a dated report "
+        "(markdown + JSON). Needs an NVIDIA GPU; exits 2 at once without one.",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("gpu-proof"),
+        help="folder for the report (default: ./gpu-proof)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer groups and configurations, smaller state: within 4 minutes",
+    )
+    parser.add_argument(
+        "--gpu",
+        default=None,
+        help="gpuwise GPU model (see `gpuwise gpus`) when the device name is not recognised",
+    )
+    parser.add_argument(
+        "--only", default="", help="comma-separated steps: " + ", ".join(s.name for s in STEPS)
+    )
+    parser.add_argument(
+        "--scratch-dir",
+        type=Path,
+        default=None,
+        help="where the storage and checkpoint steps write (default: OUT/scratch; removed afterwards)",
+    )
     return parser.parse_args(argv)
 
 
@@ -153,13 +212,19 @@ def main(argv: Sequence[str] | None = None, repo: Path | None = None) -> int:
     args = parse_args(argv)
     facts = read_nvml()  # NVML only: no torch import before we know there is a GPU
     if isinstance(facts, str):
-        print(f"error: gpu_proof needs an NVIDIA GPU: {facts} — To fix: run it on a machine with an NVIDIA GPU "
-              "and driver (where `nvidia-smi` lists one)", file=sys.stderr)
+        print(
+            f"error: gpu_proof needs an NVIDIA GPU: {facts} — To fix: run it on a machine with an NVIDIA GPU "
+            "and driver (where `nvidia-smi` lists one)",
+            file=sys.stderr,
+        )
         return 2
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = sorted(set(wanted) - {s.name for s in STEPS})
     if unknown:
-        print(f"error: unknown step {', '.join(unknown)} — To fix: choose from {', '.join(s.name for s in STEPS)}", file=sys.stderr)
+        print(
+            f"error: unknown step {', '.join(unknown)} — To fix: choose from {', '.join(s.name for s in STEPS)}",
+            file=sys.stderr,
+        )
         return 2
     try:
         gpu = canonical_gpu(facts.gpu_name, args.gpu)
@@ -176,8 +241,12 @@ def main(argv: Sequence[str] | None = None, repo: Path | None = None) -> int:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH", "")) if p)
     ctx = Context(out=out, scratch=scratch, repo=repo, quick=args.quick, gpu=gpu, env=env)
     plan = [s for s in STEPS if not wanted or s.name in wanted]
-    print(f"gpu_proof: {facts.gpu_name} × {len(facts.gpus)}, driver {facts.driver}; {len(plan)} steps, "
-          f"at most {(QUICK_BUDGET_S if args.quick else BUDGET_S) / 60:.1f} min", file=sys.stderr, flush=True)
+    print(
+        f"gpu_proof: {facts.gpu_name} × {len(facts.gpus)}, driver {facts.driver}; {len(plan)} steps, "
+        f"at most {(QUICK_BUDGET_S if args.quick else BUDGET_S) / 60:.1f} min",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         torch = torch_facts(ctx)
         budget = (QUICK_BUDGET_S if args.quick else BUDGET_S) - (time.monotonic() - started) - 5

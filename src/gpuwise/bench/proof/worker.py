@@ -31,18 +31,26 @@ def _facts() -> None:
     cuda = torch.cuda.is_available()
     cap = torch.cuda.get_device_capability(0) if cuda else None
     cudnn = torch.backends.cudnn.version() if cuda else None  # type: ignore[no-untyped-call]
-    _emit({"torch": torch.__version__, "torch_cuda": torch.version.cuda, "cuda_available": cuda,
-           "device_count": torch.cuda.device_count() if cuda else 0,
-           "device_name": torch.cuda.get_device_name(0) if cuda else None,
-           "compute_capability": f"{cap[0]}.{cap[1]}" if cap else None,
-           "cudnn": cudnn})
+    _emit(
+        {
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "cuda_available": cuda,
+            "device_count": torch.cuda.device_count() if cuda else 0,
+            "device_name": torch.cuda.get_device_name(0) if cuda else None,
+            "compute_capability": f"{cap[0]}.{cap[1]}" if cap else None,
+            "cudnn": cudnn,
+        }
+    )
 
 
 def _device(name: str) -> str:
     import torch
 
     if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("torch sees no CUDA device (a CPU-only torch build, or CUDA_VISIBLE_DEVICES hides the GPU)")
+        raise SystemExit(
+            "torch sees no CUDA device (a CPU-only torch build, or CUDA_VISIBLE_DEVICES hides the GPU)"
+        )
     return name
 
 
@@ -52,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--gib", type=float, default=1.0, help="copy: buffer size")
-    parser.add_argument("--params", type=float, default=1e9, help="checkpoint: parameters in the state")
+    parser.add_argument(
+        "--params", type=float, default=1e9, help="checkpoint: parameters in the state"
+    )
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--scratch", type=Path, default=Path("."))
     args = parser.parse_args(argv)
@@ -68,9 +78,16 @@ def main(argv: list[str] | None = None) -> int:
         warmup, steps = (2, 4) if args.quick else (3, 10)
         for config in configs(args.quick):
             try:
-                _emit({"label": config.label, **model.measure_training(config, device, warmup, steps)})
+                _emit(
+                    {"label": config.label, **model.measure_training(config, device, warmup, steps)}
+                )
             except Exception as exc:  # one config out of memory must not lose the others
-                _emit({"label": config.label, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"})
+                _emit(
+                    {
+                        "label": config.label,
+                        "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                    }
+                )
                 import torch
 
                 if torch.cuda.is_available():
