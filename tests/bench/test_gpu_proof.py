@@ -74,6 +74,18 @@ def _run(*steps_: StepResult) -> ProofRun:
         "date": "2026-11-24T12:00:00+00:00",
         "gpu": "NVIDIA H100 80GB HBM3",
         "gpu_count": 1,
+        "gpus": [
+            {
+                "index": 0,
+                "name": "NVIDIA H100 80GB HBM3",
+                "memory_gib": 79.6,
+                "mig_mode": 0,
+                "persistence_mode": 1,
+                "power_limit_w": 700.0,
+                "pcie_gen": 5,
+                "pcie_width": 16,
+            }
+        ],
         "driver": "550.90.07",
         "cuda_driver": "12.4",
         "torch": "2.13.0+cu124",
@@ -131,6 +143,7 @@ def test_markdown_lists_every_step_with_status_and_why_it_failed() -> None:
     assert "| bench | device copy vs plain large tensor.copy_ | ≥ 90 % | 0.84 | **missed** |" in md
     assert "| bench | bf16 matmul vs best-known figure for this GPU | ≥ 95 % | 0.96 | met |" in md
     assert "**memory**" not in md  # an empty table is left out
+    assert "| 0 | NVIDIA H100 80GB HBM3 | 79.6 | 0 | 1 | 700.0 | 5 | 16 |" in md
     assert "| matmul.bf16 | 762.7 |" in md
     assert md.rstrip().endswith(
         "2 of 5 steps failed: exporter (RuntimeError: the exporter exited 2 before serving), "

@@ -121,6 +121,8 @@ def render_markdown(run: ProofRun) -> str:
         f"gpuwise {_cell(m.get('gpuwise_commit'))}, run at {_cell(m.get('date'))}"
     )
     lines = [title, "", facts, ""]
+    if m.get("gpus"):
+        lines += markdown_table(machine_table(m["gpus"]))
     lines += markdown_table(
         Table(
             "Steps",
@@ -159,6 +161,23 @@ def render_markdown(run: ProofRun) -> str:
         else f"All {len(run.steps)} steps finished."
     )
     return "\n".join(lines) + "\n"
+
+
+GPU_FACTS = (
+    "index",
+    "name",
+    "memory_gib",
+    "mig_mode",
+    "persistence_mode",
+    "power_limit_w",
+    "pcie_gen",
+    "pcie_width",
+)
+
+
+def machine_table(gpus: Sequence[dict[str, Any]]) -> Table:
+    """One row per GPU with what NVML said (None → ``—``)."""
+    return Table("GPUs (NVML)", GPU_FACTS, rows([[g.get(k) for k in GPU_FACTS] for g in gpus]))
 
 
 def _number(value: float | None) -> str:
