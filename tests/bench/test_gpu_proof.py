@@ -586,3 +586,17 @@ def test_checkpoint_stall_on_the_cpu(tmp_path: Path) -> None:
         > 0
     )
     assert list(tmp_path.iterdir()) == []  # the scratch checkpoints are removed
+
+
+@pytest.mark.parametrize(
+    ("shm_free", "params"),
+    [
+        (None, 1e9),  # no /dev/shm to ask: the full state
+        (64 * 1024**3, 1e9),  # 64 GiB free holds 12 GB
+        (15 * 10**9, 1e9),  # 0.8 × 15 GB = 12 GB: just fits
+        (1.2 * 10**9, 8e7),  # 0.8 × 1.2 GB / 12 B per parameter
+    ],
+)
+def test_checkpoint_state_fits_in_dev_shm(shm_free: float | None, params: float) -> None:
+    free = None if shm_free is None else int(shm_free)
+    assert steps.state_params(1e9, free) == pytest.approx(params)
