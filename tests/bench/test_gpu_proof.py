@@ -600,3 +600,20 @@ def test_checkpoint_stall_on_the_cpu(tmp_path: Path) -> None:
 def test_checkpoint_state_fits_in_dev_shm(shm_free: float | None, params: float) -> None:
     free = None if shm_free is None else int(shm_free)
     assert steps.state_params(1e9, free) == pytest.approx(params)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_NVML, reason="needs an NVIDIA GPU")
+def test_measured_peak_on_cuda_holds_at_least_the_training_state() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    from gpuwise.bench.proof import model
+
+    shape = gpt.GptShape("small", hidden=256, layers=2, heads=4, vocab=1024, max_seq_len=64)
+    r = model.measure_training(
+        gpt.TrainConfig(shape, "fp32", "none", 2, seq_len=64), "cuda", warmup=1, steps=2
+    )
+    # fp32 weights + gradients + two AdamW moments are all alive during the optimizer step
+    assert r["peak_allocated_bytes"] >= 16 * shape.params
+    assert r["peak_reserved_bytes"] >= r["peak_allocated_bytes"]

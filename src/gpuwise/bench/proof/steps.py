@@ -452,12 +452,12 @@ def exporter_step(ctx: Context) -> StepResult:
         "cost": cost,
     }
     summary = f"{len(gpuwise_present)} gpuwise metrics present, {len(absent)} absent; scraped by {cost['scraper']}"
-    if not gpuwise_present:
+    if not any(n.startswith("gpuwise_gpu_") for n in present):
         return StepResult(
             "exporter",
             "fail",
             0.0,
-            reason="the exporter served no gpuwise_* metric from NVML",
+            reason="the exporter served no per-GPU gpuwise_gpu_* metric (see exporter.log)",
             tables=(table,),
             data=data,
         )
@@ -649,12 +649,14 @@ def gpt_step(ctx: Context) -> StepResult:
     }
     done = sum("error" not in m for m in measured)
     total = len(gpt.configs(ctx.quick))
-    if child.timed_out or done < total:
+    if child.timed_out or done < total or errors:
         why = (
             "timed out"
             if child.timed_out
             else child.last_error()
             if child.returncode
+            else "; ".join(errors)
+            if errors
             else "some configurations failed"
         )
         status: Status = "timeout" if child.timed_out else "fail"
