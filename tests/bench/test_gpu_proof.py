@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpuwise.bench.proof import gpt, report, runner, steps
+from gpuwise.bench.proof import gpt, report, runner, scrape, steps
 from gpuwise.bench.proof.detect import read_nvml
 from gpuwise.bench.proof.report import ProofRun, StepResult, Table, Target
 from gpuwise.bench.proof.steps import Context, StepTimeout
@@ -351,7 +351,7 @@ def test_exposition_sample_names() -> None:
         '# HELP gpuwise_gpu_up 1 when read\n# TYPE gpuwise_gpu_up gauge\ngpuwise_gpu_up{gpu="0"} 1.0\n'
         "# TYPE gpuwise_mig_memory_used_bytes gauge\nplain_metric 3\n"
     )
-    assert steps.sample_names(text) == {"gpuwise_gpu_up", "plain_metric"}
+    assert scrape.sample_names(text) == {"gpuwise_gpu_up", "plain_metric"}
 
 
 def test_worker_json_lines_skip_noise() -> None:
@@ -530,7 +530,7 @@ def test_exporter_step_with_a_real_prometheus_on_the_fake_gpu(tmp_path: Path) ->
         deadline=time.monotonic() + 120,
     )
     ctx.scratch.mkdir()
-    result = steps.exporter_step(ctx)
+    result = scrape.exporter_step(ctx)
     assert result.status == "ok", result.reason
     assert "gpuwise_gpu_up" in result.data["present"]
     # the 'mig' scenario serves MIG series that the idle GPU has not: they are reported absent

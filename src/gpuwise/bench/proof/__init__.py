@@ -8,7 +8,8 @@ importable by the tests and type-checked with the rest; the script is a thin ent
 Modules: :mod:`~.report` (step results → markdown and JSON), :mod:`~.gpt` (configurations,
 ``gpuwise estimate`` arguments, estimate-vs-measured arithmetic), :mod:`~.model` (the torch GPT and
 the measurements; torch imported lazily), :mod:`~.worker` (child-process entry point for the torch
-measurements), :mod:`~.steps` (each step through gpuwise's public CLI), :mod:`~.detect` (NVML facts
+measurements), :mod:`~.steps` (child processes with time limits; each step through gpuwise's public CLI),
+:mod:`~.scrape` (the exporter step, with Prometheus), :mod:`~.detect` (NVML facts
 without torch), :mod:`~.runner` (time limits, orchestration, ``main``).
 
 It is not part of the curated public API (``gpuwise.__all__``): a tool for the project's own

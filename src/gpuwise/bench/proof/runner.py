@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuwise.bench.proof import report, steps
+from gpuwise.bench.proof import report, scrape, steps
 from gpuwise.bench.proof.detect import NvmlFacts, read_nvml
 from gpuwise.bench.proof.report import ProofRun, StepResult
 from gpuwise.bench.proof.steps import Context, StepTimeout
@@ -41,7 +41,7 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step("doctor", steps.doctor_step, 60, 30),
     Step("bench", steps.bench_step, 240, 70),
-    Step("exporter", steps.exporter_step, 70, 35),
+    Step("exporter", scrape.exporter_step, 70, 35),
     Step("memory-throughput", steps.gpt_step, 150, 60),
     Step("checkpoint", steps.checkpoint_step, 120, 40),
     Step("pytest-gpu", steps.pytest_step, 120, 40),
