@@ -193,9 +193,9 @@ def test_fp8_needs_a_gpu_with_fp8() -> None:
     assert estimate_workload(wl, "H100", calibration=None).peak_tflops == 1979
 
 
-def test_gpuwise_estimate_is_callable_and_a_package() -> None:
+def test_gpuwise_estimate_workload_is_the_library_call() -> None:
     wl = workload_from_options(model="gpt2", task="finetune", samples="10k")
-    a = gpuwise.estimate(wl, "L4", calibration=None)
+    a = gpuwise.estimate_workload(wl, "L4", calibration=None)
     b = estimate_workload(wl, find_gpu("L4"), calibration=None)
     assert a == b
     from gpuwise.estimate import Estimate

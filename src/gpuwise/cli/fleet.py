@@ -242,8 +242,7 @@ def tco(
     from gpuwise.errors import InputError
     from gpuwise.fleet.optimize import DEFAULT_SPOT_OVERHEAD
     from gpuwise.fleet.pricing import gpu_prices
-    from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts
-    from gpuwise.fleet.tco import tco as compute_tco
+    from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts, compute_tco
     from gpuwise.hardware import find_gpu
     from gpuwise.units import parse_fraction, parse_money_usd
 
