@@ -218,7 +218,7 @@ def test_core_modules_import_no_torch_typer_or_rich() -> None:
     import sys
 
     code = ("import sys, gpuwise.estimate as e; from gpuwise.estimate import workload_from_options as w;"
-            "e(w(model='gpt2'), 'H100', calibration=None);"
+            "e.estimate_workload(w(model='gpt2'), 'H100', calibration=None);"
             "print(sorted(m for m in ('torch','typer','rich','requests','httpx','click') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
