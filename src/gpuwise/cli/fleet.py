@@ -217,7 +217,7 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
 
 def tco(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU model, e.g. A100-80GB.")],
-    count: Annotated[int, typer.Option("--count", "--gpus", help="GPUs owned or rented (--gpus, as in `estimate`, is the same).")] = 8,
+    count: Annotated[int, typer.Option("--gpus", help="GPUs owned or rented, as in `estimate --gpus`.")] = 8,
     years: Annotated[float, typer.Option("--years", help="Horizon in years.")] = 3.0,
     utilization: Annotated[str, typer.Option("--utilization", help="Fraction of hours the GPUs do useful work (0.6 or 60%).")] = "0.6",
     server_price: Annotated[str | None, typer.Option("--server-price", help="Price of the servers holding all the GPUs (USD). Required: no citable default exists.")] = None,
@@ -247,6 +247,8 @@ def tco(
     from gpuwise.units import parse_fraction, parse_money_usd
 
     spec = find_gpu(gpu)
+    if count < 1:
+        raise InputError(f"--gpus must be ≥ 1, got {count}", hint="give the number of GPUs owned, e.g. --gpus 8")
     if server_price is None:
         raise InputError("--server-price is required: gpuwise has no citable default server price",
                          hint="give the quoted price of the servers holding all the GPUs, e.g. --server-price 250k")

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, get_args
 
 import typer
 
@@ -33,7 +34,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"]},  # = HELP_OPTION_NAMES
 )
 
 
@@ -85,6 +86,39 @@ def _register() -> None:
 
 _register()
 
+HELP_OPTION_NAMES = ("-h", "--help")
+
+
+def _plain_metavars(command: Any) -> Any:
+    """Help shows ``--cloud CLOUD``, ``--db PATH`` and a bare ``--json``, never ``<list[str]>`` or ``<bool>``.
+
+    typer labels every option with its Python annotation; this sets each option's metavar (unless
+    one was declared) from what it takes: nothing for a flag, ``PATH`` for files and folders, the
+    option's own name otherwise (``--seq-len SEQ_LEN``); choices keep typer's ``<a|b>`` list.
+    """
+    help_option = command.get_help_option(typer.Context(command, help_option_names=list(HELP_OPTION_NAMES)))
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if param.param_type_name != "option" or param.metavar is not None:
+            continue
+        desc = getattr(param, "type_descriptor", None)
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+        elif desc is not None and desc.is_choice:
+            continue
+        elif desc is not None and (desc.is_path or Path in get_args(desc.annotation)):
+            param.metavar = "PATH"
+        else:
+            long = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+            param.metavar = long.lstrip("-").upper().replace("-", "_")
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _plain_metavars(sub)
+    return command
+
+
+def get_cli() -> Any:
+    """The click command tree of ``gpuwise`` as users see it (help with plain metavars)."""
+    return _plain_metavars(typer.main.get_command(app))
+
 
 # Options whose value may be left out (`--from-skypilot [DIR]`): typer has no optional-value
 # options, so a bare one gets this value inserted before parsing.
@@ -109,7 +143,7 @@ def _print_error(text: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gpuwise`` console script; returns the exit code."""
     state.debug = bool(os.environ.get("GPUWISE_DEBUG")) or "--debug" in (argv if argv is not None else sys.argv)
-    command = typer.main.get_command(app)
+    command = get_cli()
     try:
         args = _fill_optional_values(list(argv) if argv is not None else sys.argv[1:])
         rv = command.main(args=args, prog_name="gpuwise",
