@@ -63,34 +63,35 @@ def test_surface_gives_each_flag_one_meaning() -> None:
     assert {"gpuwise estimate", "gpuwise tco"} <= {c for c, flags in commands.items() if "--gpus" in flags}
 
 
-_TYPE_NAME = re.compile(r"<(?:bool|int|float|str|text|integer|path|list\[[^>]*\]|[a-z_]+\[[^>]*\])>|\b(?:BOOLEAN|"
-                        r"INTEGER|FLOAT|TEXT|PATH)\b", re.I)
-
-
-def _all_help() -> dict[str, str]:
+def _metavars() -> dict[str, str]:
+    """``"gpuwise fleet --catalog": "PATH"`` for every option of every command, as help renders it."""
     import typer
 
-    from gpuwise.cli.main import app
+    from gpuwise.cli.main import HELP_OPTION_NAMES, get_cli
 
-    root = typer.main.get_command(app)
     out: dict[str, str] = {}
 
-    def walk(cmd, path: list[str]) -> None:  # type: ignore[no-untyped-def]
-        import click
-
-        ctx = click.Context(cmd, info_name=" ".join(path))
-        out[" ".join(path)] = "\n".join(
-            f"{p.opts} {p.make_metavar(ctx)}" for p in cmd.params if isinstance(p, click.Option) and not p.is_flag)
+    def walk(cmd, path: str) -> None:  # type: ignore[no-untyped-def]
+        ctx = typer.Context(cmd, help_option_names=list(HELP_OPTION_NAMES))
+        for p in cmd.get_params(ctx):
+            if p.param_type_name == "option":
+                out[f"{path} {max(p.opts, key=len)}"] = p.display_type_rich(ctx) or ""
         for name, sub in sorted((getattr(cmd, "commands", None) or {}).items()):
-            walk(sub, [*path, name])
+            walk(sub, f"{path} {name}")
 
-    walk(root, ["gpuwise"])
+    walk(get_cli(), "gpuwise")
     return out
 
 
 def test_help_metavars_are_words_not_python_types() -> None:
-    for command, text in _all_help().items():
-        assert not _TYPE_NAME.search(text), f"{command}: {_TYPE_NAME.search(text)}"
+    metavars = _metavars()
+    odd = {k: v for k, v in metavars.items()
+           if v not in ("", "N", "NUMBER", "COUNT", "DURATION", "TEXT", "PATH", "[DIR]") and not re.fullmatch(r"<[\w-]+(\|[\w-]+)+>", v)}
+    assert odd == {}
+    assert metavars["gpuwise fleet --profile"] == "" and metavars["gpuwise fleet --help"] == ""  # flags: nothing
+    assert metavars["gpuwise fleet --catalog"] == "PATH"            # was <list[Path]>
+    assert metavars["gpuwise plan --max-nodes"] == "N" and metavars["gpuwise fleet --profile-peak"] == "NUMBER"
+    assert metavars["gpuwise estimate --tokens"] == "COUNT" and metavars["gpuwise monitor --interval"] == "DURATION"
 
 
 @pytest.mark.parametrize("command", ["fleet", "bench", "report", "estimate", "tco"])
@@ -98,3 +99,60 @@ def test_rendered_help_shows_no_python_type_names(cli, command: str) -> None:  #
     r = cli(command, "--help")
     assert r.code == 0
     assert not re.search(r"<(bool|list\[[^>]*\]|int|float|str)>", r.stdout), r.stdout
+
+
+BAD_WORKLOADS = [
+    {"zero": 4},
+    {"tokens": "1B", "samples": "10k"},
+    {"global_batch": 2, "micro_batch": 4},
+    {"tensor_parallel": 5},
+    {"seq_len": 0},
+    {"model": "resnet-50", "task": "lora"},
+    {"model": None, "params": "7B", "task": "qlora", "precision": "fp32"},
+    {"params": "70B"},
+    {"model": None},
+    {"task": "teach"},
+    {"epochs": "0"},
+]
+
+
+@pytest.mark.parametrize("bad", BAD_WORKLOADS, ids=lambda d: ",".join(d))
+def test_library_errors_name_arguments_not_flags(bad: dict[str, object]) -> None:
+    from gpuwise.errors import GpuwiseError
+    from gpuwise.estimate import workload_from_options
+
+    kwargs: dict[str, object] = {"model": "gpt2", "task": "finetune", "samples": "10k", **bad}
+    with pytest.raises(GpuwiseError) as err:
+        workload_from_options(**kwargs)  # type: ignore[arg-type]
+    assert "--" not in err.value.one_line(), err.value.one_line()
+
+
+def test_estimate_gpus_error_names_the_argument() -> None:
+    from gpuwise.errors import InputError
+    from gpuwise.estimate import estimate_workload, workload_from_options
+
+    with pytest.raises(InputError, match=r"^gpus=0 is not a whole number") as err:
+        estimate_workload(workload_from_options(model="gpt2", task="finetune", samples="10k"), "H100", 0)
+    assert "--" not in err.value.one_line()
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--zero", "4"], "error: --zero 4 is not a ZeRO stage — To fix: give --zero 0, 1, 2 or 3"),
+    (["--global-batch", "2", "--micro-batch", "4"], "--global-batch 2 is smaller than --micro-batch 4"),
+    (["--gpus", "0"], "--gpus 0 is not a whole number ≥ 1"),
+    (["--tensor-parallel", "5"], "--tensor-parallel 5 does not divide"),
+])
+def test_the_cli_names_the_flags_for_the_same_errors(cli, argv: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
+    r = cli("estimate", "--model", "llama-2-7b", "--task", "finetune", "--samples", "10k", *argv)
+    assert r.code == 2 and needle in r.stderr, r.stderr
+
+
+def test_as_flags_rewrites_only_name_value_pairs() -> None:
+    from gpuwise.cli._flags import as_flags
+    from gpuwise.cli._workload import WORKLOAD_FLAGS as F
+
+    assert as_flags("task='lora' needs a transformer; use task='finetune'", F) == \
+        "--task lora needs a transformer; use --task finetune"
+    assert as_flags("tokens per sequence; give seq_len ≤ 1024", F) == "tokens per sequence; give seq_len ≤ 1024"
+    assert as_flags("gpus_per_node=3, gpus=8", F) == "--gpus-per-node 3, --gpus 8"
+    assert as_flags("no plan meets budget_usd=1", {"budget_usd": "--budget"}) == "no plan meets --budget 1"

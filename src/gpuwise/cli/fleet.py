@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gpuwise.cli._flags import named_as_flags
 from gpuwise.cli._output import (
     CatalogFlag,
     JsonFlag,
@@ -88,6 +89,13 @@ def _spot_caps(values: list[str] | None, gpus: tuple[str, ...]) -> dict[str, flo
     return caps
 
 
+# the library's argument names (in its error messages) → this module's flags
+FLEET_FLAGS = {"hours": "--profile-hours", "seed": "--seed", "peak_gpus": "--profile-peak", "budget_usd": "--budget",
+               "monthly_budget_usd": "--monthly-budget", "normalize_weights": "--normalize-weights",
+               "count": "--gpus", "years": "--years", "utilization": "--utilization"}
+
+
+@named_as_flags(FLEET_FLAGS)
 def fleet(
     demand: Annotated[Path | None, typer.Option("--demand", help="Hourly demand CSV: timestamp,gpu,gpus,interruptible.")] = None,
     profile: Annotated[bool, typer.Option("--profile", help="Use a synthetic year (daily/weekly cycles + bursts) instead of --demand.")] = False,
@@ -215,6 +223,7 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
         out.print(f"chart: {html}")
 
 
+@named_as_flags(FLEET_FLAGS)
 def tco(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU model, e.g. A100-80GB.")],
     count: Annotated[int, typer.Option("--gpus", help="GPUs owned or rented, as in `estimate --gpus`.")] = 8,
@@ -325,6 +334,7 @@ def tco(
         out.print(f"chart: {html}")
 
 
+@named_as_flags(FLEET_FLAGS)
 def vendors(
     criteria: Annotated[Path, typer.Option("--criteria", help="Vendors YAML: weights, criteria, vendors and values.")],
     normalize_weights: Annotated[bool, typer.Option("--normalize-weights", help="Rescale weights that do not sum to 1 (otherwise they are rejected).")] = False,

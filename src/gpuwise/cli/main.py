@@ -90,11 +90,13 @@ HELP_OPTION_NAMES = ("-h", "--help")
 
 
 def _plain_metavars(command: Any) -> Any:
-    """Help shows ``--cloud CLOUD``, ``--db PATH`` and a bare ``--json``, never ``<list[str]>`` or ``<bool>``.
+    """Help shows ``--cloud TEXT``, ``--db PATH``, ``--limit N`` and a bare ``--json``, never ``<list[str]>``.
 
-    typer labels every option with its Python annotation; this sets each option's metavar (unless
-    one was declared) from what it takes: nothing for a flag, ``PATH`` for files and folders, the
-    option's own name otherwise (``--seq-len SEQ_LEN``); choices keep typer's ``<a|b>`` list.
+    typer labels every option with its Python annotation (``<bool>``, ``<list[Path]>``); this sets
+    each option's metavar (unless one was declared) from what it takes: nothing for a flag, ``PATH``
+    for files and folders, ``N`` for whole numbers, ``NUMBER`` for other numbers, ``TEXT`` for the
+    rest (counts like ``7B`` and durations like ``24h`` are text; the help gives examples).
+    Choices keep typer's ``<a|b>`` list. Short words keep the help readable at 80 columns.
     """
     help_option = command.get_help_option(typer.Context(command, help_option_names=list(HELP_OPTION_NAMES)))
     for param in [*command.params, *([help_option] if help_option is not None else [])]:
@@ -108,8 +110,8 @@ def _plain_metavars(command: Any) -> Any:
         elif desc is not None and (desc.is_path or Path in get_args(desc.annotation)):
             param.metavar = "PATH"
         else:
-            long = next((o for o in param.opts if o.startswith("--")), param.opts[0])
-            param.metavar = long.lstrip("-").upper().replace("-", "_")
+            kinds = {int, float} & {desc.annotation, *get_args(desc.annotation)} if desc is not None else set()
+            param.metavar = "N" if kinds == {int} else "NUMBER" if kinds else "TEXT"
     for sub in (getattr(command, "commands", None) or {}).values():
         _plain_metavars(sub)
     return command

@@ -54,7 +54,7 @@ def _logging() -> None:
 def exporter(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0 exposes it to the network).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 9835,
-    interval: Annotated[str, typer.Option("--interval", help="How often to read the GPUs, with a unit: e.g. 1s, "
+    interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="How often to read the GPUs, with a unit: e.g. 1s, "
                                           "0.5s or 500ms.")] = "1s",
     fake: FakeFlag = None,
     price_usd_per_hour: PriceFlag = None,
@@ -107,12 +107,12 @@ def exporter(
 
 
 def monitor(
-    interval: Annotated[str, typer.Option("--interval", help="Sampling interval, with a unit: e.g. 10s or 1m.")] = "10s",
+    interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="Sampling interval, with a unit: e.g. 10s or 1m.")] = "10s",
     db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
-    duration: Annotated[str | None, typer.Option("--duration", help="Stop after this long, with a unit: e.g. 30m or 8h (default: run until Ctrl-C).")] = None,
+    duration: Annotated[str | None, typer.Option("--duration", metavar="DURATION", help="Stop after this long, with a unit: e.g. 30m or 8h (default: run until Ctrl-C).")] = None,
     samples: Annotated[int | None, typer.Option("--samples", help="Stop after this many reads.")] = None,
-    retention: Annotated[str, typer.Option("--retention", help="Delete samples older than this, with a unit: e.g. 90d.")] = "90d",
-    downsample_after: Annotated[str, typer.Option("--downsample-after", help="Fold samples older than this into 5-minute rows, with a unit: e.g. 35d.")] = "35d",
+    retention: Annotated[str, typer.Option("--retention", metavar="DURATION", help="Delete samples older than this, with a unit: e.g. 90d.")] = "90d",
+    downsample_after: Annotated[str, typer.Option("--downsample-after", metavar="DURATION", help="Fold samples older than this into 5-minute rows, with a unit: e.g. 35d.")] = "35d",
     fake: FakeFlag = None,
     json: JsonFlag = False,
 ) -> None:
@@ -166,7 +166,7 @@ def monitor(
 
 
 def report(
-    since: Annotated[str, typer.Option("--since", help="Window length back from now (or --until), with a unit: e.g. 24h, 7d.")] = "24h",
+    since: Annotated[str, typer.Option("--since", metavar="DURATION", help="Window length back from now (or --until), with a unit: e.g. 24h, 7d.")] = "24h",
     until: Annotated[float | None, typer.Option("--until", help="Window end as Unix time (default: now).")] = None,
     db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
     prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read history from this Prometheus server "
