@@ -22,12 +22,18 @@ def _type_checking_imports() -> dict[str, str]:
     tree = ast.parse((SRC / "__init__.py").read_text())
     found: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
             for imp in node.body:
                 assert isinstance(imp, ast.ImportFrom) and imp.module
                 for alias in imp.names:
                     # `import X as X` is what marks a re-export under mypy --strict
-                    assert alias.asname == alias.name, f"{alias.name}: write `import {alias.name} as {alias.name}`"
+                    assert alias.asname == alias.name, (
+                        f"{alias.name}: write `import {alias.name} as {alias.name}`"
+                    )
                     found[alias.name] = imp.module
     return found
 
@@ -39,7 +45,8 @@ def test_type_checking_imports_mirror_the_lazy_table() -> None:
 def test_lazy_names_resolve_to_what_the_type_checker_sees() -> None:
     for name, module in gpuwise._LAZY.items():
         value = getattr(gpuwise, name)
-        if name == "plan":  # the subpackage whose module object forwards calls (see gpuwise/plan/__init__.py)
+        # `plan`: the subpackage whose module object forwards calls (see gpuwise/plan/__init__.py)
+        if name == "plan":
             assert callable(value) and value.__name__ == "gpuwise.plan"
             continue
         assert value is getattr(__import__(module, fromlist=[name]), name), name
@@ -113,21 +120,44 @@ except gpuwise.GpuwiseError as exc:
 
 
 @pytest.mark.slow
-def test_mypy_strict_flags_misuse_and_accepts_correct_use(tmp_path: Path, pytestconfig: pytest.Config) -> None:
+def test_mypy_strict_flags_misuse_and_accepts_correct_use(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
     pytest.importorskip("mypy")
     (tmp_path / "misuse.py").write_text(textwrap.dedent(_MISUSE))
     (tmp_path / "correct.py").write_text(textwrap.dedent(_CORRECT))
     cache = pytestconfig.cache.mkdir("mypy") if pytestconfig.cache else tmp_path / "cache"
-    env = {**os.environ, "MYPYPATH": str(SRC.parent)}  # this checkout's gpuwise, not an installed one
+    # this checkout's gpuwise, not an installed one
+    env = {**os.environ, "MYPYPATH": str(SRC.parent)}
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
-         "--config-file", os.devnull, "--cache-dir", str(cache), "misuse.py", "correct.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--no-error-summary",
+            "--config-file",
+            os.devnull,
+            "--cache-dir",
+            str(cache),
+            "misuse.py",
+            "correct.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
     assert not [e for e in errors if e.startswith("correct.py")], proc.stdout
     lines_with_errors = {int(e.split(":")[1]) for e in errors if e.startswith("misuse.py")}
     misuse = textwrap.dedent(_MISUSE).splitlines()
-    expected = {i for i, text in enumerate(misuse, 1) if text.startswith("gpuwise.") or text.startswith("hours")}
+    expected = {
+        i
+        for i, text in enumerate(misuse, 1)
+        if text.startswith("gpuwise.") or text.startswith("hours")
+    }
     assert lines_with_errors == expected, proc.stdout
     assert "Too many positional arguments" in proc.stdout

@@ -31,8 +31,20 @@ def test_a_duration_without_a_unit_is_refused(cli, argv: list[str]) -> None:  # 
 
 
 def test_a_duration_with_a_unit_is_taken(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    r = cli("monitor", "--fake", "idle", "--samples", "1", "--interval", "2s", "--retention", "90d",
-            "--db", tmp_path / "m.sqlite", "--json")
+    r = cli(
+        "monitor",
+        "--fake",
+        "idle",
+        "--samples",
+        "1",
+        "--interval",
+        "2s",
+        "--retention",
+        "90d",
+        "--db",
+        tmp_path / "m.sqlite",
+        "--json",
+    )
     assert r.code == 0, r.stderr
     assert r.json()["interval_s"] == 2.0  # type: ignore[index]
 
@@ -41,9 +53,25 @@ def test_monitor_cloud_flag_is_the_instance_cloud(cli) -> None:  # type: ignore[
     # `--cloud` filters offers in fleet/offers/plan/gpus/tco; exporter/report name this machine's cloud
     # with --instance-cloud instead.
     for command in ("exporter", "report"):
-        r = cli(command, "--fake", "idle", "--cloud", "aws", "--once" if command == "exporter" else "--json")
+        r = cli(
+            command,
+            "--fake",
+            "idle",
+            "--cloud",
+            "aws",
+            "--once" if command == "exporter" else "--json",
+        )
         assert r.code == 2 and "No such option: --cloud" in r.stderr
-    r = cli("report", "--fake", "idle", "--instance-type", "p4d.24xlarge", "--instance-cloud", "aws", "--json")
+    r = cli(
+        "report",
+        "--fake",
+        "idle",
+        "--instance-type",
+        "p4d.24xlarge",
+        "--instance-cloud",
+        "aws",
+        "--json",
+    )
     assert r.code == 0, r.stderr
     doc = r.json()
     assert isinstance(doc, dict)
@@ -55,12 +83,22 @@ def test_surface_gives_each_flag_one_meaning() -> None:
     """Flags that filter (`--cloud`) or count (`--gpus`) mean the same in every command that has them."""
     from tests.cli.test_surface import surface
 
-    commands = {line.split(" :: ")[0]: set(line.split(" :: ")[1].split()) for line in surface().splitlines()}
+    commands = {
+        line.split(" :: ")[0]: set(line.split(" :: ")[1].split()) for line in surface().splitlines()
+    }
     with_cloud = {c for c, flags in commands.items() if "--cloud" in flags}
-    assert with_cloud == {"gpuwise fleet", "gpuwise gpus", "gpuwise offers", "gpuwise plan", "gpuwise tco"}
+    assert with_cloud == {
+        "gpuwise fleet",
+        "gpuwise gpus",
+        "gpuwise offers",
+        "gpuwise plan",
+        "gpuwise tco",
+    }
     # --count is GPUs per instance (offers); GPUs in total is --gpus (estimate, tco)
     assert {c for c, flags in commands.items() if "--count" in flags} == {"gpuwise offers"}
-    assert {"gpuwise estimate", "gpuwise tco"} <= {c for c, flags in commands.items() if "--gpus" in flags}
+    assert {"gpuwise estimate", "gpuwise tco"} <= {
+        c for c, flags in commands.items() if "--gpus" in flags
+    }
 
 
 def _metavars() -> dict[str, str]:
@@ -85,13 +123,24 @@ def _metavars() -> dict[str, str]:
 
 def test_help_metavars_are_words_not_python_types() -> None:
     metavars = _metavars()
-    odd = {k: v for k, v in metavars.items()
-           if v not in ("", "N", "NUMBER", "COUNT", "DURATION", "TEXT", "PATH", "[DIR]") and not re.fullmatch(r"<[\w-]+(\|[\w-]+)+>", v)}
+    odd = {
+        k: v
+        for k, v in metavars.items()
+        if v not in ("", "N", "NUMBER", "COUNT", "DURATION", "TEXT", "PATH", "[DIR]")
+        and not re.fullmatch(r"<[\w-]+(\|[\w-]+)+>", v)
+    }
     assert odd == {}
-    assert metavars["gpuwise fleet --profile"] == "" and metavars["gpuwise fleet --help"] == ""  # flags: nothing
-    assert metavars["gpuwise fleet --catalog"] == "PATH"            # was <list[Path]>
-    assert metavars["gpuwise plan --max-nodes"] == "N" and metavars["gpuwise fleet --profile-peak"] == "NUMBER"
-    assert metavars["gpuwise estimate --tokens"] == "COUNT" and metavars["gpuwise monitor --interval"] == "DURATION"
+    # flags: nothing
+    assert metavars["gpuwise fleet --profile"] == "" and metavars["gpuwise fleet --help"] == ""
+    assert metavars["gpuwise fleet --catalog"] == "PATH"  # was <list[Path]>
+    assert (
+        metavars["gpuwise plan --max-nodes"] == "N"
+        and metavars["gpuwise fleet --profile-peak"] == "NUMBER"
+    )
+    assert (
+        metavars["gpuwise estimate --tokens"] == "COUNT"
+        and metavars["gpuwise monitor --interval"] == "DURATION"
+    )
 
 
 @pytest.mark.parametrize("command", ["fleet", "bench", "report", "estimate", "tco"])
@@ -132,16 +181,24 @@ def test_estimate_gpus_error_names_the_argument() -> None:
     from gpuwise.estimate import estimate_workload, workload_from_options
 
     with pytest.raises(InputError, match=r"^gpus=0 is not a whole number") as err:
-        estimate_workload(workload_from_options(model="gpt2", task="finetune", samples="10k"), "H100", 0)
+        estimate_workload(
+            workload_from_options(model="gpt2", task="finetune", samples="10k"), "H100", 0
+        )
     assert "--" not in err.value.one_line()
 
 
-@pytest.mark.parametrize(("argv", "needle"), [
-    (["--zero", "4"], "error: --zero 4 is not a ZeRO stage — To fix: give --zero 0, 1, 2 or 3"),
-    (["--global-batch", "2", "--micro-batch", "4"], "--global-batch 2 is smaller than --micro-batch 4"),
-    (["--gpus", "0"], "--gpus 0 is not a whole number ≥ 1"),
-    (["--tensor-parallel", "5"], "--tensor-parallel 5 does not divide"),
-])
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--zero", "4"], "error: --zero 4 is not a ZeRO stage — To fix: give --zero 0, 1, 2 or 3"),
+        (
+            ["--global-batch", "2", "--micro-batch", "4"],
+            "--global-batch 2 is smaller than --micro-batch 4",
+        ),
+        (["--gpus", "0"], "--gpus 0 is not a whole number ≥ 1"),
+        (["--tensor-parallel", "5"], "--tensor-parallel 5 does not divide"),
+    ],
+)
 def test_the_cli_names_the_flags_for_the_same_errors(cli, argv: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
     r = cli("estimate", "--model", "llama-2-7b", "--task", "finetune", "--samples", "10k", *argv)
     assert r.code == 2 and needle in r.stderr, r.stderr
@@ -151,8 +208,16 @@ def test_as_flags_rewrites_only_name_value_pairs() -> None:
     from gpuwise.cli._flags import as_flags
     from gpuwise.cli._workload import WORKLOAD_FLAGS as F
 
-    assert as_flags("task='lora' needs a transformer; use task='finetune'", F) == \
-        "--task lora needs a transformer; use --task finetune"
-    assert as_flags("tokens per sequence; give seq_len ≤ 1024", F) == "tokens per sequence; give seq_len ≤ 1024"
+    assert (
+        as_flags("task='lora' needs a transformer; use task='finetune'", F)
+        == "--task lora needs a transformer; use --task finetune"
+    )
+    assert (
+        as_flags("tokens per sequence; give seq_len ≤ 1024", F)
+        == "tokens per sequence; give seq_len ≤ 1024"
+    )
     assert as_flags("gpus_per_node=3, gpus=8", F) == "--gpus-per-node 3, --gpus 8"
-    assert as_flags("no plan meets budget_usd=1", {"budget_usd": "--budget"}) == "no plan meets --budget 1"
+    assert (
+        as_flags("no plan meets budget_usd=1", {"budget_usd": "--budget"})
+        == "no plan meets --budget 1"
+    )

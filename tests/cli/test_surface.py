@@ -18,9 +18,17 @@ def _option(p) -> str:  # type: ignore[no-untyped-def]
 
 
 def _walk(command, path: str) -> list[str]:  # type: ignore[no-untyped-def]
-    params = sorted((_option(p) for p in command.params if any(o.startswith("-") for o in getattr(p, "opts", []))),
-                    key=lambda text: text.lstrip("-"))
-    args = [p.name.upper() for p in command.params if getattr(p, "param_type_name", "") == "argument"]
+    params = sorted(
+        (
+            _option(p)
+            for p in command.params
+            if any(o.startswith("-") for o in getattr(p, "opts", []))
+        ),
+        key=lambda text: text.lstrip("-"),
+    )
+    args = [
+        p.name.upper() for p in command.params if getattr(p, "param_type_name", "") == "argument"
+    ]
     lines = [f"{path} {' '.join(args)} :: {', '.join(params)}".replace("  ", " ")]
     for name in sorted(getattr(command, "commands", {}) or {}):
         lines += _walk(command.commands[name], f"{path} {name}")
@@ -37,10 +45,16 @@ def test_cli_surface_is_frozen() -> None:
     current = surface()
     if os.environ.get("GPUWISE_UPDATE_GOLDEN"):
         GOLDEN.write_text(current)
-    assert current == GOLDEN.read_text(), "CLI surface changed: rerun with GPUWISE_UPDATE_GOLDEN=1 if deliberate"
+    assert current == GOLDEN.read_text(), (
+        "CLI surface changed: rerun with GPUWISE_UPDATE_GOLDEN=1 if deliberate"
+    )
 
 
 def test_contract_commands_exist() -> None:
     # DESIGN.md's command table; each lands with its issue.
-    names = {line.split(" :: ")[0].split()[1] for line in surface().splitlines() if line.split()[1] != "::"}
+    names = {
+        line.split(" :: ")[0].split()[1]
+        for line in surface().splitlines()
+        if line.split()[1] != "::"
+    }
     assert {"gpus", "offers", "catalog"} <= names

@@ -21,7 +21,8 @@ def as_flags(text: str, flags: Mapping[str, str]) -> str:
 
     def flag(m: re.Match[str]) -> str:
         value = m.group(2) if m.group(2) is not None else m.group(3)
-        return flags[m.group(1)] + (f" {value}" if value and value != "True" else "")  # a flag takes no value
+        shown = value and value != "True"  # a flag (normalize_weights=True) takes no value
+        return flags[m.group(1)] + (f" {value}" if shown else "")
 
     return pattern.sub(flag, text)
 
