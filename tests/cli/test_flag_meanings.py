@@ -10,10 +10,10 @@ import pytest
 # `monitor --interval 10 --samples 2` slept 10 h). Now it is refused with the fix.
 BARE_DURATIONS = [
     ["exporter", "--fake", "idle", "--once", "--interval", "2"],
-    ["monitor", "--fake", "idle", "--samples", "2", "--interval", "10"],
-    ["monitor", "--fake", "idle", "--samples", "1", "--duration", "8"],
-    ["monitor", "--fake", "idle", "--samples", "1", "--retention", "90"],
-    ["monitor", "--fake", "idle", "--samples", "1", "--downsample-after", "35"],
+    ["monitor", "--fake", "idle", "--reads", "2", "--interval", "10"],
+    ["monitor", "--fake", "idle", "--reads", "1", "--duration", "8"],
+    ["monitor", "--fake", "idle", "--reads", "1", "--retention", "90"],
+    ["monitor", "--fake", "idle", "--reads", "1", "--downsample-after", "35"],
     ["report", "--fake", "idle", "--since", "24"],
     ["plan", "--model", "gpt2", "--task", "finetune", "--samples", "10k", "--deadline", "48"],
     ["plan", "--model", "gpt2", "--task", "finetune", "--samples", "10k", "--spot-mtbf", "72"],
@@ -35,7 +35,7 @@ def test_a_duration_with_a_unit_is_taken(cli, tmp_path) -> None:  # type: ignore
         "monitor",
         "--fake",
         "idle",
-        "--samples",
+        "--reads",
         "1",
         "--interval",
         "2s",
@@ -99,6 +99,34 @@ def test_surface_gives_each_flag_one_meaning() -> None:
     assert {"gpuwise estimate", "gpuwise tco"} <= {
         c for c, flags in commands.items() if "--gpus" in flags
     }
+    # --samples is the training set's size (estimate, plan); monitor stops after N --reads
+    assert {c for c, flags in commands.items() if "--samples" in flags} == {
+        "gpuwise estimate",
+        "gpuwise plan",
+    }
+
+
+def test_workload_flags_are_declared_once() -> None:
+    """estimate and plan take the very same workload options (cli/_workload.py), help text and all."""
+    from gpuwise.cli._workload import WORKLOAD_FLAGS
+    from gpuwise.cli.main import get_cli
+
+    cli = get_cli()
+
+    def options(command: str) -> dict[str, tuple[object, ...]]:
+        return {
+            p.opts[0]: (p.help, p.default, p.metavar, p.rich_help_panel)
+            for p in cli.commands[command].params
+            if p.opts and p.opts[0] in WORKLOAD_FLAGS.values()
+        }
+
+    est, plan = options("estimate"), options("plan")
+    shared = set(WORKLOAD_FLAGS.values()) - {
+        "--gpus",
+        "--gpus-per-node",
+    }  # plan searches GPU counts itself
+    assert shared <= set(est) and shared <= set(plan)
+    assert {f: est[f] for f in shared} == {f: plan[f] for f in shared}
 
 
 def _metavars() -> dict[str, str]:

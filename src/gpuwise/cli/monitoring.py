@@ -110,7 +110,8 @@ def monitor(
     interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="Sampling interval, with a unit: e.g. 10s or 1m.")] = "10s",
     db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
     duration: Annotated[str | None, typer.Option("--duration", metavar="DURATION", help="Stop after this long, with a unit: e.g. 30m or 8h (default: run until Ctrl-C).")] = None,
-    samples: Annotated[int | None, typer.Option("--samples", help="Stop after this many reads.")] = None,
+    # not `--samples`: in estimate/plan that is the training set's size
+    max_reads: Annotated[int | None, typer.Option("--reads", help="Stop after this many reads of the GPUs.")] = None,
     retention: Annotated[str, typer.Option("--retention", metavar="DURATION", help="Delete samples older than this, with a unit: e.g. 90d.")] = "90d",
     downsample_after: Annotated[str, typer.Option("--downsample-after", metavar="DURATION", help="Fold samples older than this into 5-minute rows, with a unit: e.g. 35d.")] = "35d",
     fake: FakeFlag = None,
@@ -129,8 +130,8 @@ def monitor(
     stop_after = _seconds(duration, "--duration") if duration else None
     retention_s = _seconds(retention, "--retention")
     downsample_s = _seconds(downsample_after, "--downsample-after")
-    if samples is not None and samples < 1:
-        raise InputError(f"--samples must be ≥ 1, got {samples}", hint="give a positive count or leave it out")
+    if max_reads is not None and max_reads < 1:
+        raise InputError(f"--reads must be ≥ 1, got {max_reads}", hint="give a positive count or leave it out")
     if not json:
         _logging()
     reader = _reader(fake)
@@ -149,7 +150,7 @@ def monitor(
                 if now - last_maintain > 3600:
                     store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
                     last_maintain = now
-                if (samples is not None and reads >= samples) or (stop_after is not None and now - started >= stop_after):
+                if (max_reads is not None and reads >= max_reads) or (stop_after is not None and now - started >= stop_after):
                     break
                 next_t += interval_s
                 time.sleep(max(0.0, next_t - time.monotonic()))
