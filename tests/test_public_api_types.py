@@ -126,7 +126,8 @@ def test_mypy_strict_flags_misuse_and_accepts_correct_use(
     pytest.importorskip("mypy")
     (tmp_path / "misuse.py").write_text(textwrap.dedent(_MISUSE))
     (tmp_path / "correct.py").write_text(textwrap.dedent(_CORRECT))
-    cache = pytestconfig.cache.mkdir("mypy") if pytestconfig.cache else tmp_path / "cache"
+    store = getattr(pytestconfig, "cache", None)  # absent under `-p no:cacheprovider`
+    cache = store.mkdir("mypy") if store is not None else tmp_path / "cache"
     # this checkout's gpuwise, not an installed one
     env = {**os.environ, "MYPYPATH": str(SRC.parent)}
     proc = subprocess.run(
