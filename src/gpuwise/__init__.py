@@ -3,7 +3,7 @@
 The public API is re-exported here lazily so ``import gpuwise`` stays light (no numpy, scipy,
 torch, typer or rich until a name that needs them is used). A type checker sees every name
 with its real type: the ``TYPE_CHECKING`` block below mirrors ``_LAZY`` name for name
-(``tests/test_package.py`` checks that they agree).
+(``tests/test_public_api_types.py`` checks that they agree).
 
 Subpackages are reached the usual way (``import gpuwise.fleet``); ``gpuwise.<subpackage>``
 also resolves lazily. ``gpuwise.plan`` is still the one name that is both a subpackage and a
