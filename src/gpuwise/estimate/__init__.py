@@ -5,8 +5,13 @@ Pure library (no torch, no network). The pieces:
 - :mod:`.model`: model shapes (presets, HF ``config.json``, ``--params``) and parameter counts;
 - :mod:`.workload`: the :class:`Workload` spec and :func:`workload_from_options`;
 - :mod:`.memory`: per-GPU memory terms (ZeRO model states, Korthikanti activations, KV cache, ...);
-- :mod:`.throughput`: FLOPs, the MFU model fitted to published runs, communication time;
-- :mod:`.calibration`: the ``calibration.json`` that ``gpuwise bench --calibrate`` writes;
+- :mod:`.throughput`: FLOPs, communication time (and the older MFU fit to published runs, kept
+  for ``benchmarks/estimate_gpu_hours.py``);
+- :mod:`.steptime`: step time from named parts (achievable matmul rate, attention, memory-bound
+  work, recompute, dequantisation) and goodput;
+- :mod:`.measured`: the measured per-step runs the framework factor and the error bars are fitted to;
+- :mod:`.calibration`: the ``calibration.json`` schema: definition, validation and the atomic write
+  (``gpuwise bench --calibrate`` hands it values);
 - :mod:`.estimator`: :func:`estimate_workload` → :class:`Estimate`;
 - :mod:`.suggest`: fixes for a workload that does not fit, ranked by speed cost.
 

@@ -75,6 +75,21 @@ class ModelConfig:
     """MoE experts per layer (0 = dense)."""
     experts_per_token: int = 0
     """Experts each token is routed to (top-k)."""
+    shared_intermediate: int = 0
+    """MoE: width of the always-active shared expert MLP (DeepSeek ``n_shared_experts`` ×
+    ``moe_intermediate_size``; Qwen2-MoE ``shared_expert_intermediate_size``); 0 = none."""
+    dense_layers: int = 0
+    """MoE: leading blocks with a dense MLP instead of experts (DeepSeek ``first_k_dense_replace``)."""
+    dense_intermediate: int = 0
+    """MoE: MLP width of those dense blocks (``intermediate_size``)."""
+    kv_lora_rank: int = 0
+    """Multi-head latent attention (DeepSeek-V2/V3): width of the compressed KV latent; 0 = ordinary attention."""
+    q_lora_rank: int = 0
+    """MLA: width of the compressed query (0 = full-rank query projection)."""
+    rope_head_dim: int = 0
+    """MLA: per-head rotary part of the key (``qk_rope_head_dim``), cached beside the latent."""
+    v_head_dim: int = 0
+    """MLA: per-head value width (0 = ``head_dim``)."""
     dropout: bool = False
     """Dropout layers are active in training (their masks are kept for backward)."""
     flash_attention: bool = True
@@ -150,7 +165,18 @@ class ModelConfig:
 
     # -- parameter counts ---------------------------------------------------------------
     def attention_params(self) -> int:
-        """One attention block: q, o (heads x d_head) and k, v (kv_heads x d_head) projections."""
+        """One attention block: q, o (heads x d_head) and k, v (kv_heads x d_head) projections.
+
+        Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1): query down/up
+        projections (or one full-rank one), the KV down-projection to the latent plus the rotary key,
+        the latent's up-projection to per-head keys and values, the output projection and the two
+        latent norms."""
+        if self.kv_lora_rank:
+            h, a, qk, v = self.hidden, self.heads, self.d_head, self.v_head_dim or self.d_head
+            q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * a * qk if self.q_lora_rank else h * a * qk
+            kv = h * (self.kv_lora_rank + self.rope_head_dim) + self.kv_lora_rank
+            kv += self.kv_lora_rank * a * (qk - self.rope_head_dim + v)
+            return q + kv + a * v * h
         h, q, kv = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head
         n = h * q + 2 * h * kv + q * h
         if self.bias:
@@ -170,9 +196,18 @@ class ModelConfig:
     def norm_params(self) -> int:
         return self.hidden * (2 if self.norm == "layernorm" else 1)
 
+    def shared_mlp_params(self) -> int:
+        """The MoE shared expert MLP of one block (0 when there is none)."""
+        return (3 if self.gated_mlp else 2) * self.hidden * self.shared_intermediate
+
     def layer_params(self) -> int:
-        """One decoder/encoder block: attention, MLP (all experts), router, two norms."""
+        """One decoder/encoder block: attention, MLP (all experts), router, shared expert, two norms."""
         mlp = self.mlp_params() * max(1, self.experts) + (self.hidden * self.experts if self.experts else 0)
+        return self.attention_params() + mlp + self.shared_mlp_params() + 2 * self.norm_params()
+
+    def dense_layer_params(self) -> int:
+        """One of the leading dense blocks of an MoE model (DeepSeek ``first_k_dense_replace``)."""
+        mlp = (3 if self.gated_mlp else 2) * self.hidden * (self.dense_intermediate or self.ffn)
         return self.attention_params() + mlp + 2 * self.norm_params()
 
     def cross_layer_params(self) -> int:
@@ -207,6 +242,7 @@ class ModelConfig:
         if self.params or not self.is_transformer:  # a count given by the user wins over the shape
             return self.params
         n = self.embedding_params() + self.layers * self.layer_params() + self.head_params()
+        n += self.dense_layers * (self.dense_layer_params() - self.layer_params())
         n += self.decoder_layers * self.cross_layer_params()
         n += self.relative_buckets * self.heads * (2 if self.decoder_layers else 1)
         final_norms = 2 if self.decoder_layers else (0 if self.arch == "encoder" else 1)
@@ -218,7 +254,7 @@ class ModelConfig:
         """Parameters each token passes through (MoE: only top-k experts)."""
         if not self.experts:
             return self.total_params
-        idle = (self.experts - self.experts_per_token) * self.mlp_params() * self.layers
+        idle = (self.experts - self.experts_per_token) * self.mlp_params() * (self.layers - self.dense_layers)
         return self.total_params - idle
 
     @functools.cached_property
@@ -244,7 +280,7 @@ class ModelConfig:
         if not self.is_transformer:
             return self.params
         per = self.layer_params() - 2 * self.norm_params()
-        n = self.layers * per
+        n = self.layers * per + self.dense_layers * (self.dense_layer_params() - self.layer_params())
         if self.decoder_layers:
             n += self.decoder_layers * (self.cross_layer_params() - 3 * self.norm_params())
         return float(n)
@@ -386,6 +422,13 @@ def parse_hf_config(path: str | Path) -> ModelConfig:
     return config_from_dict(cfg, where)
 
 
+# config.json model_types read as Llama-style decoders (RMSNorm, rotary, gated or plain MLP, optional
+# MoE with shared experts, optional multi-head latent attention); any other model_type is refused.
+LLAMA_STYLE = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "gemma", "gemma2",
+                         "phi3", "olmo", "olmo2", "deepseek_v2", "deepseek_v3"})
+_OTHER_TYPES = ("gpt2", "gpt_neo", "gpt_bigcode", "bert", "roberta", "t5", "mt5", "vit")
+
+
 def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
     """Build a ModelConfig from a parsed HF config dict; errors name ``where`` and the field."""
     model_type = str(cfg.get("model_type", "")).lower()
@@ -432,10 +475,27 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
                     image_size=_get(cfg, ("image_size",), where), patch_size=_get(cfg, ("patch_size",), where),
                     num_channels=_get(cfg, ("num_channels",), where, required=False, default=3),
                     num_labels=len(cfg.get("id2label") or {}) or 1000, dropout=False, flash_attention=True)
-    else:  # llama, mistral, mixtral, qwen2, gemma, phi3 and other Llama-style decoders
-        if model_type and model_type not in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma",
-                                             "gemma2", "phi3", "olmo", "falcon", "deepseek_v2", "qwen3"):
-            pass  # unknown but Llama-shaped keys are present: read it as a Llama-style decoder
+    else:  # Llama-style decoders whose shape gpuwise reads completely (LLAMA_STYLE)
+        if model_type not in LLAMA_STYLE:
+            shown = model_type or "(none)"
+            raise DataFileError(
+                f"{where}: model_type {shown!r} is not supported: gpuwise would have to guess its shape",
+                hint=f"use --params N for a Llama-shaped estimate, or a config of a supported model_type "
+                     f"({', '.join(sorted(LLAMA_STYLE | set(_OTHER_TYPES)))})")
+        if model_type in ("deepseek_v2", "deepseek_v3"):
+            common["kv_lora_rank"] = _get(cfg, ("kv_lora_rank",), where)
+            common["q_lora_rank"] = _get(cfg, ("q_lora_rank",), where, required=False, default=0) or 0
+            common["rope_head_dim"] = _get(cfg, ("qk_rope_head_dim",), where)
+            common["head_dim"] = _get(cfg, ("qk_nope_head_dim",), where) + common["rope_head_dim"]
+            common["v_head_dim"] = _get(cfg, ("v_head_dim",), where)
+            common["kv_heads"] = heads
+            if experts:
+                common["shared_intermediate"] = inter * (_get(cfg, ("n_shared_experts",), where, required=False,
+                                                             default=0) or 0)
+                common["dense_layers"] = _get(cfg, ("first_k_dense_replace",), where, required=False, default=0)
+                common["dense_intermediate"] = _get(cfg, ("intermediate_size",), where)
+        elif experts and cfg.get("shared_expert_intermediate_size"):  # qwen2_moe
+            common["shared_intermediate"] = _get(cfg, ("shared_expert_intermediate_size",), where)
         spec = dict(arch="decoder", gated_mlp=("gelu_new" not in act and act != "gelu") or model_type == "gemma",
                     bias=bool(cfg.get("mlp_bias", False)), qkv_bias=model_type.startswith("qwen2")
                     or bool(cfg.get("attention_bias", False)), norm="rmsnorm", dropout=False, flash_attention=True)

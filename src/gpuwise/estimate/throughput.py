@@ -4,7 +4,9 @@ FLOPs per token (PaLM, Chowdhery et al. 2022, App. B): ``6·N + 12·L·H·Q·T``
 the matmul parameters (input embeddings excluded), L layers, H heads, Q head width, T sequence
 length. LoRA/QLoRA skip the frozen weights' gradients: ``4·N + 12·L·H·Q·T + 6·N_adapter``.
 
-Time = FLOPs / (GPUs × dense peak × MFU). The MFU is not a constant: :func:`mfu_model` fits
+The estimator's time comes from :mod:`.steptime` (step time from named parts); this module gives it
+FLOPs and communication. :func:`mfu_model`, the older whole-run fit kept for
+``benchmarks/estimate_gpu_hours.py``, fits
 ``log MFU = b0 + b1·log(balance/153) + b2·log(hidden/4096)`` to the published pretraining runs in
 ``data/published_runs.csv`` (GPU-hours as reported, so restarts and downtime are included), where
 ``balance`` = dense peak FLOP/s ÷ memory bandwidth (FLOP/byte; A100-80GB = 153) stands for the GPU

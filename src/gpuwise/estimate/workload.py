@@ -88,6 +88,13 @@ class Workload:
     """Pipeline-parallel degree (1F1B schedule)."""
     cpu_offload: bool = False
     """Keep optimizer states (and master weights) in CPU memory (ZeRO-Offload)."""
+    fused_kernels: bool = False
+    """Fused norm and cross-entropy kernels (flash-attn/Liger/Transformer Engine, llm-foundry's default
+    ``fused_crossentropy``): a norm keeps only its 16-bit input and the loss needs no fp32 copy of the
+    logits. False = Hugging Face eager (RMSNorm upcasts to fp32, cross-entropy on fp32 logits)."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism with tensor parallelism: norms and dropout are split across the
+    tensor-parallel GPUs too (Korthikanti et al. 2022, Sec. 4.2.2)."""
     flash_attention: bool | None = None
     """Fused attention that never stores the score matrix. None: the model's default."""
     prompt_len: int = 512
