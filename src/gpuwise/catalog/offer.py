@@ -152,6 +152,10 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
         gpu_count = parse_positive(row["gpu_count"], where, "gpu_count", required=True) or 0.0
         floats = {c: (parse_price if "usd" in c else _opt_positive)(row.get(c) or "", where, c)
                   for c in _OPTIONAL_FLOATS}
+        for col in ("on_demand_usd_per_hour", "spot_usd_per_hour"):
+            if floats[col] == 0:
+                raise CatalogError(f"{where}, column {col}: {row.get(col)!r} is a $0 price",
+                                   hint="leave the cell empty when that billing is not offered")
         on_demand = floats["on_demand_usd_per_hour"]
         offer = Offer(
             cloud=row["cloud"].strip().lower(),
