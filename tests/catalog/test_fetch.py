@@ -34,7 +34,7 @@ class FixtureServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 path = urlsplit(self.path).path
                 server.hits.append(path)
                 if path in server.overrides:
