@@ -110,6 +110,7 @@ def store_files() -> dict[str, bytes]:
 ALL = ("skypilot", "azure-prices", "aws-spot-advisor", "aws-price-list", "gpuhunt")
 
 
+@pytest.mark.slow
 def test_fetch_imports_every_source_and_info_lists_them(cli, server: FixtureServer) -> None:  # type: ignore[no-untyped-def]
     r = cli("catalog", "update", "--fetch", *ALL, "--json")
     assert r.code == 0, r.stderr
@@ -231,7 +232,8 @@ FAILURES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(FAILURES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "http-500" else c
+                                  for c in sorted(FAILURES)])
 def test_failures_leave_the_store_unchanged(cli, server: FixtureServer, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
                                             case: str) -> None:
     assert cli("catalog", "update", "--fetch", *ALL).code == 0
@@ -296,6 +298,7 @@ def test_unknown_source_is_refused(cli) -> None:  # type: ignore[no-untyped-def]
     assert r.code == 2 and "did you mean 'aws-spot-advisor'" in r.stderr
 
 
+@pytest.mark.slow
 def test_reserved_prices_make_a_flat_year_reserve_without_a_flag(cli, server: FixtureServer,  # type: ignore[no-untyped-def]
                                                                  tmp_path: Path) -> None:
     demand = tmp_path / "flat.csv"

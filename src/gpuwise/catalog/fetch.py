@@ -100,21 +100,24 @@ def fetch_bytes(url: str, settings: FetchSettings | None = None, *, accept: str 
         raise FetchError(f"{url}: only http(s) URLs can be fetched", hint="check the source's base-URL setting")
     start = time.monotonic()
     attempt = 0
+    timeout = s.timeout_s
     while True:
         try:
-            return _attempt(url, s, accept)
+            return _attempt(url, s, accept, timeout)
         except _Retryable as exc:
             wait = s.backoff_s * (2 ** attempt)
             attempt += 1
-            if attempt > s.retries or time.monotonic() - start + wait >= s.failure_budget_s:
+            left = s.failure_budget_s - (time.monotonic() - start) - wait
+            if attempt > s.retries or left <= 0.05:
                 raise FetchError(f"cannot download {url} ({exc})", hint=OFFLINE_HINT) from None
             time.sleep(wait)
+            timeout = min(s.timeout_s, left)  # a retry never outlasts the failure budget
 
 
-def _attempt(url: str, s: FetchSettings, accept: str) -> bytes:
+def _attempt(url: str, s: FetchSettings, accept: str, timeout: float) -> bytes:
     req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "gpuwise-catalog"})
     try:
-        with urllib.request.urlopen(req, timeout=s.timeout_s) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return _read_capped(resp, url, s.max_bytes)
     except urllib.error.HTTPError as exc:
         if exc.code >= 500 or exc.code == 429:
@@ -124,6 +127,6 @@ def _attempt(url: str, s: FetchSettings, accept: str) -> bytes:
     except urllib.error.URLError as exc:
         raise _Retryable(str(exc.reason)) from None
     except TimeoutError:
-        raise _Retryable(f"no answer within {s.timeout_s:g} s") from None
+        raise _Retryable(f"no answer within {timeout:g} s") from None
     except (ConnectionError, http.client.HTTPException, OSError) as exc:
         raise _Retryable(type(exc).__name__ + (f": {exc}" if str(exc) else "")) from None
