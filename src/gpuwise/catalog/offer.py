@@ -171,8 +171,8 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
             if len(cells) > width:
                 raise CatalogError(f"{where}: more cells than columns", hint="quote cells that contain commas")
             cells = cells + [""] * (width - len(cells))
-        for col, i in zip(_REQUIRED, (i_cloud, i_region, i_itype, i_gpu, i_count), strict=True):
-            if not cells[i].strip():
+        for col, j in zip(_REQUIRED, (i_cloud, i_region, i_itype, i_gpu, i_count), strict=True):
+            if not cells[j].strip():
                 raise CatalogError(f"{origin}, row {lineno}, column {col}: empty", hint=f"give {col} for every row")
         gpu_count = _fast_float(cells[i_count], True)
         if gpu_count is None:
