@@ -143,10 +143,14 @@ def test_fetch_imports_every_source_and_info_lists_them(cli, server: FixtureServ
     # no stray CPU rows, and previous copies are kept on the next fetch
     assert not [o for o in cli("offers", "--cloud", "aws", "--limit", "0", "--json").json()["offers"]
                 if o["instance_type"] == "m5.large"]
+    offers_csv = store_files()["offers.csv"]
     r = cli("catalog", "update", "--fetch", "aws-spot-advisor", "aws-price-list", "--json")
     assert r.code == 0, r.stderr
-    names = set(store_files())
-    assert {"offers.prev.csv", "spot_risk.prev.csv", "reserved_prices.prev.csv"} <= names
+    files = store_files()
+    assert {"spot_risk.prev.csv", "reserved_prices.prev.csv"} <= set(files)
+    assert files["offers.csv"] == offers_csv  # bands and reserved prices only: the offers are not rewritten
+    assert cli("catalog", "update", "--fetch", "skypilot").code == 0
+    assert store_files()["offers.prev.csv"] == offers_csv
 
 
 def test_gpuhunt_reads_gpuhunt_catalog_dir_without_network(cli, server: FixtureServer,  # type: ignore[no-untyped-def]

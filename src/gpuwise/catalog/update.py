@@ -158,13 +158,14 @@ def read_manifest(store: Path | None = None) -> dict[str, Any]:
 
 def _write_offers_store(store: Path, merged: Sequence[Offer], edited: bool, clouds: dict[str, str],
                         sources: dict[str, Any] | None = None,
-                        extra_files: dict[str, str] | None = None) -> tuple[Path | None, Path | None]:
+                        extra_files: dict[str, str] | None = None,
+                        write_offers: bool = True) -> tuple[Path | None, Path | None]:
     """Write the offers (and any extra files) atomically, keeping previous copies; then the manifest."""
     _check_store_writable(store)
     old = read_manifest(store)
     previous = backup = None
     try:
-        if store.is_file():
+        if store.is_file() and write_offers:
             if edited:
                 stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
                 backup = store.with_name(f"offers.user-edited.{stamp}.csv")
@@ -179,12 +180,14 @@ def _write_offers_store(store: Path, merged: Sequence[Offer], edited: bool, clou
         raise CatalogError(f"cannot keep a copy of the catalog store in {store.parent} ({exc.strerror or exc})",
                            hint="make that folder writable; nothing was changed") from None
     texts = {store.with_name(n): t for n, t in (extra_files or {}).items()}
-    if merged or store.is_file():  # no empty offers file: a store with a header only is not a catalog
+    # no empty offers file (a header only is not a catalog); a fetch of bands/prices only leaves it alone
+    if write_offers and (merged or store.is_file()):
         texts[store] = offers_to_csv(merged)
     for path, text in texts.items():
         _write(path, text)
+    sha = (_sha256(store) if store.is_file() else None) if write_offers else old.get("sha256")
     _write(_manifest_path(store), json.dumps({
-        "sha256": _sha256(store) if store.is_file() else None,
+        "sha256": sha,
         "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "clouds": {**(old.get("clouds") or {}), **clouds},
         "sources": {**(old.get("sources") or {}), **(sources or {})},
@@ -252,7 +255,8 @@ def apply_fetched(results: Sequence[Fetched], *, force: bool = False,
         extra[SPOT_RISK_FILE] = spot_risks_to_csv(risks)
     if any(r.reserved for r in results):
         extra[RESERVED_FILE] = reserved_to_csv(reserved)
-    previous, backup = _write_offers_store(store, offers, edited, clouds, manifest_sources, extra)
+    previous, backup = _write_offers_store(store, offers, edited, clouds, manifest_sources, extra,
+                                           write_offers=any(r.offers for r in results))
     return UpdateReport(store, previous, backup, len(offers), ()), tuple(reports)
 
 
