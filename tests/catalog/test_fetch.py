@@ -343,3 +343,13 @@ def test_advisor_bands_give_instance_types_different_spot_risk(cli, server: Fixt
     assert "band 15-20%" in by_type["p4d.24xlarge"]["interruption_source"]
     assert "band 5-10%" in by_type["p5.48xlarge"]["interruption_source"]
     assert "MTBF" in by_type["p5.48xlarge"]["interruption_source"]
+
+
+def test_dry_run_fetches_and_reports_but_writes_nothing(cli, server: FixtureServer) -> None:  # type: ignore[no-untyped-def]
+    r = cli("catalog", "update", "--fetch", "skypilot", "aws-price-list", "--dry-run", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["dry_run"] is True and {s["source"] for s in doc["sources"]} == {"skypilot", "aws-price-list"}
+    assert store_files() == {}
+    r = cli("catalog", "update", "skypilot")  # a source name without --fetch
+    assert r.code == 2 and "source names go with --fetch" in r.stderr

@@ -97,12 +97,13 @@ def update(
     from gpuwise.errors import InputError
     from gpuwise.paths import skypilot_catalog_root
 
+    if sources and not fetch:
+        raise InputError(f"unexpected argument(s) {' '.join(sources)}",
+                         hint=f"source names go with --fetch: `gpuwise catalog update --fetch {' '.join(sources)}`")
     given = sum((fetch, from_skypilot is not None, from_csv is not None))
     if given != 1:
         raise InputError("give exactly one of --fetch [SOURCE...], --from-skypilot [DIR] or --from-csv FILE",
                          hint="e.g. `gpuwise catalog update --fetch` or `--from-skypilot ~/.sky/catalogs`")
-    if sources and not fetch:
-        raise InputError(f"unexpected argument(s) {' '.join(sources)}", hint="source names go with --fetch")
     if replace and from_csv is None:
         raise InputError("--replace goes with --from-csv", hint="drop --replace")
     if fetch:
