@@ -67,6 +67,7 @@ def test_offers_and_gpus_show_the_age_and_warn_when_old(cli, tmp_path: Path) -> 
     (["offers", "--gpu", "  "], "--gpu is empty"),
     (["offers", "--max-price-age", "soon"], "cannot read --max-price-age"),
     (["gpus", "--max-price-age", "-3d"], "--max-price-age"),
+    (["offers", "--max-price-age", "30"], "--max-price-age"),  # durations carry a unit
 ])
 def test_bad_input(cli, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
     r = cli(*args)
