@@ -20,6 +20,7 @@ from gpuwise.cli._output import (
     number,
     split_list,
 )
+from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 if TYPE_CHECKING:
     from gpuwise.catalog.reserved import ReservedTerm
@@ -116,6 +117,7 @@ def fleet(
     reserved_discount: ReservedFlag = None,
     html: Annotated[Path | None, typer.Option("--html", help="Write an offline HTML chart here.")] = None,
     catalog: CatalogFlag = None,
+    max_price_age: MaxPriceAgeFlag = "30d",  # issue 13
     json: JsonFlag = False,
 ) -> None:
     """Best reserved/spot/on-demand mix for an hourly demand profile (a MILP solved by HiGHS)."""
@@ -154,8 +156,11 @@ def fleet(
         monthly_budget_usd=_money_opt(monthly_budget, "--monthly-budget"),
         max_commitment_usd=_money_opt(max_commitment, "--max-commitment"), max_reserved_gpus=max_reserved,
         terms=allowed_terms)
+    prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails before solving
     offers = _all_offers(catalog)
-    prices = gpu_prices(_offers(offers, cloud, region), dem.gpus, _terms(reserved_discount, offers))
+    allowed = _offers(offers, cloud, region)
+    prices = gpu_prices(allowed, dem.gpus, _terms(reserved_discount, offers))
+    age = prices_age([o for o in allowed if o.gpu in set(dem.gpus)], max_price_age)  # issue 13
     plan = plan_fleet(dem, prices, options)
     if html is not None:
         from gpuwise.fleet.charts import fleet_html
@@ -165,9 +170,12 @@ def fleet(
         doc = _fleet_json(plan, dem.origin, dem.start.isoformat(), prices)
         if html is not None:
             doc["html"] = str(html)
+        doc.update(age.to_dict())  # issue 13
         emit_json(doc)
+        print_price_age(age, json=True)
         return
     _fleet_text(plan, dem.origin, html)
+    print_price_age(age, json=False)  # issue 13
 
 
 def _fleet_json(plan: Any, origin: str, start: str, prices: dict[str, GpuPrices]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuwise.cli._output import JsonFlag, console, emit_json, money, number
+from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 FakeFlag = Annotated[str | None, typer.Option(
     "--fake", help="Read a fake GPU instead of NVML: a scenario (idle, leak, thermal, xid, mig) or a trace file "
@@ -177,6 +178,7 @@ def report(
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
     instance_cloud: InstanceCloudFlag = None,
+    max_price_age: MaxPriceAgeFlag = "30d",  # issue 13
     json: JsonFlag = False,
 ) -> None:
     """Efficiency and waste report: allocated vs active GPU-hours, idle stretches, cost, right-sizing in dollars."""
@@ -213,8 +215,13 @@ def report(
                              "--prometheus URL, or try `gpuwise report --fake idle`")
         with HistoryStore(path) as store:
             history = store.read(end - window_s, end)
-    rep = build_report(history, _prices(price_usd_per_hour, instance_type, instance_cloud))
+    prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails early
+    book = _prices(price_usd_per_hour, instance_type, instance_cloud)
+    rep = build_report(history, book)
     doc = report_to_dict(rep)
+    age = _report_price_age(book, price_usd_per_hour, rep, max_price_age)  # issue 13
+    if age is not None:
+        doc.update(age.to_dict())
     if html is not None:
         from gpuwise.monitor.report_html import render_html
 
@@ -228,8 +235,21 @@ def report(
             raise StorageError(f"cannot write {html}: {exc.strerror}", hint="give a writable --html path") from exc
     if json:
         emit_json(doc)
+        if age is not None:
+            print_price_age(age, json=True)
         return
     _print_report(rep, html)
+    if age is not None:
+        print_price_age(age, json=False)
+
+
+def _report_price_age(book: Any, price: str | None, rep: Any, max_price_age: str) -> Any:
+    """issue 13: the age of the catalog prices a report used (None with --price-usd-per-hour or no GPU)."""
+    if price is not None or book.configured is not None or not rep.gpus:
+        return None
+    used = [o for o in book.offers if (book.instance_type is None or o.instance_type == book.instance_type)
+            and (book.cloud is None or o.cloud == book.cloud)]
+    return prices_age(used, max_price_age)
 
 
 def _print_report(rep: Any, html: Path | None) -> None:
