@@ -122,10 +122,10 @@ def test_hf_config_gives_the_presets_param_count(tmp_path: Path, cfg: dict[str, 
          "non-negative integer"),  # negative
         ('{"hidden_size": "big", "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
          "non-negative integer"),  # wrong type
-        ('{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 30, "vocab_size": 1}',
-         "do not divide hidden size"),  # heads do not divide hidden
-        ('{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 5,'
-         ' "vocab_size": 1}', "KV heads"),  # kv heads do not divide heads
+        ('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 30,'
+         ' "vocab_size": 1}', "do not divide hidden size"),  # heads do not divide hidden
+        ('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,'
+         ' "num_key_value_heads": 5, "vocab_size": 1}', "KV heads"),  # kv heads do not divide heads
         ('{"hidden_size": 1e12, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
          "absurdly large"),  # absurd
     ],

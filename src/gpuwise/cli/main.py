@@ -22,7 +22,8 @@ import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, get_args
 
 import typer
 
@@ -40,7 +41,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"]},  # = HELP_OPTION_NAMES
 )
 
 
@@ -91,6 +92,41 @@ def _register() -> None:
 
 
 _register()
+
+HELP_OPTION_NAMES = ("-h", "--help")
+
+
+def _plain_metavars(command: Any) -> Any:
+    """Help shows ``--cloud TEXT``, ``--db PATH``, ``--limit N`` and a bare ``--json``, never ``<list[str]>``.
+
+    typer labels every option with its Python annotation (``<bool>``, ``<list[Path]>``); this sets
+    each option's metavar (unless one was declared) from what it takes: nothing for a flag, ``PATH``
+    for files and folders, ``N`` for whole numbers, ``NUMBER`` for other numbers, ``TEXT`` for the
+    rest (counts like ``7B`` and durations like ``24h`` are text; the help gives examples).
+    Choices keep typer's ``<a|b>`` list. Short words keep the help readable at 80 columns.
+    """
+    help_option = command.get_help_option(typer.Context(command, help_option_names=list(HELP_OPTION_NAMES)))
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if param.param_type_name != "option" or param.metavar is not None:
+            continue
+        desc = getattr(param, "type_descriptor", None)
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+        elif desc is not None and desc.is_choice:
+            continue
+        elif desc is not None and (desc.is_path or Path in get_args(desc.annotation)):
+            param.metavar = "PATH"
+        else:
+            kinds = {int, float} & {desc.annotation, *get_args(desc.annotation)} if desc is not None else set()
+            param.metavar = "N" if kinds == {int} else "NUMBER" if kinds else "TEXT"
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _plain_metavars(sub)
+    return command
+
+
+def get_cli() -> Any:
+    """The click command tree of ``gpuwise`` as users see it (help with plain metavars)."""
+    return _plain_metavars(typer.main.get_command(app))
 
 
 # Options whose value may be left out (`--from-skypilot [DIR]`): typer has no optional-value
@@ -186,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     state.debug = bool(os.environ.get("GPUWISE_DEBUG")) or "--debug" in (argv if argv is not None else sys.argv)
-    command = typer.main.get_command(app)
+    command = get_cli()
     try:
         args = _fill_optional_values(list(argv) if argv is not None else sys.argv[1:])
         rv = command.main(args=args, prog_name="gpuwise",
