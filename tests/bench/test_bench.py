@@ -46,6 +46,7 @@ def test_quick_json_on_cpu_is_one_document_with_every_result(cli, tmp_path: Path
     assert list(tmp_path.iterdir()) == []  # the storage scratch folder is gone
 
 
+@pytest.mark.slow
 def test_gpu_override_gives_peaks_and_ratios() -> None:
     report = run_bench(BenchOptions(quick=True, gpu="H100", only=("matmul", "train")))
     fp32 = report.get("matmul.fp32")
