@@ -59,6 +59,7 @@ def test_needs_a_gpu_model() -> None:
         write_calibration(_report(gpu=None, matmul_bf16=0.8))
 
 
+@pytest.mark.slow
 def test_calibrate_changes_what_estimate_reports(cli) -> None:  # type: ignore[no-untyped-def]
     """The loop closed: a full run on the H100 writes the file, gpuwise estimate then uses the measured MFU."""
     before = cli("estimate", "--params", "1B", "--gpu", "H100", "--json")

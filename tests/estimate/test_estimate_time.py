@@ -220,6 +220,7 @@ def test_estimate_json_has_the_issue_fields() -> None:
     assert all(math.isfinite(v) for v in d["memory"]["breakdown"].values())
 
 
+@pytest.mark.slow
 def test_core_modules_import_no_torch_typer_or_rich() -> None:
     import subprocess
     import sys

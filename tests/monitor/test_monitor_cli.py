@@ -126,6 +126,7 @@ def _limit_file_size() -> None:  # runs in the child: files may not grow past 20
     resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
 
 
+@pytest.mark.slow
 def test_report_html_failed_write_keeps_the_old_report(tmp_path: Path) -> None:
     # a failed --html write used to truncate the previous report and leave 20 kB of half an HTML page
     out = tmp_path / "report.html"

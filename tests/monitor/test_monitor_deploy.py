@@ -20,6 +20,7 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not in
 
 
 @needs_promtool
+@pytest.mark.slow
 def test_rules_pass_promtool_unit_tests() -> None:
     r = subprocess.run([PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"], cwd=DEPLOY / "prometheus",  # type: ignore[list-item]
                        capture_output=True, text=True, timeout=120, check=False)

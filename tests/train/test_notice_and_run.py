@@ -64,6 +64,7 @@ def test_run_bad_input_is_one_line_exit_2(args: list[str], cli) -> None:  # type
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_notice_commits_within_window_then_run_restarts_and_completes(tiny: ModuleType, tmp_path: Path) -> None:
     args = ["--steps", "300", "--every", "50"]
     ref = reference_run([*args, "--checkpoint-dir", str(tmp_path / "ref")], target=tiny.main,
@@ -95,6 +96,7 @@ def test_notice_commits_within_window_then_run_restarts_and_completes(tiny: Modu
     assert out.strip().splitlines()[-1] == f"digest {ref.digest}"
 
 
+@pytest.mark.slow
 def test_storage_outage_mid_training_keeps_training_and_last_good_checkpoint(s3, caplog) -> None:  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     model = torch.nn.Linear(64, 64)

@@ -226,7 +226,8 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
                   money(sc.reoptimized_cost_usd, 0) if sc.reoptimized_cost_usd is not None else "—")
     out.print(s)
     for note in plan.notes:
-        out.print(f"[yellow]note:[/yellow] {note}")
+        label = "[bold yellow]warning:[/bold yellow]" if note.startswith("extrapolated:") else "[yellow]note:[/yellow]"
+        out.print(f"{label} {note}")
     if html is not None:
         out.print(f"chart: {html}")
 

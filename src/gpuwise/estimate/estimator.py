@@ -595,8 +595,11 @@ def _estimate_training(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_g
     flops_total = fpt * total if total is not None else None
     efficiency = compute / step
     if wl.global_batch is not None and gb != wl.global_batch:
-        notes.append(f"--global-batch {wl.global_batch} is not a multiple of micro-batch {wl.micro_batch} × "
-                     f"{dp} data-parallel GPUs: estimated with {gb}")
+        per_step = wl.micro_batch * dp
+        why = (f"is smaller than micro-batch {wl.micro_batch} × {dp} data-parallel GPUs = {per_step} (each GPU "
+               "runs at least one micro-batch per step)" if wl.global_batch < per_step else
+               f"is not a multiple of micro-batch {wl.micro_batch} × {dp} data-parallel GPUs")
+        notes.append(f"--global-batch {wl.global_batch} {why}: estimated with a global batch of {gb}")
     wl_out = wl if wl.global_batch == gb else replace(wl, global_batch=gb)
     if wl.tokens is None and wl.samples is None and wl.task == "pretrain":
         notes.append(f"no --tokens: assumed Chinchilla-optimal 20 tokens/parameter = {total:.3g} tokens")

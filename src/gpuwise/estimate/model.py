@@ -350,7 +350,8 @@ def get_preset(name: str) -> ModelConfig:
     key = _ALIASES.get(key, key)
     if key in presets:
         return presets[key]
-    raise InputError(f"unknown model preset {name!r}",
+    shown = name if len(name) <= 80 else name[:60] + f"… ({len(name):,} characters)"
+    raise InputError(f"unknown model preset {shown!r}",
                      hint="give a preset (`gpuwise estimate --list-models`), a path to a config.json, "
                      "or params",
                      suggestions=did_you_mean(key, list(presets) + list(_ALIASES)))
@@ -417,6 +418,9 @@ def parse_hf_config(path: str | Path) -> ModelConfig:
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})",
                             hint="give the config.json of a Hugging Face model") from None
+    except RecursionError:  # thousands of nested brackets: no config.json looks like that
+        raise DataFileError(f"{where}: JSON nested too deeply to read",
+                            hint="give the config.json of a Hugging Face model") from None
     if not isinstance(cfg, dict):
         raise DataFileError(f"{where}: expected a JSON object", hint="give the config.json of a Hugging Face model")
     return config_from_dict(cfg, where)
@@ -451,6 +455,8 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         inter = _get(cfg, ("moe_intermediate_size",), where)
     if hidden == 0 or heads == 0 or layers == 0:
         raise DataFileError(f"{where}: hidden size, heads and layers must be > 0", hint="fix the config file")
+    if vocab == 0 and model_type != "vit":  # a text model embeds tokens from a vocabulary
+        raise DataFileError(f"{where}: field 'vocab_size' must be > 0", hint="fix the value in the config file")
     tied = bool(cfg.get("tie_word_embeddings", model_type in ("gpt2", "bert", "t5", "roberta", "opt")))
     common: dict[str, Any] = dict(name=where, hidden=hidden, layers=layers, heads=heads, kv_heads=kv,
                                   head_dim=head_dim, intermediate=inter, vocab=vocab, max_positions=maxpos,
@@ -505,6 +511,9 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         raise DataFileError(f"{where}: {exc.message}", hint=exc.hint) from None
 
 
+_MAX_MODEL_ARG = 4096  # PATH_MAX on Linux
+
+
 def resolve_model(model: str | None, params: float | None) -> ModelConfig:
     """``--model`` (preset or config.json path) and/or ``--params`` → ModelConfig.
 
@@ -520,9 +529,16 @@ def resolve_model(model: str | None, params: float | None) -> ModelConfig:
                              f"{shape.vocab:,}-token embedding alone has {embedding:.3g} parameters",
                              hint="give model= the model's config.json (small models need their real shape)")
         return replace(shape, params=params)
-    looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
-    cfg = parse_hf_config(Path(model) if not Path(model).is_dir() else Path(model) / "config.json") \
-        if looks_like_path or Path(model).is_dir() else get_preset(model)
+    if len(model) > _MAX_MODEL_ARG:  # a path the OS refuses; no preset is near
+        raise InputError(f"model name or path is {len(model):,} characters long",
+                         hint="give a preset name (`gpuwise estimate --list-models`) or the path to a config.json")
+    try:
+        is_dir = Path(model).is_dir()
+        looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
+    except (OSError, ValueError):  # a name the OS refuses as a path (too long, NUL byte): a preset name
+        is_dir, looks_like_path = False, model.endswith(".json")
+    cfg = parse_hf_config(Path(model) if not is_dir else Path(model) / "config.json") \
+        if looks_like_path or is_dir else get_preset(model)
     if params is not None and cfg.is_transformer and abs(cfg.total_params - params) > 0.25 * cfg.total_params:
         raise InputError(f"params={params:.3g} disagrees with {cfg.name} ({cfg.total_params:.3g} parameters)",
                          hint="drop params when model is given")

@@ -148,7 +148,8 @@ def _resolve_gpu(raw: str, where: str, cache: dict[str, str]) -> str:
 
 def parse_demand_csv(text: str, origin: str) -> Demand:
     """Read demand CSV text; every problem names ``origin``, the row and the column."""
-    reader = csv.DictReader(io.StringIO(text))
+    # Excel's "CSV UTF-8" starts with a byte-order mark, which would glue onto the first column's name
+    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
     if missing:
         raise DataFileError(f"{origin}: missing column(s) {', '.join(missing)}",

@@ -236,6 +236,9 @@ class FleetPlan:
     """Solver statistics."""
     notes: tuple[str, ...]
     """Things the user should know (unavailable reservations, assumptions)."""
+    extrapolated: bool = False
+    """A proposed reservation's term is longer than the demand profile: its cost and saving assume
+    the profile repeats for the whole term (said in ``notes``)."""
 
 
 # ---------------------------------------------------------------- cost curves
@@ -610,6 +613,12 @@ def plan_fleet(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOp
         if p.spot is not None and curve.spot_eff is None:
             notes.append(f"{gpu}: spot with {options.spot_overhead:.1%} interruption overhead is not "
                          "cheaper than on-demand; spot not used")
+    longest = max((c.term_years for c in commitments), default=0)
+    extrapolated = longest * HOURS_PER_YEAR > demand.hours
+    if extrapolated:
+        notes.insert(0, f"extrapolated: a {longest}-year reservation is proposed from {_span(demand.hours)} of "
+                        "demand; its saving assumes this demand repeats for the whole term. Give a longer "
+                        "demand history" + (", or allow only 1-year terms" if longest > 1 else ""))
     scenarios: list[Scenario] = []
     if sensitivity:
         for factor in (0.8, 1.2):
@@ -627,7 +636,16 @@ def plan_fleet(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOp
         single_billing_costs_usd=singles, monthly=tuple(_monthly(demand, d)),
         reserved_utilization=_utilization(d, demand.hours), per_gpu=tuple(per_gpu),
         sensitivity=tuple(scenarios), hours=demand.hours, spot_overhead=options.spot_overhead,
-        solver=sol, notes=tuple(notes))
+        solver=sol, notes=tuple(notes), extrapolated=extrapolated)
+
+
+def _span(hours: int) -> str:
+    """``1,344`` → ``8 weeks`` (the demand's length, in words)."""
+    if hours >= 2 * HOURS_PER_YEAR:
+        return f"{hours / HOURS_PER_YEAR:.1f} years"
+    if hours >= 14 * 24:
+        return f"{hours / (7 * 24):.0f} weeks"
+    return f"{hours / 24:.0f} days" if hours >= 48 else f"{hours} hours"
 
 
 def hourly_split(demand: Demand, prices: Mapping[str, GpuPrices], plan: FleetPlan,
