@@ -19,12 +19,27 @@ PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package prometheus)")
 
 
+@pytest.mark.slow
 @needs_promtool
 def test_rules_pass_promtool_unit_tests() -> None:
     r = subprocess.run([PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"], cwd=DEPLOY / "prometheus",  # type: ignore[list-item]
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SUCCESS" in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+@needs_promtool
+def test_promtool_unit_tests_catch_day_scaled_rules(tmp_path: Path) -> None:
+    """The same unit tests fail on the old `avg_over_time(x[1d]) * 24` rules, which turned 2 hours
+    at $10/h into $240 of waste."""
+    shutil.copy(REPO / "tests/monitor/fixtures/rules_avg_over_time_1d.yml", tmp_path / "gpuwise-rules.yml")
+    shutil.copy(DEPLOY / "prometheus/gpuwise-rules.test.yml", tmp_path)
+    r = subprocess.run([PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"], cwd=tmp_path,  # type: ignore[list-item]
+                       capture_output=True, text=True, timeout=120, check=False)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "FAILED" in out
+    assert 'gpuwise:gpu_wasted_usd:1d", time: 2h' in out and "2.4E+02" in out
 
 
 @needs_promtool
