@@ -126,7 +126,6 @@ def replay_history(reader: Any, window_s: float, end_s: float) -> History:
         from dataclasses import replace
 
         add_snapshot(builders, replace(snap, timestamp_s=start + k * per_frame), per_frame * repeat)
-        for _ in range(repeat - 1):
-            reader.fake.advance()
+        reader.fake.advance(repeat - 1)
         k += repeat
     return History(start, end_s, tuple(b.build() for b in builders.values()), source=f"fake:{trace.name}")

@@ -31,9 +31,9 @@ from gpuwise.catalog import Offer, cheapest_per_gpu
 from gpuwise.errors import HardwareError
 from gpuwise.monitor.history import GpuSeries, History
 from gpuwise.monitor.pricing import PriceBook, canonical_gpu
+from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD  # "idle" below 5 %: issue 7, notes/monitoring.md §4
 from gpuwise.units import BYTES_PER_GIB, HOURS_PER_MONTH
 
-ACTIVE_THRESHOLD = 0.05  # "idle" below 5 % activity: issue 7 and notes/monitoring.md §4 (5–10 %)
 LOW_ACTIVITY = 0.30  # p95 SM-active < 30 % → smaller/MIG (notes/monitoring.md §4, Harness-style rule)
 MEMORY_SMALL = 0.40  # peak memory below this fraction → a smaller GPU would do (issue 7)
 MEMORY_FULL = 0.85  # peak memory above this fraction → OOM risk (issue 7; same as the alert rule)
