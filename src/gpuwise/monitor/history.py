@@ -46,6 +46,13 @@ class GpuSeries:
     """GPU temperature."""
     workloads: tuple[tuple[str, ...], ...]
     """Workloads holding memory on the GPU in each sample (empty tuple = no process)."""
+    mig_active_share: np.ndarray | None = None
+    """MIG GPUs: share of the slices in active instances per sample (unallocated slices idle; see
+    :attr:`~gpuwise.monitor.snapshot.GpuSample.mig_active_share`); NaN where not in MIG mode."""
+    lost: np.ndarray | None = None
+    """1.0 where the GPU was lost (fell off the bus) in that sample, else 0.0."""
+    xid_codes: tuple[int, ...] = ()
+    """XID codes the GPU reported in the window."""
 
     def __len__(self) -> int:
         return int(self.timestamp_s.size)
@@ -75,23 +82,28 @@ class SeriesBuilder:
 
     def __init__(self, host: str, uuid: str, index: int, model: str, memory_total_bytes: float) -> None:
         self.meta = (host, uuid, index, model, memory_total_bytes)
-        self.rows: list[tuple[float, float, float, float, float, float, float]] = []
+        self.rows: list[tuple[float, ...]] = []
         self.workloads: list[tuple[str, ...]] = []
+        self.xids: set[int] = set()
 
     def add(self, ts: float, dur: float, util: float | None, sm: float | None, mem: float | None,
-            power: float | None, temp: float | None, workloads: tuple[str, ...]) -> None:
+            power: float | None, temp: float | None, workloads: tuple[str, ...], *, mig_share: float | None = None,
+            lost: bool = False, xids: tuple[int, ...] = ()) -> None:
         nan = float("nan")
         self.rows.append((ts, dur, nan if util is None else util, nan if sm is None else sm,
-                          nan if mem is None else mem, nan if power is None else power, nan if temp is None else temp))
+                          nan if mem is None else mem, nan if power is None else power, nan if temp is None else temp,
+                          nan if mig_share is None else mig_share, 1.0 if lost else 0.0))
         self.workloads.append(workloads)
+        self.xids.update(xids)
 
     def build(self) -> GpuSeries:
-        a = np.array(self.rows, dtype=float).reshape(-1, 7)
+        a = np.array(self.rows, dtype=float).reshape(-1, 9)
         order = np.argsort(a[:, 0], kind="stable")
         a = a[order]
         host, uuid, index, model, total = self.meta
         return GpuSeries(host, uuid, index, model, total, a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4], a[:, 5],
-                         a[:, 6], tuple(self.workloads[i] for i in order))
+                         a[:, 6], tuple(self.workloads[i] for i in order), mig_active_share=a[:, 7], lost=a[:, 8],
+                         xid_codes=tuple(sorted(self.xids)))
 
 
 def add_snapshot(builders: dict[tuple[str, str], SeriesBuilder], snap: Snapshot, duration_s: float) -> None:
@@ -104,7 +116,8 @@ def add_snapshot(builders: dict[tuple[str, str], SeriesBuilder], snap: Snapshot,
             b = builders[key] = SeriesBuilder(snap.host, g.uuid, g.index, g.name, total)
         b.add(snap.timestamp_s, duration_s, g.utilization_gpu_ratio, g.sm_active_ratio,
               None if g.memory_used_bytes is None else float(g.memory_used_bytes), g.power_w, g.temperature_c,
-              tuple(sorted({p.workload for p in g.processes})))
+              tuple(sorted({p.workload for p in g.processes})), mig_share=g.mig_active_share, lost=g.lost,
+              xids=tuple(code for code, _ in g.xid_counts))
 
 
 def replay_history(reader: Any, window_s: float, end_s: float) -> History:

@@ -28,6 +28,15 @@ _SERIES = {
     "up": "gpuwise_gpu_up",
 }
 MAX_POINTS = 10_000
+ACTIVE = 0.05  # the shared activity threshold (gpuwise.monitor.snapshot.ACTIVE_THRESHOLD, the rules' 0.05)
+
+
+def mig_active_share_query(sel: str) -> str:
+    """Share of a MIG GPU's slices in active instances: the expression of the recording rule
+    ``gpuwise:gpu_active:ratio`` for MIG GPUs, on raw series (no recording rules needed)."""
+    return (f"(sum without (mig_uuid, gpu_instance, profile) ((((gpuwise_mig_sm_active_ratio{sel} >= bool {ACTIVE}) "
+            f"or (gpuwise_mig_processes{sel} > bool 0))) * gpuwise_mig_slices{sel}) / gpuwise_gpu_mig_slices{sel})"
+            f" or (gpuwise_gpu_mig_slices{sel} * 0)")
 
 
 class PrometheusHistory:
@@ -71,6 +80,16 @@ class PrometheusHistory:
                 meta.setdefault(gk, (int(lab.get("gpu", 0)), lab.get("model", "unknown")))
                 values.setdefault(gk, {}).setdefault(key, {}).update(
                     {float(t): float(v) for t, v in series["values"]})
+        mig: dict[tuple[str, str], dict[float, float]] = {}
+        for series in self._query_range(mig_active_share_query(sel), start_s, end_s, step):
+            lab = series["metric"]
+            gk = (lab.get("host", lab.get("instance", "")), lab.get("uuid", ""))
+            mig.setdefault(gk, {}).update({float(t): float(v) for t, v in series["values"]})
+        xids: dict[tuple[str, str], set[int]] = {}
+        for series in self._query_range(f"gpuwise_gpu_xid_errors_total{sel}", start_s, end_s, step):
+            lab = series["metric"]
+            if lab.get("xid", "").isdigit():
+                xids.setdefault((lab.get("host", lab.get("instance", "")), lab.get("uuid", "")), set()).add(int(lab["xid"]))
         workloads: dict[tuple[str, str], dict[float, set[str]]] = {}
         for series in self._query_range(f"gpuwise_gpu_allocation_info{sel}", start_s, end_s, step):
             lab = series["metric"]
@@ -85,6 +104,7 @@ class PrometheusHistory:
             for t in sorted(up):
                 b.add(t, step, by_key.get("util", {}).get(t), by_key.get("sm", {}).get(t), by_key.get("mem", {}).get(t),
                       by_key.get("power", {}).get(t), by_key.get("temp", {}).get(t),
-                      tuple(sorted(workloads.get(gk, {}).get(t, ()))))
+                      tuple(sorted(workloads.get(gk, {}).get(t, ()))), mig_share=mig.get(gk, {}).get(t),
+                      lost=up[t] == 0, xids=tuple(sorted(xids.get(gk, ()))))
             gpus.append(b.build())
         return History(start_s, end_s, tuple(gpus), source=f"prometheus:{self.url}")
