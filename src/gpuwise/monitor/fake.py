@@ -566,7 +566,8 @@ class FakeGpuReader(NvmlGpuReader):
         for g in self.fake.values():
             for p in g.get("processes", ()):
                 if int(p["pid"]) == pid:
-                    return p
+                    found: Mapping[str, Any] = p
+                    return found
         return None
 
     def _fake_proc_start(self, pid: int) -> int | None:

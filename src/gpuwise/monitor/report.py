@@ -33,7 +33,7 @@ from gpuwise.catalog import Offer, cheapest_per_gpu
 from gpuwise.errors import HardwareError
 from gpuwise.monitor.history import GpuSeries, History
 from gpuwise.monitor.pricing import PriceBook, canonical_gpu
-from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD  # "idle" below 5 %: issue 7, notes/monitoring.md §4
+from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD
 from gpuwise.units import BYTES_PER_GIB, HOURS_PER_MONTH
 
 LOW_ACTIVITY = 0.30  # p95 SM-active < 30 % → smaller/MIG (notes/monitoring.md §4, Harness-style rule)
