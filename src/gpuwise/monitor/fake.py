@@ -69,7 +69,7 @@ _NUMBER_KEYS = {"memory_used_mib", "power_w", "temperature_c", "sm_clock_mhz", "
 _PERCENT_KEYS = {"util", "mem_util", "enc_util", "dec_util"}
 _RATIO_KEYS = {"sm_active", "tensor_active", "dram_active", "sm_occupancy"}
 _COUNT_KEYS = {"throttle", "ecc_corrected", "ecc_uncorrected", "remap_correctable", "remap_uncorrectable",
-               "pcie_replay"}
+               "pcie_replay", "pstate"}
 _BOOL_KEYS = {"lost", "remap_pending", "remap_failed"}
 _LIST_KEYS = {"xid", "processes", "mig_used_mib", "mig_sm_active", "nvlink_errors"}
 _FRAME_KEYS = _NUMBER_KEYS | _PERCENT_KEYS | _RATIO_KEYS | _COUNT_KEYS | _BOOL_KEYS | _LIST_KEYS
@@ -283,8 +283,11 @@ class FakeNvml:
     NVMLError_NotFound = pynvml.NVMLError_NotFound
     NVML_GPM_METRICS_GET_VERSION = 1
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, *, init_error: str | None = None) -> None:
+        """``init_error``: the NVML error ``nvmlInit`` raises, e.g. ``LibraryNotFound``, ``DriverNotLoaded``,
+        ``LibRmVersionMismatch`` (a machine whose driver is broken)."""
         self.trace = trace
+        self._init_error = init_error
         self._ends = list(itertools.accumulate(repeat for repeat, _ in trace.frames))  # no expansion: repeat may be huge
         self.frame = 0
         self._initialised = False
@@ -331,6 +334,8 @@ class FakeNvml:
 
     # -- the pynvml surface --------------------------------------------------------------
     def nvmlInit(self) -> None:
+        if self._init_error:
+            raise getattr(pynvml, f"NVMLError_{self._init_error}")()
         self._initialised = True
 
     def nvmlShutdown(self) -> None:
@@ -338,6 +343,9 @@ class FakeNvml:
 
     def nvmlSystemGetDriverVersion(self) -> str:
         return str(self.trace.gpus[0].get("driver_version", "550.54.15"))
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return int(self.trace.gpus[0].get("cuda_driver_version", 12040))
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.trace.gpus)
@@ -461,6 +469,48 @@ class FakeNvml:
         slices = int(m.get("slices", 1))
         return SimpleNamespace(gpuInstanceSliceCount=slices, computeInstanceSliceCount=slices,
                                memorySizeMB=int(m.get("memory_total_mib", 9856)))
+
+    # what `gpuwise doctor` reads: static facts of the trace's GPU entry
+    def _static(self, h: FakeHandle, fn: str, key: str, default: Any) -> Any:
+        self._gpu(h, fn)
+        value = self.trace.gpus[h.index].get(key, default)
+        if value is None:
+            raise pynvml.NVMLError_NotSupported()
+        return value
+
+    def nvmlDeviceGetPersistenceMode(self, h: FakeHandle) -> int:
+        return int(bool(self._static(h, "nvmlDeviceGetPersistenceMode", "persistence_mode", True)))
+
+    def nvmlDeviceGetEccMode(self, h: FakeHandle) -> list[int]:
+        on = int(bool(self._static(h, "nvmlDeviceGetEccMode", "ecc_enabled", True)))
+        return [on, on]
+
+    def nvmlDeviceGetRetiredPages(self, h: FakeHandle, cause: int) -> list[int]:
+        n = int(self._static(h, "nvmlDeviceGetRetiredPages", "retired_pages_dbe" if cause == 1 else "retired_pages_sbe", 0))
+        return [0x1000 * k for k in range(n)]
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h: FakeHandle) -> int:
+        return int(bool(self._static(h, "nvmlDeviceGetRetiredPagesPendingStatus", "retired_pages_pending", False)))
+
+    def nvmlDeviceGetPciInfo(self, h: FakeHandle) -> Any:
+        bus = self._static(h, "nvmlDeviceGetPciInfo", "pci_bus_id", f"00000000:{0x18 + h.index:02X}:00.0")
+        return SimpleNamespace(busId=str(bus))
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: FakeHandle) -> int:
+        return int(self._static(h, "nvmlDeviceGetCurrPcieLinkGeneration", "pcie_gen", 5))
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: FakeHandle) -> int:
+        return int(self._static(h, "nvmlDeviceGetMaxPcieLinkGeneration", "pcie_gen_max", 5))
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: FakeHandle) -> int:
+        return int(self._static(h, "nvmlDeviceGetCurrPcieLinkWidth", "pcie_width", 16))
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: FakeHandle) -> int:
+        return int(self._static(h, "nvmlDeviceGetMaxPcieLinkWidth", "pcie_width_max", 16))
+
+    def nvmlDeviceGetPerformanceState(self, h: FakeHandle) -> int:
+        v = self._gpu(h, "nvmlDeviceGetPerformanceState")
+        return int(v.get("pstate", 0 if v.get("util", 0) else 8))
 
     def nvmlDeviceGetMigMode(self, h: FakeHandle) -> list[int]:
         self._gpu(h, "nvmlDeviceGetMigMode")
