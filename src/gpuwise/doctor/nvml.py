@@ -99,9 +99,10 @@ def read_nvml(lib: Any = None) -> GpuInfo:
     """
     if lib is None:
         try:
-            import pynvml as lib
+            import pynvml
         except ImportError as exc:
             return GpuInfo(nvml_error=f"nvidia-ml-py is not installed ({exc})")
+        lib = pynvml
     session = NvmlSession(lib)
     try:
         session.init()
