@@ -271,7 +271,9 @@ class NvmlGpuReader:
             lib = pynvml
         self.session = NvmlSession(lib)
         self.session.init()
-        self.host = host or socket.gethostname()
+        # the `host` label: given, else $GPUWISE_HOST, else $NODE_NAME (the DaemonSet sets it from the
+        # downward API: a node's name survives pod rollouts), else this machine's hostname
+        self.host = host or os.environ.get("GPUWISE_HOST") or os.environ.get("NODE_NAME") or socket.gethostname()
         self._clock = clock
         self._proc_info = process_info or read_proc_info
         self._proc_start = process_start or read_proc_start
