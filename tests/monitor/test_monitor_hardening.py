@@ -165,8 +165,9 @@ def test_health_counters_dcgm_users_expect() -> None:
     assert by["gpuwise_gpu_encoder_utilization_ratio"]["0"].value == 0
     assert by["gpuwise_process_sm_utilization_ratio"]["0"].value == pytest.approx(0.93)
     assert {x.labels["gpu"]: x.value for x in s["gpuwise_gpu_pcie_replays_total"]} == {"0": 0, "1": 12}
-    assert {(x.labels["gpu"], x.labels["kind"]): x.value for x in s["gpuwise_gpu_nvlink_errors_total"]} == \
+    assert {(x.labels["gpu"], x.labels["kind"]): x.value for x in s["gpuwise_gpu_nvlink_errors_total"] if x.value} == \
         {("1", "crc_flit"): 3, ("1", "replay"): 1}
+    assert by["gpuwise_gpu_nvlink_tx_bytes_total"]["0"].value == 7_500_000 * 1024
 
 
 def test_metrics_are_gzipped_on_request() -> None:

@@ -675,6 +675,7 @@ def _busy(mib: float, proc: dict[str, Any], **over: Any) -> dict[str, Any]:
     base = {"util": 97, "mem_util": 45, "memory_used_mib": int(mib), "power_w": 640, "temperature_c": 68,
             "sm_active": 0.62, "tensor_active": 0.35, "sm_clock_mhz": 1980, "pcie_tx_kb_s": 150000,
             "pcie_rx_kb_s": 900000, "dram_active": 0.41, "sm_occupancy": 0.28, "memory_temperature_c": 62,
+            "nvlink_tx_kib": 7_500_000, "nvlink_rx_kib": 7_400_000, "nvlink_errors": {"crc_flit": 0, "replay": 0, "recovery": 0},
             "processes": [{**proc, "sm_util": 93}]}
     base.update(over)
     return base
