@@ -279,7 +279,32 @@ class Sampler:
             self._thread.join(timeout=5)
 
 
+class _RenderCache:
+    """The /metrics body, plain and gzipped, rendered once per GPU read: 64 scrapers at once cost
+    one render, not 64 (the text changes only when the sampler stores a new snapshot)."""
+
+    def __init__(self, registry: CollectorRegistry, collector: GpuCollector) -> None:
+        self.registry, self.collector = registry, collector
+        self._lock = threading.Lock()
+        self._key: tuple[int, int] | None = None
+        self._plain = b""
+        self._gzip: bytes | None = None
+
+    def body(self, want_gzip: bool) -> bytes:
+        key = (self.collector.reads_total, self.collector.read_errors_total)
+        with self._lock:
+            if key != self._key:
+                self._plain, self._gzip, self._key = generate_latest(self.registry), None, key
+            if not want_gzip:
+                return self._plain
+            if self._gzip is None:
+                self._gzip = gzip.compress(self._plain, compresslevel=1)
+            return self._gzip
+
+
 def _handler(registry: CollectorRegistry, collector: GpuCollector, interval_s: float) -> type[BaseHTTPRequestHandler]:
+    cache = _RenderCache(registry, collector)
+
     class Handler(BaseHTTPRequestHandler):
         server_version = f"gpuwise-exporter/{__version__}"
 
@@ -287,9 +312,8 @@ def _handler(registry: CollectorRegistry, collector: GpuCollector, interval_s: f
             path = self.path.split("?", 1)[0]
             gzipped = False
             if path == "/metrics":
-                body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
-                if "gzip" in self.headers.get("Accept-Encoding", ""):  # Prometheus asks for it
-                    body, gzipped = gzip.compress(body, compresslevel=1), True
+                gzipped = "gzip" in self.headers.get("Accept-Encoding", "")  # Prometheus asks for it
+                body, ctype, code = cache.body(gzipped), CONTENT_TYPE_LATEST, 200
             elif path == "/healthz":
                 age = None if collector.last_read_s is None else time.time() - collector.last_read_s
                 ok = age is not None and age < max(10 * interval_s, 30)
