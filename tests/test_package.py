@@ -11,7 +11,6 @@ PUBLIC_API = [
     "Catalog",
     "Estimate",
     "Workload",
-    "estimate",
     "estimate_workload",
     "workload_from_options",
     "Exporter",
@@ -40,7 +39,7 @@ PUBLIC_API = [
     "BenchOptions",
     "BenchReport",
     "score_vendors",
-    "tco",
+    "compute_tco",
     # train (issue 6)
     "Checkpointer",
     "PreemptionWatcher",

@@ -193,9 +193,9 @@ def test_fp8_needs_a_gpu_with_fp8() -> None:
     assert estimate_workload(wl, "H100", calibration=None).peak_tflops == 1979
 
 
-def test_gpuwise_estimate_is_callable_and_a_package() -> None:
+def test_gpuwise_estimate_workload_is_the_library_call() -> None:
     wl = workload_from_options(model="gpt2", task="finetune", samples="10k")
-    a = gpuwise.estimate(wl, "L4", calibration=None)
+    a = gpuwise.estimate_workload(wl, "L4", calibration=None)
     b = estimate_workload(wl, find_gpu("L4"), calibration=None)
     assert a == b
     from gpuwise.estimate import Estimate
@@ -218,7 +218,7 @@ def test_core_modules_import_no_torch_typer_or_rich() -> None:
     import sys
 
     code = ("import sys, gpuwise.estimate as e; from gpuwise.estimate import workload_from_options as w;"
-            "e(w(model='gpt2'), 'H100', calibration=None);"
+            "e.estimate_workload(w(model='gpt2'), 'H100', calibration=None);"
             "print(sorted(m for m in ('torch','typer','rich','requests','httpx','click') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -63,7 +63,7 @@ def test_fleet_profile_and_html(cli, catalog: Path, tmp_path: Path) -> None:  # 
 
 def test_tco_json(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "tco.html"
-    r = cli("tco", "--gpu", "H100", "--count", "8", "--years", "3", "--utilization", "0.6",
+    r = cli("tco", "--gpu", "H100", "--gpus", "8", "--years", "3", "--utilization", "0.6",
             "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--html", out, "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
@@ -91,8 +91,10 @@ def test_tco_fractions_take_percent_like_utilization(cli, catalog: Path, flag: s
 
 def test_tco_takes_gpus_like_estimate(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
     base = ("tco", "--gpu", "H100", "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--json")
-    # estimate says --gpus for a number of GPUs; tco said only --count
-    assert cli(*base, "--gpus", "16").json() == cli(*base, "--count", "16").json()
+    # estimate says --gpus for a number of GPUs; tco said --count, which in `offers` is GPUs per instance
+    assert cli(*base, "--gpus", "16").json()["count"] == 16
+    r = cli(*base, "--count", "16")
+    assert r.code == 2 and "No such option: --count" in r.stderr
 
 
 def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
@@ -197,7 +199,7 @@ def test_examples_run_as_documented() -> None:
     """The commands shown in docs/fleet.md run on the bundled catalog and examples/."""
     for args in (["fleet", "--demand", "examples/demand.csv"],
                  ["vendors", "--criteria", "examples/vendors.yaml"],
-                 ["tco", "--gpu", "A100-80GB", "--count", "8", "--years", "3", "--utilization", "0.6",
+                 ["tco", "--gpu", "A100-80GB", "--gpus", "8", "--years", "3", "--utilization", "0.6",
                   "--server-price", "250k", "--usd-per-kwh", "0.12"]):
         p = subprocess.run([sys.executable, "-m", "gpuwise", *args, "--json"], cwd=ROOT, capture_output=True,
                            text=True, check=False)

@@ -223,7 +223,7 @@ def test_reserved_unavailable_is_said() -> None:
 
 def test_infeasible_budget_names_the_cheapest_cost() -> None:
     d = demand([[4] * 24], [[0] * 24])
-    with pytest.raises(PlanError, match=r"--budget \$10 \(the cheapest plan costs \$288\)"):
+    with pytest.raises(PlanError, match=r"budget_usd=10 \(the cheapest plan costs \$288\)"):
         plan_fleet(d, {"H100": prices("H100", 3.0, None, [])}, FleetOptions(budget_usd=10))
 
 

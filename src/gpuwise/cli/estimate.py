@@ -35,6 +35,7 @@ from gpuwise.cli._workload import (
     TensorParallelOpt,
     TokensOpt,
     ZeroOpt,
+    named_as_flags,
     workload_from_cli,
 )
 
@@ -97,8 +98,9 @@ def estimate(
         raise InputError("--calibration and --no-calibration contradict each other",
                          hint="give --calibration FILE to use a file, or --no-calibration to use none")
     cal = None if no_calibration else load_calibration(calibration)
-    est = estimate_workload(wl, gpu, gpus, gpus_per_node=gpus_per_node, inter_node_gbit_s=inter_node_gbps,
-                            calibration=cal)
+    with named_as_flags():
+        est = estimate_workload(wl, gpu, gpus, gpus_per_node=gpus_per_node, inter_node_gbit_s=inter_node_gbps,
+                                calibration=cal)
     if json:
         emit_json(est.to_dict())
         return

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gpuwise.cli._flags import named_as_flags
 from gpuwise.cli._output import (
     CatalogFlag,
     JsonFlag,
@@ -88,6 +89,13 @@ def _spot_caps(values: list[str] | None, gpus: tuple[str, ...]) -> dict[str, flo
     return caps
 
 
+# the library's argument names (in its error messages) → this module's flags
+FLEET_FLAGS = {"hours": "--profile-hours", "seed": "--seed", "peak_gpus": "--profile-peak", "budget_usd": "--budget",
+               "monthly_budget_usd": "--monthly-budget", "normalize_weights": "--normalize-weights",
+               "count": "--gpus", "years": "--years", "utilization": "--utilization"}
+
+
+@named_as_flags(FLEET_FLAGS)
 def fleet(
     demand: Annotated[Path | None, typer.Option("--demand", help="Hourly demand CSV: timestamp,gpu,gpus,interruptible.")] = None,
     profile: Annotated[bool, typer.Option("--profile", help="Use a synthetic year (daily/weekly cycles + bursts) instead of --demand.")] = False,
@@ -215,9 +223,10 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
         out.print(f"chart: {html}")
 
 
+@named_as_flags(FLEET_FLAGS)
 def tco(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU model, e.g. A100-80GB.")],
-    count: Annotated[int, typer.Option("--count", "--gpus", help="GPUs owned or rented (--gpus, as in `estimate`, is the same).")] = 8,
+    count: Annotated[int, typer.Option("--gpus", help="GPUs owned or rented, as in `estimate --gpus`.")] = 8,
     years: Annotated[float, typer.Option("--years", help="Horizon in years.")] = 3.0,
     utilization: Annotated[str, typer.Option("--utilization", help="Fraction of hours the GPUs do useful work (0.6 or 60%).")] = "0.6",
     server_price: Annotated[str | None, typer.Option("--server-price", help="Price of the servers holding all the GPUs (USD). Required: no citable default exists.")] = None,
@@ -242,12 +251,13 @@ def tco(
     from gpuwise.errors import InputError
     from gpuwise.fleet.optimize import DEFAULT_SPOT_OVERHEAD
     from gpuwise.fleet.pricing import gpu_prices
-    from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts
-    from gpuwise.fleet.tco import tco as compute_tco
+    from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts, compute_tco
     from gpuwise.hardware import find_gpu
     from gpuwise.units import parse_fraction, parse_money_usd
 
     spec = find_gpu(gpu)
+    if count < 1:
+        raise InputError(f"--gpus must be ≥ 1, got {count}", hint="give the number of GPUs owned, e.g. --gpus 8")
     if server_price is None:
         raise InputError("--server-price is required: gpuwise has no citable default server price",
                          hint="give the quoted price of the servers holding all the GPUs, e.g. --server-price 250k")
@@ -324,6 +334,7 @@ def tco(
         out.print(f"chart: {html}")
 
 
+@named_as_flags(FLEET_FLAGS)
 def vendors(
     criteria: Annotated[Path, typer.Option("--criteria", help="Vendors YAML: weights, criteria, vendors and values.")],
     normalize_weights: Annotated[bool, typer.Option("--normalize-weights", help="Rescale weights that do not sum to 1 (otherwise they are rejected).")] = False,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, get_args
 
 import typer
 
@@ -33,7 +34,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"]},  # = HELP_OPTION_NAMES
 )
 
 
@@ -85,6 +86,41 @@ def _register() -> None:
 
 _register()
 
+HELP_OPTION_NAMES = ("-h", "--help")
+
+
+def _plain_metavars(command: Any) -> Any:
+    """Help shows ``--cloud TEXT``, ``--db PATH``, ``--limit N`` and a bare ``--json``, never ``<list[str]>``.
+
+    typer labels every option with its Python annotation (``<bool>``, ``<list[Path]>``); this sets
+    each option's metavar (unless one was declared) from what it takes: nothing for a flag, ``PATH``
+    for files and folders, ``N`` for whole numbers, ``NUMBER`` for other numbers, ``TEXT`` for the
+    rest (counts like ``7B`` and durations like ``24h`` are text; the help gives examples).
+    Choices keep typer's ``<a|b>`` list. Short words keep the help readable at 80 columns.
+    """
+    help_option = command.get_help_option(typer.Context(command, help_option_names=list(HELP_OPTION_NAMES)))
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if param.param_type_name != "option" or param.metavar is not None:
+            continue
+        desc = getattr(param, "type_descriptor", None)
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+        elif desc is not None and desc.is_choice:
+            continue
+        elif desc is not None and (desc.is_path or Path in get_args(desc.annotation)):
+            param.metavar = "PATH"
+        else:
+            kinds = {int, float} & {desc.annotation, *get_args(desc.annotation)} if desc is not None else set()
+            param.metavar = "N" if kinds == {int} else "NUMBER" if kinds else "TEXT"
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _plain_metavars(sub)
+    return command
+
+
+def get_cli() -> Any:
+    """The click command tree of ``gpuwise`` as users see it (help with plain metavars)."""
+    return _plain_metavars(typer.main.get_command(app))
+
 
 # Options whose value may be left out (`--from-skypilot [DIR]`): typer has no optional-value
 # options, so a bare one gets this value inserted before parsing.
@@ -109,7 +145,7 @@ def _print_error(text: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gpuwise`` console script; returns the exit code."""
     state.debug = bool(os.environ.get("GPUWISE_DEBUG")) or "--debug" in (argv if argv is not None else sys.argv)
-    command = typer.main.get_command(app)
+    command = get_cli()
     try:
         args = _fill_optional_values(list(argv) if argv is not None else sys.argv[1:])
         rv = command.main(args=args, prog_name="gpuwise",

@@ -17,13 +17,16 @@ PriceFlag = Annotated[str | None, typer.Option(
     "catalog price of --instance-type, else the catalog's cheapest on-demand price of the GPU model).")]
 InstanceFlag = Annotated[str | None, typer.Option(
     "--instance-type", help="This machine's instance type, priced from the catalog (default: GPUWISE_INSTANCE_TYPE).")]
-CloudFlag = Annotated[str | None, typer.Option("--cloud", help="Cloud of --instance-type (default: GPUWISE_CLOUD).")]
+# Not `--cloud`: everywhere else `--cloud` filters offers; here it names the cloud this machine runs in.
+InstanceCloudFlag = Annotated[str | None, typer.Option(
+    "--instance-cloud", help="Cloud of --instance-type, for its catalog price (default: GPUWISE_CLOUD).")]
 
 
 def _seconds(text: str, what: str) -> float:
-    from gpuwise.units import parse_duration_hours
+    """A duration flag in seconds; it needs a unit (`10s`, `5m`, `2h`): a bare number is an error."""
+    from gpuwise.units import parse_duration_seconds
 
-    return parse_duration_hours(text, what) * 3600
+    return parse_duration_seconds(text, what)
 
 
 def _reader(fake: str | None) -> Any:
@@ -51,20 +54,23 @@ def _logging() -> None:
 def exporter(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0 exposes it to the network).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 9835,
-    interval: Annotated[str, typer.Option("--interval", help="How often to read the GPUs, e.g. 1s, 0.5s or "
-                                          "500ms.")] = "1s",
+    interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="How often to read the GPUs, with a unit: e.g. 1s, "
+                                          "0.5s or 500ms.")] = "1s",
     fake: FakeFlag = None,
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
-    cloud: CloudFlag = None,
+    instance_cloud: InstanceCloudFlag = None,
     once: Annotated[bool, typer.Option("--once", help="Print the metrics once (Prometheus text) and exit.")] = False,
     json: JsonFlag = False,
 ) -> None:
     """Serve GPU metrics for Prometheus on /metrics (and /healthz); keeps serving through NVML errors."""
+    from gpuwise.errors import InputError
     from gpuwise.monitor.exporter import Exporter
 
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835")
     interval_s = _seconds(interval, "--interval")
-    prices = _prices(price_usd_per_hour, instance_type, cloud)
+    prices = _prices(price_usd_per_hour, instance_type, instance_cloud)
     if once:
         from prometheus_client import CollectorRegistry, generate_latest
 
@@ -101,12 +107,13 @@ def exporter(
 
 
 def monitor(
-    interval: Annotated[str, typer.Option("--interval", help="Sampling interval, e.g. 10s.")] = "10s",
+    interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="Sampling interval, with a unit: e.g. 10s or 1m.")] = "10s",
     db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
-    duration: Annotated[str | None, typer.Option("--duration", help="Stop after this long, e.g. 8h (default: run until Ctrl-C).")] = None,
-    samples: Annotated[int | None, typer.Option("--samples", help="Stop after this many reads.")] = None,
-    retention: Annotated[str, typer.Option("--retention", help="Delete samples older than this.")] = "90d",
-    downsample_after: Annotated[str, typer.Option("--downsample-after", help="Fold samples older than this into 5-minute rows.")] = "35d",
+    duration: Annotated[str | None, typer.Option("--duration", metavar="DURATION", help="Stop after this long, with a unit: e.g. 30m or 8h (default: run until Ctrl-C).")] = None,
+    # not `--samples`: in estimate/plan that is the training set's size
+    max_reads: Annotated[int | None, typer.Option("--reads", help="Stop after this many reads of the GPUs.")] = None,
+    retention: Annotated[str, typer.Option("--retention", metavar="DURATION", help="Delete samples older than this, with a unit: e.g. 90d.")] = "90d",
+    downsample_after: Annotated[str, typer.Option("--downsample-after", metavar="DURATION", help="Fold samples older than this into 5-minute rows, with a unit: e.g. 35d.")] = "35d",
     fake: FakeFlag = None,
     json: JsonFlag = False,
 ) -> None:
@@ -123,8 +130,8 @@ def monitor(
     stop_after = _seconds(duration, "--duration") if duration else None
     retention_s = _seconds(retention, "--retention")
     downsample_s = _seconds(downsample_after, "--downsample-after")
-    if samples is not None and samples < 1:
-        raise InputError(f"--samples must be ≥ 1, got {samples}", hint="give a positive count or leave it out")
+    if max_reads is not None and max_reads < 1:
+        raise InputError(f"--reads must be ≥ 1, got {max_reads}", hint="give a positive count or leave it out")
     if not json:
         _logging()
     reader = _reader(fake)
@@ -144,7 +151,7 @@ def monitor(
                 if now - last_maintain > 3600:
                     store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
                     last_maintain = now
-                if (samples is not None and reads >= samples) or (stop_after is not None and now - started >= stop_after):
+                if (max_reads is not None and reads >= max_reads) or (stop_after is not None and now - started >= stop_after):
                     break
                 next_t += interval_s
                 time.sleep(max(0.0, next_t - time.monotonic()))
@@ -161,7 +168,7 @@ def monitor(
 
 
 def report(
-    since: Annotated[str, typer.Option("--since", help="Window length back from now (or --until), e.g. 24h, 7d.")] = "24h",
+    since: Annotated[str, typer.Option("--since", metavar="DURATION", help="Window length back from now (or --until), with a unit: e.g. 24h, 7d.")] = "24h",
     until: Annotated[float | None, typer.Option("--until", help="Window end as Unix time (default: now).")] = None,
     db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
     prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read history from this Prometheus server "
@@ -170,7 +177,7 @@ def report(
     html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
-    cloud: CloudFlag = None,
+    instance_cloud: InstanceCloudFlag = None,
     json: JsonFlag = False,
 ) -> None:
     """Efficiency and waste report: allocated vs active GPU-hours, idle stretches, cost, right-sizing in dollars."""
@@ -207,7 +214,7 @@ def report(
                              "--prometheus URL, or try `gpuwise report --fake idle`")
         with HistoryStore(path) as store:
             history = store.read(end - window_s, end)
-    rep = build_report(history, _prices(price_usd_per_hour, instance_type, cloud))
+    rep = build_report(history, _prices(price_usd_per_hour, instance_type, instance_cloud))
     doc = report_to_dict(rep)
     if html is not None:
         from gpuwise.monitor.report_html import render_html

@@ -10,17 +10,11 @@ Pure library (no torch, no network). The pieces:
 - :mod:`.estimator`: :func:`estimate_workload` → :class:`Estimate`;
 - :mod:`.suggest`: fixes for a workload that does not fit, ranked by speed cost.
 
-``gpuwise.estimate`` is both this package and a function: ``gpuwise.estimate(workload, "H100")``
-calls :func:`estimate_workload` (DESIGN.md names the API ``gpuwise.estimate(...)``). A module
-cannot be called, so the package's module object gets a subclass of ``ModuleType`` whose
-``__call__`` forwards to :func:`estimate_workload`; attribute access is unchanged.
+The library call is :func:`estimate_workload` (``gpuwise.estimate_workload(workload, "H100", 8)``);
+``gpuwise.estimate`` is this package, a plain module.
 """
 
 from __future__ import annotations
-
-import sys
-import types
-from typing import Any
 
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
 from gpuwise.estimate.estimator import (
@@ -70,12 +64,3 @@ __all__ = [
     "workload_from_options",
 ]
 
-
-class _CallableModule(types.ModuleType):
-    """This package's module type: calling it is calling :func:`estimate_workload`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Estimate:
-        return estimate_workload(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -365,7 +365,7 @@ def estimate_workload(
     """
     spec = find_gpu(gpu) if isinstance(gpu, str) else gpu
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 1 << 20:
-        raise InputError(f"--gpus must be a whole number ≥ 1, got {gpus!r}", hint="give the number of GPUs, e.g. --gpus 8")
+        raise InputError(f"gpus={gpus!r} is not a whole number ≥ 1", hint="give the number of GPUs, e.g. gpus=8")
     gpn = gpus_per_node if gpus_per_node is not None else min(gpus, DEFAULT_GPUS_PER_NODE)
     if isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1:
         raise InputError(f"GPUs per node must be ≥ 1, got {gpn!r}", hint="give a positive number")
@@ -396,7 +396,7 @@ def _estimate(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: floa
                             hint="use a GPU count that is a multiple of tensor × pipeline parallel")
     if wl.tensor_parallel > gpn:
         raise EstimateError(f"tensor parallel {wl.tensor_parallel} spans more than one node of {gpn} GPUs",
-                            hint="keep tensor parallelism within a node (--tensor-parallel ≤ GPUs per node)")
+                            hint="keep tensor parallelism within a node (tensor_parallel ≤ gpus_per_node)")
     dp = gpus // shard
     notes = list(wl.notes)
     if wl.precision == "bf16" and spec.peak_bf16_tflops is None and spec.peak_fp16_tflops is not None:

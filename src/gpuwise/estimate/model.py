@@ -100,7 +100,7 @@ class ModelConfig:
         if self.arch in ("cnn", "params-only"):
             if not (self.params > 0 and math.isfinite(self.params)):
                 raise EstimateError(f"model {self.name!r}: parameter count must be > 0",
-                                    hint="give --params, e.g. 7e9 or 7B")
+                                    hint="give params, e.g. 7e9 or '7B'")
             return
         for field_name in ("hidden", "layers", "heads"):
             if getattr(self, field_name) <= 0:
@@ -257,7 +257,7 @@ class ModelConfig:
         """
         if not self.is_transformer:
             raise EstimateError(f"LoRA needs a transformer model; {self.name!r} is {self.arch}",
-                                hint="use --task finetune for this model")
+                                hint="use task='finetune' for this model")
         h, q, kv, f = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head, self.ffn
         n_attn = self.layers + 2 * self.decoder_layers
         shapes = [(h, q, n_attn), (h, kv, n_attn)]  # q, v
@@ -316,7 +316,7 @@ def get_preset(name: str) -> ModelConfig:
         return presets[key]
     raise InputError(f"unknown model preset {name!r}",
                      hint="give a preset (`gpuwise estimate --list-models`), a path to a config.json, "
-                     "or --params",
+                     "or params",
                      suggestions=did_you_mean(key, list(presets) + list(_ALIASES)))
 
 
@@ -452,20 +452,20 @@ def resolve_model(model: str | None, params: float | None) -> ModelConfig:
     """
     if model is None:
         if params is None:
-            raise InputError("no model given", hint="give --model NAME (or a config.json path) or --params 7e9")
+            raise InputError("no model given", hint="give model (a preset name or a config.json path) or params, e.g. params='7B'")
         shape = scaled_llama_like(params)
         embedding = shape.embedding_params()
         if params <= embedding:  # no weights left for the layers: FLOPs and times came out negative
-            raise InputError(f"--params {params:.3g} is too small for the assumed Llama-like shape, whose "
+            raise InputError(f"params={params:.3g} is too small for the assumed Llama-like shape, whose "
                              f"{shape.vocab:,}-token embedding alone has {embedding:.3g} parameters",
-                             hint="give --model with the model's config.json (small models need their real shape)")
+                             hint="give model= the model's config.json (small models need their real shape)")
         return replace(shape, params=params)
     looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
     cfg = parse_hf_config(Path(model) if not Path(model).is_dir() else Path(model) / "config.json") \
         if looks_like_path or Path(model).is_dir() else get_preset(model)
     if params is not None and cfg.is_transformer and abs(cfg.total_params - params) > 0.25 * cfg.total_params:
-        raise InputError(f"--params {params:.3g} disagrees with {cfg.name} ({cfg.total_params:.3g} parameters)",
-                         hint="drop --params when --model is given")
+        raise InputError(f"params={params:.3g} disagrees with {cfg.name} ({cfg.total_params:.3g} parameters)",
+                         hint="drop params when model is given")
     if params is not None and not cfg.is_transformer:
         cfg = replace(cfg, params=params)
     return cfg

@@ -50,9 +50,9 @@ _MFU_MIN, _MFU_MAX = 0.05, 0.65
 def peak_flops(gpu: GpuSpec, precision: str) -> float:
     """Dense peak FLOP/s for ``precision``; errors say what the GPU lacks."""
     if precision == "fp8" and gpu.peak_fp8_tflops is None:
-        raise EstimateError(f"{gpu.name} has no FP8 tensor cores", hint="use --precision bf16 (or a Hopper/Ada/Blackwell GPU)")
+        raise EstimateError(f"{gpu.name} has no FP8 tensor cores", hint="use precision='bf16' (or a Hopper/Ada/Blackwell GPU)")
     if precision == "bf16" and gpu.peak_bf16_tflops is None and gpu.peak_fp16_tflops is not None:
-        raise EstimateError(f"{gpu.name} has no BF16 support", hint="use --precision fp16 on this GPU")
+        raise EstimateError(f"{gpu.name} has no BF16 support", hint="use precision='fp16' on this GPU")
     value = gpu.peak_tflops(precision)
     if value is None:
         raise HardwareError(f"{gpu.name}: no published {precision} peak", hint="add the figure to your gpus.csv "

@@ -243,10 +243,10 @@ def synthetic_demand(gpus: Sequence[str] = ("H100", "A100-80GB"), *, hours: int 
     """
     if not 1 <= hours <= 10 * 8760:
         raise InputError(f"the synthetic profile needs 1 to 87,600 hours (10 years), got {hours}",
-                         hint="give --profile-hours between 1 and 87600")
+                         hint="give hours=1 to 87600")
     check_finite(peak_gpus, "profile peak (GPUs)", strict=True, maximum=MAX_GPUS_PER_HOUR / 4)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:  # numpy refuses negative seeds
-        raise InputError(f"the profile seed must be a whole number ≥ 0, got {seed!r}", hint="give --seed 0 or more")
+        raise InputError(f"the profile seed must be a whole number ≥ 0, got {seed!r}", hint="give seed=0 or more")
     from gpuwise.hardware import find_gpu
 
     names = tuple(find_gpu(g).name for g in gpus)

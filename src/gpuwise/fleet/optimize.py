@@ -78,7 +78,7 @@ class FleetOptions:
         for gpu, cap in self.spot_capacity_gpus.items():
             if not (math.isfinite(cap) and cap >= 0):
                 raise InputError(f"spot capacity for {gpu} must be a number of GPUs ≥ 0, got {cap!r}",
-                                 hint="give e.g. --spot-capacity 32 or --spot-capacity H100=32")
+                                 hint="give e.g. spot_capacity_gpus={'H100': 32}")
         for name in ("budget_usd", "monthly_budget_usd", "max_commitment_usd"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
@@ -454,11 +454,11 @@ def _infeasible(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetO
     d = dispatch(demand, prices, best.counts, uncapped)
     parts = []
     if options.budget_usd is not None:
-        parts.append(f"--budget ${options.budget_usd:,.0f} (the cheapest plan costs ${best.objective_usd:,.0f})")
+        parts.append(f"budget_usd={options.budget_usd:,.0f} (the cheapest plan costs ${best.objective_usd:,.0f})")
     if options.monthly_budget_usd is not None:
         months = _monthly(demand, d)
         worst = max(months, key=lambda mc: mc.total_usd)
-        parts.append(f"--monthly-budget ${options.monthly_budget_usd:,.0f} (the cheapest plan's dearest "
+        parts.append(f"monthly_budget_usd={options.monthly_budget_usd:,.0f} (the cheapest plan's dearest "
                      f"month, {worst.month}, costs ${worst.total_usd:,.0f})")
     what = " and ".join(parts) or "the caps"
     return PlanError(f"no plan meets {what}",

@@ -183,7 +183,7 @@ def _check_sum(weights: Mapping[str, float], where: str, normalize: bool, notes:
     if abs(total - 1) > _TOL:
         if not normalize:
             raise DataFileError(f"{where}: the weights sum to {total:g}, not 1",
-                                hint="make them sum to 1, or pass --normalize-weights to rescale them")
+                                hint="make them sum to 1, or rescale them with normalize_weights=True")
         notes.append(f"{where}: weights summed to {total:g}; rescaled to sum to 1")
         return {k: w / total for k, w in weights.items()}
     return dict(weights)

@@ -357,9 +357,9 @@ class Exporter:
     def __init__(self, reader: GpuReader, *, host: str = "127.0.0.1", port: int = 9835, interval_s: float = 1.0,
                  prices: PriceBook | None = None, registry: CollectorRegistry | None = None) -> None:
         if not 0 <= port <= 65535:
-            raise InputError(f"--port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835")
+            raise InputError(f"port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835")
         if not interval_s > 0:
-            raise InputError(f"--interval must be positive, got {interval_s}", hint="give e.g. 1s or 10s")
+            raise InputError(f"interval_s must be positive, got {interval_s}", hint="give e.g. interval_s=1.0")
         self.reader = reader
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         self.collector = GpuCollector(prices)
