@@ -97,3 +97,15 @@ def test_system_probe_reads_this_machine() -> None:
     out = probe.run(["true"])
     assert out is not None and out.returncode == 0
     assert probe.disk_usage("/") is not None and probe.disk_usage("/nonexistent/x") is None
+
+
+def test_gpu_proof_detection_reads_through_the_same_layer() -> None:
+    from gpuwise.bench.proof.detect import NvmlFacts
+    from gpuwise.bench.proof.detect import read_nvml as proof_read_nvml
+
+    facts = proof_read_nvml(_fake())
+    assert isinstance(facts, NvmlFacts) and facts.driver == "550.54.15" and facts.cuda_driver == "12.4"
+    assert facts.gpu_name == "NVIDIA H100 80GB HBM3" and facts.gpus[0]["pcie_width"] == 16
+    assert facts.gpus[0]["power_limit_w"] is None  # not in the fake: None, the rest still read
+    reason = proof_read_nvml(_fake(init_error="DriverNotLoaded"))
+    assert isinstance(reason, str) and "no NVIDIA driver" in reason

@@ -94,7 +94,7 @@ def test_a_second_writer_is_refused(tmp_path: Path, cli: Any) -> None:
             with pytest.raises(StorageError, match="already being written by pid"):
                 second.append(snap, 10)
             assert len(second.read(0, 2e9).gpus) == 2  # reading needs no lock
-        r = cli("monitor", "--fake", "idle", "--samples", "1", "--interval", "1s", "--db", db)
+        r = cli("monitor", "--fake", "idle", "--reads", "1", "--interval", "1s", "--db", db)
         assert r.code == 2 and "already being written" in r.stderr and "another --db" in r.stderr
     with HistoryStore(db) as third:  # the lock goes with the first writer
         third.append(snap, 10)

@@ -135,7 +135,7 @@ class GpuCollector(Collector):
         mig_procs = gauge("gpuwise_mig_processes", "Compute processes running in a MIG instance.", MIG_LABELS)
         mig_sm = gauge("gpuwise_mig_sm_active_ratio", "SM-active of a MIG instance (GPM per instance, Hopper+; "
                        "DCGM_FI_PROF_SM_ACTIVE per GPU instance).", MIG_LABELS)
-        slices_total = gauge("gpuwise_gpu_mig_slices", "Compute slices of a GPU in MIG mode (7 on A100/H100); "
+        slices_total = gauge("gpuwise_mig_gpu_slices", "Compute slices of a GPU in MIG mode (7 on A100/H100); "
                              "slices in no instance are unallocated.")
         energy = CounterMetricFamily("gpuwise_gpu_energy_joules", "Energy since the driver loaded "
                                      "(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION; NVML total energy consumption).",

@@ -35,8 +35,8 @@ def mig_active_share_query(sel: str) -> str:
     """Share of a MIG GPU's slices in active instances: the expression of the recording rule
     ``gpuwise:gpu_active:ratio`` for MIG GPUs, on raw series (no recording rules needed)."""
     return (f"(sum without (mig_uuid, gpu_instance, profile) ((((gpuwise_mig_sm_active_ratio{sel} >= bool {ACTIVE}) "
-            f"or (gpuwise_mig_processes{sel} > bool 0))) * gpuwise_mig_slices{sel}) / gpuwise_gpu_mig_slices{sel})"
-            f" or (gpuwise_gpu_mig_slices{sel} * 0)")
+            f"or (gpuwise_mig_processes{sel} > bool 0))) * gpuwise_mig_slices{sel}) / gpuwise_mig_gpu_slices{sel})"
+            f" or (gpuwise_mig_gpu_slices{sel} * 0)")
 
 
 class PrometheusHistory:
