@@ -129,3 +129,21 @@ def test_report_from_prometheus_counts_the_empty_slices(mig_prometheus: tuple[st
     assert by_index[0].efficiency == pytest.approx(2 / 7, abs=1e-6)
     assert by_index[0].wasted_usd == pytest.approx(by_index[0].cost_usd * 5 / 7, rel=1e-6)
     assert by_index[1].efficiency == pytest.approx(3 / 7, abs=0.1)
+
+
+@pytest.mark.slow  # two monitors at 1 read a second
+def test_sqlite_history_keeps_the_mig_share_and_health(cli: Any, tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite"
+    r = cli("monitor", "--fake", "mig", "--reads", "3", "--interval", "1s", "--db", db, "--json")
+    assert r.code == 0, r.stderr
+    r = cli("report", "--db", db, "--since", "1h", "--price-usd-per-hour", "7", "--json")
+    assert r.code == 0, r.stderr
+    a100 = r.json()["gpus"][0]
+    assert a100["mig_active_share"] == pytest.approx(2 / 7, abs=1e-3)  # stored per mille
+    assert a100["efficiency"] == pytest.approx(2 / 7, abs=1e-3)
+    r = cli("monitor", "--fake", "xid", "--reads", "6", "--interval", "1s", "--db", tmp_path / "x.sqlite", "--json")
+    assert r.code == 0, r.stderr
+    r = cli("report", "--db", tmp_path / "x.sqlite", "--since", "1h", "--json")
+    lost = r.json()["gpus"][1]
+    assert lost["lost"] is True and lost["xid_codes"] == [79]
+    assert any(x["action"] == "drain-and-reset" and x["host"] == "fake-xid" for x in r.json()["recommendations"])
