@@ -47,6 +47,12 @@ def test_report_counts_empty_and_unallocated_slices_as_waste() -> None:
     assert a100.efficiency == pytest.approx(2 / 7) and a100.wasted_usd == pytest.approx(2 * 7 * 5 / 7)
     assert h100.efficiency == pytest.approx(3 / 7) and h100.wasted_usd == pytest.approx(2 * 7 * 4 / 7)
     assert report.wasted_usd == pytest.approx(18.0)
+    # per workload: each gets its instance's slices; the idle notebook's share is idle
+    by_name = {w.workload: w for w in report.workloads}
+    assert by_name["frank/serve"].allocated_hours == pytest.approx(2 / 7) and by_name["frank/serve"].efficiency == 1
+    assert by_name["ivan/notebook"].allocated_hours == pytest.approx(2 * 3 / 7)
+    assert by_name["ivan/notebook"].efficiency == 0 and by_name["heidi/train"].efficiency == 1
+    assert sum(w.allocated_hours for w in report.workloads) == pytest.approx(2 * (2 / 7 + 6 / 7))
     mig_recs = [r for r in report.recommendations if r.action == "mig"]
     assert {r.gpu_index for r in mig_recs} == {0, 1} and all(r.host == "fake-mig" for r in mig_recs)
 
@@ -141,6 +147,9 @@ def test_sqlite_history_keeps_the_mig_share_and_health(cli: Any, tmp_path: Path)
     a100 = r.json()["gpus"][0]
     assert a100["mig_active_share"] == pytest.approx(2 / 7, abs=1e-3)  # stored per mille
     assert a100["efficiency"] == pytest.approx(2 / 7, abs=1e-3)
+    notebook = next(w for w in r.json()["workloads"] if w["workload"] == "ivan/notebook")
+    # its MIG instance sat at 1 % (the first read has no GPM rate yet: held counts as active then)
+    assert notebook["idle_hours"] == pytest.approx(2 * notebook["active_hours"])
     r = cli("monitor", "--fake", "xid", "--reads", "6", "--interval", "1s", "--db", tmp_path / "x.sqlite", "--json")
     assert r.code == 0, r.stderr
     r = cli("report", "--db", tmp_path / "x.sqlite", "--since", "1h", "--json")

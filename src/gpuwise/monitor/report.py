@@ -9,7 +9,9 @@ Definitions (docs/monitoring.md has them with examples):
   neither count as active only while a process holds memory. A MIG GPU is active in proportion
   to the slices of its active instances: empty instances and unallocated slices are idle.
 * **idle hours** = allocated − active; **wasted** = idle hours × price; **efficiency** = active /
-  allocated. Per workload, a sample's hours and cost are split evenly among the workloads on it.
+  allocated. Per workload, a sample's hours and cost are split evenly among the workloads on it;
+  on a MIG GPU each workload gets its instance's slices (shared evenly within the instance), active
+  as its instance is, and empty or unallocated slices belong to no workload.
 
 Right-sizing rules, each with its dollar effect per month (730 h × the share of the observed
 span the GPU was rented: the data seen, never the ``--since`` asked for):
@@ -298,10 +300,15 @@ def workload_usage(history: History, prices: PriceBook, active_threshold: float 
         for k, names in enumerate(s.workloads):
             if not names:
                 continue
-            share = float(s.duration_s[k]) / 3600 / len(names)
-            a = act[k]
-            is_active = bool(held[k]) if math.isnan(a) else a >= active_threshold
-            for w in names:
+            hours = float(s.duration_s[k]) / 3600
+            mig = s.workload_shares[k] if s.workload_shares is not None else None
+            if mig is not None:  # MIG: each workload's instance slices, active as its instance is
+                entries = [(w, hours * share, active) for w, share, active in mig]
+            else:
+                a = act[k]
+                is_active = bool(held[k]) if math.isnan(a) else bool(a >= active_threshold)
+                entries = [(w, hours / len(names), is_active) for w in names]
+            for w, share, is_active in entries:
                 row = acc.setdefault(w, [0.0, 0.0, 0.0, 0.0])
                 row[0] += share
                 row[1] += share if is_active else 0.0

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from gpuwise.errors import StorageError
-from gpuwise.monitor.history import History, SeriesBuilder
+from gpuwise.monitor.history import History, SeriesBuilder, WorkloadShares, mig_workload_shares
 from gpuwise.monitor.snapshot import Snapshot
 from gpuwise.paths import data_dir
 
@@ -152,10 +152,13 @@ class HistoryStore:
             gid = self._gpu_ids[key] = int(row[0])
         return gid
 
-    def _jobset_id(self, names: tuple[str, ...]) -> int | None:
+    def _jobset_id(self, names: tuple[str, ...], shares: WorkloadShares | None = None) -> int | None:
+        """The id of a set of workloads: a JSON list of names, or for a MIG GPU a list of
+        ``[name, share, active]`` (see :attr:`GpuSeries.workload_shares`)."""
         if not names:
             return None
-        text = json.dumps(sorted(names))
+        text = json.dumps(sorted(names)) if shares is None else \
+            json.dumps(sorted([w, round(share, 6), active] for w, share, active in shares))
         jid = self._jobset_ids.get(text)
         if jid is None:
             self._db.execute("INSERT OR IGNORE INTO jobsets(names) VALUES (?)", (text,))
@@ -175,7 +178,7 @@ class HistoryStore:
                          None if g.memory_used_bytes is None else g.memory_used_bytes // _MIB,
                          None if g.power_w is None else round(g.power_w),
                          None if g.temperature_c is None else round(g.temperature_c),
-                         self._jobset_id(tuple(sorted({p.workload for p in g.processes}))),
+                         self._jobset_id(tuple(sorted({p.workload for p in g.processes})), mig_workload_shares(g)),
                          _pm(g.mig_active_share), 1 if g.lost else None,
                          ",".join(str(code) for code, _ in g.xid_counts) or None))
         self.append_rows(rows)
@@ -228,7 +231,14 @@ class HistoryStore:
     # -- reading -------------------------------------------------------------------------
     def read(self, start_s: float, end_s: float) -> History:
         """Every GPU's samples with ``start_s <= ts < end_s``."""
-        jobsets = {jid: tuple(json.loads(names)) for jid, names in self._db.execute("SELECT id, names FROM jobsets")}
+        jobsets: dict[int, tuple[tuple[str, ...], WorkloadShares | None]] = {}
+        for jid, text in self._db.execute("SELECT id, names FROM jobsets"):
+            items = json.loads(text)
+            if items and isinstance(items[0], list):  # a MIG GPU's [name, share, active] entries
+                shares = tuple((str(w), float(share), bool(active)) for w, share, active in items)
+                jobsets[jid] = (tuple(sorted({w for w, _, _ in shares})), shares)
+            else:
+                jobsets[jid] = (tuple(items), None)
         gpus = {gid: (host, uuid, idx, model, total)
                 for gid, host, uuid, idx, model, total in self._db.execute("SELECT * FROM gpus")}
         builders: dict[int, SeriesBuilder] = {}
@@ -241,7 +251,8 @@ class HistoryStore:
                 b = builders[gid] = SeriesBuilder(host, uuid, idx, model,
                                                   float(total) * _MIB if total else float("nan"))
             b.add(ts, dur, None if util is None else util / 1000, None if sm is None else sm / 1000,
-                  None if mem is None else mem * _MIB, power, temp, jobsets.get(jobset, ()) if jobset else (),
+                  None if mem is None else mem * _MIB, power, temp, jobsets[jobset][0] if jobset in jobsets else (),
+                  shares=jobsets[jobset][1] if jobset in jobsets else None,
                   mig_share=None if mig is None else mig / 1000, lost=bool(lost),
                   xids=tuple(int(x) for x in xids.split(",") if x.isdigit()) if xids else ())
         return History(start_s, end_s, tuple(b.build() for b in builders.values()), source=f"sqlite:{self.path}")
