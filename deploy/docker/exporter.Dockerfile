@@ -7,17 +7,17 @@ FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN python -m venv /opt/gpuwise \
-    && /opt/gpuwise/bin/pip install --no-cache-dir --upgrade "pip>=24" \
-    && /opt/gpuwise/bin/pip install --no-cache-dir .
+RUN python -m venv /usr/local/gpuwise \
+    && /usr/local/gpuwise/bin/pip install --no-cache-dir --upgrade "pip>=24" \
+    && /usr/local/gpuwise/bin/pip install --no-cache-dir .
 
 FROM python:3.11-slim-bookworm
-COPY --from=build /opt/gpuwise /opt/gpuwise
+COPY --from=build /usr/local/gpuwise /usr/local/gpuwise
 # hostPID reads other users' /proc/<pid>/status and cgroup, which any user may; only
 # /proc/<pid>/cmdline of other users' processes can be hidden (hidepid), then commands read empty.
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin gpuwise
 USER 10001
-ENV PATH=/opt/gpuwise/bin:$PATH \
+ENV PATH=/usr/local/gpuwise/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     GPUWISE_HOME=/tmp/gpuwise
