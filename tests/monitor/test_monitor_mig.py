@@ -135,6 +135,11 @@ def test_report_from_prometheus_counts_the_empty_slices(mig_prometheus: tuple[st
     assert by_index[0].efficiency == pytest.approx(2 / 7, abs=1e-6)
     assert by_index[0].wasted_usd == pytest.approx(by_index[0].cost_usd * 5 / 7, rel=1e-6)
     assert by_index[1].efficiency == pytest.approx(3 / 7, abs=0.1)
+    # per workload by MIG instance, as from the SQLite history
+    by_name = {w.workload: w for w in report.workloads}
+    assert by_name["frank/serve"].allocated_hours == pytest.approx(by_index[0].allocated_hours / 7, rel=0.05)
+    assert by_name["ivan/notebook"].allocated_hours == pytest.approx(by_index[1].allocated_hours * 3 / 7, rel=0.05)
+    assert by_name["ivan/notebook"].efficiency < 0.2 and by_name["heidi/train"].efficiency > 0.8
 
 
 @pytest.mark.slow  # two monitors at 1 read a second

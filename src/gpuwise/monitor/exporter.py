@@ -118,8 +118,9 @@ class GpuCollector(Collector):
         xid = CounterMetricFamily("gpuwise_gpu_xid_errors", "XID critical errors seen since the exporter "
                                   "started, by XID code (NVML events).", labels=[*GPU_LABELS, "xid"])
         nproc = gauge("gpuwise_gpu_processes", "Compute processes holding memory on the GPU.")
-        alloc = gauge("gpuwise_gpu_allocation_info", "1 per workload running on the GPU; join on uuid to "
-                      "attribute GPU metrics to pods and jobs.", ("workload", *K8S_LABELS))
+        alloc = gauge("gpuwise_gpu_allocation_info", "1 per workload running on the GPU (and MIG instance, "
+                      "mig_uuid); join on uuid to attribute GPU metrics to pods and jobs.",
+                      ("workload", *K8S_LABELS, "mig_uuid"))
         proc_mem = gauge("gpuwise_process_gpu_memory_bytes", "GPU memory held by a process "
                          "(nvidia-smi --query-compute-apps=used_memory).",
                          ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid"))
@@ -211,9 +212,10 @@ class GpuCollector(Collector):
             seen: set[tuple[str, ...]] = set()
             for p in g.processes:
                 k8s = [p.namespace or "", p.pod or "", p.container or "", p.pod_uid or "", p.container_id or ""]
-                if (p.workload, *k8s) not in seen:
-                    seen.add((p.workload, *k8s))
-                    alloc.add_metric([*lv, p.workload, *k8s], 1.0)
+                key = (p.workload, *k8s, mig_of.get(p.gpu_instance_id, ""))
+                if key not in seen:
+                    seen.add(key)
+                    alloc.add_metric([*lv, *key], 1.0)
             ranked = sorted(g.processes, key=lambda p: -(p.gpu_memory_bytes or 0))
             for p in ranked[: self.max_process_series]:
                 k8s = [p.namespace or "", p.pod or "", p.container or "", p.pod_uid or "", p.container_id or ""]
