@@ -195,6 +195,7 @@ def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -
     # a plain priority class (system-node-critical is refused outside kube-system without a quota)
     assert pod["priorityClassName"] == pc["metadata"]["name"] != "system-node-critical"
     container = pod["containers"][0]
+    assert container["securityContext"]["runAsNonRoot"] is True
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert container["ports"][0]["containerPort"] == 9835 and "0.0.0.0" in container["args"]
