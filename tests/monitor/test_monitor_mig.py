@@ -44,12 +44,19 @@ def test_report_counts_empty_and_unallocated_slices_as_waste() -> None:
     history = replay_history(FakeGpuReader.from_scenario("mig"), 2 * 3600, 1_800_000_000.0)
     report = build_report(history, PriceBook(price_usd_per_hour=7.0, offers=()))
     a100, h100 = report.gpus
-    assert a100.efficiency == pytest.approx(2 / 7) and a100.wasted_usd == pytest.approx(2 * 7 * 5 / 7)
-    assert h100.efficiency == pytest.approx(3 / 7) and h100.wasted_usd == pytest.approx(2 * 7 * 4 / 7)
+    assert a100.efficiency == pytest.approx(2 / 7) and a100.wasted_usd == pytest.approx(
+        2 * 7 * 5 / 7
+    )
+    assert h100.efficiency == pytest.approx(3 / 7) and h100.wasted_usd == pytest.approx(
+        2 * 7 * 4 / 7
+    )
     assert report.wasted_usd == pytest.approx(18.0)
     # per workload: each gets its instance's slices; the idle notebook's share is idle
     by_name = {w.workload: w for w in report.workloads}
-    assert by_name["frank/serve"].allocated_hours == pytest.approx(2 / 7) and by_name["frank/serve"].efficiency == 1
+    assert (
+        by_name["frank/serve"].allocated_hours == pytest.approx(2 / 7)
+        and by_name["frank/serve"].efficiency == 1
+    )
     assert by_name["ivan/notebook"].allocated_hours == pytest.approx(2 * 3 / 7)
     assert by_name["ivan/notebook"].efficiency == 0 and by_name["heidi/train"].efficiency == 1
     assert sum(w.allocated_hours for w in report.workloads) == pytest.approx(2 * (2 / 7 + 6 / 7))
@@ -69,34 +76,54 @@ def _api(base: str, path: str, **params: str) -> Any:
 @pytest.fixture(scope="module")
 def mig_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, float]]:
     if PROMETHEUS is None:
-        pytest.skip("the prometheus binary is not installed (Debian package prometheus); this test runs a real server")
+        pytest.skip(
+            "the prometheus binary is not installed (Debian package prometheus); this test runs a real server"
+        )
     from tests.monitor.conftest import free_port, wait_for
 
     tmp = tmp_path_factory.mktemp("prom-mig")
-    exp = Exporter(FakeGpuReader.from_scenario("mig"), port=free_port(), interval_s=0.2,
-                   prices=PriceBook(price_usd_per_hour=7.0, offers=()))
+    exp = Exporter(
+        FakeGpuReader.from_scenario("mig"),
+        port=free_port(),
+        interval_s=0.2,
+        prices=PriceBook(price_usd_per_hour=7.0, offers=()),
+    )
     exp.start()
     rules = (REPO / "deploy/prometheus/gpuwise-rules.yml").read_text()
-    (tmp / "gpuwise-rules.yml").write_text(rules.replace("    interval: 1m\n", "    interval: 1s\n"))
+    (tmp / "gpuwise-rules.yml").write_text(
+        rules.replace("    interval: 1m\n", "    interval: 1s\n")
+    )
     target = exp.url.removeprefix("http://")
     # a job name like a PodMonitor's: nothing in the rules may depend on it
     (tmp / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         "rule_files: [gpuwise-rules.yml]\n"
-        f"scrape_configs:\n  - job_name: monitoring/gpuwise-exporter\n    static_configs: [{{targets: ['{target}']}}]\n")
+        f"scrape_configs:\n  - job_name: monitoring/gpuwise-exporter\n    static_configs: [{{targets: ['{target}']}}]\n"
+    )
     port = free_port()
     started = time.time()
     log = (tmp / "prometheus.log").open("w")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}",  # type: ignore[list-item]
-                             f"--storage.tsdb.path={tmp / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-                             "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=log)
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={tmp / 'prometheus.yml'}",  # type: ignore[list-item]
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
+
         def both_gpus_recorded() -> bool:
             doc = _api(base, "/api/v1/query", query="gpuwise:gpu_active:ratio")
             return bool(doc) and len(doc["data"]["result"]) == 2
 
-        wait_for(both_gpus_recorded, 90, "Prometheus to scrape the MIG exporter and record its activity")
+        wait_for(
+            both_gpus_recorded, 90, "Prometheus to scrape the MIG exporter and record its activity"
+        )
         time.sleep(3)  # a few more scrapes for the history
         yield base, started
     finally:
@@ -114,14 +141,20 @@ def test_prometheus_has_per_instance_series(mig_prometheus: tuple[str, float]) -
     base, _ = mig_prometheus
     mem = _api(base, "/api/v1/query", query="gpuwise_mig_memory_used_bytes")["data"]["result"]
     assert len(mem) == 5 and all(r["metric"]["mig_uuid"].startswith("MIG-") for r in mem)
-    procs = {(r["metric"]["gpu"], r["metric"]["gpu_instance"]): float(r["value"][1])
-             for r in _api(base, "/api/v1/query", query="gpuwise_mig_processes")["data"]["result"]}
+    procs = {
+        (r["metric"]["gpu"], r["metric"]["gpu_instance"]): float(r["value"][1])
+        for r in _api(base, "/api/v1/query", query="gpuwise_mig_processes")["data"]["result"]
+    }
     assert procs == {("0", "7"): 1, ("0", "8"): 1, ("0", "9"): 0, ("1", "1"): 1, ("1", "2"): 1}
-    share = {r["metric"]["gpu"]: float(r["value"][1])
-             for r in _api(base, "/api/v1/query", query="gpuwise:gpu_active:ratio")["data"]["result"]}
+    share = {
+        r["metric"]["gpu"]: float(r["value"][1])
+        for r in _api(base, "/api/v1/query", query="gpuwise:gpu_active:ratio")["data"]["result"]
+    }
     assert share == pytest.approx({"0": 2 / 7, "1": 3 / 7})
     # MemoryHigh per instance: instance 7 of GPU 0 holds 9000 of 9856 MiB (91 %)
-    high = _api(base, "/api/v1/query", query="gpuwise:mig_memory_used:ratio > 0.85")["data"]["result"]
+    high = _api(base, "/api/v1/query", query="gpuwise:mig_memory_used:ratio > 0.85")["data"][
+        "result"
+    ]
     assert [(r["metric"]["gpu"], r["metric"]["gpu_instance"]) for r in high] == [("0", "7")]
 
 
@@ -137,8 +170,12 @@ def test_report_from_prometheus_counts_the_empty_slices(mig_prometheus: tuple[st
     assert by_index[1].efficiency == pytest.approx(3 / 7, abs=0.1)
     # per workload by MIG instance, as from the SQLite history
     by_name = {w.workload: w for w in report.workloads}
-    assert by_name["frank/serve"].allocated_hours == pytest.approx(by_index[0].allocated_hours / 7, rel=0.05)
-    assert by_name["ivan/notebook"].allocated_hours == pytest.approx(by_index[1].allocated_hours * 3 / 7, rel=0.05)
+    assert by_name["frank/serve"].allocated_hours == pytest.approx(
+        by_index[0].allocated_hours / 7, rel=0.05
+    )
+    assert by_name["ivan/notebook"].allocated_hours == pytest.approx(
+        by_index[1].allocated_hours * 3 / 7, rel=0.05
+    )
     assert by_name["ivan/notebook"].efficiency < 0.2 and by_name["heidi/train"].efficiency > 0.8
 
 
@@ -155,9 +192,23 @@ def test_sqlite_history_keeps_the_mig_share_and_health(cli: Any, tmp_path: Path)
     notebook = next(w for w in r.json()["workloads"] if w["workload"] == "ivan/notebook")
     # its MIG instance sat at 1 % (the first read has no GPM rate yet: held counts as active then)
     assert notebook["idle_hours"] == pytest.approx(2 * notebook["active_hours"])
-    r = cli("monitor", "--fake", "xid", "--reads", "6", "--interval", "1s", "--db", tmp_path / "x.sqlite", "--json")
+    r = cli(
+        "monitor",
+        "--fake",
+        "xid",
+        "--reads",
+        "6",
+        "--interval",
+        "1s",
+        "--db",
+        tmp_path / "x.sqlite",
+        "--json",
+    )
     assert r.code == 0, r.stderr
     r = cli("report", "--db", tmp_path / "x.sqlite", "--since", "1h", "--json")
     lost = r.json()["gpus"][1]
     assert lost["lost"] is True and lost["xid_codes"] == [79]
-    assert any(x["action"] == "drain-and-reset" and x["host"] == "fake-xid" for x in r.json()["recommendations"])
+    assert any(
+        x["action"] == "drain-and-reset" and x["host"] == "fake-xid"
+        for x in r.json()["recommendations"]
+    )

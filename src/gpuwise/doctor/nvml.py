@@ -21,7 +21,10 @@ from gpuwise.monitor.snapshot import throttle_reason_names
 _ENABLED = 1  # NVML_FEATURE_ENABLED
 _CORRECTED, _UNCORRECTED = 0, 1  # NVML_MEMORY_ERROR_TYPE_*
 _VOLATILE, _AGGREGATE = 0, 1  # NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC
-_RETIRED_SBE, _RETIRED_DBE = 0, 1  # NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, _DOUBLE_BIT_ECC_ERROR
+_RETIRED_SBE, _RETIRED_DBE = (
+    0,
+    1,
+)  # NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, _DOUBLE_BIT_ECC_ERROR
 
 
 def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
@@ -45,9 +48,12 @@ def _device(s: NvmlSession, index: int) -> GpuDevice:
     mig_count: int | None = None
     if mig is not None and mig[0] == _ENABLED:
         total = c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=index) or 0
-        mig_count = sum(1 for i in range(int(total))
-                        if c("mig", "nvmlDeviceGetMigDeviceHandleByIndex", h, i, gpu=index, not_found_ok=True)
-                        is not None)
+        mig_count = sum(
+            1
+            for i in range(int(total))
+            if c("mig", "nvmlDeviceGetMigDeviceHandleByIndex", h, i, gpu=index, not_found_ok=True)
+            is not None
+        )
 
     def ecc_count(kind: int, counter: int) -> int | None:
         value = c("ecc", "nvmlDeviceGetTotalEccErrors", h, kind, counter, gpu=index)
@@ -56,9 +62,14 @@ def _device(s: NvmlSession, index: int) -> GpuDevice:
     sbe = c("retired_pages", "nvmlDeviceGetRetiredPages", h, _RETIRED_SBE, gpu=index)
     dbe = c("retired_pages", "nvmlDeviceGetRetiredPages", h, _RETIRED_DBE, gpu=index)
     pending = c("retired_pages", "nvmlDeviceGetRetiredPagesPendingStatus", h, gpu=index)
-    remap = c("remapped_rows", "nvmlDeviceGetRemappedRows", h, gpu=index)  # (correctable, uncorrectable, pending, failed)
-    throttle_fn = ("nvmlDeviceGetCurrentClocksEventReasons" if hasattr(s.lib, "nvmlDeviceGetCurrentClocksEventReasons")
-                   else "nvmlDeviceGetCurrentClocksThrottleReasons")
+    remap = c(
+        "remapped_rows", "nvmlDeviceGetRemappedRows", h, gpu=index
+    )  # (correctable, uncorrectable, pending, failed)
+    throttle_fn = (
+        "nvmlDeviceGetCurrentClocksEventReasons"
+        if hasattr(s.lib, "nvmlDeviceGetCurrentClocksEventReasons")
+        else "nvmlDeviceGetCurrentClocksThrottleReasons"
+    )
     reasons = c("throttle", throttle_fn, h, gpu=index)
     util = c("utilization", "nvmlDeviceGetUtilizationRates", h, gpu=index)
     pci = c("pci", "nvmlDeviceGetPciInfo", h, gpu=index)
@@ -106,7 +117,9 @@ def read_nvml(lib: Any = None) -> GpuInfo:
     session = NvmlSession(lib)
     try:
         session.init()
-    except DeviceError as exc:  # the NVML text ("Driver/library version mismatch") is what checks read
+    except (
+        DeviceError
+    ) as exc:  # the NVML text ("Driver/library version mismatch") is what checks read
         return GpuInfo(nvml_error=str(exc.__cause__ or exc))
     try:
         driver = _text(session.call("driver_version", "nvmlSystemGetDriverVersion"))

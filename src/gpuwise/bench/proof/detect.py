@@ -59,8 +59,9 @@ def read_nvml(lib: Any = None) -> NvmlFacts | str:
             return "NVML failed while listing GPUs (it cannot count them)"
         if count == 0:
             return "the NVIDIA driver is loaded but sees no GPU"
-        cuda = c("cuda_version", "nvmlSystemGetCudaDriverVersion_v2") or c("cuda_version",
-                                                                            "nvmlSystemGetCudaDriverVersion")
+        cuda = c("cuda_version", "nvmlSystemGetCudaDriverVersion_v2") or c(
+            "cuda_version", "nvmlSystemGetCudaDriverVersion"
+        )
         gpus = []
         for i in range(int(count)):
             h = c("handle", "nvmlDeviceGetHandleByIndex", i, gpu=i)
