@@ -103,19 +103,22 @@ def bench_concurrent_scrapes(scrapers: int = 64, per_scraper: int = 10) -> tuple
         def scrape() -> None:
             nonlocal errors
             start.wait()
+            # http.client, one kept-alive connection per scraper, as Prometheus scrapes a target
+            conn = http.client.HTTPConnection(host, port, timeout=10)
             for _ in range(per_scraper):
                 t = time.perf_counter()
-                try:  # http.client: a thin client, so the figure is mostly the exporter's
-                    conn = http.client.HTTPConnection(host, port, timeout=10)
+                try:
                     conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
                     conn.getresponse().read()
-                    conn.close()
                     dt = time.perf_counter() - t
                     with lock:
                         latencies.append(dt)
-                except OSError:
+                except (OSError, http.client.HTTPException):
                     with lock:
                         errors += 1
+                    conn.close()
+                    conn = http.client.HTTPConnection(host, port, timeout=10)
+            conn.close()
 
         try:
             threads = [threading.Thread(target=scrape) for _ in range(scrapers)]

@@ -309,6 +309,7 @@ def _handler(registry: CollectorRegistry, collector: GpuCollector, interval_s: f
 
     class Handler(BaseHTTPRequestHandler):
         server_version = f"gpuwise-exporter/{__version__}"
+        protocol_version = "HTTP/1.1"  # keep-alive: Prometheus reuses its connection (every reply has a length)
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
