@@ -139,6 +139,7 @@ def monitor(
     written = reads = 0
     started = time.monotonic()
     with HistoryStore(db) as store:
+        store.lock_writer()  # a second monitor on this file exits 2 now, not after double-counting
         store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
         last_maintain = started
         next_t = started
@@ -260,12 +261,16 @@ def _print_report(rep: Any, html: Path | None) -> None:
         out.print(f"no GPU samples between the window's start and end in {rep.source} — To fix: record some "
                   "with `gpuwise monitor`, or widen --since")
         return
-    out.print(f"[bold]GPU efficiency[/bold] over {rep.window_hours:.1f} h ({rep.source}): "
+    span = f"{rep.observed_hours:.1f} h" if rep.observed_hours >= 0.1 else f"{rep.observed_hours * 60:.0f} min"
+    asked = "" if abs(rep.observed_hours - rep.window_hours) < 0.05 * rep.window_hours else \
+        f" of the {rep.window_hours:.1f} h asked"
+    out.print(f"[bold]GPU efficiency[/bold] over {span} observed{asked} ({rep.source}): "
               f"{rep.active_hours:.1f} of {rep.allocated_hours:.1f} GPU-hours active; "
               f"cost {money(rep.cost_usd)}, wasted {money(rep.wasted_usd)}")
     t = Table("GPU", "model", "alloc h", "active h", "idle h", "eff.", "peak mem", "cost", "wasted")
     for g in rep.gpus:
-        t.add_row(f"{g.index} {g.host}", g.model, number(g.allocated_hours), number(g.active_hours),
+        flag = " [red]LOST[/red]" if g.lost else (f" [red]XID {','.join(map(str, g.xid_codes))}[/red]" if g.xid_codes else "")
+        t.add_row(f"{g.index} {g.host}{flag}", g.model + (" (MIG)" if g.mig_active_share is not None else ""), number(g.allocated_hours), number(g.active_hours),
                   number(g.idle_hours), number(g.efficiency, ".0%"), number(g.peak_memory_fraction, ".0%"),
                   money(g.cost_usd), money(g.wasted_usd))
     out.print(t)
@@ -276,6 +281,7 @@ def _print_report(rep: Any, html: Path | None) -> None:
                       money(u.cost_usd), money(u.wasted_usd))
         out.print(w)
     for r in rep.recommendations:
-        out.print(f"• [bold]{r.action}[/bold] (GPU {r.gpu_index}, saves {money(r.saving_usd_per_month)}/month): {r.reason}")
+        saves = "" if r.saving_usd_per_month is None else f", saves {money(r.saving_usd_per_month)}/month"
+        out.print(f"• [bold]{r.action}[/bold] ({r.host} GPU {r.gpu_index}{saves}): {r.reason}")
     if html is not None:
         out.print(f"HTML report: {html}")

@@ -31,59 +31,68 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _try(call: Any, *args: Any) -> Any:
-    try:
-        return call(*args)
-    # one unsupported field (MIG on a consumer GPU, power on a VM) must not hide the rest
-    except Exception:
-        return None
+def read_nvml(lib: Any = None) -> NvmlFacts | str:
+    """The facts, or one line saying why there is no NVIDIA GPU here.
 
+    Read through gpuwise's one NVML layer (:class:`gpuwise.monitor.nvml.NvmlSession`): one
+    unsupported field (MIG on a consumer GPU, power on a VM) is None and never hides the rest.
+    ``lib``: the NVML module (default ``pynvml``; tests pass :class:`gpuwise.monitor.fake.FakeNvml`).
+    """
+    if lib is None:
+        try:
+            import pynvml
+        except ImportError:
+            return _nvidia_smi_reason()
+        lib = pynvml
+    from gpuwise.errors import DeviceError
+    from gpuwise.monitor.nvml import GpuLostError, NvmlSession
 
-def read_nvml() -> NvmlFacts | str:
-    """The facts, or one line saying why there is no NVIDIA GPU here."""
+    session = NvmlSession(lib)
     try:
-        import pynvml
-    except ImportError:
-        return _nvidia_smi_reason()
+        session.init()
+    except DeviceError as exc:
+        return f"NVML could not start ({exc.__cause__ or exc}): no NVIDIA driver is loaded"
+    c = session.call
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return f"NVML could not start ({exc}): no NVIDIA driver is loaded"
-    try:
-        count = pynvml.nvmlDeviceGetCount()
+        count = c("device_count", "nvmlDeviceGetCount")
+        if count is None:
+            return "NVML failed while listing GPUs (it cannot count them)"
         if count == 0:
             return "the NVIDIA driver is loaded but sees no GPU"
-        cuda = _try(pynvml.nvmlSystemGetCudaDriverVersion_v2) or _try(
-            pynvml.nvmlSystemGetCudaDriverVersion
+        cuda = c("cuda_version", "nvmlSystemGetCudaDriverVersion_v2") or c(
+            "cuda_version", "nvmlSystemGetCudaDriverVersion"
         )
         gpus = []
-        for i in range(count):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            mem = _try(pynvml.nvmlDeviceGetMemoryInfo, h)
-            mig = _try(pynvml.nvmlDeviceGetMigMode, h)
-            power = _try(pynvml.nvmlDeviceGetPowerManagementLimit, h)
+        for i in range(int(count)):
+            h = c("handle", "nvmlDeviceGetHandleByIndex", i, gpu=i)
+            mem = c("memory", "nvmlDeviceGetMemoryInfo", h, gpu=i)
+            mig = c("mig", "nvmlDeviceGetMigMode", h, gpu=i)
+            power = c("power_limit", "nvmlDeviceGetPowerManagementLimit", h, gpu=i)
+            name = c("name", "nvmlDeviceGetName", h, gpu=i)
             gpus.append(
                 {
                     "index": i,
-                    "name": _text(pynvml.nvmlDeviceGetName(h)),
+                    "name": _text(name) if name is not None else "unknown",
                     "memory_gib": round(mem.total / 1024**3, 1) if mem else None,
                     "mig_mode": None if mig is None else int(mig[0]),
-                    "persistence_mode": _try(pynvml.nvmlDeviceGetPersistenceMode, h),
+                    "persistence_mode": c("persistence", "nvmlDeviceGetPersistenceMode", h, gpu=i),
                     "power_limit_w": None if power is None else power / 1000,
-                    "pcie_gen": _try(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                    "pcie_width": _try(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+                    "pcie_gen": c("pcie", "nvmlDeviceGetCurrPcieLinkGeneration", h, gpu=i),
+                    "pcie_width": c("pcie", "nvmlDeviceGetCurrPcieLinkWidth", h, gpu=i),
                 }
             )
+        driver = c("driver_version", "nvmlSystemGetDriverVersion")
+        version = c("nvml_version", "nvmlSystemGetNVMLVersion")
         return NvmlFacts(
-            driver=_text(pynvml.nvmlSystemGetDriverVersion()),
+            driver=None if driver is None else _text(driver),
             cuda_driver=None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",
-            nvml=_try(lambda: _text(pynvml.nvmlSystemGetNVMLVersion())),
+            nvml=None if version is None else _text(version),
             gpus=tuple(gpus),
         )
-    except pynvml.NVMLError as exc:
-        return f"NVML failed while listing GPUs ({exc})"
+    except GpuLostError as exc:
+        return f"NVML failed while listing GPUs ({exc or 'a GPU is lost'})"
     finally:
-        _try(pynvml.nvmlShutdown)
+        session.shutdown()
 
 
 def _nvidia_smi_reason() -> NvmlFacts | str:
