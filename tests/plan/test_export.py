@@ -15,7 +15,7 @@ from gpuwise.errors import PlanError
 from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
 from gpuwise.plan.export import grace_period_seconds, k8s_manifest, skypilot_task, to_yaml
 
-from .toy import ToyModel
+from .toy import NO_STARTUP, ToyModel
 
 SCHEMAS = json.loads((Path(__file__).parent / "data" / "skypilot_schemas.json").read_text())
 
@@ -36,7 +36,7 @@ OFFERS = [
 
 def make_plan(**req: Any):  # type: ignore[no-untyped-def]
     request = PlanRequest(**{"max_nodes": 2, **req})
-    return plan_offers(OFFERS, ToyModel(), request, spot=load_spot_defaults(), reserved={})
+    return plan_offers(OFFERS, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP)
 
 
 def validate_skypilot(doc: dict[str, Any]) -> None:

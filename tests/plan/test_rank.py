@@ -16,7 +16,7 @@ from gpuwise.errors import InputError
 from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
 from gpuwise.plan.spot import spot_outcome
 
-from .toy import ToyModel
+from .toy import NO_STARTUP, ToyModel
 
 
 def offer(cloud: str, region: str, itype: str, gpu: str, count: float, od: float | None,
@@ -34,7 +34,7 @@ CATALOG = [A100X8, H100X8, A10GX4]
 
 def run(offers: list[Offer], reserved: dict | None = None, **req: object):  # type: ignore[no-untyped-def]
     request = PlanRequest(**{"max_nodes": 2, "billings": ("on-demand",), **req})  # type: ignore[arg-type]
-    return plan_offers(offers, ToyModel(), request, spot=load_spot_defaults(), reserved=reserved or {})
+    return plan_offers(offers, ToyModel(), request, spot=load_spot_defaults(), reserved=reserved or {}, startup=NO_STARTUP)
 
 
 def names(plan) -> list[tuple[str, int, int]]:  # type: ignore[no-untyped-def]

@@ -282,7 +282,7 @@ def _ranges(values: list[int]) -> str:
 
 
 def _short_billing(billing: str) -> str:
-    return {"on-demand": "on-dem.", "reserved-1y": "1y res.", "reserved-3y": "3y res."}.get(billing, billing)
+    return {"on-demand": "on-dem", "reserved-1y": "res 1y", "reserved-3y": "res 3y"}.get(billing, billing)
 
 
 def _render(plan: Plan, limit: int, out: Any) -> None:
@@ -300,7 +300,8 @@ def _render(plan: Plan, limit: int, out: Any) -> None:
         else:
             rows[key] = (o, {o.nodes}, set(o.regions))
     shown = list(rows.values()) if not limit else list(rows.values())[:limit]
-    title = f"{len(shown)} of {len(rows)} choices ({len(plan.options)} options), by {req.objective}"
+    title = (f"{len(shown)} of {len(rows)} choices, by {req.objective} ({len(plan.options)} options: "
+             "other node counts and regions folded into rows)")
     if req.deadline_hours is not None:
         title += f", deadline {_hours(req.deadline_hours)}"
     if req.budget_usd is not None:
@@ -308,13 +309,16 @@ def _render(plan: Plan, limit: int, out: Any) -> None:
     table = Table(title=title)
     for col, justify in [("#", "right"), ("GPUs", "left"), ("where", "left"), ("bill", "left"), ("cost", "right"),
                          ("time", "right"), ("settings", "left")]:
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for o, nodes, regions in shown:
-        where = f"{o.cloud} {o.instance_type} {o.region}" + (f"/{o.zone}" if o.zone_pinned else "")
+        gpus = f"{o.total_gpus}×{o.gpu}"
+        if o.nodes > 1 or len(nodes) > 1:
+            gpus += f"\n{o.nodes} node{'s' if o.nodes > 1 else ''}"
+            if len(nodes) > 1:
+                gpus += f" (or {_ranges(sorted(nodes - {o.nodes}))})"
+        where = f"{o.cloud} {o.instance_type}\n{o.region}" + (f"/{o.zone}" if o.zone_pinned else "")
         if len(regions) > 1:
-            where += f" +{len(regions) - 1} regions"
-        if len(nodes) > 1:
-            where += f" (also {_ranges(sorted(nodes - {o.nodes}))} nodes)"
+            where += f" +{len(regions) - 1}"
         cost = money(o.cost_usd)
         if o.cost_usd_p10 is not None and o.cost_usd_p90 is not None:
             cost += f"\n{money(o.cost_usd_p10, 0)}–{money(o.cost_usd_p90, 0)}"
@@ -323,8 +327,8 @@ def _render(plan: Plan, limit: int, out: Any) -> None:
             time += f"\nP {o.p_meet_deadline:.0%}"
         settings = str((o.settings or {}).get("text", ""))
         if not o.network_known and o.nodes > 1:
-            settings += "\n(network unknown)"
-        table.add_row(str(o.rank) + ("★" if o.on_pareto_front else ""), o.setup, where, _short_billing(o.billing),
+            settings += "; network unknown"
+        table.add_row(str(o.rank) + ("★" if o.on_pareto_front else ""), gpus, where, _short_billing(o.billing),
                       cost, time, settings)
     if shown:
         out.print(table)
