@@ -87,6 +87,8 @@ class _Group:
     nodes: set[int] = field(default_factory=set)
     capacity_gib: float = 0.0
     need_gib: dict[int, float] = field(default_factory=dict)
+    searched: bool = False
+    """no-fit: the model tried more than one setting."""
     best: Candidate | None = None
 
 
@@ -204,6 +206,7 @@ def _evaluate(sites: Sequence[Site], model: WorkloadModel, request: PlanRequest,
             if not ev.fits:
                 g = rejects.add("no-fit", gpu=site.gpu, gpu_count=gpn, capacity_gib=ev.capacity_gib, nodes=nodes)
                 g.need_gib[nodes] = ev.per_gpu_memory_gib
+                g.searched = g.searched or ev.evaluated > 1
                 continue
             out.append(_Evaluated(site, nodes, ev))
     results = list(seen.values())
@@ -441,7 +444,7 @@ def _finish_rejections(rejects: _Rejects, request: PlanRequest) -> tuple[Rejecti
             need = g.need_gib[top]
             where = f" on {top} nodes" if len(nodes) > 1 or top > 1 else ""
             digits = 1 if round(need) == round(g.capacity_gib) else 0
-            tried = " with any settings tried" if request.search_settings else ""
+            tried = " with any settings tried" if g.searched else ""
             reason = (f"{g.gpu} ×{g.gpu_count}{_span(g.nodes)}: does not fit{tried} (needs {need:.{digits}f} "
                       f"GiB/GPU{where}, has {g.capacity_gib:.{digits}f})")
             out.append(((_KIND_ORDER[g.kind], need - g.capacity_gib), Rejection(
