@@ -175,7 +175,7 @@ def plan_command(
         budget_usd=parse_money_usd(budget, "--budget") if budget else None,
         max_gpus=max_gpus, max_nodes=max_nodes,
         clouds=tuple(c.lower() for c in split_list(cloud)), regions=tuple(split_list(region)),
-        gpus=tuple(split_list(gpu)), billings=tuple(b.lower() for b in split_list(billing)) or BILLINGS,  # type: ignore[arg-type]
+        gpus=tuple(split_list(gpu)), billings=tuple(b.lower() for b in split_list(billing)) or BILLINGS,  # type: ignore[misc]
         objective=objective.lower(),  # type: ignore[arg-type]
         confidence=parse_fraction(confidence, "--confidence"),
         spot_mtbf_hours=parse_duration_hours(spot_mtbf, "--spot-mtbf") if spot_mtbf else None,

@@ -21,6 +21,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from gpuwise.catalog.offer import Billing, Offer
 from gpuwise.catalog.reserved import ReservedTerm
@@ -181,15 +182,15 @@ def _evaluate(sites: Sequence[Site], model: WorkloadModel, request: PlanRequest,
         count = site.gpu_count
         if count < 1 or count != int(count):
             rejects.add("fractional", gpu=site.gpu, gpu_count=count,
-                        reason=lambda: f"{site.gpu} ×{count:g}: fractional GPUs are not planned")
+                        reason=partial(str.format, "{} ×{:g}: fractional GPUs are not planned", site.gpu, count))
             continue
         gpn = int(count)
         for nodes in range(1, request.max_nodes + 1):
             if request.max_gpus is not None and gpn * nodes > request.max_gpus:
                 if nodes == 1:
                     rejects.add("max-gpus", gpu=site.gpu, gpu_count=gpn,
-                                reason=lambda: f"{site.gpu} ×{gpn}: more GPUs per node than the "
-                                               f"{request.max_gpus} GPUs allowed in total")
+                                reason=partial(str.format, "{} ×{}: more GPUs per node than the {} GPUs allowed in total",
+                                               site.gpu, gpn, request.max_gpus))
                 break
             key = (site.gpu, gpn, nodes, site.network.inter_node_gbit_s if nodes > 1 else 0.0)
             ev = seen.get(key)
@@ -200,8 +201,8 @@ def _evaluate(sites: Sequence[Site], model: WorkloadModel, request: PlanRequest,
                     ev = exc
                 seen[key] = ev
             if not isinstance(ev, Evaluation):
-                message = ev.message
-                rejects.add("no-estimate", gpu=site.gpu, reason=lambda: f"{site.gpu}: cannot estimate ({message})")
+                rejects.add("no-estimate", gpu=site.gpu,
+                            reason=partial(str.format, "{}: cannot estimate ({})", site.gpu, ev.message))
                 break
             if not ev.fits:
                 g = rejects.add("no-fit", gpu=site.gpu, gpu_count=gpn, capacity_gib=ev.capacity_gib, nodes=nodes)
@@ -239,9 +240,8 @@ def _price_all(evaluated: Sequence[_Evaluated], request: PlanRequest, spot: Spot
             if price is None:
                 kind: RejectKind = ("reserved-unknown" if billing.startswith("reserved") and site.on_demand is not None
                                     else "no-price")
-                cloud, bill = site.cloud, billing
-                rejects.add(kind, cloud=cloud, billing=bill, count=len(items),
-                            reason=lambda: _no_price_reason(kind, cloud, bill))
+                rejects.add(kind, cloud=site.cloud, billing=billing, count=len(items),
+                            reason=partial(_no_price_reason, kind, site.cloud, billing))
                 continue
             key = (site.cloud, site.instance_type, site.gpu, site.gpu_count, billing,
                    round(price.usd_per_hour, 4), price.outlier, len(items))

@@ -34,8 +34,10 @@ from gpuwise.plan.values import Plan, PlanOption
 CHECKPOINT_DIR = "/checkpoints"
 DEFAULT_COMMAND = "python train.py"
 PIP_SPEC_ENV = "GPUWISE_PIP_SPEC"
-"""Environment variable the SkyPilot ``setup`` honours instead of the pinned ``gpuwise[train]==VERSION``
-(a wheel path, a local checkout, a private index spec): how the loopback test installs the tree under test."""
+"""Environment variable the SkyPilot ``setup`` honours instead of the pinned ``gpuwise[train]==VERSION``:
+``pip install`` arguments (a wheel path, a local checkout, ``--no-deps DIR``, a private index spec);
+how the loopback test installs the tree under test. Set it in the task's ``envs`` or with ``sky jobs
+launch --env``."""
 REQUIREMENTS = "requirements.txt"
 
 
@@ -100,7 +102,7 @@ def setup_script(requirements: str = REQUIREMENTS) -> str:
     pinned = f"gpuwise[train]=={_version()}"
     return (
         "set -e\n"
-        f'python -m pip install --upgrade "${{{PIP_SPEC_ENV}:-{pinned}}}"\n'
+        f'python -m pip install --upgrade ${{{PIP_SPEC_ENV}:-"{pinned}"}}\n'
         f"if [ -f {shlex.quote(requirements)} ]; then python -m pip install -r {shlex.quote(requirements)}; fi\n"
     )
 
@@ -144,10 +146,10 @@ def skypilot_task(plan: Plan, *, name: str | None = None, command: str = DEFAULT
     envs: dict[str, str] = {"GPUWISE_CHECKPOINT_DIR": CHECKPOINT_DIR}
     if w.settings:
         envs["GPUWISE_SETTINGS"] = str(w.settings.get("text", ""))
-        for key in ("zero", "recompute", "micro_batch", "global_batch", "tensor_parallel"):
-            value = w.settings.get(key)
+        for field_name in ("zero", "recompute", "micro_batch", "global_batch", "tensor_parallel"):
+            value = w.settings.get(field_name)
             if value is not None:
-                envs[f"GPUWISE_{key.upper()}"] = str(value)
+                envs[f"GPUWISE_{field_name.upper()}"] = str(value)
     return {
         "name": task_name,
         "workdir": workdir,

@@ -97,7 +97,7 @@ def build_sites(offers: Sequence[Offer], request: PlanRequest, clouds: set[str],
         first = rows[0]
         sites.append(Site(cloud=cloud, region=region, instance_type=itype, gpu=gpu, gpu_count=count, network=net,
                           on_demand=_best(od, request.allow_zone_outliers),
-                          spot=_best(sp, request.allow_zone_outliers),  # type: ignore[arg-type]
+                          spot=_best(sp, request.allow_zone_outliers),
                           zones=len(rows), as_of=max(o.as_of for o in rows), vcpus=first.vcpus,
                           memory_gib=first.memory_gib))
     return tuple(sites)
