@@ -80,6 +80,9 @@ class EstimatorModel:
         self.search = search
         self.max_batch = max_batch
         self._cache: dict[tuple[str, int, int, float], Evaluation | HardwareError | EstimateError] = {}
+        from gpuwise.plan.settings import SearchCache
+
+        self._search_cache = SearchCache()
 
     def evaluate(self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork) -> Evaluation:
         # one node never uses the network: share its evaluation across instance types
@@ -117,7 +120,7 @@ class EstimatorModel:
         elif wl.task == "inference":
             found = search_inference(wl, spec, gpn, nodes, gbit, cal, self.max_batch)
         else:
-            found = search_training(wl, spec, gpn, nodes, gbit, cal)
+            found = search_training(wl, spec, gpn, nodes, gbit, cal, self._search_cache)
         est = found.estimate
         if est is None:
             return Evaluation(fits=False, per_gpu_memory_gib=found.smallest_gib, capacity_gib=float(spec.memory_gib),

@@ -102,8 +102,34 @@ class Searched:
     """Least per-GPU memory any tried setting needs (for "does not fit" messages)."""
 
 
-def _fits(wl: Workload, spec: GpuSpec, dp: int) -> tuple[bool, float]:
-    need = sum(memory_breakdown_bytes(wl, dp).values()) / BYTES_PER_GIB
+class SearchCache:
+    """Work shared by the searches of one workload: its setting variants and their memory per GPU.
+
+    Memory per GPU depends on the settings and the data-parallel degree, not on the GPU model or
+    the network, so one figure serves every offer with the same GPU count.
+    """
+
+    def __init__(self) -> None:
+        self._variants: dict[tuple[object, ...], Workload] = {}
+        self._need: dict[tuple[object, ...], float] = {}
+
+    def variant(self, wl: Workload, **changes: object) -> Workload:
+        key = (id(wl), *sorted(changes.items()))
+        hit = self._variants.get(key)
+        if hit is None:
+            hit = self._variants[key] = wl.with_changes(**changes)
+        return hit
+
+    def need_gib(self, wl: Workload, dp: int) -> float:
+        key = (id(wl), dp)
+        hit = self._need.get(key)
+        if hit is None:
+            hit = self._need[key] = sum(memory_breakdown_bytes(wl, dp).values()) / BYTES_PER_GIB
+        return hit
+
+
+def _fits(wl: Workload, spec: GpuSpec, dp: int, cache: SearchCache) -> tuple[bool, float]:
+    need = cache.need_gib(wl, dp)
     return need <= spec.memory_gib, need
 
 
@@ -127,8 +153,10 @@ def as_given(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, cal
                     float(est.memory.per_gpu_gib))
 
 
-def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any) -> Searched:
+def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any,
+                    cache: SearchCache | None = None) -> Searched:
     """Fastest fitting (recompute, ZeRO, micro-batch) with the global batch kept (module docstring)."""
+    cache = cache or SearchCache()
     gpus = gpn * nodes
     shard = wl.tensor_parallel * wl.pipeline_parallel
     dp = max(1, gpus // shard)
@@ -141,14 +169,14 @@ def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: flo
     evaluated = 0
     smallest = float("inf")
     best: tuple[float, Estimate] | None = None
-    base = wl.with_changes(global_batch=gb) if gb is not None else wl
+    base = cache.variant(wl, global_batch=gb) if gb is not None else wl
 
     def largest_fit(zero: int, rc: Recompute) -> int | None:
         nonlocal evaluated, smallest
         fit = None
         for mb in mbs:
             evaluated += 1
-            ok, need = _fits(base.with_changes(zero=zero, grad_ckpt=rc, micro_batch=mb), spec, dp)
+            ok, need = _fits(cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb), spec, dp, cache)
             smallest = min(smallest, need)
             if not ok:
                 break
@@ -162,7 +190,7 @@ def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: flo
             zero = 2
             for z in ((0, 1) if dp > 1 else ()):
                 evaluated += 1
-                if _fits(base.with_changes(zero=z, grad_ckpt=rc, micro_batch=mb2), spec, dp)[0]:
+                if _fits(cache.variant(base, zero=z, grad_ckpt=rc, micro_batch=mb2), spec, dp, cache)[0]:
                     zero = z
                     break
             tried.append((0 if dp == 1 else zero, mb2))
@@ -171,7 +199,7 @@ def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: flo
             if mb3 is not None and (mb2 is None or mb3 > mb2):
                 tried.append((3, mb3))
         for zero, mb in tried:
-            est = estimate_workload(base.with_changes(zero=zero, grad_ckpt=rc, micro_batch=mb), spec, gpus,
+            est = estimate_workload(cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb), spec, gpus,
                                     gpus_per_node=gpn, inter_node_gbit_s=gbit, calibration=calibration,
                                     suggest=False)
             evaluated += 1
