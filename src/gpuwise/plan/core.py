@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 from gpuwise.catalog.offer import Billing, Offer
 from gpuwise.catalog.reserved import ReservedTerm
@@ -38,9 +39,12 @@ _KIND_ORDER: dict[RejectKind, int] = {"deadline": 0, "budget": 1, "no-fit": 2, "
                                       "reserved-unknown": 5, "no-price": 6, "fractional": 7}
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One priced way to run the job (before the deadline and budget are applied)."""
+class Candidate(NamedTuple):
+    """One priced way to run the job (before the deadline and budget are applied).
+
+    An immutable named tuple rather than a frozen dataclass: tens of thousands are made per plan,
+    and a frozen dataclass pays ``object.__setattr__`` per field.
+    """
 
     site: Site
     """The first region's site (same instance type and price in every region of ``regions``)."""
@@ -115,8 +119,7 @@ class _Rejects:
         return g
 
 
-@dataclass(frozen=True)
-class _Evaluated:
+class _Evaluated(NamedTuple):
     """A site on ``nodes`` nodes with the settings that fit."""
 
     site: Site
