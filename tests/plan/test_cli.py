@@ -162,7 +162,9 @@ def test_node_ranges(values: list[int], text: str) -> None:
 def test_table_collapses_node_counts(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli(*MAIN, "--limit", "3")
     assert r.code == 0
-    assert "3 of " in r.stdout and "instance choices" in r.stdout and "other nodes" in r.stdout
+    assert "3 of " in r.stdout and "choices" in r.stdout and "other node counts and regions folded" in r.stdout
+    # piped output is not forced wide: every line fits 80 columns
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
 
 
 def test_reserved_with_a_user_discount(cli, isolated_env: Path) -> None:  # type: ignore[no-untyped-def]
@@ -190,3 +192,16 @@ def test_main_job_end_to_end_in_a_subprocess() -> None:
     assert len(json.loads(r.stdout)["options"]) == 1
     impossible = run_module([*MAIN[:-1], "1m", "--json"])
     assert impossible.returncode == 3
+
+
+def test_output_without_export_writes_the_plan_json(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "plan.json"
+    r = cli(*MAIN, "--limit", "2", "-o", path)
+    assert r.code == 0 and "wrote the plan (JSON)" in r.stdout
+    doc = json.loads(path.read_text())
+    assert len(doc["options"]) == 2 and doc["options"][0]["settings"]["text"]
+
+
+def test_an_export_run_command_must_not_start_torchrun(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*MAIN, "--export", "skypilot", "--run", "torchrun --nproc-per-node 8 train.py")
+    assert r.code == 2 and "gpuwise run already does" in r.stderr and "Traceback" not in r.stderr

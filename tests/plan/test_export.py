@@ -15,7 +15,7 @@ from gpuwise.errors import PlanError
 from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
 from gpuwise.plan.export import grace_period_seconds, k8s_manifest, skypilot_task, to_yaml
 
-from .toy import ToyModel
+from .toy import NO_STARTUP, ToyModel
 
 SCHEMAS = json.loads((Path(__file__).parent / "data" / "skypilot_schemas.json").read_text())
 
@@ -36,7 +36,7 @@ OFFERS = [
 
 def make_plan(**req: Any):  # type: ignore[no-untyped-def]
     request = PlanRequest(**{"max_nodes": 2, **req})
-    return plan_offers(OFFERS, ToyModel(), request, spot=load_spot_defaults(), reserved={})
+    return plan_offers(OFFERS, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP)
 
 
 def validate_skypilot(doc: dict[str, Any]) -> None:
@@ -106,8 +106,11 @@ def test_skypilot_export_validates_and_carries_the_ranking() -> None:
     assert doc["num_nodes"] == 1
     assert doc["resources"]["job_recovery"]["strategy"] == "EAGER_NEXT_REGION"
     assert doc["file_mounts"]["/checkpoints"] == {"name": "my-ckpts", "mode": "MOUNT_CACHED"}
-    assert doc["run"].startswith("gpuwise run -- torchrun ")
-    assert doc["run"].endswith("train.py --lr 3e-4")
+    # torchrun is gpuwise run's job; the VM gets gpuwise and the user's code from setup and workdir
+    assert doc["run"] == "gpuwise run --nproc-per-node 8 -- python train.py --lr 3e-4"
+    assert doc["workdir"] == "." and "GPUWISE_PIP_SPEC" in doc["setup"] and "gpuwise[train]==" in doc["setup"]
+    assert "requirements.txt" in doc["setup"]
+    assert doc["resources"]["job_recovery"]["max_restarts_on_errors"] == 0  # a failing program is not relaunched
     assert yaml.safe_load(to_yaml(doc)) == doc
     validate_skypilot(skypilot_task(plan, mode="any_of", command="bash run.sh"))
 
@@ -147,7 +150,10 @@ def test_k8s_single_node_is_a_job() -> None:
     assert "preferredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["nodeAffinity"]  # spot won
     assert pod["terminationGracePeriodSeconds"] == grace_period_seconds(plan.winner)
     assert pod["terminationGracePeriodSeconds"] >= 60
-    assert "gpuwise run -- torchrun --standalone --nproc-per-node=8 train.py" in container["command"][-1]
+    assert container["command"][-1] == "exec gpuwise run --nproc-per-node 8 -- python train.py"
+    assert container["image"] == "ghcr.io/me/train:1"
+    default = k8s_manifest(plan)["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert default.startswith("gpuwise-job:")  # users build it from deploy/docker/job.Dockerfile
     assert pod["restartPolicy"] == "Never"   # required by the pod failure policy
     rule = doc["spec"]["podFailurePolicy"]["rules"][0]
     assert rule["action"] == "Ignore" and rule["onPodConditions"][0]["type"] == "DisruptionTarget"
@@ -175,7 +181,9 @@ def test_k8s_multi_node_is_a_pytorchjob() -> None:
     assert pod["containers"][0]["name"] == "pytorch"   # the training operator looks for this name
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt-pvc"}} in pod["volumes"]
-    assert "--nnodes=$WORLD_SIZE --node-rank=$RANK" in pod["containers"][0]["command"][-1]
+    # the operator's PET_*/MASTER_* variables give gpuwise run the node count, rank and rendezvous
+    assert pod["containers"][0]["command"][-1] == "exec gpuwise run --nproc-per-node 8 -- python train.py"
+    assert "torchrun" not in pod["containers"][0]["command"][-1]
 
 
 def test_the_strict_validator_catches_mistakes() -> None:

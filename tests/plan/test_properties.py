@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from gpuwise.catalog import Offer
 from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
 
-from .toy import ToyModel
+from .toy import NO_STARTUP, ToyModel
 
 SPOT = load_spot_defaults()
 
@@ -31,7 +31,7 @@ offers_st = st.lists(
 def test_plan_invariants(offers: list[Offer], objective: str, deadline: float | None, budget: float | None) -> None:
     request = PlanRequest(max_nodes=3, objective=objective, deadline_hours=deadline,  # type: ignore[arg-type]
                           budget_usd=budget, billings=("on-demand", "spot"))
-    plan = plan_offers(offers, ToyModel(), request, spot=SPOT, reserved={})
+    plan = plan_offers(offers, ToyModel(), request, spot=SPOT, reserved={}, startup=NO_STARTUP)
     opts = plan.options
     key = {"cost": lambda o: o.cost_usd, "time": lambda o: o.hours,
            "balanced": lambda o: o.cost_usd * o.hours}[objective]

@@ -16,7 +16,7 @@ from gpuwise.errors import InputError
 from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
 from gpuwise.plan.spot import spot_outcome
 
-from .toy import ToyModel
+from .toy import NO_STARTUP, ToyModel
 
 
 def offer(cloud: str, region: str, itype: str, gpu: str, count: float, od: float | None,
@@ -34,7 +34,7 @@ CATALOG = [A100X8, H100X8, A10GX4]
 
 def run(offers: list[Offer], reserved: dict | None = None, **req: object):  # type: ignore[no-untyped-def]
     request = PlanRequest(**{"max_nodes": 2, "billings": ("on-demand",), **req})  # type: ignore[arg-type]
-    return plan_offers(offers, ToyModel(), request, spot=load_spot_defaults(), reserved=reserved or {})
+    return plan_offers(offers, ToyModel(), request, spot=load_spot_defaults(), reserved=reserved or {}, startup=NO_STARTUP)
 
 
 def names(plan) -> list[tuple[str, int, int]]:  # type: ignore[no-untyped-def]
@@ -122,7 +122,8 @@ def test_deadline_and_budget_together_can_contradict() -> None:
 def test_max_gpus_caps_nodes() -> None:
     small = run(CATALOG, max_gpus=4)
     assert [r.reason for r in small.rejected if r.kind == "max-gpus"] == [
-        "A100 ×8: more GPUs per node than --max-gpus 4", "H100 ×8: more GPUs per node than --max-gpus 4"]
+        "A100 ×8: more GPUs per node than the 4 GPUs allowed in total",
+        "H100 ×8: more GPUs per node than the 4 GPUs allowed in total"]
     plan = run(CATALOG, max_gpus=8)
     assert all(o.total_gpus <= 8 for o in plan.options)
     assert names(plan) == [("A100", 8, 1), ("H100", 8, 1), ("A10G", 4, 2)]  # 2 × 4 A10G = 8 GPUs is allowed
@@ -209,7 +210,7 @@ def test_unknown_names_get_did_you_mean(field: str, value: tuple[str, ...], sugg
 
 def test_filters_that_leave_nothing_give_a_reason_not_a_crash() -> None:
     plan = run(CATALOG, gpus=("L4",))   # a known GPU with no offer here
-    assert plan.options == () and plan.reason == "no offer matches the --cloud/--region/--gpu filters"
+    assert plan.options == () and plan.reason == "no offer matches the cloud/region/GPU filters"
 
 
 def test_explanation_names_the_winner_and_the_losers() -> None:

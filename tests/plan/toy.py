@@ -12,6 +12,12 @@ from typing import Any
 
 from gpuwise.errors import HardwareError
 from gpuwise.plan.model import Evaluation
+from gpuwise.plan.network import InstanceNetwork
+from gpuwise.plan.startup import StartupCosts
+
+NO_STARTUP = StartupCosts(provision_hours=0.0, image_gib=0.0, download_gbit_s=1.0, startup_hours=0.0,
+                          scarce_gpus=())
+"""No fixed costs: the toy tests' hours and costs are the model's own."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +35,7 @@ class ToyModel:
     """Throughput factor per extra node (0.9 → 2 nodes run at 90%)."""
     checkpoint_gib: float = 50.0
 
-    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int) -> Evaluation:
+    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork) -> Evaluation:
         if gpu not in self.speed:
             raise HardwareError(f"unknown GPU {gpu!r}", hint="toy model")
         n = gpus_per_node * nodes

@@ -16,10 +16,12 @@ import sys
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.plan.core import plan_offers
 from gpuwise.plan.model import EstimatorModel, Evaluation, WorkloadModel
+from gpuwise.plan.network import InstanceNetwork, instance_network
+from gpuwise.plan.settings import Settings
 from gpuwise.plan.spot import (
     CloudSpotRisk,
     SpotDefaults,
@@ -32,20 +34,27 @@ from gpuwise.plan.spot import (
 )
 from gpuwise.plan.values import OBJECTIVES, Objective, Plan, PlanOption, PlanRequest, Rejection
 
+if TYPE_CHECKING:
+    from gpuwise.catalog.offer import Offer
+    from gpuwise.estimate.workload import Workload
+
 __all__ = [
     "OBJECTIVES",
     "CloudSpotRisk",
     "EstimatorModel",
     "Evaluation",
+    "InstanceNetwork",
     "Objective",
     "Plan",
     "PlanOption",
     "PlanRequest",
     "Rejection",
+    "Settings",
     "SpotDefaults",
     "SpotOutcome",
     "WorkloadModel",
     "daly_interval_hours",
+    "instance_network",
     "load_spot_defaults",
     "p_meet_deadline",
     "plan",
@@ -55,15 +64,25 @@ __all__ = [
 ]
 
 
-def plan(workload: Any, request: PlanRequest | None = None, *, catalog: Sequence[Path | str] = (),
-         calibration: Any = None) -> Plan:
-    """Plan ``workload`` (a :class:`gpuwise.estimate.Workload` or any :class:`WorkloadModel`)
-    over the catalog in effect (or the given catalog files)."""
+def plan(workload: Workload | WorkloadModel, request: PlanRequest | None = None, *,
+         catalog: Sequence[Path | str] = (), calibration: Any = None,
+         offers: Sequence[Offer] | None = None) -> Plan:
+    """Plan ``workload`` (a :class:`gpuwise.estimate.Workload`, whose settings are searched per
+    GPU setup as ``request`` says, or any :class:`WorkloadModel`) over the catalog in effect (or
+    the given catalog files, or ``offers`` when given). ``calibration``: a
+    :class:`gpuwise.estimate.Calibration`, a path, or None for the user's calibration file when
+    there is one."""
     from gpuwise.catalog import load_catalog
     from gpuwise.catalog.reserved import load_reserved_terms
+    from gpuwise.estimate.workload import Workload
 
-    model: WorkloadModel = workload if hasattr(workload, "evaluate") else EstimatorModel(workload, calibration)
-    return plan_offers(load_catalog(catalog).offers, model, request or PlanRequest(),
+    request = request or PlanRequest()
+    if isinstance(workload, Workload):
+        model: WorkloadModel = EstimatorModel(workload, calibration, max_zero=request.max_zero,
+                                              search=request.search_settings, max_batch=request.max_batch)
+    else:
+        model = workload
+    return plan_offers(load_catalog(catalog).offers if offers is None else offers, model, request,
                        spot=load_spot_defaults(), reserved=load_reserved_terms())
 
 

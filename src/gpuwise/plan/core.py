@@ -1,59 +1,165 @@
 """The planner: join a workload model with catalog offers, price every way to run the job, rank.
 
-:func:`plan_offers` is pure (offers, model, request in; :class:`Plan` out): it enumerates cloud ×
-region × instance × billing × nodes, drops what does not fit or cannot be priced, prices the
-rest (expected time and cost under the spot model for spot), applies the deadline and budget,
-ranks by the objective, and computes the Pareto front. Rows that differ only by availability
-zone, or by region at the same price, are merged into one option that lists its regions.
+:func:`plan_offers` is pure (offers, model, request in; :class:`Plan` out) and reads as its steps:
+
+1. **sites** (:mod:`~gpuwise.plan.sites`): one per cloud × region × instance type, with the price
+   you can get there, the zone that gives it, and the instance's network;
+2. **settings + evaluate**: per site and node count, the model finds the job's cheapest settings
+   that fit (:mod:`~gpuwise.plan.settings`) and their failure-free hours;
+3. **price**: per billing model, expected hours and cost (spot: interruptions and checkpoints),
+   plus the fixed cost of starting (:mod:`~gpuwise.plan.startup`); rows that differ only by region
+   at the same price are merged into one candidate that lists its regions;
+4. **filter**: deadline and budget;
+5. **rank**: by the objective, with the Pareto front.
+
+What is dropped on the way is grouped into :class:`~gpuwise.plan.values.Rejection` s.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
 
-from gpuwise.catalog.offer import Offer
+from gpuwise.catalog.offer import Billing, Offer
 from gpuwise.catalog.reserved import ReservedTerm
-from gpuwise.errors import EstimateError, GpuwiseError, HardwareError
+from gpuwise.errors import EstimateError, HardwareError
 from gpuwise.plan.explain import explain, fmt_hours, fmt_usd
 from gpuwise.plan.model import Evaluation, WorkloadModel
-from gpuwise.plan.spot import SpotDefaults, SpotOutcome, p_meet_deadline, spot_outcome
-from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection, option_label
+from gpuwise.plan.sites import Site, ZonePrice, build_sites
+from gpuwise.plan.spot import (
+    CloudSpotRisk,
+    SpotDefaults,
+    SpotOutcome,
+    p_meet_deadline,
+    spot_outcome,
+)
+from gpuwise.plan.startup import StartupCosts, load_startup_defaults
+from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection, RejectKind, option_label
 from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
 
-_KIND_ORDER = {"deadline": 0, "budget": 1, "no-fit": 2, "max-gpus": 3, "no-estimate": 4, "reserved-unknown": 5,
-               "no-price": 6, "fractional": 7}
+_KIND_ORDER: dict[RejectKind, int] = {"deadline": 0, "budget": 1, "no-fit": 2, "max-gpus": 3, "no-estimate": 4,
+                                      "reserved-unknown": 5, "no-price": 6, "fractional": 7}
 
 
-def _setup(gpu: str, gpn: int, nodes: int) -> str:
-    return f"{gpn * nodes}×{gpu}"
+class Candidate(NamedTuple):
+    """One priced way to run the job (before the deadline and budget are applied).
+
+    An immutable named tuple rather than a frozen dataclass: tens of thousands are made per plan,
+    and a frozen dataclass pays ``object.__setattr__`` per field.
+    """
+
+    site: Site
+    """The first region's site (same instance type and price in every region of ``regions``)."""
+    regions: tuple[str, ...]
+    zones: int
+    nodes: int
+    billing: Billing
+    price: ZonePrice
+    """Price of one instance and the zone that gives it (in ``site.region``)."""
+    ev: Evaluation
+    hours: float
+    """Expected wall-clock hours, fixed costs included."""
+    cost: float
+    fixed_hours: float
+    checkpoint_hours: float
+    p: float | None = None
+    """Probability to meet the deadline (None without one)."""
+    outcome: SpotOutcome | None = None
+    source: str | None = None
+
+    @property
+    def gpu(self) -> str:
+        return self.site.gpu
+
+    @property
+    def gpn(self) -> int:
+        return int(self.site.gpu_count)
+
+    @property
+    def label(self) -> str:
+        return option_label(self.gpu, self.gpn, self.nodes, self.site.cloud, self.site.instance_type, self.billing)
 
 
-def _label(c: _Cand) -> str:
-    return option_label(c.gpu, c.gpn, c.nodes, c.cloud, c.instance_type, c.billing)
+@dataclass
+class _Group:
+    """A rejection group while it is being filled (typed; becomes a frozen Rejection at the end)."""
+
+    kind: RejectKind
+    gpu: str | None = None
+    gpu_count: float | None = None
+    cloud: str | None = None
+    billing: str | None = None
+    reason: str = ""
+    offers: int = 0
+    nodes: set[int] = field(default_factory=set)
+    capacity_gib: float = 0.0
+    need_gib: dict[int, float] = field(default_factory=dict)
+    searched: bool = False
+    """no-fit: the model tried more than one setting."""
+    best: Candidate | None = None
 
 
-class _Cand:
-    """A priced candidate during enumeration (a plain slotted object: thousands are made)."""
+class _Rejects:
+    """Rejection groups keyed by kind and what they share."""
 
-    __slots__ = ("billing", "cloud", "cost", "ev", "gpn", "gpu", "hours", "instance_type", "nodes",
-                 "out", "p", "price", "regions", "source", "zones")
+    def __init__(self) -> None:
+        self.groups: dict[tuple[object, ...], _Group] = {}
 
-    def __init__(self, cloud: str, region: str, instance_type: str, gpu: str, gpn: int, nodes: int,
-                 billing: str, price: float, zones: int, ev: Evaluation) -> None:
-        self.cloud, self.instance_type, self.gpu, self.gpn, self.nodes = cloud, instance_type, gpu, gpn, nodes
-        self.billing, self.price, self.zones, self.ev = billing, price, zones, ev
-        self.regions = [region]
-        self.hours = self.cost = 0.0
-        self.p: float | None = None
-        self.out: SpotOutcome | None = None
-        self.source: str | None = None
+    def add(self, kind: RejectKind, *, gpu: str | None = None, gpu_count: float | None = None,
+            cloud: str | None = None, billing: str | None = None, nodes: int | None = None,
+            reason: Callable[[], str] | None = None, capacity_gib: float = 0.0, count: int = 1) -> _Group:
+        """Count one more member of the group (made on first use; ``reason`` is called then)."""
+        key = (kind, gpu, gpu_count, cloud, billing)
+        g = self.groups.get(key)
+        if g is None:
+            g = _Group(kind, gpu=gpu, gpu_count=gpu_count, cloud=cloud, billing=billing,
+                       reason=reason() if reason is not None else "", capacity_gib=capacity_gib)
+            self.groups[key] = g
+        g.offers += count
+        if nodes is not None:
+            g.nodes.add(nodes)
+        return g
+
+
+class _Evaluated(NamedTuple):
+    """A site on ``nodes`` nodes with the settings that fit."""
+
+    site: Site
+    nodes: int
+    ev: Evaluation
+
+
+def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequest, *,
+                spot: SpotDefaults, reserved: dict[tuple[str, int], ReservedTerm | None],
+                startup: StartupCosts | None = None) -> Plan:
+    """Rank every way to run the workload on ``offers`` under ``request`` (module docstring)."""
+    clouds, gpus = _check_filters(offers, request)
+    costs = _startup(request, startup or load_startup_defaults())
+    rejects = _Rejects()
+    sites = build_sites(offers, request, clouds, gpus)
+    evaluated, evals = _evaluate(sites, model, request, rejects)
+    candidates, considered = _price_all(evaluated, request, spot, reserved, costs, rejects)
+    feasible = _filter(candidates, request, rejects)
+    feasible.sort(key=_sort_key(request))
+    front = _pareto(feasible)
+    options = tuple(_to_option(i + 1, c, id(c) in front, costs) for i, c in enumerate(feasible))
+    pareto = tuple(sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours)))
+    rejected = _finish_rejections(rejects, request)
+    reason, nearest = (None, None) if options else _why_empty(request, candidates, rejects, sites)
+    spot_clouds = {c.site.cloud for c in candidates if c.billing == "spot"}
+    return Plan(workload=dict(model.describe()), request=request, options=options, pareto=pareto,
+                rejected=rejected, explanation=tuple(explain(options, rejected, request)),
+                reason=reason, nearest_miss=nearest, considered=considered,
+                assumptions=_assumptions(request, spot, spot_clouds, costs, sites),
+                settings_evaluated=sum(e.evaluated for e in evals if isinstance(e, Evaluation)))
 
 
 def _check_filters(offers: Sequence[Offer], request: PlanRequest) -> tuple[set[str], set[str] | None]:
-    """Validate --cloud/--region/--gpu against the catalog (did-you-mean); return clouds and GPUs."""
+    """Validate the cloud/region/GPU filters against the catalog (did-you-mean); return clouds and GPUs."""
     from gpuwise.catalog.query import check_clouds, check_region, resolve_gpu_filter
 
     check_clouds(request.clouds, offers)
@@ -64,171 +170,120 @@ def _check_filters(offers: Sequence[Offer], request: PlanRequest) -> tuple[set[s
     return clouds, gpus
 
 
-class _Rejects:
-    """Groups rejections as they are found; keeps the best member of each group."""
+def _startup(request: PlanRequest, defaults: StartupCosts) -> StartupCosts:
+    from dataclasses import replace
 
-    def __init__(self) -> None:
-        self.groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-
-    def add(self, kind: str, key: tuple[Any, ...], **info: Any) -> dict[str, Any]:
-        group = self.groups.get((kind, *key))
-        if group is None:
-            group = {"kind": kind, "offers": 0, "nodes": set(), **info}
-            self.groups[(kind, *key)] = group
-        group["offers"] += 1
-        return group
+    return replace(
+        defaults,
+        provision_hours=defaults.provision_hours if request.provision_hours is None else request.provision_hours,
+        startup_hours=defaults.startup_hours if request.startup_hours is None else request.startup_hours,
+        download_gbit_s=defaults.download_gbit_s if request.download_gbit_s is None else request.download_gbit_s)
 
 
-def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequest, *,
-                spot: SpotDefaults, reserved: dict[tuple[str, int], ReservedTerm | None]) -> Plan:
-    """Rank every way to run the workload on ``offers`` under ``request`` (module docstring)."""
-    clouds, gpus = _check_filters(offers, request)
-    rejects = _Rejects()
+# -- 2. settings + evaluate ------------------------------------------------------------------------
 
-    # 1. Collapse availability-zone rows: one site per (cloud, region, instance type, GPU, count).
-    sites: dict[tuple[str, str, str, str, float], list[Any]] = {}
-    for o in offers:
-        if o.cloud not in clouds or (gpus is not None and o.gpu not in gpus):
-            continue
-        if request.regions and not any(fnmatch.fnmatchcase(o.region, p) for p in request.regions):
-            continue
-        key = (o.cloud, o.region, o.instance_type, o.gpu, o.gpu_count)
-        site = sites.get(key)
-        spot_price = o.spot_usd_per_hour if o.has_spot_discount else None
-        if site is None:
-            sites[key] = [o.on_demand_usd_per_hour, spot_price, 1]
-        else:
-            site[0] = _min(site[0], o.on_demand_usd_per_hour)
-            site[1] = _min(site[1], spot_price)
-            site[2] += 1
-
-    evals: dict[tuple[str, int, int], Evaluation | GpuwiseError] = {}
-    outcomes: dict[tuple[Any, ...], tuple[SpotOutcome, str]] = {}
-    merged: dict[tuple[Any, ...], _Cand] = {}
-    considered = 0
-    for (cloud, region, itype, gpu, count), (od, sp, zones) in sorted(sites.items()):
+def _evaluate(sites: Sequence[Site], model: WorkloadModel, request: PlanRequest,
+              rejects: _Rejects) -> tuple[list[_Evaluated], list[Evaluation | HardwareError | EstimateError]]:
+    """Every site × node count whose job fits, with its settings; the rest become rejections."""
+    out: list[_Evaluated] = []
+    seen: dict[tuple[str, int, int, float], Evaluation | HardwareError | EstimateError] = {}
+    for site in sites:
+        count = site.gpu_count
         if count < 1 or count != int(count):
-            rejects.add("fractional", (gpu, count), gpu=gpu, gpu_count=count,
-                        reason=f"{gpu} ×{count:g}: fractional GPUs are not planned")
+            rejects.add("fractional", gpu=site.gpu, gpu_count=count,
+                        reason=partial(str.format, "{} ×{:g}: fractional GPUs are not planned", site.gpu, count))
             continue
         gpn = int(count)
-        priced: list[tuple[str, float]] = []
-        unpriced: list[str] = []
-        for bill in request.billings:  # prices do not depend on the node count
-            price = _price(bill, od, sp, cloud, reserved)
-            if price is None:
-                unpriced.append(bill)
-            else:
-                priced.append((bill, price))
-        fitting_nodes = 0
         for nodes in range(1, request.max_nodes + 1):
             if request.max_gpus is not None and gpn * nodes > request.max_gpus:
                 if nodes == 1:
-                    rejects.add("max-gpus", (gpu, gpn), gpu=gpu, gpu_count=gpn,
-                                reason=f"{gpu} ×{gpn}: more GPUs per node than --max-gpus {request.max_gpus}")
+                    rejects.add("max-gpus", gpu=site.gpu, gpu_count=gpn,
+                                reason=partial(str.format, "{} ×{}: more GPUs per node than the {} GPUs allowed in total",
+                                               site.gpu, gpn, request.max_gpus))
                 break
-            ev = evals.get((gpu, gpn, nodes))
+            key = (site.gpu, gpn, nodes, site.network.inter_node_gbit_s if nodes > 1 else 0.0)
+            ev = seen.get(key)
             if ev is None:
                 try:
-                    ev = model.evaluate(gpu, gpn, nodes)
+                    ev = model.evaluate(site.gpu, gpn, nodes, site.network)
                 except (HardwareError, EstimateError) as exc:
                     ev = exc
-                evals[(gpu, gpn, nodes)] = ev
-            if isinstance(ev, GpuwiseError):
-                rejects.add("no-estimate", (gpu,), gpu=gpu, reason=f"{gpu}: cannot estimate ({ev.message})")
+                seen[key] = ev
+            if not isinstance(ev, Evaluation):
+                rejects.add("no-estimate", gpu=site.gpu,
+                            reason=partial(str.format, "{}: cannot estimate ({})", site.gpu, ev.message))
                 break
             if not ev.fits:
-                g = rejects.add("no-fit", (gpu, gpn), gpu=gpu, gpu_count=gpn, capacity=ev.capacity_gib,
-                                need={})
-                g["nodes"].add(nodes)
-                g["need"][nodes] = ev.per_gpu_memory_gib
+                g = rejects.add("no-fit", gpu=site.gpu, gpu_count=gpn, capacity_gib=ev.capacity_gib, nodes=nodes)
+                g.need_gib[nodes] = ev.per_gpu_memory_gib
+                g.searched = g.searched or ev.evaluated > 1
                 continue
-            fitting_nodes += 1
-            for bill_name, price in priced:
-                considered += 1
-                # issue 13: spot risk can differ per instance type and region (fetched provider bands)
-                risk_p = spot.for_instance(cloud, region, itype).monthly_interruption_probability \
-                    if bill_name == "spot" else None
-                mkey = (cloud, itype, gpu, gpn, nodes, bill_name, round(price, 4), risk_p)
-                cand = merged.get(mkey)
-                if cand is not None:
-                    cand.regions.append(region)
-                    cand.zones += zones
-                    continue
-                cand = _Cand(cloud, region, itype, gpu, gpn, nodes, bill_name, price, zones, ev)
-                _price_candidate(cand, request, spot, outcomes)
-                merged[mkey] = cand
-        if fitting_nodes:  # every fitting node count × each billing without a price
-            for bill_name in unpriced:
-                considered += fitting_nodes
-                kind = "reserved-unknown" if bill_name.startswith("reserved") and od is not None else "no-price"
-                group = rejects.groups.get((kind, cloud, bill_name))
-                if group is None:
-                    group = rejects.add(kind, (cloud, bill_name), cloud=cloud, billing=bill_name,
-                                        reason=_no_price_reason(kind, cloud, bill_name))
-                    group["offers"] -= 1
-                group["offers"] += fitting_nodes
-
-    estimated = [e for e in evals.values() if not isinstance(e, GpuwiseError)]
-    workload_errors = [e for e in evals.values() if isinstance(e, EstimateError)]
-    if not estimated and workload_errors:  # nothing could be estimated: a workload problem, not a plan
-        from collections import Counter
-
-        common = Counter(e.message for e in workload_errors).most_common(1)[0][0]
-        raise next(e for e in workload_errors if e.message == common)
-
-    feasible: list[_Cand] = []
-    fits_any: list[_Cand] = []
-    for cand in merged.values():
-        fits_any.append(cand)
-        if request.deadline_hours is not None and not _meets_deadline(cand, request):
-            g = rejects.add("deadline", (cand.gpu, cand.gpn, cand.billing), gpu=cand.gpu, gpu_count=cand.gpn,
-                            billing=cand.billing, best=None)
-            g["nodes"].add(cand.nodes)
-            if g["best"] is None or cand.hours < g["best"].hours:
-                g["best"] = cand
-            continue
-        if request.budget_usd is not None and cand.cost > request.budget_usd:
-            g = rejects.add("budget", (cand.gpu, cand.gpn, cand.billing), gpu=cand.gpu, gpu_count=cand.gpn,
-                            billing=cand.billing, best=None)
-            g["nodes"].add(cand.nodes)
-            if g["best"] is None or cand.cost < g["best"].cost:
-                g["best"] = cand
-            continue
-        feasible.append(cand)
-
-    feasible.sort(key=_sort_key(request))
-    front = _pareto(feasible)
-    options = tuple(_to_option(i + 1, c, id(c) in front, _checkpoint_hours(c.ev, c.gpn * c.nodes, request, spot))
-                    for i, c in enumerate(feasible))
-    pareto = tuple(sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours)))
-    rejected = _finish_rejections(rejects, request)
-    reason, nearest = (None, None) if options else _why_empty(request, fits_any, rejects, sites)
-    spot_clouds = {c.cloud for c in merged.values() if c.billing == "spot"}
-    assumptions = _assumptions(request, spot, spot_clouds)
-    return Plan(workload=dict(model.describe()), request=request, options=options, pareto=pareto,
-                rejected=rejected, explanation=tuple(explain(options, rejected, request)),
-                reason=reason, nearest_miss=nearest, considered=considered, assumptions=assumptions)
+            out.append(_Evaluated(site, nodes, ev))
+    results = list(seen.values())
+    errors = [e for e in results if isinstance(e, EstimateError)]
+    if errors and not any(isinstance(e, Evaluation) for e in results):
+        # nothing could be estimated: a workload problem, not a plan
+        common = Counter(e.message for e in errors).most_common(1)[0][0]
+        raise next(e for e in errors if e.message == common)
+    return out, results
 
 
-def _min(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
+# -- 3. price -----------------------------------------------------------------------------------------
+
+def _price_all(evaluated: Sequence[_Evaluated], request: PlanRequest, spot: SpotDefaults,
+               reserved: dict[tuple[str, int], ReservedTerm | None], costs: StartupCosts,
+               rejects: _Rejects) -> tuple[list[Candidate], int]:
+    """Price each evaluated setup per billing; regions with the same instance type and price are one candidate.
+
+    Sites of one instance type share their evaluations (same GPUs, same network), so the sites are
+    grouped by price first and each group is priced once per node count.
+    """
+    by_site: dict[int, list[_Evaluated]] = {}
+    for item in evaluated:
+        by_site.setdefault(id(item.site), []).append(item)
+    groups: dict[tuple[object, ...], tuple[list[_Evaluated], ZonePrice, Billing, list[Site]]] = {}
+    for items in by_site.values():
+        site = items[0].site
+        for billing in request.billings:  # prices do not depend on the node count
+            price = _price(billing, site, reserved)
+            if price is None:
+                kind: RejectKind = ("reserved-unknown" if billing.startswith("reserved") and site.on_demand is not None
+                                    else "no-price")
+                rejects.add(kind, cloud=site.cloud, billing=billing, count=len(items),
+                            reason=partial(_no_price_reason, kind, site.cloud, billing))
+                continue
+            # spot risk can differ per instance type and region (fetched provider bands, issue 13)
+            risk_p = (spot.for_instance(site.cloud, site.region, site.instance_type).monthly_interruption_probability
+                      if billing == "spot" else None)
+            key = (site.cloud, site.instance_type, site.gpu, site.gpu_count, billing,
+                   round(price.usd_per_hour, 4), price.outlier, len(items), risk_p)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = (items, price, billing, [site])
+            else:
+                group[3].append(site)
+    outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]] = {}
+    probabilities: dict[tuple[object, ...], float] = {}
+    cands = []
+    for items, price, billing, sites in groups.values():
+        regions = tuple(sorted({s.region for s in sites}))
+        zones = sum(s.zones for s in sites)
+        for item in items:
+            cands.append(_candidate(item, price, billing, regions, zones, request, spot, costs, outcomes,
+                                    probabilities))
+    return cands, len(evaluated) * len(request.billings)
 
 
-def _price(billing: str, od: float | None, sp: float | None, cloud: str,
-           reserved: dict[tuple[str, int], ReservedTerm | None]) -> float | None:
+def _price(billing: str, site: Site, reserved: dict[tuple[str, int], ReservedTerm | None]) -> ZonePrice | None:
     if billing == "on-demand":
-        return od
+        return site.on_demand
     if billing == "spot":
-        return sp
-    term = reserved.get((cloud, 1 if billing == "reserved-1y" else 3))
-    if term is None or od is None:
+        return site.spot
+    term = reserved.get((site.cloud, 1 if billing == "reserved-1y" else 3))
+    if term is None or site.on_demand is None:
         return None
-    return od * (1 - term.discount)
+    od = site.on_demand
+    return ZonePrice(od.usd_per_hour * (1 - term.discount), od.zone, od.outlier, od.set_aside)
 
 
 def _no_price_reason(kind: str, cloud: str, billing: str) -> str:
@@ -240,34 +295,47 @@ def _no_price_reason(kind: str, cloud: str, billing: str) -> str:
     return f"{cloud} {billing}: no price in the catalog for these offers (e.g. reservation-only types)"
 
 
-def _price_candidate(cand: _Cand, request: PlanRequest, spot: SpotDefaults,
-                     outcomes: dict[tuple[Any, ...], tuple[SpotOutcome, str]]) -> None:
-    ev = cand.ev
+def _candidate(item: _Evaluated, price: ZonePrice, billing: Billing, regions: tuple[str, ...], zones: int,
+               request: PlanRequest, spot: SpotDefaults, costs: StartupCosts,
+               outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]],
+               probabilities: dict[tuple[object, ...], float]) -> Candidate:
+    ev, site, nodes = item.ev, item.site, item.nodes
+    fixed = costs.hours(ev.weights_gib)
+    c_hours = _checkpoint_hours(ev, int(site.gpu_count) * nodes, request, spot)
+    run_deadline = None if request.deadline_hours is None else request.deadline_hours - fixed
+    p: float | None = None
+    out: SpotOutcome | None = None
+    source: str | None = None
     hours = ev.hours
-    if cand.billing == "spot":
-        risk = spot.for_instance(cand.cloud, cand.regions[0], cand.instance_type)
-        key = (cand.cloud, cand.gpu, cand.gpn, cand.nodes, risk.monthly_interruption_probability)
+    if billing == "spot":
+        risk = spot.for_instance(site.cloud, site.region, site.instance_type)
+        key = (site.cloud, nodes, ev.hours, c_hours, risk.monthly_interruption_probability)
         hit = outcomes.get(key)
         if hit is None:
-            hit = _spot(ev, cand, request, spot)
+            hit = _spot(ev, risk, nodes, c_hours, request, spot)
             outcomes[key] = hit
         out, source = hit
-        cand.out, cand.source = out, source
         hours = out.expected_hours
-        if request.deadline_hours is not None:
-            cand.p = p_meet_deadline(out, ev.hours, request.deadline_hours)
-    elif request.deadline_hours is not None:
-        cand.p = 1.0 if hours <= request.deadline_hours else 0.0
-    cand.hours = hours
-    cand.cost = cand.price * cand.nodes * hours
+        if run_deadline is not None:
+            pkey = (key, run_deadline)
+            p = probabilities.get(pkey)
+            if p is None:
+                p = p_meet_deadline(out, ev.hours, run_deadline) if run_deadline > 0 else 0.0
+                probabilities[pkey] = p
+    elif run_deadline is not None:
+        p = 1.0 if hours <= run_deadline else 0.0
+    total = hours + fixed
+    return Candidate(site=site, regions=regions, zones=zones, nodes=nodes, billing=billing,
+                     price=price, ev=ev, hours=total, cost=price.usd_per_hour * nodes * total, fixed_hours=fixed,
+                     checkpoint_hours=c_hours, p=p, outcome=out, source=source)
 
 
-def _spot(ev: Evaluation, cand: _Cand, request: PlanRequest, spot: SpotDefaults) -> tuple[SpotOutcome, str]:
-    risk = spot.for_instance(cand.cloud, cand.regions[0], cand.instance_type)
+def _spot(ev: Evaluation, risk: CloudSpotRisk, nodes: int, c_hours: float, request: PlanRequest,
+          spot: SpotDefaults) -> tuple[SpotOutcome, str]:
     if request.spot_mtbf_hours is not None:
         rate_node = 1 / request.spot_mtbf_hours
-        source = f"--spot-mtbf {request.spot_mtbf_hours:g} h"
-    elif risk.band is not None:  # issue 13: the provider's published band for this instance type
+        source = f"spot MTBF {request.spot_mtbf_hours:g} h (given)"
+    elif risk.band is not None:  # the provider's published band for this instance type and region
         rate_node = risk.rate_per_node_hour
         source = (f"{risk.instance_type} in {risk.region}: advisor band {risk.band} → "
                   f"{risk.monthly_interruption_probability:.0%}/month, MTBF {risk.mtbf_hours:,.0f} h "
@@ -276,10 +344,8 @@ def _spot(ev: Evaluation, cand: _Cand, request: PlanRequest, spot: SpotDefaults)
         rate_node = risk.rate_per_node_hour
         source = (f"{risk.cloud} default {risk.monthly_interruption_probability:.0%}/month "
                   f"({_confidence_words(risk.confidence)})")
-    c_hours = _checkpoint_hours(ev, cand.gpn * cand.nodes, request, spot)
     restart = (request.restart_hours if request.restart_hours is not None else spot.restart_hours) + c_hours
-    out = spot_outcome(ev.hours, rate_per_hour=rate_node * cand.nodes, checkpoint_hours=c_hours,
-                       restart_hours=restart)
+    out = spot_outcome(ev.hours, rate_per_hour=rate_node * nodes, checkpoint_hours=c_hours, restart_hours=restart)
     return out, source
 
 
@@ -292,15 +358,38 @@ def _checkpoint_hours(ev: Evaluation, total_gpus: int, request: PlanRequest, spo
     return ckpt_gib * BYTES_PER_GIB / (bw * BYTES_PER_GB) / 3600
 
 
-def _meets_deadline(cand: _Cand, request: PlanRequest) -> bool:
-    if cand.billing == "spot":
-        return cand.p is not None and cand.p >= request.confidence
-    return request.deadline_hours is None or cand.hours <= request.deadline_hours
+# -- 4. filter --------------------------------------------------------------------------------------
+
+def _meets_deadline(c: Candidate, request: PlanRequest) -> bool:
+    if request.deadline_hours is None:
+        return True
+    if c.billing == "spot":
+        return c.p is not None and c.p >= request.confidence
+    return c.hours <= request.deadline_hours
 
 
-def _sort_key(request: PlanRequest) -> Any:
-    def key(c: _Cand) -> tuple[Any, ...]:
-        tail = (c.cloud, c.instance_type, c.nodes, c.billing, c.regions[0])
+def _filter(cands: Sequence[Candidate], request: PlanRequest, rejects: _Rejects) -> list[Candidate]:
+    feasible = []
+    for c in cands:
+        if not _meets_deadline(c, request):
+            g = rejects.add("deadline", gpu=c.gpu, gpu_count=c.gpn, billing=c.billing, nodes=c.nodes)
+            if g.best is None or c.hours < g.best.hours:
+                g.best = c
+            continue
+        if request.budget_usd is not None and c.cost > request.budget_usd:
+            g = rejects.add("budget", gpu=c.gpu, gpu_count=c.gpn, billing=c.billing, nodes=c.nodes)
+            if g.best is None or c.cost < g.best.cost:
+                g.best = c
+            continue
+        feasible.append(c)
+    return feasible
+
+
+# -- 5. rank ----------------------------------------------------------------------------------------
+
+def _sort_key(request: PlanRequest) -> Callable[[Candidate], tuple[object, ...]]:
+    def key(c: Candidate) -> tuple[object, ...]:
+        tail = (c.site.cloud, c.site.instance_type, c.nodes, c.billing, c.regions[0])
         if request.objective == "time":
             return (round(c.hours, 9), round(c.cost, 6), *tail)
         if request.objective == "balanced":
@@ -310,7 +399,7 @@ def _sort_key(request: PlanRequest) -> Any:
     return key
 
 
-def _pareto(cands: Sequence[_Cand]) -> set[int]:
+def _pareto(cands: Sequence[Candidate]) -> set[int]:
     """ids of candidates no other beats on both cost and hours (ties kept once)."""
     front: set[int] = set()
     best_hours = math.inf
@@ -321,21 +410,40 @@ def _pareto(cands: Sequence[_Cand]) -> set[int]:
     return front
 
 
-def _to_option(rank: int, c: _Cand, on_front: bool, checkpoint_hours: float) -> PlanOption:
-    ev = c.ev
-    regions = tuple(sorted(set(c.regions)))
+def _cost_range(c: Candidate, hours: float | None) -> float | None:
+    """Cost if the run took ``hours`` (the estimator's p10/p90) instead of its estimate."""
+    if hours is None or c.ev.hours <= 0:
+        return None
+    run = (c.hours - c.fixed_hours) * hours / c.ev.hours
+    return c.price.usd_per_hour * c.nodes * (run + c.fixed_hours)
+
+
+def _to_option(rank: int, c: Candidate, on_front: bool, costs: StartupCosts) -> PlanOption:
+    ev, site = c.ev, c.site
+    capacity = None
+    if c.billing == "spot" and c.gpu in costs.scarce_gpus:
+        capacity = (f"{c.gpu} spot capacity is scarce (gpuwise default list, no public data): the job may wait "
+                    "for capacity or be reclaimed more often than assumed; keep an on-demand fallback")
     return PlanOption(
-        rank=rank, cloud=c.cloud, region=regions[0], regions=regions, instance_type=c.instance_type,
-        gpu=c.gpu, gpu_count=c.gpn, nodes=c.nodes, billing=c.billing,  # type: ignore[arg-type]
-        price_usd_per_hour=c.price * c.nodes, hours=c.hours, cost_usd=c.cost, fits=True,
-        p_meet_deadline=c.p, failure_free_hours=ev.hours, per_gpu_memory_gib=ev.per_gpu_memory_gib,
+        rank=rank, cloud=site.cloud, region=site.region,
+        regions=c.regions, instance_type=site.instance_type, gpu=c.gpu, gpu_count=c.gpn, nodes=c.nodes,
+        billing=c.billing, price_usd_per_hour=c.price.usd_per_hour * c.nodes, hours=c.hours, cost_usd=c.cost,
+        fits=True, p_meet_deadline=c.p, failure_free_hours=ev.hours, per_gpu_memory_gib=ev.per_gpu_memory_gib,
         capacity_gib=ev.capacity_gib, on_pareto_front=on_front,
-        checkpoint_interval_hours=(None if c.out is None or math.isinf(c.out.interval_hours)
-                                   else c.out.interval_hours),
-        expected_interruptions=None if c.out is None else c.out.expected_interruptions,
-        interruption_source=c.source, zones=c.zones, checkpoint_hours=checkpoint_hours,
+        checkpoint_interval_hours=(None if c.outcome is None or math.isinf(c.outcome.interval_hours)
+                                   else c.outcome.interval_hours),
+        expected_interruptions=None if c.outcome is None else c.outcome.expected_interruptions,
+        interruption_source=c.source, zones=c.zones, checkpoint_hours=c.checkpoint_hours,
+        settings=None if ev.settings is None else ev.settings.to_dict(),
+        zone=c.price.zone, zone_pinned=c.price.outlier, zones_set_aside=c.price.set_aside,
+        network=site.network.describe(), network_known=site.network.known, rdma_resource=site.network.rdma_resource,
+        fixed_hours=c.fixed_hours, cost_usd_p10=_cost_range(c, ev.hours_p10), cost_usd_p90=_cost_range(c, ev.hours_p90),
+        price_as_of=site.as_of or None, capacity_note=capacity, vcpus=site.vcpus, memory_gib=site.memory_gib,
+        similar=len(c.regions),
     )
 
+
+# -- rejections and empty plans -------------------------------------------------------------------
 
 def _span(nodes: set[int]) -> str:
     lo, hi = min(nodes), max(nodes)
@@ -345,97 +453,108 @@ def _span(nodes: set[int]) -> str:
 
 
 def _finish_rejections(rejects: _Rejects, request: PlanRequest) -> tuple[Rejection, ...]:
-    out: list[tuple[tuple[Any, ...], Rejection]] = []
+    out: list[tuple[tuple[int, float], Rejection]] = []
     for g in rejects.groups.values():
-        kind = g["kind"]
-        nodes = tuple(sorted(g["nodes"]))
-        best: _Cand | None = g.get("best")
-        if kind == "no-fit":
+        nodes = tuple(sorted(g.nodes))
+        if g.kind == "no-fit":
             top = max(nodes)
-            need = g["need"][top]
+            need = g.need_gib[top]
             where = f" on {top} nodes" if len(nodes) > 1 or top > 1 else ""
-            digits = 1 if round(need) == round(g["capacity"]) else 0
-            reason = (f"{g['gpu']} ×{g['gpu_count']}{_span(g['nodes'])}: does not fit (needs {need:.{digits}f} "
-                      f"GiB/GPU{where}, has {g['capacity']:.{digits}f})")
-            sort_metric = need - g["capacity"]
-            out.append(((_KIND_ORDER[kind], sort_metric), Rejection(
-                kind=kind, reason=reason, offers=g["offers"], gpu=g["gpu"], gpu_count=g["gpu_count"], nodes=nodes)))
+            digits = 1 if round(need) == round(g.capacity_gib) else 0
+            tried = " with any settings tried" if g.searched else ""
+            reason = (f"{g.gpu} ×{g.gpu_count}{_span(g.nodes)}: does not fit{tried} (needs {need:.{digits}f} "
+                      f"GiB/GPU{where}, has {g.capacity_gib:.{digits}f})")
+            out.append(((_KIND_ORDER[g.kind], need - g.capacity_gib), Rejection(
+                kind=g.kind, reason=reason, offers=g.offers, gpu=g.gpu, gpu_count=g.gpu_count, nodes=nodes)))
             continue
-        if kind in ("deadline", "budget") and best is not None:
-            setup = f"{best.gpu} ×{best.gpn}{_span(g['nodes'])} {best.billing}"
-            if kind == "deadline":
-                if best.billing == "spot" and best.p is not None \
-                        and best.out is not None and best.out.failure_free_hours <= (request.deadline_hours or 0):
-                    why = (f"{best.p:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)} "
-                           f"(needs {request.confidence:.0%}; best {_label(best)})")
+        best = g.best
+        if g.kind in ("deadline", "budget") and best is not None:
+            setup = f"{best.gpu} ×{best.gpn}{_span(g.nodes)} {best.billing}"
+            if g.kind == "deadline":
+                deadline = request.deadline_hours or 0.0
+                if best.billing == "spot" and best.p is not None and best.outcome is not None \
+                        and best.outcome.failure_free_hours + best.fixed_hours <= deadline:
+                    why = (f"{best.p:.0%} chance to finish within {fmt_hours(deadline)} "
+                           f"(needs {request.confidence:.0%}; best {best.label})")
                 else:
-                    why = (f"misses the {fmt_hours(request.deadline_hours or 0)} deadline "
-                           f"(fastest {fmt_hours(best.hours)}, {_label(best)})")
+                    why = f"misses the {fmt_hours(deadline)} deadline (fastest {fmt_hours(best.hours)}, {best.label})"
                 metric = best.hours
             else:
-                why = (f"over the {fmt_usd(request.budget_usd or 0)} budget "
-                       f"(cheapest {fmt_usd(best.cost)}, {_label(best)})")
+                why = f"over the {fmt_usd(request.budget_usd or 0)} budget (cheapest {fmt_usd(best.cost)}, {best.label})"
                 metric = best.cost
-            out.append(((_KIND_ORDER[kind], metric), Rejection(
-                kind=kind, reason=f"{setup}: {why}", offers=g["offers"], gpu=best.gpu, gpu_count=best.gpn,
-                nodes=nodes, billing=best.billing, cloud=best.cloud, example=_label(best),
+            out.append(((_KIND_ORDER[g.kind], metric), Rejection(
+                kind=g.kind, reason=f"{setup}: {why}", offers=g.offers, gpu=best.gpu, gpu_count=best.gpn,
+                nodes=nodes, billing=best.billing, cloud=best.site.cloud, example=best.label,
                 hours=best.hours, cost_usd=best.cost)))
             continue
-        out.append(((_KIND_ORDER[kind], 0.0), Rejection(
-            kind=kind, reason=g["reason"], offers=g["offers"], gpu=g.get("gpu"), gpu_count=g.get("gpu_count"),
-            billing=g.get("billing"), cloud=g.get("cloud"))))
+        out.append(((_KIND_ORDER[g.kind], 0.0), Rejection(
+            kind=g.kind, reason=g.reason, offers=g.offers, gpu=g.gpu, gpu_count=g.gpu_count,
+            billing=g.billing, cloud=g.cloud)))
     out.sort(key=lambda x: (x[0], x[1].reason))
     return tuple(r for _, r in out)
 
 
-def _why_empty(request: PlanRequest, fits_any: Sequence[_Cand], rejects: _Rejects,
-               sites: dict[Any, Any]) -> tuple[str, str | None]:
+def _why_empty(request: PlanRequest, cands: Sequence[Candidate], rejects: _Rejects,
+               sites: Sequence[Site]) -> tuple[str, str | None]:
     if not sites:
-        return ("no offer matches the --cloud/--region/--gpu filters", None)
-    if not fits_any:
-        misses = [g for g in rejects.groups.values() if g["kind"] == "no-fit"]
+        return ("no offer matches the cloud/region/GPU filters", None)
+    if not cands:
+        misses = [g for g in rejects.groups.values() if g.kind == "no-fit"]
         if not misses:
             return ("no offer can be priced for the requested billing models (see rejected)", None)
-        best = min(misses, key=lambda g: g["need"][max(g["nodes"])] / g["capacity"])
-        top = max(best["nodes"])
-        total = best["gpu_count"] * top
+        best = min(misses, key=lambda g: g.need_gib[max(g.nodes)] / g.capacity_gib)
+        top = max(best.nodes)
+        total = int(best.gpu_count or 1) * top
         return ("the workload fits on no GPU setup in the catalog",
-                f"closest: {total}×{best['gpu']} needs {best['need'][top]:.0f} GiB/GPU, has "
-                f"{best['capacity']:.0f} (try --max-zero 3, --grad-ckpt full, a smaller --micro-batch, or more --max-nodes)")
-    on_time = [c for c in fits_any if _meets_deadline(c, request)] if request.deadline_hours is not None \
-        else list(fits_any)
+                f"closest: {total}×{best.gpu} needs {best.need_gib[top]:.0f} GiB/GPU, has "
+                f"{best.capacity_gib:.0f} (try more nodes, a smaller model or sequence, or another precision)")
+    on_time = [c for c in cands if _meets_deadline(c, request)]
     if not on_time:
-        fastest = min(fits_any, key=lambda c: (c.hours, c.cost))
+        fastest = min(cands, key=lambda c: (c.hours, c.cost))
         return ("no option meets the deadline",
-                f"fastest possible: {fmt_hours(fastest.hours)} on {_setup(fastest.gpu, fastest.gpn, fastest.nodes)} "
-                f"({fastest.cloud} {fastest.instance_type}{f' ×{fastest.nodes}' if fastest.nodes > 1 else ''}, "
-                f"{fastest.billing}, {fmt_usd(fastest.cost)})")
+                f"fastest possible: {fmt_hours(fastest.hours)} on {fastest.label}, {fmt_usd(fastest.cost)}")
     cheapest = min(on_time, key=lambda c: (c.cost, c.hours))
     reason = "no option that meets the deadline is within the budget" if request.deadline_hours is not None \
         else "no option is within the budget"
-    return (reason, f"cheapest possible: {fmt_usd(cheapest.cost)} on {_label(cheapest)} "
-                    f"in {fmt_hours(cheapest.hours)}")
+    return (reason, f"cheapest possible: {fmt_usd(cheapest.cost)} on {cheapest.label} in {fmt_hours(cheapest.hours)}")
 
 
-def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> tuple[str, ...]:
-    """The spot-model inputs that are defaults, for the clouds whose spot offers were priced."""
-    if not clouds:
-        return ()
+def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str], costs: StartupCosts,
+                 sites: Sequence[Site]) -> tuple[str, ...]:
+    """The model inputs that are defaults or placeholders."""
     out = []
-    if request.spot_mtbf_hours is None:
+    if clouds and request.spot_mtbf_hours is None:
         for cloud in sorted(clouds):
             risk = spot.for_cloud(cloud)
-            known = sum(1 for k in spot.instances if k[0] == cloud)  # issue 13: fetched per-instance bands
+            known = sum(1 for k in spot.instances if k[0] == cloud)  # fetched per-instance bands (issue 13)
             where = f" where the {known} fetched per-instance bands do not apply" if known else ""
             out.append(f"{cloud} spot interruptions: {risk.monthly_interruption_probability:.0%}/month per "
                        f"instance{where} (MTBF {risk.mtbf_hours:,.0f} h, {_confidence_words(risk.confidence)}) — "
-                       "override with --spot-mtbf")
-    if request.checkpoint_bandwidth_gb_s is None:
+                       "override with spot_mtbf_hours (--spot-mtbf)")
+    if clouds and request.checkpoint_bandwidth_gb_s is None:
         out.append(f"checkpoint bandwidth {spot.checkpoint_bandwidth_gb_s:g} GB/s (placeholder) — "
-                   "override with --checkpoint-bandwidth")
-    if request.restart_hours is None:
+                   "override with checkpoint_bandwidth_gb_s (--checkpoint-bandwidth)")
+    if clouds and request.restart_hours is None:
         out.append(f"restart {spot.restart_hours * 60:.0f} min + checkpoint reload (placeholder) — "
-                   "override with --restart-time")
+                   "override with restart_hours (--restart-time)")
+    fixed = []
+    if request.provision_hours is None:
+        fixed.append(f"provisioning {costs.provision_hours * 60:.0f} min")
+    if request.download_gbit_s is None:
+        fixed.append(f"downloads (image {costs.image_gib:g} GiB + model weights) at {costs.download_gbit_s:g} Gbit/s")
+    if request.startup_hours is None:
+        fixed.append(f"start-up {costs.startup_hours * 60:.0f} min")
+    if fixed:
+        out.append("fixed costs per job (placeholders, added to every option): " + ", ".join(fixed)
+                   + " — override with provision_hours/download_gbit_s/startup_hours "
+                     "(--provision-time, --download-gbps, --startup-time)")
+    unknown = sorted({f"{s.cloud} {s.instance_type}" for s in sites if not s.network.known
+                      and s.network.fabric == "unknown"})
+    if unknown:
+        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        out.append(f"network of {', '.join(unknown[:3])}{more}: not in gpuwise's network table, "
+                   "a conservative 10 Gbit/s assumed for multi-node options — override with inter_node_gbit_s "
+                   "(--inter-node-gbps)")
     return tuple(out)
 
 

@@ -4,11 +4,13 @@ Both are plain dicts (dump them with :func:`to_yaml`); the tests validate them a
 SkyPilot's own schema and the Kubernetes / Kubeflow client models. What the documents carry:
 
 - SkyPilot: our ranking as ``resources.ordered`` (or ``any_of``) candidates of the winner's
-  node count, ``use_spot`` per candidate, ``job_recovery`` (SkyPilot's default strategy
-  ``EAGER_NEXT_REGION``, docs "managed jobs"), ``num_nodes``, a checkpoint bucket mounted
-  ``MOUNT_CACHED`` (SkyPilot's recommendation for checkpoints), and ``run:`` through
-  ``gpuwise run``.
-- Kubernetes: a Job whose pod failure policy ignores disruptions (preemption, drain) so only
+  node count and settings, each pinned to the zone its price comes from, ``use_spot`` per
+  candidate, ``job_recovery`` (SkyPilot's default strategy ``EAGER_NEXT_REGION``, docs "managed
+  jobs"; no restarts on program errors), ``num_nodes``, ``workdir`` (the user's code), ``setup``
+  (pinned gpuwise + the user's requirements), a checkpoint bucket mounted ``MOUNT_CACHED``
+  (SkyPilot's recommendation for checkpoints), and ``run:`` through ``gpuwise run``.
+- Kubernetes: an image with gpuwise (``deploy/docker/job.Dockerfile``), CPU/memory requests
+  from the instance size, EFA devices on AWS multi-node jobs; a Job whose pod failure policy ignores disruptions (preemption, drain) so only
   real failures count against ``backoffLimit``; ``nvidia.com/gpu`` limits, a required node affinity for the GPU model (GKE's
   ``cloud.google.com/gke-accelerator`` or GPU Feature Discovery's ``nvidia.com/gpu.product``,
   labels in ``data/k8s_gpu_labels.yaml``), a preference for spot nodes when the plan chose
@@ -31,7 +33,26 @@ from gpuwise.plan.values import Plan, PlanOption
 
 CHECKPOINT_DIR = "/checkpoints"
 DEFAULT_COMMAND = "python train.py"
-DEFAULT_IMAGE = "pytorch/pytorch:latest"
+PIP_SPEC_ENV = "GPUWISE_PIP_SPEC"
+"""Environment variable the SkyPilot ``setup`` honours instead of the pinned ``gpuwise[train]==VERSION``:
+``pip install`` arguments (a wheel path, a local checkout, ``--no-deps DIR``, a private index spec);
+how the loopback test installs the tree under test. Set it in the task's ``envs`` or with ``sky jobs
+launch --env``."""
+REQUIREMENTS = "requirements.txt"
+
+
+def default_image() -> str:
+    """``gpuwise-job:<version>``: the image users build from ``deploy/docker/job.Dockerfile``."""
+    return f"gpuwise-job:{_version()}"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpuwise")
+    except PackageNotFoundError:  # a source checkout without an install
+        return "0.1.0"
 
 
 def _name(plan: Plan, name: str | None) -> str:
@@ -50,59 +71,98 @@ def _name(plan: Plan, name: str | None) -> str:
 def _winner(plan: Plan) -> PlanOption:
     if plan.winner is None:
         raise PlanError("nothing to export: no option meets the constraints",
-                        hint="loosen --deadline/--budget (see the nearest miss) and export again")
+                        hint="loosen the deadline or budget (see the nearest miss) and export again")
     return plan.winner
 
 
-def _script(command: str) -> str:
-    """The user's command; ``python X`` becomes ``torchrun ... X`` so every GPU gets a rank."""
+def _script(command: str) -> list[str]:
+    """The user's command as argv; ``torchrun`` is refused: ``gpuwise run`` starts it itself."""
     parts = shlex.split(command)
     if not parts:
-        raise PlanError("empty --run command", hint="give the training command, e.g. 'python train.py'")
-    return " ".join(shlex.quote(p) for p in parts[1:]) if parts[0] in ("python", "python3") else ""
+        raise PlanError("empty run command", hint="give the training command, e.g. 'python train.py'")
+    if parts[0] == "torchrun" or parts[:3] == ["python", "-m", "torch.distributed.run"]:
+        raise PlanError("the run command starts torchrun; gpuwise run already does",
+                        hint="give the script as 'python train.py ARGS' (gpuwise run wraps it in torchrun)")
+    return parts
+
+
+def run_line(option: PlanOption, command: str) -> str:
+    """``gpuwise run --nproc-per-node N [--nnodes ...] -- python SCRIPT``: torchrun is gpuwise run's job.
+
+    One node: the GPU count is written out. Several nodes: ``gpuwise run`` reads the launcher's
+    variables (SkyPilot's ``SKYPILOT_*``, the PyTorchJob's ``PET_*``) for node count, rank and
+    rendezvous, so only the per-node process count is given.
+    """
+    argv = _script(command)
+    return f"gpuwise run --nproc-per-node {option.gpu_count} -- {' '.join(shlex.quote(a) for a in argv)}"
+
+
+def setup_script(requirements: str = REQUIREMENTS) -> str:
+    """Install gpuwise (pinned; ``$GPUWISE_PIP_SPEC`` overrides) and the user's requirements."""
+    pinned = f"gpuwise[train]=={_version()}"
+    return (
+        "set -e\n"
+        f'python -m pip install --upgrade ${{{PIP_SPEC_ENV}:-"{pinned}"}}\n'
+        f"if [ -f {shlex.quote(requirements)} ]; then python -m pip install -r {shlex.quote(requirements)}; fi\n"
+    )
+
+
+def _infra(o: PlanOption, region: str) -> str:
+    """``cloud/region`` or, where the option's price is one zone's, ``cloud/region/zone``."""
+    if o.zone and region == o.region:
+        return f"{o.cloud}/{region}/{o.zone}"
+    return f"{o.cloud}/{region}"
 
 
 def skypilot_task(plan: Plan, *, name: str | None = None, command: str = DEFAULT_COMMAND,
                   bucket: str | None = None, candidates: int = 8,
-                  mode: Literal["ordered", "any_of"] = "ordered") -> dict[str, Any]:
-    """A SkyPilot task (managed job) for the plan's winner and its closest alternatives."""
+                  mode: Literal["ordered", "any_of"] = "ordered", workdir: str = ".",
+                  requirements: str = REQUIREMENTS) -> dict[str, Any]:
+    """A SkyPilot task (managed job) for the plan's winner and its closest alternatives.
+
+    Candidates keep the winner's node count, GPUs per node and settings (``num_nodes`` is per
+    task); each names the zone its price comes from. ``setup`` installs gpuwise and the user's
+    requirements on a fresh VM; ``workdir`` syncs the user's code; ``run`` goes through
+    ``gpuwise run`` (which reads ``SKYPILOT_*`` for multi-node rendezvous).
+    """
     w = _winner(plan)
     task_name = _name(plan, name)
     chosen: list[dict[str, Any]] = []
-    seen: set[tuple[str, str, str, bool]] = set()
-    for o in plan.options:  # same node count and GPUs per node as the winner: num_nodes is per task
-        if o.nodes != w.nodes or o.gpu_count != w.gpu_count:
+    seen: set[tuple[str, str, bool]] = set()
+    for o in plan.options:
+        if o.nodes != w.nodes or o.gpu_count != w.gpu_count or o.settings != w.settings:
             continue
         for region in o.regions:
-            key = (o.cloud, region, o.instance_type, o.billing == "spot")
+            infra = _infra(o, region)
+            key = (infra, o.instance_type, o.billing == "spot")
             if key in seen:
                 continue
             seen.add(key)
-            chosen.append({"infra": f"{o.cloud}/{region}", "instance_type": o.instance_type,
-                           "use_spot": o.billing == "spot"})
+            chosen.append({"infra": infra, "instance_type": o.instance_type, "use_spot": o.billing == "spot"})
             if len(chosen) >= candidates:
                 break
         if len(chosen) >= candidates:
             break
-    script = _script(command)
-    if script:
-        run = ("gpuwise run -- torchrun --nnodes=$SKYPILOT_NUM_NODES "
-               "--nproc-per-node=$SKYPILOT_NUM_GPUS_PER_NODE --node-rank=$SKYPILOT_NODE_RANK "
-               "--master-addr=$(echo \"$SKYPILOT_NODE_IPS\" | head -n1) --master-port=29500 "
-               f"{script}")
-    else:
-        run = f"gpuwise run -- {command}"
-    resources_doc: dict[str, Any] = {
-        mode: chosen,
-        "job_recovery": {"strategy": "EAGER_NEXT_REGION", "max_restarts_on_errors": 3},
-    }
+    envs: dict[str, str] = {"GPUWISE_CHECKPOINT_DIR": CHECKPOINT_DIR}
+    if w.settings:
+        envs["GPUWISE_SETTINGS"] = str(w.settings.get("text", ""))
+        for field_name in ("zero", "recompute", "micro_batch", "global_batch", "tensor_parallel"):
+            value = w.settings.get(field_name)
+            if value is not None:
+                envs[f"GPUWISE_{field_name.upper()}"] = str(value)
     return {
         "name": task_name,
+        "workdir": workdir,
         "num_nodes": w.nodes,
-        "resources": resources_doc,
-        "envs": {"GPUWISE_CHECKPOINT_DIR": CHECKPOINT_DIR},
+        "resources": {
+            mode: chosen,
+            # errors in the user's program are not retried: a relaunch would pay for the same failure
+            "job_recovery": {"strategy": "EAGER_NEXT_REGION", "max_restarts_on_errors": 0},
+        },
+        "envs": envs,
         "file_mounts": {CHECKPOINT_DIR: {"name": bucket or f"{task_name}-checkpoints", "mode": "MOUNT_CACHED"}},
-        "run": run,
+        "setup": setup_script(requirements),
+        "run": run_line(w, command),
     }
 
 
@@ -142,10 +202,30 @@ def grace_period_seconds(option: PlanOption) -> int:
     return max(60, math.ceil(1.5 * write_s + 30))
 
 
+def _requests(w: PlanOption) -> dict[str, str]:
+    """CPU and memory requests: 90% of the instance (the rest for the kubelet and daemons)."""
+    out: dict[str, str] = {}
+    if w.vcpus:
+        out["cpu"] = str(max(1, math.floor(w.vcpus * 0.9)))
+    if w.memory_gib:
+        out["memory"] = f"{max(1, math.floor(w.memory_gib * 0.9))}Gi"
+    return out
+
+
 def _pod_spec(w: PlanOption, container: str, image: str, argv: list[str], pvc: str,
               restart: str | None) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": pvc}})
+    limits = {"nvidia.com/gpu": str(w.gpu_count)}
+    if w.rdma_resource is not None and w.nodes > 1:  # EFA: without it NCCL falls back to TCP
+        limits[w.rdma_resource[0]] = str(w.rdma_resource[1])
+    resources_doc: dict[str, Any] = {"limits": limits}
+    requests = _requests(w)
+    if requests:
+        resources_doc["requests"] = {**requests, **limits}
+    env = [{"name": "GPUWISE_CHECKPOINT_DIR", "value": CHECKPOINT_DIR}]
+    if w.settings:
+        env.append({"name": "GPUWISE_SETTINGS", "value": str(w.settings.get("text", ""))})
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": grace_period_seconds(w),
         "affinity": gpu_node_affinity(w.gpu, w.billing == "spot"),
@@ -154,8 +234,8 @@ def _pod_spec(w: PlanOption, container: str, image: str, argv: list[str], pvc: s
             "name": container,
             "image": image,
             "command": argv,
-            "env": [{"name": "GPUWISE_CHECKPOINT_DIR", "value": CHECKPOINT_DIR}],
-            "resources": {"limits": {"nvidia.com/gpu": str(w.gpu_count)}},
+            "env": env,
+            "resources": resources_doc,
             "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINT_DIR},
                              {"name": "dshm", "mountPath": "/dev/shm"}],
         }],
@@ -167,16 +247,20 @@ def _pod_spec(w: PlanOption, container: str, image: str, argv: list[str], pvc: s
 
 
 def k8s_manifest(plan: Plan, *, name: str | None = None, command: str = DEFAULT_COMMAND,
-                 image: str = DEFAULT_IMAGE, pvc: str | None = None, backoff_limit: int = 10) -> dict[str, Any]:
-    """A ``batch/v1`` Job for one node, a ``kubeflow.org/v1`` PyTorchJob for several."""
+                 image: str | None = None, pvc: str | None = None, backoff_limit: int = 10) -> dict[str, Any]:
+    """A ``batch/v1`` Job for one node, a ``kubeflow.org/v1`` PyTorchJob for several.
+
+    ``image`` must contain gpuwise and the user's code (default :func:`default_image`, built from
+    ``deploy/docker/job.Dockerfile``). The PyTorchJob operator sets ``PET_NNODES``,
+    ``PET_NODE_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``, which ``gpuwise run`` reads.
+    """
     w = _winner(plan)
+    image = image or default_image()
     job_name = _name(plan, name)
     pvc = pvc or f"{job_name}-checkpoints"
-    script = _script(command)
     labels = {"app.kubernetes.io/name": job_name, "app.kubernetes.io/managed-by": "gpuwise"}
     if w.nodes == 1:
-        inner = f"torchrun --standalone --nproc-per-node={w.gpu_count} {script}" if script else command
-        argv = ["sh", "-c", f"exec gpuwise run -- {inner}"]
+        argv = ["sh", "-c", f"exec {run_line(w, command)}"]
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -192,10 +276,7 @@ def k8s_manifest(plan: Plan, *, name: str | None = None, command: str = DEFAULT_
                              "spec": _pod_spec(w, "train", image, argv, pvc, "Never")},
             },
         }
-    # The training operator sets MASTER_ADDR, MASTER_PORT, WORLD_SIZE (= nodes) and RANK per pod.
-    inner = (f"torchrun --nnodes=$WORLD_SIZE --node-rank=$RANK --nproc-per-node={w.gpu_count} "
-             f"--master-addr=$MASTER_ADDR --master-port=$MASTER_PORT {script}") if script else command
-    argv = ["sh", "-c", f"exec gpuwise run -- {inner}"]
+    argv = ["sh", "-c", f"exec {run_line(w, command)}"]
 
     def replica(count: int) -> dict[str, Any]:
         return {"replicas": count, "restartPolicy": "OnFailure",
@@ -214,11 +295,16 @@ def k8s_manifest(plan: Plan, *, name: str | None = None, command: str = DEFAULT_
 
 
 def to_yaml(doc: dict[str, Any]) -> str:
-    """Block-style YAML, keys in the order built, no anchors/aliases."""
+    """Block-style YAML, keys in the order built, no anchors/aliases; multi-line strings as ``|`` blocks."""
     import yaml
 
     class _Dumper(yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:
             return True
 
+    def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in data else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+    _Dumper.add_representer(str, _str)
     return str(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000))

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuwise.errors import EstimateError, HardwareError
+from gpuwise.plan.network import InstanceNetwork
+
+if TYPE_CHECKING:
+    from gpuwise.estimate.estimator import Estimate
+    from gpuwise.estimate.workload import Workload
+    from gpuwise.plan.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -19,9 +25,9 @@ class Evaluation:
     """A workload on ``nodes`` × ``gpus_per_node`` GPUs of one model, as the planner needs it."""
 
     fits: bool
-    """Whether the per-GPU memory fits the GPU's capacity."""
+    """Whether the per-GPU memory fits the GPU's capacity (with the best settings found)."""
     per_gpu_memory_gib: float
-    """Memory needed on each GPU, GiB."""
+    """Memory needed on each GPU, GiB (the least any tried setting needs when nothing fits)."""
     capacity_gib: float
     """Usable memory of one GPU, GiB."""
     hours: float
@@ -30,12 +36,22 @@ class Evaluation:
     """Size of one full checkpoint (weights + optimizer state) in GiB; None when unknown."""
     note: str = ""
     """Anything the planner should pass on (e.g. "bf16 not supported: fp16 assumed")."""
+    settings: Settings | None = None
+    """The job's settings that give ``hours`` (None for models without settings)."""
+    hours_p10: float | None = None
+    """Optimistic end of the estimator's range for ``hours``; None when it gives none."""
+    hours_p90: float | None = None
+    """Pessimistic end of the estimator's range for ``hours``; None when it gives none."""
+    evaluated: int = 1
+    """Settings looked at to find this one."""
+    weights_gib: float | None = None
+    """Model weights to download before the job starts, GiB (None: unknown, no download time)."""
 
 
 class WorkloadModel(Protocol):
-    """Anything that gives per-GPU memory and hours for (gpu, gpus_per_node, nodes)."""
+    """Anything that gives per-GPU memory and hours for (gpu, gpus_per_node, nodes, network)."""
 
-    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int) -> Evaluation:
+    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork) -> Evaluation:
         """The workload on this setup; raise HardwareError/EstimateError when it cannot be estimated."""
         ...
 
@@ -45,26 +61,36 @@ class WorkloadModel(Protocol):
 
 
 class EstimatorModel:
-    """:class:`WorkloadModel` over gpuwise's estimator (issue 3), with a per-setup cache.
+    """:class:`WorkloadModel` over gpuwise's estimator, searching the job's settings per setup.
 
-    ``max_zero`` is the parallelism the user allows: where the workload does not fit at its own
-    ZeRO stage, the planner may raise the stage up to ``max_zero`` (None: never).
+    ``search``: try recompute × ZeRO × micro-batch (training) or tensor parallel × batch
+    (inference), :mod:`gpuwise.plan.settings`; False keeps the workload's settings, raising the
+    ZeRO stage up to ``max_zero`` where it would not fit. ``max_batch`` caps inference concurrency.
     """
 
-    def __init__(self, workload: Any, calibration: Any = None, *, max_zero: int | None = None,
-                 inter_node_gbit_s: float | None = None) -> None:
-        self.workload = workload
-        self.calibration = calibration
-        self.max_zero = max_zero
-        self.inter_node_gbit_s = inter_node_gbit_s
-        self._cache: dict[tuple[str, int, int], Evaluation | Exception] = {}
+    def __init__(self, workload: Workload, calibration: Any = None, *, max_zero: int | None = None,
+                 search: bool = True, max_batch: int | None = None) -> None:
+        from gpuwise.estimate.calibration import Calibration, load_calibration
 
-    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int) -> Evaluation:
-        key = (gpu, gpus_per_node, nodes)
+        self.workload = workload
+        # resolved once: None means the user's calibration file when there is one
+        self.calibration = (calibration if isinstance(calibration, Calibration)
+                            else load_calibration(calibration) if calibration is not None else load_calibration())
+        self.max_zero = max_zero
+        self.search = search
+        self.max_batch = max_batch
+        self._cache: dict[tuple[str, int, int, float], Evaluation | HardwareError | EstimateError] = {}
+        from gpuwise.plan.settings import SearchCache
+
+        self._search_cache = SearchCache()
+
+    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork) -> Evaluation:
+        # one node never uses the network: share its evaluation across instance types
+        key = (gpu, gpus_per_node, nodes, network.inter_node_gbit_s if nodes > 1 else 0.0)
         hit = self._cache.get(key)
         if hit is None:
             try:
-                hit = self._evaluate(gpu, gpus_per_node, nodes)
+                hit = self._evaluate(gpu, gpus_per_node, nodes, network.inter_node_gbit_s)
             except (HardwareError, EstimateError) as exc:
                 hit = exc
             self._cache[key] = hit
@@ -72,63 +98,65 @@ class EstimatorModel:
             raise hit
         return hit
 
-    def _evaluate(self, gpu: str, gpus_per_node: int, nodes: int) -> Evaluation:
-        from gpuwise.estimate import estimate_workload
+    def _evaluate(self, gpu: str, gpn: int, nodes: int, gbit: float) -> Evaluation:
+        from gpuwise.estimate.memory import weight_bytes_per_param
+        from gpuwise.hardware import find_gpu
+        from gpuwise.plan.settings import as_given, search_inference, search_training
 
-        workload = self.workload
-        stage = int(getattr(workload, "zero", 0) or 0)
-        while True:
-            extra: dict[str, Any] = {}
-            if self.inter_node_gbit_s is not None:
-                extra["inter_node_gbit_s"] = self.inter_node_gbit_s
-            if self.calibration is not None:
-                extra["calibration"] = self.calibration
-            est = estimate_workload(workload, gpu, gpus_per_node * nodes, gpus_per_node=gpus_per_node,
-                                    suggest=False, **extra)
-            if est.memory.fits or self.max_zero is None or stage >= self.max_zero:
-                break
-            stage += 1
-            workload = workload.with_changes(zero=stage)
+        spec = find_gpu(gpu)
+        wl = self.workload
+        cal = self.calibration
+        sized = wl.requests is not None if wl.task == "inference" else (
+            wl.total_tokens is not None or wl.samples is not None)
+        if not sized:
+            raise EstimateError("the workload has no size, so it has no hours",
+                                hint="give --tokens (or --samples; --requests for inference)")
+        if not self.search:
+            found = as_given(wl, spec, gpn, nodes, gbit, cal)
+            stage = wl.zero
+            while found.estimate is None and self.max_zero is not None and stage < self.max_zero:
+                stage += 1
+                found = as_given(wl.with_changes(zero=stage), spec, gpn, nodes, gbit, cal)
+        elif wl.task == "inference":
+            found = search_inference(wl, spec, gpn, nodes, gbit, cal, self.max_batch)
+        else:
+            found = search_training(wl, spec, gpn, nodes, gbit, cal, self._search_cache)
+        est = found.estimate
+        if est is None:
+            return Evaluation(fits=False, per_gpu_memory_gib=found.smallest_gib, capacity_gib=float(spec.memory_gib),
+                              hours=float("inf"), evaluated=found.evaluated)
         if est.wall_hours is None:
             raise EstimateError("the workload has no size, so it has no hours",
                                 hint="give --tokens (or --samples; --requests for inference)")
         mem = est.memory
-        note = f"ZeRO-{stage} needed" if stage != int(getattr(self.workload, "zero", 0) or 0) else ""
-        return Evaluation(fits=bool(mem.fits), per_gpu_memory_gib=float(mem.per_gpu_gib),
-                          capacity_gib=float(mem.capacity_gib), hours=float(est.wall_hours),
-                          checkpoint_gib=_checkpoint_gib(est), note=note)
+        return Evaluation(fits=True, per_gpu_memory_gib=float(mem.per_gpu_gib), capacity_gib=float(mem.capacity_gib),
+                          hours=float(est.wall_hours), checkpoint_gib=_checkpoint_gib(est), settings=found.settings,
+                          hours_p10=est.wall_hours_p10, hours_p90=est.wall_hours_p90, evaluated=found.evaluated,
+                          weights_gib=float(est.params_total) * weight_bytes_per_param(wl) / 2**30)
 
     def describe(self) -> Mapping[str, Any]:
-        to_dict = getattr(self.workload, "to_dict", None)
-        if callable(to_dict):
-            return dict(to_dict())
-        from dataclasses import asdict, is_dataclass
+        from dataclasses import asdict
 
-        if is_dataclass(self.workload) and not isinstance(self.workload, type):
-            return asdict(self.workload)
-        return {"workload": repr(self.workload)}
+        return asdict(self.workload)
 
 
-def _checkpoint_gib(est: Any) -> float | None:
+def _checkpoint_gib(est: Estimate) -> float | None:
     """One full checkpoint: weights + optimizer states + fp32 master weights over all GPUs.
 
     Un-shards the per-GPU breakdown by the ZeRO stage (ZeRO paper Sec. 5: stage ≥ 1 shards
     optimizer states and master weights, stage 3 the weights) and by tensor × pipeline parallel.
     LoRA/QLoRA checkpoints hold the adapters (fp32) and their optimizer state, not the frozen base.
     """
-    breakdown = getattr(est.memory, "breakdown", None)
-    wl = getattr(est, "workload", None)
-    if not isinstance(breakdown, dict) or wl is None:
+    wl = est.workload
+    if wl.task == "inference":
         return None
-    dp = int(getattr(est, "data_parallel", 1) or 1)
-    zero = int(getattr(wl, "zero", 0) or 0)
-    shard = int(getattr(wl, "tensor_parallel", 1) or 1) * int(getattr(wl, "pipeline_parallel", 1) or 1)
-    f1 = dp if zero >= 1 else 1
+    breakdown = est.memory.breakdown
+    dp = est.data_parallel
+    shard = wl.tensor_parallel * wl.pipeline_parallel
+    f1 = dp if wl.zero >= 1 else 1
     opt = (breakdown.get("optimizer_states", 0.0) + breakdown.get("master_weights", 0.0)) * f1
-    if getattr(wl, "task", "") in ("lora", "qlora"):
-        weights = float(getattr(est, "params_trainable", 0.0)) * 4 / 2**30
+    if wl.task in ("lora", "qlora"):
+        weights = float(est.params_trainable) * 4 / 2**30
     else:
-        weights = breakdown.get("weights", 0.0) * (dp if zero >= 3 else 1)
-    if getattr(wl, "task", "") == "inference":
-        return None
+        weights = breakdown.get("weights", 0.0) * (dp if wl.zero >= 3 else 1)
     return float((weights + opt) * shard)

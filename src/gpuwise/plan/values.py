@@ -51,8 +51,37 @@ class PlanRequest:
     """Checkpoint write/read rate in GB/s; default from the spot data file."""
     restart_hours: float | None = None
     """Re-provision + start time per interruption (checkpoint reload is added); default from data."""
+    inter_node_gbit_s: float | None = None
+    """Network bandwidth of every instance, Gbit/s; None: each instance type's own (sourced table)."""
+    search_settings: bool = True
+    """Search the job's settings per GPU setup (recompute × ZeRO × micro-batch; TP × batch for
+    inference); False: the workload's settings as given."""
+    max_zero: int | None = None
+    """Without the search: raise the ZeRO stage up to this where the workload would not fit."""
+    max_batch: int | None = None
+    """Inference: most concurrent sequences per model copy (None: as many as the KV cache holds, ≤ 256)."""
+    allow_zone_outliers: bool = False
+    """Use zone prices far below their region's other zones (the option then pins that zone)."""
+    provision_hours: float | None = None
+    """Time to get a usable machine; default from gpuwise's startup data."""
+    startup_hours: float | None = None
+    """Imports, NCCL init, weights into GPU memory; default from gpuwise's startup data."""
+    download_gbit_s: float | None = None
+    """Download rate of one node for the image and the weights; default from gpuwise's startup data."""
 
     def __post_init__(self) -> None:
+        for name in ("inter_node_gbit_s", "download_gbit_s"):
+            value = getattr(self, name)
+            if value is not None:
+                check_finite(value, name.replace("_", " "), strict=True)
+        for name in ("provision_hours", "startup_hours"):
+            value = getattr(self, name)
+            if value is not None:
+                check_finite(value, name.replace("_", " "))
+        if self.max_zero is not None and self.max_zero not in (0, 1, 2, 3):
+            raise InputError(f"max_zero must be 0, 1, 2 or 3, got {self.max_zero}", hint="use 3 to allow FSDP full sharding")
+        if self.max_batch is not None and self.max_batch < 1:
+            raise InputError(f"max_batch must be ≥ 1, got {self.max_batch}", hint="give a positive number of sequences")
         for name in ("deadline_hours", "checkpoint_bandwidth_gb_s", "spot_mtbf_hours"):
             value = getattr(self, name)
             if value is not None:
@@ -126,6 +155,37 @@ class PlanOption:
     """How many availability-zone rows were merged into this option."""
     checkpoint_hours: float | None = None
     """Time to write one checkpoint (size / bandwidth); sizes the emergency-save grace period."""
+    settings: Mapping[str, Any] | None = None
+    """The job's settings on this setup (zero, recompute, micro_batch, global_batch, accumulation,
+    tensor_parallel, searched, text)."""
+    zone: str | None = None
+    """The zone that gives the price in ``region`` (None where the cloud has none)."""
+    zone_pinned: bool = False
+    """True when the price is only available in ``zone`` (an outlier the request allowed): the export pins it."""
+    zones_set_aside: tuple[str, ...] = ()
+    """Zones of ``region`` whose prices were far below the others and were not used."""
+    network: str = ""
+    """The inter-node network the time assumes, e.g. ``3200 Gbit/s EFA``."""
+    network_known: bool = True
+    """False when the instance type is not in gpuwise's network table (a conservative default was used)."""
+    rdma_resource: tuple[str, int] | None = None
+    """Kubernetes extended resource and count for the instance's fabric (EFA), or None."""
+    fixed_hours: float = 0.0
+    """Provisioning, image and model download, start-up: included in ``hours`` and ``cost_usd``."""
+    cost_usd_p10: float | None = None
+    """Optimistic cost from the estimator's range (None: no range)."""
+    cost_usd_p90: float | None = None
+    """Pessimistic cost from the estimator's range (None: no range)."""
+    price_as_of: str | None = None
+    """When the price was read, as the catalog says."""
+    capacity_note: str | None = None
+    """Spot on a scarce GPU: capacity may be missing or reclaimed more often than the fleet-wide rate."""
+    vcpus: float | None = None
+    """vCPUs of one instance (Kubernetes CPU request)."""
+    memory_gib: float | None = None
+    """Host RAM of one instance (Kubernetes memory request)."""
+    similar: int = 1
+    """Options with the same GPUs, billing and price merged into this one (other regions)."""
 
     @property
     def total_gpus(self) -> int:
@@ -143,7 +203,11 @@ class PlanOption:
         return option_label(self.gpu, self.gpu_count, self.nodes, self.cloud, self.instance_type, self.billing)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["settings"] = None if self.settings is None else dict(self.settings)
+        out["rdma_resource"] = None if self.rdma_resource is None else list(self.rdma_resource)
+        out["zones_set_aside"] = list(self.zones_set_aside)
+        return out
 
 
 @dataclass(frozen=True)
@@ -196,6 +260,8 @@ class Plan:
     """(offer × nodes × billing) combinations looked at."""
     assumptions: tuple[str, ...] = field(default=())
     """Model inputs that are defaults or placeholders, with their sources."""
+    settings_evaluated: int = 0
+    """Job settings whose memory or time the search computed, over all GPU setups."""
 
     @property
     def winner(self) -> PlanOption | None:
@@ -216,4 +282,5 @@ class Plan:
             "nearest_miss": self.nearest_miss,
             "considered": self.considered,
             "assumptions": list(self.assumptions),
+            "settings_evaluated": self.settings_evaluated,
         }

@@ -1,0 +1,118 @@
+"""Each instance type's own network: the planner times multi-node jobs with it.
+
+The figures live in ``gpuwise/catalog/data/instance_network.csv`` (one row per cloud + instance
+pattern, each with its source). An instance type that is not listed gets :data:`UNKNOWN`, a
+conservative 10 Gbit/s over TCP, and the plan says so; ``PlanRequest.inter_node_gbit_s``
+overrides every instance (``--inter-node-gbps``).
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import functools
+import io
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal
+
+from gpuwise.errors import CatalogError
+
+Fabric = Literal["efa", "infiniband", "rdma", "gpudirect-tcpx", "tcp", "unknown", "given"]
+_FABRICS = ("efa", "infiniband", "rdma", "gpudirect-tcpx", "tcp")
+_COLUMNS = ["cloud", "instance_pattern", "inter_node_gbit_s", "fabric", "rdma_resource", "intra_node", "source",
+            "note"]
+
+
+@dataclass(frozen=True)
+class InstanceNetwork:
+    """How one instance type talks to the others of a multi-node job."""
+
+    inter_node_gbit_s: float
+    """Network bandwidth of one instance, Gbit/s."""
+    fabric: Fabric
+    """efa, infiniband, rdma (RoCE), gpudirect-tcpx, tcp; ``unknown`` for the default, ``given`` for an override."""
+    rdma_resource: tuple[str, int] | None = None
+    """Kubernetes extended resource and count a pod requests for the fabric, e.g. ``("vpc.amazonaws.com/efa", 32)``."""
+    intra_node: str = "unknown"
+    """nvlink or pcie (informational: the estimator takes the intra-node link from the GPU model)."""
+    source: str = ""
+    """Where the figure comes from."""
+
+    @property
+    def known(self) -> bool:
+        return self.fabric not in ("unknown", "given")
+
+    def describe(self) -> str:
+        """``3200 Gbit/s EFA`` / ``10 Gbit/s (unknown instance: conservative default)``."""
+        return _describe(self)
+
+
+@functools.lru_cache(maxsize=256)
+def _describe(net: InstanceNetwork) -> str:  # cached: thousands of options share a few networks
+    if net.fabric == "unknown":
+        return f"{net.inter_node_gbit_s:g} Gbit/s (not in gpuwise's network table: conservative default)"
+    if net.fabric == "given":
+        return f"{net.inter_node_gbit_s:g} Gbit/s (given)"
+    fabric = {"efa": "EFA", "infiniband": "InfiniBand", "rdma": "RDMA", "gpudirect-tcpx": "GPUDirect-TCPX",
+              "tcp": "TCP"}[net.fabric]
+    return f"{net.inter_node_gbit_s:g} Gbit/s {fabric}"
+
+
+UNKNOWN = InstanceNetwork(10.0, "unknown", None, "unknown",
+                          "gpuwise default for instances without a sourced figure (conservative: a small VM's NIC)")
+"""What an instance not in the table gets: 10 Gbit/s TCP (no source: a deliberately low figure)."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    cloud: str
+    pattern: str
+    network: InstanceNetwork
+
+
+def parse_instance_network(text: str, name: str = "instance_network.csv") -> tuple[_Row, ...]:
+    """Read the network table; name file, line and field of anything wrong."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    reader = csv.DictReader(io.StringIO("\n".join(lines)))
+    if reader.fieldnames != _COLUMNS:
+        raise CatalogError(f"{name}: header must be {','.join(_COLUMNS)}", hint="fix the file's first line")
+    rows = []
+    for i, raw in enumerate(reader, start=2):
+        try:
+            gbit = float(raw["inter_node_gbit_s"])
+        except ValueError:
+            raise CatalogError(f"{name} row {i}: inter_node_gbit_s {raw['inter_node_gbit_s']!r} is not a number",
+                               hint="give Gbit/s, e.g. 400") from None
+        fabric = raw["fabric"]
+        if fabric not in _FABRICS or gbit <= 0 or not raw["source"].strip():
+            raise CatalogError(f"{name} row {i}: needs a fabric in {', '.join(_FABRICS)}, Gbit/s > 0 and a source",
+                               hint="fix the row")
+        rdma = None
+        if raw["rdma_resource"]:
+            res, _, count = raw["rdma_resource"].partition("=")
+            rdma = (res, int(count or "1"))
+        rows.append(_Row(raw["cloud"], raw["instance_pattern"],
+                         InstanceNetwork(gbit, fabric, rdma, raw["intra_node"] or "unknown",  # type: ignore[arg-type]
+                                         raw["source"])))
+    return tuple(rows)
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> tuple[_Row, ...]:
+    text = resources.files("gpuwise.catalog").joinpath("data/instance_network.csv").read_text("utf-8")
+    return parse_instance_network(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def instance_network(cloud: str, instance_type: str) -> InstanceNetwork:
+    """The table's first row matching ``cloud`` and ``instance_type``; :data:`UNKNOWN` when none does."""
+    for row in _table():
+        if row.cloud == cloud and fnmatch.fnmatchcase(instance_type, row.pattern):
+            return row.network
+    return UNKNOWN
+
+
+def given_network(gbit_s: float) -> InstanceNetwork:
+    """The user's ``--inter-node-gbps`` for every instance."""
+    return InstanceNetwork(gbit_s, "given", None, "unknown", "given by the user")

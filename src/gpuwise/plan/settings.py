@@ -1,0 +1,250 @@
+"""The job's own settings, searched per GPU setup: the cheapest way to run the job on an offer.
+
+On one offer the price per hour is fixed, so the cheapest settings are the fastest that fit.
+
+Training: activation recompute (none → selective → full) × ZeRO stage (0–3) × micro-batch, with
+gradient accumulation keeping the global batch. In gpuwise's time model ZeRO 0, 1 and 2 move the
+same bytes per step (one gradient all-reduce), so among them the lowest stage that fits the
+largest micro-batch is taken; ZeRO-3 adds weight all-gathers (1.5× the traffic, Rajbhandari et al.
+2020, Sec. 7) and is timed separately. Heavier recompute only costs time, so the search stops at
+the first recompute level where ZeRO ≤ 2 fits. Hybrid sharding (shard in a node, replicate across
+nodes) is not searched: the estimator has no time model for it yet.
+
+Inference: tensor parallelism within the node (1, 2, 4, 8 dividing the GPUs per node and the
+attention heads) × the number of concurrent sequences. With continuous batching and chunked
+prefill (vLLM, Kwon et al. 2023) the concurrency is limited by the memory the KV cache has left
+after the weights, not by prefilling the whole batch at once: the search asks the estimator how
+many sequences' KV cache fit (``max_batch_that_fits``) and serves that many, up to the request's
+``max_batch``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gpuwise.estimate.estimator import Estimate, estimate_workload
+from gpuwise.estimate.memory import memory_breakdown_bytes
+from gpuwise.estimate.workload import Workload
+from gpuwise.hardware import GpuSpec
+from gpuwise.units import BYTES_PER_GIB
+
+Recompute = Literal["none", "selective", "full"]
+_RECOMPUTE: tuple[Recompute, ...] = ("none", "selective", "full")
+_MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+_TP = (1, 2, 4, 8)
+DEFAULT_MAX_BATCH = 256
+"""Inference: most concurrent sequences tried when the request gives no ``max_batch``."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the job runs on one GPU setup (part of every option and of its export)."""
+
+    task: str
+    """The workload's task (pretrain, finetune, lora, qlora, inference)."""
+    zero: int = 0
+    """ZeRO stage (0 = DDP; 3 = FSDP full shard)."""
+    recompute: Recompute = "none"
+    """Activation recomputation."""
+    micro_batch: int = 1
+    """Training: sequences per GPU per pass. Inference: concurrent sequences per replica."""
+    global_batch: int | None = None
+    """Training: sequences per optimizer step (kept across settings); None for inference."""
+    accumulation: int = 1
+    """Training: micro-batches per optimizer step on each data-parallel rank."""
+    tensor_parallel: int = 1
+    """GPUs one model copy is split over (inference: within the node)."""
+    searched: bool = True
+    """False when the workload's own settings were used as given."""
+
+    @property
+    def is_inference(self) -> bool:
+        return self.task == "inference"
+
+    def describe(self) -> str:
+        """``ZeRO-3, full recompute, micro-batch 4 × 8 acc.`` or ``TP 8, batch 64``."""
+        if self.is_inference:
+            return f"TP {self.tensor_parallel}, batch {self.micro_batch}"
+        parts = [f"ZeRO-{self.zero}" if self.zero else "DDP"]
+        if self.recompute != "none":
+            parts.append(f"{self.recompute} recompute")
+        if self.tensor_parallel > 1:
+            parts.append(f"TP {self.tensor_parallel}")
+        mb = f"micro-batch {self.micro_batch}"
+        if self.accumulation > 1:
+            mb += f" × {self.accumulation} acc."
+        parts.append(mb)
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(_settings_dict(self))
+
+
+@functools.lru_cache(maxsize=1024)
+def _settings_dict(s: Settings) -> dict[str, Any]:  # cached: thousands of options share a few settings
+    return {"zero": s.zero, "recompute": s.recompute, "micro_batch": s.micro_batch, "global_batch": s.global_batch,
+            "accumulation": s.accumulation, "tensor_parallel": s.tensor_parallel, "searched": s.searched,
+            "text": s.describe()}
+
+
+@dataclass(frozen=True)
+class Searched:
+    """The best estimate of one setup, its settings, and how many settings were looked at."""
+
+    estimate: Estimate | None
+    """None when no settings fit."""
+    settings: Settings | None
+    evaluated: int
+    """Settings whose memory or time was computed."""
+    smallest_gib: float
+    """Least per-GPU memory any tried setting needs (for "does not fit" messages)."""
+
+
+class SearchCache:
+    """Work shared by the searches of one workload: its setting variants and their memory per GPU.
+
+    Memory per GPU depends on the settings and the data-parallel degree, not on the GPU model or
+    the network, so one figure serves every offer with the same GPU count.
+    """
+
+    def __init__(self) -> None:
+        self._variants: dict[tuple[object, ...], Workload] = {}
+        self._need: dict[tuple[object, ...], float] = {}
+
+    def variant(self, wl: Workload, **changes: object) -> Workload:
+        key = (id(wl), *sorted(changes.items()))
+        hit = self._variants.get(key)
+        if hit is None:
+            hit = self._variants[key] = wl.with_changes(**changes)
+        return hit
+
+    def need_gib(self, wl: Workload, dp: int) -> float:
+        key = (id(wl), dp)
+        hit = self._need.get(key)
+        if hit is None:
+            hit = self._need[key] = sum(memory_breakdown_bytes(wl, dp).values()) / BYTES_PER_GIB
+        return hit
+
+
+def _fits(wl: Workload, spec: GpuSpec, dp: int, cache: SearchCache) -> tuple[bool, float]:
+    need = cache.need_gib(wl, dp)
+    return need <= spec.memory_gib, need
+
+
+def _settings_of(est: Estimate, searched: bool = True) -> Settings:
+    wl = est.workload
+    if wl.task == "inference":
+        return Settings(task=wl.task, micro_batch=wl.micro_batch, tensor_parallel=wl.tensor_parallel,
+                        searched=searched)
+    gb = wl.global_batch
+    acc = max(1, round(gb / (wl.micro_batch * est.data_parallel))) if gb else 1
+    return Settings(task=wl.task, zero=wl.zero, recompute=wl.grad_ckpt, micro_batch=wl.micro_batch,
+                    global_batch=gb, accumulation=acc, tensor_parallel=wl.tensor_parallel, searched=searched)
+
+
+def as_given(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any) -> Searched:
+    """The workload's own settings (no search)."""
+    est = estimate_workload(wl, spec, gpn * nodes, gpus_per_node=gpn, inter_node_gbit_s=gbit,
+                            calibration=calibration, suggest=False)
+    fits = bool(est.memory.fits)
+    return Searched(est if fits else None, _settings_of(est, searched=False) if fits else None, 1,
+                    float(est.memory.per_gpu_gib))
+
+
+def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any,
+                    cache: SearchCache | None = None) -> Searched:
+    """Fastest fitting (recompute, ZeRO, micro-batch) with the global batch kept (module docstring)."""
+    cache = cache or SearchCache()
+    gpus = gpn * nodes
+    shard = wl.tensor_parallel * wl.pipeline_parallel
+    dp = max(1, gpus // shard)
+    gb = wl.global_batch if wl.global_batch is not None else (
+        None if wl.task == "pretrain" else wl.micro_batch * dp)
+    per_rank = None if gb is None else max(1, gb // dp)
+    mbs = [m for m in _MICRO_BATCHES if per_rank is None or m <= per_rank]
+    if wl.micro_batch not in mbs and (per_rank is None or wl.micro_batch <= per_rank):
+        mbs = sorted({*mbs, wl.micro_batch})
+    evaluated = 0
+    smallest = float("inf")
+    best: tuple[float, Estimate] | None = None
+    base = cache.variant(wl, global_batch=gb) if gb is not None else wl
+
+    def largest_fit(zero: int, rc: Recompute) -> int | None:
+        nonlocal evaluated, smallest
+        fit = None
+        for mb in mbs:
+            evaluated += 1
+            ok, need = _fits(cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb), spec, dp, cache)
+            smallest = min(smallest, need)
+            if not ok:
+                break
+            fit = mb
+        return fit
+
+    for rc in _RECOMPUTE:
+        tried: list[tuple[int, int]] = []
+        mb2 = largest_fit(2, rc) if dp > 1 else largest_fit(0, rc)
+        if mb2 is not None:
+            zero = 2
+            for z in ((0, 1) if dp > 1 else ()):
+                evaluated += 1
+                if _fits(cache.variant(base, zero=z, grad_ckpt=rc, micro_batch=mb2), spec, dp, cache)[0]:
+                    zero = z
+                    break
+            tried.append((0 if dp == 1 else zero, mb2))
+        if dp > 1:
+            mb3 = largest_fit(3, rc)
+            if mb3 is not None and (mb2 is None or mb3 > mb2):
+                tried.append((3, mb3))
+        for zero, mb in tried:
+            est = estimate_workload(cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb), spec, gpus,
+                                    gpus_per_node=gpn, inter_node_gbit_s=gbit, calibration=calibration,
+                                    suggest=False)
+            evaluated += 1
+            hours = est.wall_hours if est.wall_hours is not None else float("inf")
+            if est.memory.fits and (best is None or hours < best[0]):
+                best = (hours, est)
+        if mb2 is not None and best is not None:
+            break  # heavier recompute only adds time
+    if best is None:
+        return Searched(None, None, evaluated, smallest)
+    return Searched(best[1], _settings_of(best[1]), evaluated, smallest)
+
+
+def search_inference(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any,
+                     max_batch: int | None) -> Searched:
+    """Fastest fitting (tensor parallel, concurrency) within the node (module docstring)."""
+    gpus = gpn * nodes
+    cap = max_batch or DEFAULT_MAX_BATCH
+    heads = wl.model.heads if wl.model.is_transformer else 1
+    evaluated = 0
+    smallest = float("inf")
+    best: tuple[float, Estimate] | None = None
+    for tp in _TP:
+        if tp > gpn or gpn % tp or (heads and heads % tp) or (tp > 1 and not wl.model.is_transformer):
+            continue
+        one = wl.with_changes(tensor_parallel=tp, pipeline_parallel=1, micro_batch=1)
+        est = estimate_workload(one, spec, gpus, gpus_per_node=gpn, inter_node_gbit_s=gbit,
+                                calibration=calibration, suggest=False)
+        evaluated += 1
+        smallest = min(smallest, float(est.memory.per_gpu_gib))
+        if not est.memory.fits:
+            continue
+        room = est.inference.max_batch_that_fits if est.inference is not None else 1
+        batch = max(1, min(cap, room if room > 0 else 1))
+        while batch > 1:
+            big = estimate_workload(one.with_changes(micro_batch=batch), spec, gpus, gpus_per_node=gpn,
+                                    inter_node_gbit_s=gbit, calibration=calibration, suggest=False)
+            evaluated += 1
+            if big.memory.fits:
+                est = big
+                break
+            batch //= 2
+        hours = est.wall_hours if est.wall_hours is not None else float("inf")
+        if best is None or hours < best[0]:
+            best = (hours, est)
+    if best is None:
+        return Searched(None, None, evaluated, smallest)
+    return Searched(best[1], _settings_of(best[1]), evaluated, smallest)

@@ -1,0 +1,78 @@
+"""Prices you can get: zone outliers are set aside unless allowed, and then the export pins the zone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuwise.catalog import Offer
+from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.plan.export import k8s_manifest, skypilot_task
+
+from .test_export import validate_skypilot
+from .toy import NO_STARTUP, ToyModel
+
+
+def offer(zone: str, spot: float, *, region: str = "us-east-1", itype: str = "p5.48xlarge",
+          gpu: str = "H100", count: int = 8) -> Offer:
+    return Offer(cloud="aws", region=region, zone=zone, instance_type=itype, gpu=gpu, gpu_count=count,
+                 gpu_memory_gib=None, vcpus=192.0, memory_gib=2048.0, on_demand_usd_per_hour=98.0,
+                 spot_usd_per_hour=spot, arch="x86_64", source="test", as_of="2026-11")
+
+
+# the README job's case: a Local Zone at 62% of the region's other zone
+LOCAL = offer("use1-atl2-az1", 13.0)
+NORMAL = offer("use1-az6", 21.0)
+
+
+def plan(offers: list[Offer], **req: Any):  # type: ignore[no-untyped-def]
+    request = PlanRequest(**{"max_nodes": 2, "billings": ("spot",), "spot_mtbf_hours": 1e6, **req})
+    return plan_offers(offers, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP)
+
+
+def test_an_outlier_zone_price_is_set_aside() -> None:
+    w = plan([LOCAL, NORMAL]).winner
+    assert w is not None
+    assert w.price_usd_per_hour == 21.0 and w.zone == "use1-az6" and not w.zone_pinned
+    assert w.zones_set_aside == ("use1-atl2-az1",)
+
+
+@pytest.mark.parametrize(("prices", "chosen"), [
+    ((20.0, 21.0), 20.0),    # zones within 25% of each other: the cheapest is a normal price
+    ((13.0, 21.0, 22.0), 21.0),  # one far below two others: set aside
+    ((13.0,), 13.0),         # a single zone has nothing to be an outlier against
+])
+def test_outlier_rule(prices: tuple[float, ...], chosen: float) -> None:
+    offers = [offer(f"use1-az{i}", p) for i, p in enumerate(prices)]
+    w = plan(offers).winner
+    assert w is not None and w.price_usd_per_hour == chosen
+
+
+def test_an_allowed_outlier_is_pinned_in_the_export() -> None:
+    p = plan([LOCAL, NORMAL], allow_zone_outliers=True)
+    w = p.winner
+    assert w is not None and w.price_usd_per_hour == 13.0 and w.zone_pinned and w.zone == "use1-atl2-az1"
+    doc = skypilot_task(p)
+    validate_skypilot(doc)
+    assert doc["resources"]["ordered"][0]["infra"] == "aws/us-east-1/use1-atl2-az1"
+
+
+def test_k8s_requests_cpu_memory_and_efa_for_multi_node_aws() -> None:
+    p = plan([NORMAL], objective="time")
+    assert p.winner is not None and p.winner.nodes == 2
+    doc = k8s_manifest(p)
+    container = doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    res = container["resources"]
+    assert res["limits"]["vpc.amazonaws.com/efa"] == "32"   # p5: without EFA, NCCL falls back to TCP
+    assert res["requests"]["cpu"] == "172" and res["requests"]["memory"] == "1843Gi"   # 90% of 192 vCPU, 2 TiB
+    assert res["requests"]["nvidia.com/gpu"] == "8"
+
+
+def test_spot_on_a_scarce_gpu_carries_a_capacity_note() -> None:
+    from gpuwise.plan.startup import load_startup_defaults
+
+    request = PlanRequest(max_nodes=1, billings=("spot",), spot_mtbf_hours=1e6)
+    p = plan_offers([NORMAL], ToyModel(), request, spot=load_spot_defaults(), reserved={},
+                    startup=load_startup_defaults())
+    assert p.winner is not None and "scarce" in (p.winner.capacity_note or "")
