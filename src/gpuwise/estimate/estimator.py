@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.errors import EstimateError, InputError
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
 from gpuwise.estimate.memory import (
+    SELECTIVE_LAYER_EVERY,
     Overheads,
     activation_bytes,
     kv_cache_bytes,
@@ -37,6 +38,7 @@ from gpuwise.estimate.steptime import (
     goodput,
 )
 from gpuwise.estimate.throughput import (
+    SELECTIVE_OP_MATMUL_SHARE,
     DEFAULT_GPUS_PER_NODE,
     DEFAULT_INTER_NODE_GBIT_S,
     PCIE_X16_GB_S,
@@ -348,6 +350,12 @@ def _train_parts(wl: Workload, spec: GpuSpec, gpus: int, dp: int, cal: GpuCalibr
             attention *= 4 / 3
         elif wl.grad_ckpt == "selective":  # the attention core again (Korthikanti et al. 2022)
             attention *= 4 / 3
+        elif wl.grad_ckpt == "selective-layer":  # every second block's forward again (torchtitan)
+            recompute = (2.0 * n * tok_gpu / (mm if prec != "fp8" else mm16) + memory / 3) / SELECTIVE_LAYER_EVERY
+            attention *= 1 + 1 / (3 * SELECTIVE_LAYER_EVERY)
+        elif wl.grad_ckpt == "selective-op":  # the unsaved matmuls and all memory-bound ops again
+            recompute = (2.0 * n * tok_gpu * SELECTIVE_OP_MATMUL_SHARE / (mm if prec != "fp8" else mm16)
+                         + memory / 3)
     dequant = 0.0
     if wl.task == "qlora":
         dequant = (QLORA_DEQUANT_FACTOR - 1.0) * (matmul + attention + memory + recompute)
