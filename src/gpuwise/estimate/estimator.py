@@ -38,10 +38,10 @@ from gpuwise.estimate.steptime import (
     goodput,
 )
 from gpuwise.estimate.throughput import (
-    SELECTIVE_OP_MATMUL_SHARE,
     DEFAULT_GPUS_PER_NODE,
     DEFAULT_INTER_NODE_GBIT_S,
     PCIE_X16_GB_S,
+    SELECTIVE_OP_MATMUL_SHARE,
     Network,
     allreduce_seconds,
     attention_flops_per_token,
