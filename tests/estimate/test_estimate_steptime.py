@@ -189,3 +189,20 @@ def test_json_keeps_its_fields_and_adds_the_new_ones(cli: Any) -> None:
         assert key in doc, key
     assert doc["wall_hours_p10"] < doc["wall_hours"] < doc["wall_hours_p90"]
     assert set(doc["step_parts"]) >= {"matmul_s", "attention_s", "memory_bound_s", "framework_factor"}
+
+
+def test_published_runs_always_pay_the_whole_run_efficiency() -> None:
+    """A published pretraining run is a whole run however small the step-time estimate makes it:
+    its prediction must not jump by 1 / run_efficiency when a refit moves it across the threshold."""
+    from gpuwise.estimate.measured import run_gpu_hours
+    from gpuwise.estimate.throughput import load_published_runs
+
+    eff = replace(default_efficiency(), run_efficiency=0.5)
+    run = next(r for r in load_published_runs() if r.name.startswith("pythia"))
+    tiny = replace(run, tokens=run.tokens / 1000)  # far below the estimator's whole-run size
+    _, full_goodput = run_gpu_hours(run, eff)
+    _, tiny_goodput = run_gpu_hours(tiny, eff)
+    assert full_goodput < 0.5 and tiny_goodput < 0.5
+    plain = _est(Workload(model=tiny.model, task="pretrain", tokens=tiny.tokens, seq_len=tiny.seq_len, zero=3),
+                 tiny.gpu, tiny.gpus or 8, efficiency=eff)
+    assert plain.goodput > 0.5  # a user's small job is not a whole published run

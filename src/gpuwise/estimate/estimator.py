@@ -591,7 +591,8 @@ def _estimate_training(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_g
     stepping_hours = total / tps / 3600 if total is not None else None
     # pretraining runs the size of the published ones (the smallest, TinyLlama, is 3,456 GPU-hours) also lose
     # what those runs lost beyond failures (evaluation, checkpoint stalls, slower stacks than benchmark tables)
-    whole_run = wl.task == "pretrain" and stepping_hours is not None and stepping_hours * gpus >= WHOLE_RUN_GPU_HOURS
+    threshold = WHOLE_RUN_GPU_HOURS if model.whole_run_gpu_hours is None else model.whole_run_gpu_hours
+    whole_run = wl.task == "pretrain" and stepping_hours is not None and stepping_hours * gpus >= threshold
     run_eff = model.run_efficiency if whole_run else 1.0
     gput = goodput(gpus, stepping_hours) * run_eff
     wall = stepping_hours / gput if stepping_hours is not None else None
