@@ -163,3 +163,30 @@ def test_workload_checks_reject_bad_combinations() -> None:
         Workload(model=m, tokens=float("nan"))
     with pytest.raises(InputError, match="not both"):
         Workload(model=m, tokens=1e9, samples=1e4)  # run size given twice: tokens used to win silently
+
+
+def test_torchtitan_selective_op_keeps_the_saved_matmul_and_attention_outputs() -> None:
+    """torchtitan's op policy saves every other ``aten.mm`` output (wq, wv, w1, w2 of a Llama block)
+    and the attention output + log-sum-exp; the block input is kept by the checkpoint; one block is
+    rebuilt at a time in the backward pass."""
+    from gpuwise.estimate.memory import activation_bytes, selective_op_saved_bytes_per_token
+
+    wl = workload_from_options(model="llama-2-7b", task="pretrain", grad_ckpt="selective-op", seq_len=4096)
+    m, s = wl.model, 4096
+    h, f, heads = 4096, 11008, 32
+    per_tok = 2 * h + 2 * h + 2 * f + 2 * h + 2 * h + 4 * heads  # Q, V, gate, MLP out, attention out, lse
+    assert selective_op_saved_bytes_per_token(m) == per_tok
+    expected = s * (per_tok + 2 * h) * 32 + layer_activation_bytes(m, s, 1) + 2 * 2 * s * h
+    assert activation_bytes(wl) == expected
+    none_ = activation_bytes(wl.with_changes(grad_ckpt="none"))
+    full = activation_bytes(wl.with_changes(grad_ckpt="full"))
+    assert full < activation_bytes(wl) < none_
+
+
+def test_torchtitan_selective_layer_recomputes_every_second_block() -> None:
+    from gpuwise.estimate.memory import activation_bytes
+
+    wl = workload_from_options(model="llama-2-7b", task="pretrain", grad_ckpt="selective-layer", seq_len=4096)
+    s, h = 4096, 4096
+    block = layer_activation_bytes(wl.model, s, 1)
+    assert activation_bytes(wl) == pytest.approx(16 * block + 16 * 2 * s * h + block)

@@ -40,7 +40,7 @@ def _estimate(model: str, task: str, precision: str, zero: int, ckpt: str, mb: i
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=st.sampled_from(_MODELS), task=st.sampled_from(["pretrain", "finetune", "lora", "qlora", "inference"]),
        precision=st.sampled_from(["fp32", "bf16", "fp8"]), zero=st.integers(0, 3),
-       ckpt=st.sampled_from(["none", "selective", "full"]), mb=st.sampled_from([1, 2, 8]),
+       ckpt=st.sampled_from(["none", "selective", "full", "selective-op", "selective-layer"]), mb=st.sampled_from([1, 2, 8]),
        gpu=st.sampled_from(_GPUS), gpus=st.sampled_from([1, 2, 8, 16]))
 @pytest.mark.slow
 def test_any_estimate_is_finite_and_consistent(model: str, task: str, precision: str, zero: int, ckpt: str,

@@ -46,6 +46,19 @@ def test_the_issues_fsdp_configurations_on_80gb_gpus_fit() -> None:
         assert est.memory.fits, (r.label, est.memory.per_gpu_gib)
 
 
+def test_torchtitan_selective_ac_configurations_that_ran_fit() -> None:
+    """torchtitan docs/performance.md: Llama 2 13B (selective layer / op AC, local batch 2) and
+    Llama 2 70B (selective op AC, local batch 1) ran on 64 A100-80GB with FSDP2; 70B with selective
+    op AC at local batch 2 went OOM."""
+    rows = [r for r in load_measured_runs() if r.workload.grad_ckpt in ("selective-op", "selective-layer")]
+    assert len(rows) >= 5
+    for r in rows:
+        est = _est(r.workload, r.gpu, r.gpus)
+        assert est.memory.fits, (r.label, est.memory.per_gpu_gib)
+    oom = next(r for r in rows if "llama-2-70b" in r.label).workload.with_changes(micro_batch=2)
+    assert not _est(oom, "A100-80GB", 64).memory.fits
+
+
 def test_fp8_speeds_up_only_the_matmuls_it_covers() -> None:
     bf16 = workload_from_options(model="llama-2-7b", seq_len=4096, zero=3, tokens="1e9")
     fp8 = bf16.with_changes(precision="fp8")
@@ -91,6 +104,9 @@ def test_recompute_costs_time() -> None:
     base = workload_from_options(model="llama-2-7b", seq_len=4096, zero=3, tokens="1e9")
     none_, sel, full = (_est(base.with_changes(grad_ckpt=g)) for g in ("none", "selective", "full"))
     assert none_.step_time_s < sel.step_time_s < full.step_time_s
+    op, layer = (_est(base.with_changes(grad_ckpt=g)) for g in ("selective-op", "selective-layer"))
+    assert none_.step_time_s < op.step_time_s < full.step_time_s
+    assert none_.step_time_s < layer.step_time_s < full.step_time_s
     assert full.step_time_s / none_.step_time_s < 4 / 3 + 0.05  # at most one more forward pass
 
 
@@ -173,3 +189,20 @@ def test_json_keeps_its_fields_and_adds_the_new_ones(cli: Any) -> None:
         assert key in doc, key
     assert doc["wall_hours_p10"] < doc["wall_hours"] < doc["wall_hours_p90"]
     assert set(doc["step_parts"]) >= {"matmul_s", "attention_s", "memory_bound_s", "framework_factor"}
+
+
+def test_published_runs_always_pay_the_whole_run_efficiency() -> None:
+    """A published pretraining run is a whole run however small the step-time estimate makes it:
+    its prediction must not jump by 1 / run_efficiency when a refit moves it across the threshold."""
+    from gpuwise.estimate.measured import run_gpu_hours
+    from gpuwise.estimate.throughput import load_published_runs
+
+    eff = replace(default_efficiency(), run_efficiency=0.5)
+    run = next(r for r in load_published_runs() if r.name.startswith("pythia"))
+    tiny = replace(run, tokens=run.tokens / 1000)  # far below the estimator's whole-run size
+    _, full_goodput = run_gpu_hours(run, eff)
+    _, tiny_goodput = run_gpu_hours(tiny, eff)
+    assert full_goodput < 0.5 and tiny_goodput < 0.5
+    plain = _est(Workload(model=tiny.model, task="pretrain", tokens=tiny.tokens, seq_len=tiny.seq_len, zero=3),
+                 tiny.gpu, tiny.gpus or 8, efficiency=eff)
+    assert plain.goodput > 0.5  # a user's small job is not a whole published run

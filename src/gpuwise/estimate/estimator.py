@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.errors import EstimateError, InputError
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
 from gpuwise.estimate.memory import (
+    SELECTIVE_LAYER_EVERY,
     Overheads,
     activation_bytes,
     kv_cache_bytes,
@@ -40,6 +41,7 @@ from gpuwise.estimate.throughput import (
     DEFAULT_GPUS_PER_NODE,
     DEFAULT_INTER_NODE_GBIT_S,
     PCIE_X16_GB_S,
+    SELECTIVE_OP_MATMUL_SHARE,
     Network,
     allreduce_seconds,
     attention_flops_per_token,
@@ -348,6 +350,12 @@ def _train_parts(wl: Workload, spec: GpuSpec, gpus: int, dp: int, cal: GpuCalibr
             attention *= 4 / 3
         elif wl.grad_ckpt == "selective":  # the attention core again (Korthikanti et al. 2022)
             attention *= 4 / 3
+        elif wl.grad_ckpt == "selective-layer":  # every second block's forward again (torchtitan)
+            recompute = (2.0 * n * tok_gpu / (mm if prec != "fp8" else mm16) + memory / 3) / SELECTIVE_LAYER_EVERY
+            attention *= 1 + 1 / (3 * SELECTIVE_LAYER_EVERY)
+        elif wl.grad_ckpt == "selective-op":  # the unsaved matmuls and all memory-bound ops again
+            recompute = (2.0 * n * tok_gpu * SELECTIVE_OP_MATMUL_SHARE / (mm if prec != "fp8" else mm16)
+                         + memory / 3)
     dequant = 0.0
     if wl.task == "qlora":
         dequant = (QLORA_DEQUANT_FACTOR - 1.0) * (matmul + attention + memory + recompute)
@@ -583,7 +591,8 @@ def _estimate_training(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_g
     stepping_hours = total / tps / 3600 if total is not None else None
     # pretraining runs the size of the published ones (the smallest, TinyLlama, is 3,456 GPU-hours) also lose
     # what those runs lost beyond failures (evaluation, checkpoint stalls, slower stacks than benchmark tables)
-    whole_run = wl.task == "pretrain" and stepping_hours is not None and stepping_hours * gpus >= WHOLE_RUN_GPU_HOURS
+    threshold = WHOLE_RUN_GPU_HOURS if model.whole_run_gpu_hours is None else model.whole_run_gpu_hours
+    whole_run = wl.task == "pretrain" and stepping_hours is not None and stepping_hours * gpus >= threshold
     run_eff = model.run_efficiency if whole_run else 1.0
     gput = goodput(gpus, stepping_hours) * run_eff
     wall = stepping_hours / gput if stepping_hours is not None else None

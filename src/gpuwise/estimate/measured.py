@@ -132,6 +132,11 @@ class EfficiencyModel:
     run_efficiency: float = 1.0
     """Whole pretraining runs: share of the failure-model goodput that published runs reached
     (evaluation, checkpoint stalls, slower stacks than the benchmark tables); 1.0 = not fitted."""
+    whole_run_gpu_hours: float | None = None
+    """Stepping GPU-hours from which a pretraining job counts as a whole run (None: the estimator's
+    ``WHOLE_RUN_GPU_HOURS``). The published runs are whole runs by definition, so
+    :func:`run_gpu_hours` sets 0: their prediction must not jump by ``1 / run_efficiency`` when a
+    refit moves a run's stepping estimate across the threshold."""
 
     def factor(self, gpu: str, klass: str) -> tuple[float, str]:
         """(factor, where it comes from)."""
@@ -246,7 +251,8 @@ def run_gpu_hours(run: PublishedRun, efficiency: EfficiencyModel) -> tuple[float
 
     wl = Workload(model=run.model, task="pretrain", tokens=run.tokens, seq_len=run.seq_len, zero=3)
     est = estimate_workload(wl, run.gpu, run.gpus or RUN_DEFAULT_GPUS, calibration=None, suggest=False,
-                            efficiency=efficiency, inter_node_gbit_s=RUN_INTER_NODE_GBIT_S)
+                            efficiency=replace(efficiency, whole_run_gpu_hours=0.0),
+                            inter_node_gbit_s=RUN_INTER_NODE_GBIT_S)
     assert est.gpu_hours is not None
     return est.gpu_hours, est.goodput
 

@@ -160,6 +160,31 @@ def layer_activation_bytes(m: ModelConfig, s: int, b: int, *, tp: int = 1, flash
     return float(s * b * per_token)
 
 
+# torchtitan's layer-level selective AC default: ``selective_ac_option = "2"`` wraps every second
+# transformer block in full checkpointing (torchtitan ``JobConfig`` default and
+# ``parallelize_llama.py`` / ``activation_checkpoint.py``: ``ac_freq``).
+SELECTIVE_LAYER_EVERY = 2
+
+
+def selective_op_saved_bytes_per_token(m: ModelConfig, *, tp: int = 1, act_bytes: float = 2.0) -> float:
+    """Bytes per token one block keeps under torchtitan's op-level selective AC
+    (``selective_ac_option = "op"``): its policy saves the outputs of ``aten.mm`` (except every
+    second one, counted per block in forward order), of the scaled-dot-product-attention kernels and
+    of reduce-scatter, and recomputes everything else (norms, activations, rotary, products)
+    (torchtitan ``parallelize_llama.py`` ``_save_list`` / ``activation_checkpoint.py``
+    ``_ops_sac_save``). A Llama block runs its matmuls as wq, wk, wv, wo, w1, w3, w2, so the
+    1st, 3rd, 5th and 7th are saved: Q, V, the gate projection and the MLP output; plus the attention
+    output and its fp32 log-sum-exp. The block's input is kept by the checkpoint itself (counted by
+    the caller)."""
+    q, kvw = m.heads * m.d_head, m.n_kv * m.d_head
+    topk = max(1, m.experts_per_token) if m.experts else 1
+    mlp = (act_bytes * m.ffn / tp) * topk + act_bytes * m.hidden
+    if not m.gated_mlp:  # fc1, fc2: the 1st and 3rd block matmuls after wq/wk/wv/wo are fc1 only
+        mlp = act_bytes * m.ffn / tp * topk
+    attn = act_bytes * (q + kvw) / tp + act_bytes * q / tp + 4.0 * m.heads / tp
+    return attn + mlp
+
+
 def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
     """Activations of all blocks for one micro-batch, per GPU, for the recompute mode in effect."""
     m = wl.model
@@ -175,10 +200,20 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
     enc = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, **kw)
     dec = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, cross_attention=True, **kw) \
         if m.decoder_layers else 0.0
+    layer_input = act_bytes * s * b * m.hidden / (tp if wl.sequence_parallel else 1)
     if wl.grad_ckpt == "full":
         # keep each layer's input (2·sbh, Korthikanti Table 2) and recompute one layer at a time
-        kept = (act_bytes * s * b * m.hidden) * m.total_layers / (tp if wl.sequence_parallel else 1)
-        return kept + max(enc, dec)
+        return layer_input * m.total_layers + max(enc, dec)
+    if wl.grad_ckpt == "selective-layer":
+        # torchtitan selective_ac_option = "2" (its default): every second block fully recomputed,
+        # the others keep everything; plus one block being recomputed in the backward pass.
+        full_blocks = m.total_layers // SELECTIVE_LAYER_EVERY
+        kept_whole = (enc * m.layers + dec * m.decoder_layers) * (1 - full_blocks / max(m.total_layers, 1))
+        return kept_whole + layer_input * full_blocks + max(enc, dec)
+    if wl.grad_ckpt == "selective-op":
+        per_token = selective_op_saved_bytes_per_token(m, tp=tp, act_bytes=act_bytes)
+        saved = s * b * per_token * m.total_layers + layer_input * m.total_layers
+        return saved + max(enc, dec) + 2 * act_bytes * s * b * m.hidden
     body = enc * m.layers + dec * m.decoder_layers
     # final norm input + output-projection input (Korthikanti Sec. 4.3: "output layer")
     return body + 2 * act_bytes * s * b * m.hidden

@@ -46,6 +46,9 @@ DEFAULT_GPUS_PER_NODE = 8
 # Selective recompute costs about a tenth of full recompute's overhead (Korthikanti et al. 2022,
 # abstract: "reduces ... execution time overhead from activation recomputation by over 90%").
 _SELECTIVE_OVERHEAD_SHARE = 0.1
+# torchtitan op-level selective AC recomputes wk, wo and w3 of a Llama block: for Llama-2 13B
+# (h = 5120, f = 13824, no GQA) that is (h·h + h·h + h·f) / (4·h·h + 3·h·f) ≈ 0.38 of its matmul FLOPs.
+SELECTIVE_OP_MATMUL_SHARE = 0.38
 _MFU_MIN, _MFU_MAX = 0.05, 0.65
 
 
@@ -199,6 +202,10 @@ def recompute_factor(m: ModelConfig, seq: float, task: str, grad_ckpt: str, adap
     extra = forward_flops_per_token(m, seq)  # the recomputed forward pass
     if grad_ckpt == "selective":
         extra *= _SELECTIVE_OVERHEAD_SHARE
+    elif grad_ckpt == "selective-layer":  # every second block (torchtitan's default ac_freq)
+        extra *= 0.5
+    elif grad_ckpt == "selective-op":  # the unsaved matmuls (3 of 7 by count; see memory.py)
+        extra *= SELECTIVE_OP_MATMUL_SHARE
     return model / (model + extra)
 
 

@@ -17,13 +17,17 @@ from gpuwise.units import check_finite, parse_count
 Task = Literal["pretrain", "finetune", "lora", "qlora", "inference"]
 TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8"]
 Optimizer = Literal["adamw", "adamw8bit", "sgd", "adafactor"]
-GradCkpt = Literal["none", "selective", "full"]
+GradCkpt = Literal["none", "selective", "full", "selective-op", "selective-layer"]
 LoraTargets = Literal["qv", "attn", "all-linear"]
 
 TASKS: tuple[Task, ...] = ("pretrain", "finetune", "lora", "qlora", "inference")
 PRECISIONS: tuple[TrainPrecision, ...] = ("fp32", "fp16", "bf16", "fp8")
 OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw8bit", "sgd", "adafactor")
-GRAD_CKPT: tuple[GradCkpt, ...] = ("none", "selective", "full")
+GRAD_CKPT: tuple[GradCkpt, ...] = ("none", "selective", "full", "selective-op", "selective-layer")
+"""``selective`` is Korthikanti et al.'s (Megatron: recompute the attention core only);
+``selective-op`` and ``selective-layer`` are torchtitan's ``selective_ac_option = "op"`` (save the
+matmul and attention outputs named in its policy, recompute the rest) and ``= "2"`` (full
+recomputation of every second block); see :func:`gpuwise.estimate.memory.activation_bytes`."""
 LORA_TARGETS: tuple[LoraTargets, ...] = ("qv", "attn", "all-linear")
 
 # Sanity bounds: beyond these a value is a typo, not a workload.
