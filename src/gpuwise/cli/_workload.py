@@ -57,7 +57,7 @@ OptimizerOpt = Annotated[str, typer.Option(
 ZeroOpt = Annotated[str, typer.Option(
     "--zero", metavar="N", help="ZeRO stage 0 | 1 | 2 | 3 (FSDP full sharding = 3).", rich_help_panel=_P)]
 GradCkptOpt = Annotated[str | None, typer.Option(
-    "--grad-ckpt", help="Activation recomputation: none | selective | full (qlora default: full).",
+    "--grad-ckpt", help="Activation recomputation: none | selective (Megatron) | selective-op | selective-layer (torchtitan) | full (qlora default: full).",
     rich_help_panel=_P)]
 LoraRankOpt = Annotated[str, typer.Option("--lora-rank", metavar="N", help="LoRA rank r (lora/qlora).", rich_help_panel=_W)]
 LoraTargetsOpt = Annotated[str, typer.Option(
