@@ -61,17 +61,16 @@ def _read(path: Path, digest: str, origin: str) -> list[Offer] | None:
 
 def _build(rows: list[tuple[Any, ...]]) -> list[Offer]:
     """Offers from cached field tuples, without re-running the checks the CSV parse already did."""
-    new = object.__new__
-    setattr_ = object.__setattr__
-    cols = OFFER_COLUMNS
-    out = []
-    for row in rows:
-        if type(row) is not tuple:
-            raise TypeError("a cached row is not a tuple")
-        offer = new(Offer)
-        setattr_(offer, "__dict__", dict(zip(cols, row, strict=True)))
-        out.append(offer)
-    return out
+    if not all(type(row) is tuple for row in rows):
+        raise TypeError("a cached row is not a tuple")
+
+    def make(row: tuple[Any, ...], new: Any = object.__new__, set_: Any = object.__setattr__,
+             cols: tuple[str, ...] = OFFER_COLUMNS) -> Offer:
+        offer: Offer = new(Offer)
+        set_(offer, "__dict__", dict(zip(cols, row, strict=True)))
+        return offer
+
+    return list(map(make, rows))
 
 
 def _write(path: Path, digest: str, origin: str, offers: list[Offer]) -> None:
