@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
+from gpuwise.catalog.cache import parse_offer_bytes
 from gpuwise.catalog.offer import Offer, parse_offer_csv
 from gpuwise.catalog.skypilot import read_vms_csv
 from gpuwise.errors import CatalogError
@@ -86,6 +87,11 @@ def _decode(data: bytes, origin: str) -> str:
 
 def read_text_file(path: Path) -> str:
     """A text file, gunzipped when it ends in .gz; errors name the file."""
+    return _decode(read_file_bytes(path), str(path))
+
+
+def read_file_bytes(path: Path) -> bytes:
+    """A file's bytes, gunzipped when it ends in .gz; errors name the file."""
     try:
         data = path.read_bytes()
         if path.suffix == ".gz":
@@ -94,7 +100,7 @@ def read_text_file(path: Path) -> str:
         raise CatalogError(f"{path}: no such file", hint="check the path") from None
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise CatalogError(f"{path}: cannot read ({exc})", hint="check the file and its permissions") from None
-    return _decode(data, str(path))
+    return data
 
 
 @dataclass(frozen=True)
@@ -103,11 +109,18 @@ class BundledSnapshot:
 
     kind: str = "bundled"
 
+    location: str = "gpuwise/catalog/" + BUNDLED_OFFERS
+
+    def manifest(self) -> tuple[set[str], str]:
+        """(clouds the snapshot holds, as_of), from its manifest, without parsing the offers."""
+        manifest = json.loads(resources.files("gpuwise.catalog").joinpath(BUNDLED_MANIFEST).read_text("utf-8"))
+        return set(manifest["clouds"]), manifest["as_of"]
+
     def read(self) -> tuple[list[Offer], str, str]:
         pkg = resources.files("gpuwise.catalog")
         manifest = json.loads(pkg.joinpath(BUNDLED_MANIFEST).read_text("utf-8"))
         text = gzip.decompress(pkg.joinpath(BUNDLED_OFFERS).read_bytes()).decode("utf-8")
-        return parse_offer_csv(text, "bundled snapshot"), "gpuwise/catalog/" + BUNDLED_OFFERS, manifest["as_of"]
+        return parse_offer_csv(text, "bundled snapshot"), self.location, manifest["as_of"]
 
 
 def _version_key(name: str) -> int:
@@ -194,7 +207,7 @@ class UserStore:
 
     def read(self) -> tuple[list[Offer], str, str]:
         path = store_path()
-        offers = parse_offer_csv(read_text_file(path), str(path))
+        offers = parse_offer_bytes(read_file_bytes(path), str(path), "store")
         return offers, str(path), max((o.as_of for o in offers), default="unknown")
 
 
@@ -236,8 +249,10 @@ def layer_sources(sources: Iterable[CatalogSource], *, per_cloud: bool) -> Catal
     by_cloud: dict[str, tuple[int, list[Offer]]] = {}
     read: list[tuple[CatalogSource, str, str, list[Offer]]] = []
     merged: list[Offer] = []
+    sources = list(sources)
+    results = _read_all(sources, per_cloud)
     for i, source in enumerate(sources):
-        offers, location, as_of = source.read()
+        offers, location, as_of = results[i]
         read.append((source, location, as_of, offers))
         if per_cloud:
             clouds: dict[str, list[Offer]] = {}
@@ -256,9 +271,31 @@ def layer_sources(sources: Iterable[CatalogSource], *, per_cloud: bool) -> Catal
         else:
             layers.append(Layer(source.kind, location, as_of, tuple(sorted({o.cloud for o in offers})), len(offers)))
     if per_cloud:
+        # each cloud's rows come from one source, and no source repeats a key under two sources
+        # (the CSV readers refuse duplicate rows; a SkyPilot cloud file has one source name)
         merged = [o for _, rows in sorted(by_cloud.values(), key=lambda x: x[0]) for o in rows]
-    _check_unique(merged)
+    else:
+        _check_unique(merged)
     return Catalog(offers=tuple(merged), layers=tuple(layers))
+
+
+def _read_all(sources: Sequence[CatalogSource], per_cloud: bool) -> list[tuple[list[Offer], str, str]]:
+    """Every source's ``read()``, in order; with ``per_cloud``, the bundled snapshot is not parsed
+    when later sources supply every cloud it has (it would contribute nothing)."""
+    results: dict[int, tuple[list[Offer], str, str]] = {}
+    deferred = []
+    for i, source in enumerate(sources):
+        if per_cloud and isinstance(source, BundledSnapshot) and i < len(sources) - 1:
+            deferred.append(i)
+        else:
+            results[i] = source.read()
+    for i in deferred:
+        bundled = sources[i]
+        assert isinstance(bundled, BundledSnapshot)
+        later = {o.cloud for j, (offers, _, _) in results.items() if j > i for o in offers}
+        clouds, as_of = bundled.manifest()
+        results[i] = ([], bundled.location, as_of) if clouds <= later else bundled.read()
+    return [results[i] for i in range(len(sources))]
 
 
 def _check_unique(offers: Sequence[Offer]) -> None:

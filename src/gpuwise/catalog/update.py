@@ -8,6 +8,7 @@ user edited the file, and the update refuses unless ``force`` (which backs the e
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -185,6 +186,11 @@ def _write_offers_store(store: Path, merged: Sequence[Offer], edited: bool, clou
         texts[store] = offers_to_csv(merged)
     for path, text in texts.items():
         _write(path, text)
+    if store in texts:  # the parsed copy, so the next command need not parse the new store
+        from gpuwise.catalog.cache import parse_offer_bytes
+
+        with contextlib.suppress(CatalogError, OSError):
+            parse_offer_bytes(store.read_bytes(), str(store), "store")
     sha = (_sha256(store) if store.is_file() else None) if write_offers else old.get("sha256")
     _write(_manifest_path(store), json.dumps({
         "sha256": sha,
