@@ -37,12 +37,14 @@ sys.exit(codes[min(n, len(codes) - 1)])
     ("75,1,0", [], 0, 3),                              # preempted, crashed, then done
     ("1,1,1,1", ["--max-restarts", "2"], 76, 3),        # crashes exhaust --max-restarts
     ("75,75,75", ["--max-preemptions", "1"], 75, 2),   # preemptions hand over with 75 (SkyPilot)
+    ("2,0", [], 2, 1),                                 # a usage error (exit 2) is not retried
+    ("1,2,0", [], 2, 2),                               # ... also after a transient crash
 ])
 def test_run_restart_rules_and_exit_codes(codes: str, flags: list[str], exit_code: int, attempts: int,
                                          tmp_path: Path) -> None:
     script = tmp_path / "flaky.py"
     script.write_text(FLAKY)
-    r = subprocess.run([sys.executable, "-m", "gpuwise", "run", "--no-torchrun", "--restart-delay", "0", "--json",
+    r = subprocess.run([sys.executable, "-m", "gpuwise", "run", "--no-torchrun", "--restart-delay", "0s", "--json",
                         *flags, "--", sys.executable, str(script), str(tmp_path / "n"), codes],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == exit_code, r.stderr
@@ -56,7 +58,12 @@ def test_run_restart_rules_and_exit_codes(codes: str, flags: list[str], exit_cod
     ["--nproc-per-node", "0", "--", "python", "x.py"],
     ["--max-restarts", "-1", "--", "python", "x.py"],
     ["--restart-delay", "nan", "--", "python", "x.py"],
+    ["--restart-delay", "30", "--", "python", "x.py"],          # a duration needs its unit
     ["--", "/nonexistent/train-cmd"],     # not found: refused up front, not restarted N times
+    ["--", "python", "/nonexistent/train.py"],                 # script not found: same
+    ["--", "python", "-c", "print(1)"],                        # torchrun needs a script file
+    ["--nnodes", "2", "--", "python", "-m", "json.tool"],       # several nodes need an endpoint
+    ["--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "127.0.0.1", "--", "python", "-m", "json.tool"],
 ])
 def test_run_bad_input_is_one_line_exit_2(args: list[str], cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("run", *args)
