@@ -71,6 +71,7 @@ def test_run_bad_input_is_one_line_exit_2(args: list[str], cli) -> None:  # type
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_notice_commits_within_window_then_run_restarts_and_completes(tiny: ModuleType, tmp_path: Path) -> None:
     args = ["--steps", "300", "--every", "50"]
     ref = reference_run([*args, "--checkpoint-dir", str(tmp_path / "ref")], target=tiny.main,
@@ -78,7 +79,7 @@ def test_notice_commits_within_window_then_run_restarts_and_completes(tiny: Modu
     ckpt = tmp_path / "ckpt"
     with FakeMetadataServer() as md:
         env = {**os.environ, "GPUWISE_METADATA_URL": md.url, "GPUWISE_CLOUD": "gcp", "GPUWISE_POLL_INTERVAL_S": "0.2"}
-        proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "run", "--restart-delay", "0", "--",
+        proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "run", "--restart-delay", "0s", "--",
                                  sys.executable, str(EXAMPLE), *args, "--checkpoint-dir", str(ckpt)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
@@ -142,7 +143,7 @@ def test_ddp_two_gloo_ranks_agree_on_the_notice_step_and_resume_exactly(tmp_path
     """Two ranks (gloo, CPU) under ``gpuwise run --nproc-per-node 2``: the notice is all-reduced, so
     both stop at the same step; rank 0 writes; the restart ends with the uninterrupted digest."""
     args = ["--steps", "120", "--every", "10", "--hidden", "128"]
-    base = [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", "2", "--restart-delay", "0", "--",
+    base = [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", "2", "--restart-delay", "0s", "--",
             sys.executable, str(EXAMPLE), *args]
     ref = subprocess.run([*base, "--checkpoint-dir", str(tmp_path / "ref")], capture_output=True, text=True,
                          env={**os.environ, "GPUWISE_CLOUD": "none"}, timeout=180)

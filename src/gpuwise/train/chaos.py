@@ -15,6 +15,7 @@ marker, or a temporary file, means the kill landed mid-write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -129,8 +130,9 @@ def _start(target: Callable[[list[str]], int] | None, command: Sequence[str] | N
                 os._exit(code)
         return pid, None
     assert command is not None
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([*command, *argv], stdout=out, stderr=err, env={**os.environ, **(env or {})})
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:  # own session: killpg gets the workers too
+        proc = subprocess.Popen([*command, *argv], stdout=out, stderr=err, env={**os.environ, **(env or {})},
+                                start_new_session=True)
     return proc.pid, proc
 
 
@@ -154,9 +156,16 @@ def run_with_kills(argv: Sequence[str], *, checkpoint_dir: str, kills: int,
                    target: Callable[[list[str]], int] | None = None, command: Sequence[str] | None = None,
                    min_delay_s: float = 0.1, max_delay_s: float = 1.0, seed: int = 0,
                    env: dict[str, str] | None = None, timeout_s: float = 600.0,
-                   prewarm: Sequence[str] = ("torch._dynamo",)) -> ChaosReport:
+                   prewarm: Sequence[str] = ("torch._dynamo",), aim_mid_write: int = 0,
+                   sigterm_share: float = 0.0) -> ChaosReport:
     """Run ``argv`` (with ``--checkpoint-dir checkpoint_dir`` already in it), SIGKILL it ``kills``
     times after random delays in [min_delay_s, max_delay_s], then let it finish.
+
+    ``aim_mid_write``: the first N kills, after their delay, wait (up to 10 s) until a checkpoint
+    is half-written, so that kills mid-write happen whatever the machine's load (no timing luck).
+    ``sigterm_share``: that share of the stops are a SIGTERM to the launcher (a notice: save, then
+    exit) instead of a SIGKILL of the whole process group. With ``command`` every attempt runs in
+    its own session and a SIGKILL reaches torchrun's workers too.
 
     ``prewarm``: modules imported here before forking (torch's first optimizer step imports
     ``torch._dynamo``, ~2 s, which every forked attempt would otherwise pay again)."""
@@ -183,16 +192,29 @@ def run_with_kills(argv: Sequence[str], *, checkpoint_dir: str, kills: int,
             pid, proc = _start(target, command, list(argv), out_path, err_path, env)
             killing = len([a for a in attempts if a.killed]) < kills
             code = _wait(pid, proc, rng.uniform(min_delay_s, max_delay_s) if killing else timeout_s)
+            if code is None and len(attempts) < aim_mid_write:
+                aim_until = time.monotonic() + 10.0
+                while code is None and not _mid_write(checkpoint_dir) and time.monotonic() < aim_until:
+                    code = _wait(pid, proc, 0.002)
             killed = False
             if code is None:
-                os.kill(pid, signal.SIGKILL)
-                if proc is not None:
-                    proc.wait()
-                else:
-                    os.waitpid(pid, 0)
+                sig = signal.SIGTERM if rng.random() < sigterm_share else signal.SIGKILL
+                mid_now = _mid_write(checkpoint_dir)
+                if sig == signal.SIGTERM:
+                    os.kill(pid, signal.SIGTERM)
+                    if _wait(pid, proc, 120.0) is None:
+                        sig = signal.SIGKILL
+                if sig == signal.SIGKILL:
+                    if proc is not None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(pid, signal.SIGKILL)
+                        proc.wait()
+                    else:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
                 killed = True
             lived = time.monotonic() - started
-            mid = killed and _mid_write(checkpoint_dir)
+            mid = killed and sig == signal.SIGKILL and (mid_now or _mid_write(checkpoint_dir))
             text = Path(out_path).read_text(errors="replace")
             err = Path(err_path).read_text(errors="replace")
             skipped += err.count("skipping checkpoint")
