@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-
 pytestmark = pytest.mark.slow
 
 SCRIPT = """

@@ -267,3 +267,22 @@ def load_spot_defaults(user_file: Path | None = None) -> SpotDefaults:
         sources={"checkpoint_bandwidth_gb_s": str((bw or {}).get("source", "") if isinstance(bw, dict) else ""),
                  "restart_minutes": str((rs or {}).get("source", "") if isinstance(rs, dict) else "")},
     )
+
+
+# -- the one home of the checkpoint-interval maths (train/interval.py and fleet/optimize.py use it)
+
+HOT_SPOT_POOL_MTBF_HOURS = 6.0
+"""Node MTBF of a "hot" GPU spot pool: a gpuwise planning assumption (no public figure), the
+cautious end used for fleet planning (fleet/optimize.py ``DEFAULT_SPOT_OVERHEAD``)."""
+
+
+def young_daly_waste(checkpoint_hours: float, mtbf_hours: float) -> float:
+    """First-order share of time lost at the optimum interval: √(2C/M) (Young 1974; Daly 2006 §3)."""
+    if math.isinf(mtbf_hours):
+        return 0.0
+    return math.sqrt(2 * checkpoint_hours / mtbf_hours)
+
+
+def default_mtbf_hours(cloud: str = "default") -> float:
+    """Node MTBF from the spot data file (``clouds.<cloud>``, else ``clouds.default``)."""
+    return load_spot_defaults().for_cloud(cloud).mtbf_hours

@@ -12,11 +12,15 @@ import sys
 
 
 def main(argv: list[str]) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
     try:
-        run(parse_args(argv))
+        run(parse_args(argv))  # type: ignore[no-untyped-call]
+    except SignalException as exc:  # stopped by a signal: torchrun has stopped the workers
+        print(f"torchrun: stopped by signal {int(exc.sigval)}", file=sys.stderr)
+        return 128 + int(exc.sigval)
     except ChildFailedError as exc:
         codes = {int(f.exitcode) for f in exc.failures.values()}
         code = codes.pop() if len(codes) == 1 else 1

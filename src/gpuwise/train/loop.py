@@ -35,7 +35,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import json
 import logging
 import os
 import sys
@@ -46,11 +45,11 @@ from typing import Any, Literal
 from gpuwise.errors import InputError
 from gpuwise.train._torch import torch
 from gpuwise.train.checkpointer import Checkpointer, CheckpointWriteError, Progress
-from gpuwise.train.progress import write_progress
 from gpuwise.train.commit import Compression
 from gpuwise.train.exitcodes import EXIT_PREEMPTED
 from gpuwise.train.interval import DEFAULT_MAX_INTERVAL_S, DEFAULT_MTBF_HOURS, checkpoint_interval_s
 from gpuwise.train.preemption import PreemptionWatcher
+from gpuwise.train.progress import write_progress
 from gpuwise.train.sampler import ResumableSampler
 
 log = logging.getLogger(__name__)

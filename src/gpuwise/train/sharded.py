@@ -81,7 +81,7 @@ def apply_app_state(model: Any, optimizer: Any, state: dict[str, Any]) -> None:
 
 def _writer(storage: Storage, folder: str) -> Any:
     if storage.is_local:
-        from torch.distributed.checkpoint import FileSystemWriter
+        from torch.distributed.checkpoint.filesystem import FileSystemWriter
 
         return FileSystemWriter(folder, sync_files=True, thread_count=1)
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
@@ -91,7 +91,7 @@ def _writer(storage: Storage, folder: str) -> Any:
 
 def _reader(storage: Storage, folder: str) -> Any:
     if storage.is_local:
-        from torch.distributed.checkpoint import FileSystemReader
+        from torch.distributed.checkpoint.filesystem import FileSystemReader
 
         return FileSystemReader(folder)
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
@@ -146,7 +146,7 @@ class ShardedWriter:
 
     def start(self, step: int, state: dict[str, Any], train_state: dict[str, Any], meta: dict[str, Any]) -> None:
         """Begin writing ``step`` (collective). Returns once the state is staged (async) or written."""
-        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict_saver import async_save, save
 
         dist = _dist()
         rank = dist.get_rank()
@@ -179,7 +179,7 @@ class ShardedWriter:
 
         if self.async_mode == "sync":
             try:
-                dcp.save(state, storage_writer=writer, process_group=group)
+                save(state, storage_writer=writer, process_group=group)
             except Exception as exc:
                 pending.error = f"{type(exc).__name__}: {exc}"
                 pending.hashed.set()
@@ -189,7 +189,7 @@ class ShardedWriter:
             from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
             kind = AsyncCheckpointerType.PROCESS if self.async_mode == "process" else AsyncCheckpointerType.THREAD
-            result = dcp.async_save(state, storage_writer=writer, async_checkpointer_type=kind, process_group=group)
+            result = async_save(state, storage_writer=writer, async_checkpointer_type=kind, process_group=group)
             future = getattr(result, "upload_completion", result)
             pending.future = future
             if isinstance(future, concurrent.futures.Future):
@@ -281,12 +281,12 @@ def read_train_state(storage: Storage, step: int, weights_only: bool) -> dict[st
 
 def load_app_state(storage: Storage, step: int, model: Any, optimizer: Any) -> None:
     """Load model/optimizer shards of ``step`` into the (possibly differently sharded) model."""
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict_loader import load
 
     state = app_state(model, optimizer)
     folder = storage.join(step_dir(step))
     no_dist = not (torch.distributed.is_available() and torch.distributed.is_initialized())
-    dcp.load(state, storage_reader=_reader(storage, folder), no_dist=no_dist)
+    load(state, storage_reader=_reader(storage, folder), no_dist=no_dist)
     apply_app_state(model, optimizer, state)
 
 
