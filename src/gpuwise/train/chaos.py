@@ -136,6 +136,26 @@ def _start(target: Callable[[list[str]], int] | None, command: Sequence[str] | N
     return proc.pid, proc
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux ``/proc``): torchrun starts its workers in sessions of
+    their own, so a SIGKILL of the process group would leave them running."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def _wait(pid: int, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> int | None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -205,9 +225,10 @@ def run_with_kills(argv: Sequence[str], *, checkpoint_dir: str, kills: int,
                     if _wait(pid, proc, 120.0) is None:
                         sig = signal.SIGKILL
                 if sig == signal.SIGKILL:
-                    if proc is not None:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(pid, signal.SIGKILL)
+                    if proc is not None:  # the whole tree at once, as when a machine dies
+                        for victim in [pid, *_descendants(pid)]:
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(victim, signal.SIGKILL)
                         proc.wait()
                     else:
                         os.kill(pid, signal.SIGKILL)
