@@ -63,7 +63,7 @@ def test_fsdp2_shards_are_written_by_every_rank_and_committed_last(tmp_path: Pat
 
 
 def test_fsdp2_resume_after_sigkills_and_sigterms_equals_an_uninterrupted_run(tmp_path: Path) -> None:
-    args = ["--fsdp", "--steps", "60", "--every", "3"]
+    args = ["--fsdp", "--steps", "400", "--every", "3"]
     ref = _run(2, *args, "--checkpoint-dir", str(tmp_path / "ref"))
     ckpt = str(tmp_path / "run")
     command = [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", "2", "--restart-delay", "0s", "--",

@@ -162,3 +162,31 @@ def test_ddp_two_gloo_ranks_agree_on_the_notice_step_and_resume_exactly(tmp_path
     assert proc.returncode == 0, err[-3000:]
     assert re.search(r"attempt 1 preempted .* 0 step\(s\) lost", err), err[-3000:]
     assert out.strip().splitlines()[-1] == ref.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, {}),                                                            # nothing: one machine
+    ({"SKYPILOT_NUM_NODES": "2", "SKYPILOT_NODE_RANK": "1", "SKYPILOT_NODE_IPS": "10.0.0.5\n10.0.0.6\n",
+      "SKYPILOT_NUM_GPUS_PER_NODE": "8"},
+     {"nnodes": 2, "node_rank": 1, "rdzv_endpoint": "10.0.0.5:29500", "nproc_per_node": 8}),  # first IP hosts
+    ({"PET_NNODES": "3", "PET_NODE_RANK": "2", "PET_NPROC_PER_NODE": "4", "MASTER_ADDR": "job-master-0",
+      "MASTER_PORT": "23456"},
+     {"nnodes": 3, "node_rank": 2, "rdzv_endpoint": "job-master-0:23456", "nproc_per_node": 4}),  # PyTorchJob
+    ({"MASTER_ADDR": "m", "WORLD_SIZE": "2", "RANK": "1"},
+     {"nnodes": 2, "node_rank": 1, "rdzv_endpoint": "m:29500"}),         # WORLD_SIZE/RANK count nodes
+])
+def test_multi_node_settings_from_skypilot_and_pytorchjob(env: dict[str, str], expected: dict[str, object]) -> None:
+    from gpuwise.train.launcher import from_environment
+
+    assert from_environment(env) == expected
+
+
+def test_multi_node_argv_uses_c10d_with_node_0_as_host(tmp_path: Path) -> None:
+    from gpuwise.train.launcher import LaunchSpec, build_argv
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    argv = build_argv(LaunchSpec(("python", str(script)), nnodes=2, node_rank=1, rdzv_endpoint="10.0.0.5"))
+    assert "--standalone" not in argv
+    assert {"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.5:29500",
+            "--rdzv-conf=is_host=false"} <= set(argv)
