@@ -161,7 +161,7 @@ class Checkpointer:
 
     def start_writer(self) -> None:
         """Start the background writer now (``resilient`` does, before any thread exists)."""
-        if self.async_write and _dist()[0] == 0:
+        if self.async_write and _dist()[1] == 1:  # more than one process: DCP writes, no writer process
             self._ensure_writer()
 
     def __enter__(self) -> Checkpointer:
