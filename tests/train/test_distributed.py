@@ -134,3 +134,15 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(tmp_path:
     assert re.search(r"^resumed \d+$", out, re.M)           # the restart resumed from a committed step
     assert _digest(out) == _digest(ref.stdout)
     assert _losses(out).items() <= _losses(ref.stdout).items()
+
+
+def test_a_damaged_shard_of_one_rank_falls_back_to_the_previous_sharded_checkpoint(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ck"
+    _run(2, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", str(ckpt))
+    shard = ckpt / "step-000000004" / "__1_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # rank 1's file rots after the commit
+    shard.write_bytes(bytes(data))
+    again = _run(2, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", str(ckpt))
+    assert "resumed 2" in again.stdout
+    assert "__1_0.distcp does not match its checksum" in again.stderr
