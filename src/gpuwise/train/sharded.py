@@ -156,9 +156,11 @@ class ShardedWriter:
                 self.storage.remove(f"{folder}/{MARKER}")
                 self.storage.remove_tree(folder)
             self.storage.makedirs(folder)
+        small = b""
+        if rank == 0:  # serialized now (small), written durably in the background with the shards
             buf = io.BytesIO()
             torch.save(train_state, buf)
-            self.storage.put_durable(f"{folder}/{TRAIN_STATE}", buf.getvalue())
+            small = buf.getvalue()
         dist.barrier()  # nobody writes into the folder before rank 0 cleared it
         group = self._process_group()
         pending = _Pending(step, folder, time.perf_counter(), None, threading.Event(), meta=meta)
@@ -168,6 +170,8 @@ class ShardedWriter:
             try:
                 if fut is not None:
                     fut.result()
+                if rank == 0:
+                    self.storage.put_durable(f"{folder}/{TRAIN_STATE}", small)
                 slow = float(os.environ.get("GPUWISE_CKPT_SLOW_WRITE_S", "0") or 0)
                 if slow > 0:  # rehearsal knob: widen the window between shards and marker
                     time.sleep(slow)
