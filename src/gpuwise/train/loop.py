@@ -162,6 +162,8 @@ class Run:
 
     def close(self, exc: BaseException | None = None) -> None:
         try:
+            if exc is None and self.checkpointer.sharded_pending is not None:
+                self._commit()  # the last periodic save may be this very step: no second write
             if exc is None and not self.preempted and self.global_step >= self.max_steps and self.committed_step != self.global_step:
                 self._save("final", block=True)
             if not (self.preempted and self.local_checkpointer is not None):
