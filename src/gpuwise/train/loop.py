@@ -192,6 +192,8 @@ class Run:
             skip = 0
             if self.samples_in_epoch < 0:  # a checkpoint from before global positions
                 self.samples_in_epoch = self.batch_in_epoch * batch_size * self.world_size
+            else:  # per-rank batches from the global position (another world size resumes here)
+                self.batch_in_epoch = self.samples_in_epoch // (batch_size * self.world_size)
             if sampler is not None:
                 sampler.set_position(self.epoch, self.samples_in_epoch)
             elif self.batch_in_epoch:
