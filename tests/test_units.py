@@ -9,6 +9,7 @@ from gpuwise.units import (
     HOURS_PER_YEAR,
     parse_count,
     parse_duration_hours,
+    parse_duration_seconds,
     parse_fraction,
     parse_money_usd,
 )
@@ -25,7 +26,6 @@ from gpuwise.units import (
     ("10 mins", 10 / 60),         # common abbreviation
     ("1 week", 168.0),            # singular
     ("1 year", HOURS_PER_YEAR),   # 365 days
-    ("12", 12.0),                 # a bare number is hours
 ])
 def test_durations(text: str, hours: float) -> None:
     assert parse_duration_hours(text) == pytest.approx(hours)
@@ -40,10 +40,38 @@ def test_durations(text: str, hours: float) -> None:
     "48 fortnights",  # unknown unit
     "h",           # unit without a number
     "1h garbage",  # trailing text
+    "12",          # no unit: used to mean 12 hours here and 12 seconds elsewhere
 ])
 def test_bad_durations(text: str) -> None:
     with pytest.raises(InputError):
         parse_duration_hours(text, "--since")
+    with pytest.raises(InputError):
+        parse_duration_seconds(text, "--interval")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("30s", 30.0), ("10m", 600.0), ("2h", 7200.0), ("1d12h", 129_600.0), ("500ms", 0.5), ("1.5 minutes", 90.0),
+])
+def test_durations_in_seconds(text: str, seconds: float) -> None:
+    assert parse_duration_seconds(text) == seconds  # exact: the table is in seconds
+
+
+@pytest.mark.parametrize("text", ["2", "10", "2.5", "0", "-3"])
+def test_a_bare_number_is_refused_with_the_fix(text: str) -> None:
+    with pytest.raises(InputError) as err:
+        parse_duration_seconds(text, "interval")
+    assert "has no unit" in err.value.message and "30s" in err.value.hint
+
+
+def test_zero_only_where_allowed_and_numbers_in_the_named_unit() -> None:
+    with pytest.raises(InputError, match="must be > 0"):
+        parse_duration_seconds("0s", "interval")
+    assert parse_duration_seconds("0s", "restart_delay", allow_zero=True) == 0.0
+    assert parse_duration_seconds(2.5) == 2.5      # a Python number: seconds, as the name says
+    assert parse_duration_hours(2.5) == 2.5        # ... hours here
+    assert parse_duration_hours("30m") == 0.5
+    with pytest.raises(InputError):
+        parse_duration_seconds(True)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("text", "value"), [

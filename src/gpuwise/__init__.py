@@ -1,34 +1,71 @@
 """gpuwise: choose, pay less for, run safely on, and see cloud GPUs for PyTorch work.
 
-The public API is re-exported here lazily so ``import gpuwise`` stays light; the names are
-pinned by ``tests/test_public_api.py``.
+The public API is re-exported here lazily so ``import gpuwise`` stays light (no numpy, scipy,
+torch, typer or rich until a name that needs them is used). A type checker sees every name
+with its real type: the ``TYPE_CHECKING`` block below mirrors ``_LAZY`` name for name
+(``tests/test_public_api_types.py`` checks that they agree).
+
+Subpackages are reached the usual way (``import gpuwise.fleet``); ``gpuwise.<subpackage>``
+also resolves lazily. ``gpuwise.plan`` is still the one name that is both a subpackage and a
+function: see :mod:`gpuwise.plan`.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from gpuwise.errors import GpuwiseError as GpuwiseError
+from gpuwise.errors import InputError as InputError
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from gpuwise.bench import BenchOptions as BenchOptions
+    from gpuwise.bench import BenchReport as BenchReport
+    from gpuwise.bench import run_bench as run_bench
+    from gpuwise.catalog import Catalog as Catalog
+    from gpuwise.catalog import Offer as Offer
+    from gpuwise.catalog import load_catalog as load_catalog
+    from gpuwise.catalog import query_offers as query_offers
+    from gpuwise.doctor import CheckResult as CheckResult
+    from gpuwise.doctor import DoctorOptions as DoctorOptions
+    from gpuwise.doctor import run_doctor as run_doctor
+    from gpuwise.estimate import Estimate as Estimate
+    from gpuwise.estimate import Workload as Workload
+    from gpuwise.estimate import estimate_workload as estimate_workload
+    from gpuwise.estimate import workload_from_options as workload_from_options
+    from gpuwise.fleet import compute_tco as compute_tco
+    from gpuwise.fleet import plan_fleet as plan_fleet
+    from gpuwise.fleet import score_vendors as score_vendors
+    from gpuwise.hardware import GpuSpec as GpuSpec
+    from gpuwise.hardware import find_gpu as find_gpu
+    from gpuwise.monitor.exporter import Exporter as Exporter
+    from gpuwise.monitor.fake import FakeGpuReader as FakeGpuReader
+    from gpuwise.monitor.nvml import NvmlGpuReader as NvmlGpuReader
+    from gpuwise.monitor.store import HistoryStore as HistoryStore
+    from gpuwise.plan import Plan as Plan
+    from gpuwise.plan import PlanOption as PlanOption
+    from gpuwise.plan import PlanRequest as PlanRequest
+    from gpuwise.plan import plan as plan
+    from gpuwise.train import Checkpointer as Checkpointer
+    from gpuwise.train import PreemptionWatcher as PreemptionWatcher
+    from gpuwise.train import resilient as resilient
+
 _LAZY: dict[str, str] = {
-    # name: module that defines it
-    "GpuwiseError": "gpuwise.errors",
-    "InputError": "gpuwise.errors",
+    # name: module that defines it (keep the TYPE_CHECKING imports above in step)
     "GpuSpec": "gpuwise.hardware",
     "find_gpu": "gpuwise.hardware",
     "Offer": "gpuwise.catalog",
     "Catalog": "gpuwise.catalog",
     "load_catalog": "gpuwise.catalog",
     "query_offers": "gpuwise.catalog",
-    # `gpuwise.estimate` is a package whose module object is callable (see its __init__):
-    # `gpuwise.estimate(workload, "H100")` runs estimate_workload.
-    "estimate": "gpuwise.estimate",
     "Workload": "gpuwise.estimate",
     "Estimate": "gpuwise.estimate",
     "estimate_workload": "gpuwise.estimate",
     "workload_from_options": "gpuwise.estimate",
-    # `gpuwise.plan` is callable the same way: `gpuwise.plan(workload, PlanRequest(...))`.
+    # `plan` is the function gpuwise.plan.plan; see gpuwise/plan/__init__.py for why the
+    # subpackage of the same name is still callable.
     "plan": "gpuwise.plan",
     "Plan": "gpuwise.plan",
     "PlanOption": "gpuwise.plan",
@@ -40,7 +77,7 @@ _LAZY: dict[str, str] = {
     "BenchOptions": "gpuwise.bench",
     "BenchReport": "gpuwise.bench",
     "plan_fleet": "gpuwise.fleet",
-    "tco": "gpuwise.fleet",
+    "compute_tco": "gpuwise.fleet",
     "score_vendors": "gpuwise.fleet",
     "NvmlGpuReader": "gpuwise.monitor.nvml",
     "FakeGpuReader": "gpuwise.monitor.fake",
@@ -51,19 +88,26 @@ _LAZY: dict[str, str] = {
     "resilient": "gpuwise.train",
 }
 
-__all__ = ["__version__", *_LAZY]
+_SUBPACKAGES = frozenset(
+    {"bench", "catalog", "doctor", "estimate", "fleet", "hardware", "monitor", "train", "units"}
+)
+
+__all__ = ["GpuwiseError", "InputError", "__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:  # `gpuwise.fleet` without `import gpuwise.fleet` first
+        return importlib.import_module(f"gpuwise.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuwise' has no attribute {name!r}")
     imported = importlib.import_module(module)
-    # a name that is itself a subpackage (``estimate``) resolves to the module object
+    # `plan` names both the subpackage and its function: it resolves to the subpackage, whose
+    # module object forwards calls to the function (gpuwise/plan/__init__.py).
     value = imported if module == f"gpuwise.{name}" else getattr(imported, name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted({*__all__, *_SUBPACKAGES})

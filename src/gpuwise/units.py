@@ -2,7 +2,7 @@
 
 Names carry their unit everywhere in gpuwise (``memory_gib``, ``price_usd_per_hour``,
 ``peak_bf16_tflops``); this module holds the conversion constants and the parsers that turn
-``7B``, ``1.5T``, ``48h`` or ``$2,000`` into plain floats, rejecting NaN, infinities and
+``7B``, ``1.5T``, ``48h`` or ``$2,000`` into plain floats (a duration always carries its unit), rejecting NaN, infinities and
 negatives with an :class:`~gpuwise.errors.InputError` that says how to write the value.
 """
 
@@ -25,35 +25,37 @@ TFLOPS = 1e12
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([kmbgt]?)\s*$", re.I)
 
-_DURATION_UNITS_H = {
-    "ms": 1 / 3_600_000,
-    "s": 1 / 3600,
-    "sec": 1 / 3600,
-    "secs": 1 / 3600,
-    "second": 1 / 3600,
-    "seconds": 1 / 3600,
-    "m": 1 / 60,
-    "min": 1 / 60,
-    "mins": 1 / 60,
-    "minute": 1 / 60,
-    "minutes": 1 / 60,
-    "h": 1.0,
-    "hr": 1.0,
-    "hrs": 1.0,
-    "hour": 1.0,
-    "hours": 1.0,
-    "d": 24.0,
-    "day": 24.0,
-    "days": 24.0,
-    "w": 168.0,
-    "wk": 168.0,
-    "week": 168.0,
-    "weeks": 168.0,
-    "y": HOURS_PER_YEAR,
-    "yr": HOURS_PER_YEAR,
-    "year": HOURS_PER_YEAR,
-    "years": HOURS_PER_YEAR,
+_S_PER_MIN, _S_PER_H, _S_PER_D = 60.0, 3600.0, 86400.0
+_DURATION_UNITS_S = {
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "secs": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "m": _S_PER_MIN,
+    "min": _S_PER_MIN,
+    "mins": _S_PER_MIN,
+    "minute": _S_PER_MIN,
+    "minutes": _S_PER_MIN,
+    "h": _S_PER_H,
+    "hr": _S_PER_H,
+    "hrs": _S_PER_H,
+    "hour": _S_PER_H,
+    "hours": _S_PER_H,
+    "d": _S_PER_D,
+    "day": _S_PER_D,
+    "days": _S_PER_D,
+    "w": 7 * _S_PER_D,
+    "wk": 7 * _S_PER_D,
+    "week": 7 * _S_PER_D,
+    "weeks": 7 * _S_PER_D,
+    "y": HOURS_PER_YEAR * _S_PER_H,
+    "yr": HOURS_PER_YEAR * _S_PER_H,
+    "year": HOURS_PER_YEAR * _S_PER_H,
+    "years": HOURS_PER_YEAR * _S_PER_H,
 }
+_DURATION_HINT = "write it with a unit, e.g. 30s, 10m, 2h, 2d, 500ms, 1d12h or 1w"
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)", re.I)
 
 
@@ -93,28 +95,46 @@ def parse_count(text: str | float | int, what: str = "value", *, allow_zero: boo
     return check_finite(value, what, minimum=0.0, strict=not allow_zero)
 
 
-def parse_duration_hours(text: str | float | int, what: str = "duration") -> float:
-    """Parse ``48h``, ``2d``, ``90m``, ``1d12h``, ``1.5w``, ``500ms``, ``48 hours`` or a bare number of hours."""
-    if isinstance(text, (int, float)):
-        return check_finite(float(text), what, strict=True)
+def parse_duration_seconds(text: str | float | int, what: str = "duration", *, allow_zero: bool = False) -> float:
+    """Parse a duration people type into seconds: ``30s``, ``10m``, ``2h``, ``1d12h``, ``500ms``, ``48 hours``.
+
+    The one rule for every duration in gpuwise: **text needs a unit**. A bare ``"2"`` is an
+    InputError (it used to mean 2 hours in one command and 2 seconds in another). A Python
+    ``int``/``float`` is taken as seconds, as this function's name says. Zero is refused unless
+    ``allow_zero`` (a restart delay may be 0s; an interval may not).
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return check_finite(float(text), what, strict=not allow_zero)
+    if not isinstance(text, str):
+        raise InputError(f"cannot read {what} {text!r} as a duration", hint=_DURATION_HINT)
     s = text.strip().lower()
     try:
-        return check_finite(float(s), what, strict=True)
+        bare = float(s)
     except ValueError:
         pass
+    else:  # a number without a unit: say which unit is missing (NaN/inf get the finite-number message)
+        check_finite(bare, what, minimum=None)
+        raise InputError(f"{what} {text.strip()!r} has no unit", hint=_DURATION_HINT)
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
         if s[pos:m.start()].strip():
             break
         unit = m.group(2)
-        if unit not in _DURATION_UNITS_H:
+        if unit not in _DURATION_UNITS_S:
             break
-        total += float(m.group(1)) * _DURATION_UNITS_H[unit]
+        total += float(m.group(1)) * _DURATION_UNITS_S[unit]
         pos = m.end()
     else:
         if pos and not s[pos:].strip():
-            return check_finite(total, what, strict=True)
-    raise InputError(f"cannot read {what} {text!r}", hint="write it as e.g. 48h, 2d, 90m, 30s, 500ms, 1d12h or 1w")
+            return check_finite(total, what, strict=not allow_zero)
+    raise InputError(f"cannot read {what} {text!r}", hint=_DURATION_HINT)
+
+
+def parse_duration_hours(text: str | float | int, what: str = "duration", *, allow_zero: bool = False) -> float:
+    """:func:`parse_duration_seconds` in hours (``"90m"`` → 1.5); a Python number is taken as hours."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return check_finite(float(text), what, strict=not allow_zero)
+    return parse_duration_seconds(text, what, allow_zero=allow_zero) / _S_PER_H
 
 
 def parse_money_usd(text: str | float | int, what: str = "amount") -> float:

@@ -26,6 +26,7 @@ gpu = pytest.mark.gpu
 needs_gpu = pytest.mark.skipif(not _cuda(), reason="needs an NVIDIA GPU")
 
 
+@pytest.mark.slow
 def test_quick_json_on_cpu_is_one_document_with_every_result(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli("bench", "--quick", "--json", "--checkpoint-dir", tmp_path)
     assert r.code == 0, r.stderr
@@ -45,6 +46,7 @@ def test_quick_json_on_cpu_is_one_document_with_every_result(cli, tmp_path: Path
     assert list(tmp_path.iterdir()) == []  # the storage scratch folder is gone
 
 
+@pytest.mark.slow
 def test_gpu_override_gives_peaks_and_ratios() -> None:
     report = run_bench(BenchOptions(quick=True, gpu="H100", only=("matmul", "train")))
     fp32 = report.get("matmul.fp32")
@@ -127,6 +129,7 @@ def test_importing_bench_and_doctor_does_not_import_torch() -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.slow
 def test_interrupted_bench_leaves_nothing_behind(tmp_path: Path, sig: int) -> None:
     """A real Ctrl-C (or SIGTERM) while the storage benchmark writes its file."""
     proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "bench", "--quick", "--only", "storage",
@@ -144,6 +147,7 @@ def test_interrupted_bench_leaves_nothing_behind(tmp_path: Path, sig: int) -> No
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_allreduce_processes_and_bus_bandwidth_formula_on_cpu() -> None:
     """The multi-process all-reduce path (spawn, file rendezvous, rank 0 reports) with gloo on CPU."""
     from gpuwise.bench.compute import allreduce_bus_gb_s

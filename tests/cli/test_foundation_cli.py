@@ -10,7 +10,7 @@ from tests.conftest import run_module
 def test_gpus_json_fields_and_prices(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("gpus", "--json")
     assert r.code == 0, r.stderr
-    rows = {row["gpu"]: row for row in r.json()}
+    rows = {row["gpu"]: row for row in r.json()["gpus"]}
     for key in ("gpu", "memory_gib", "memory_bandwidth_tb_s", "peak_bf16_tflops",
                 "min_on_demand_usd_per_gpu_hour", "min_spot_usd_per_gpu_hour"):
         assert key in rows["H100"]
@@ -22,21 +22,21 @@ def test_gpus_json_fields_and_prices(cli) -> None:  # type: ignore[no-untyped-de
 
 
 def test_gpus_filters(cli) -> None:  # type: ignore[no-untyped-def]
-    rows = cli("gpus", "--min-memory", "100", "--json").json()
+    rows = cli("gpus", "--min-memory", "100", "--json").json()["gpus"]
     assert rows and all(row["memory_gib"] >= 100 for row in rows)
     # `offers` spells the same filter --min-gpu-memory: both spellings work on `gpus`
-    assert cli("gpus", "--min-gpu-memory", "100", "--json").json() == rows
-    lam = {row["gpu"]: row for row in cli("gpus", "--cloud", "lambda", "--json").json()}
+    assert cli("gpus", "--min-gpu-memory", "100", "--json").json()["gpus"] == rows
+    lam = {row["gpu"]: row for row in cli("gpus", "--cloud", "lambda", "--json").json()["gpus"]}
     assert lam["H100"]["min_on_demand_where"].startswith("lambda")
     assert lam["H100"]["min_spot_usd_per_gpu_hour"] is None  # Lambda sells no spot
-    spot = cli("gpus", "--spot", "--json").json()
+    spot = cli("gpus", "--spot", "--json").json()["gpus"]
     assert all(row["min_spot_usd_per_gpu_hour"] is not None for row in spot)
 
 
 def test_offers_json_fields_and_ranking(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli("offers", "--gpu", "H100", "--count", "8", "--limit", "0", "--json")
     assert r.code == 0, r.stderr
-    offers = r.json()
+    offers = r.json()["offers"]
     assert offers and all(o["gpu"] == "H100" and o["gpu_count"] == 8 for o in offers)
     for key in ("cloud", "region", "zone", "instance_type", "gpu", "gpu_count", "vcpus", "memory_gib",
                 "on_demand_usd_per_hour", "spot_usd_per_hour"):
@@ -47,7 +47,7 @@ def test_offers_json_fields_and_ranking(cli) -> None:  # type: ignore[no-untyped
 
 
 def test_offers_spot_and_price_cap(cli) -> None:  # type: ignore[no-untyped-def]
-    offers = cli("offers", "--gpu", "a100-80gb", "--spot", "--max-price", "$40", "--json").json()
+    offers = cli("offers", "--gpu", "a100-80gb", "--spot", "--max-price", "$40", "--json").json()["offers"]
     assert offers
     assert all(o["spot_usd_per_hour"] <= 40 and o["spot_usd_per_hour"] < (o["on_demand_usd_per_hour"] or 1e9)
                for o in offers)

@@ -92,3 +92,29 @@ def test_malformed_recordings_exit_2_naming_the_file(cli, tmp_path: Path, layout
     assert r.code == 2, (r.code, r.stderr)
     assert needle in r.stderr and r.stderr.count("\n") == 1 and "To fix:" in r.stderr
     assert r.stdout == ""
+
+
+def test_missing_checkpoint_dir_is_bad_input_not_a_failed_check(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    r = cli("doctor", "--no-torch", "--only", "disk", "--checkpoint-dir", tmp_path / "typo")
+    assert r.code == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: --checkpoint-dir ") and "no such folder" in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_the_table_keeps_brackets_in_fixes(cli) -> None:  # type: ignore[no-untyped-def]
+    # rich read "[train]" in "pip install 'gpuwise[train]'" as markup and printed "gpuwise'"
+    r = cli("doctor", "--no-torch", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/")
+    assert "pip install 'gpuwise[train]'" in r.stdout
+
+
+def test_only_inlines_the_fixes_a_fix_refers_to(cli) -> None:  # type: ignore[no-untyped-def]
+    replay = FIXTURES / "replay-broken-node"
+    alone = cli("doctor", "--json", "--replay", replay, "--only", "torch-cuda", "--checkpoint-dir", "/").json()
+    full = cli("doctor", "--json", "--replay", replay, "--checkpoint-dir", "/").json()
+    by_name = {c["name"]: c for c in full["checks"]}
+    [torch_cuda] = alone["checks"]
+    assert "see the cuda-compat and nvidia-driver checks" in torch_cuda["fix"]
+    # the checks it points at were not run: their fixes come along instead of a dangling reference
+    assert by_name["cuda-compat"]["fix"] in torch_cuda["fix"]
+    assert "nvidia-driver (ok)" in torch_cuda["fix"]
+    assert by_name["torch-cuda"]["fix"] == torch_cuda["fix"].split(" [")[0]  # unchanged when all are shown

@@ -16,14 +16,14 @@ def test_h100_fields() -> None:
     assert (d.persistence_mode, d.mig_current, d.ecc_enabled) == (True, False, True)
     assert (d.ecc_volatile_uncorrected, d.remapped_rows_pending, d.remapping_failed) == (0, False, False)
     assert (d.pcie_gen_current, d.pcie_gen_max, d.pcie_width_current, d.pcie_width_max) == (5, 5, 16, 16)
-    assert (d.performance_state, d.clock_event_reasons) == (0, ("idle",))
+    assert (d.performance_state, d.clock_event_reasons) == (0, ("gpu_idle",))
     assert d.retired_pages_pending is None  # "N/A" on Hopper: row remapping replaced page retirement
 
 
 def test_consumer_card_with_throttle_wording() -> None:
     (d,) = parse_nvidia_smi_q(fixture_text("nvidia-smi/rtx3090-driver525.txt")).devices
     assert (d.ecc_enabled, d.ecc_volatile_uncorrected, d.mig_current) == (None, None, None)
-    assert (d.pcie_gen_current, d.performance_state, d.clock_event_reasons) == (1, 8, ("idle",))
+    assert (d.pcie_gen_current, d.performance_state, d.clock_event_reasons) == (1, 8, ("gpu_idle",))
 
 
 def test_empty_text_is_no_gpus() -> None:
@@ -32,5 +32,5 @@ def test_empty_text_is_no_gpus() -> None:
 
 
 def test_nvml_reason_bits() -> None:
-    assert decode_clock_event_reasons(0x1 | 0x40) == ("idle", "hw_thermal_slowdown")
+    assert decode_clock_event_reasons(0x1 | 0x40) == ("gpu_idle", "hw_thermal")
     assert decode_clock_event_reasons(0) == ()

@@ -148,3 +148,18 @@ def test_calibration_flag_and_bad_calibration(cli: Any, tmp_path: Path) -> None:
     # both flags: the file used to be ignored without a word
     r = cli("estimate", "--model", "gpt2", "--calibration", good, "--no-calibration", "--json")
     assert r.code == 2 and "contradict" in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize("entry", [{"mfu": 0}, {"mfu": 1.2}, {"matmul_tflops": {"bf16": 1500.0}}])
+def test_implausible_default_calibration_is_refused_in_one_line(cli: Any, entry: dict[str, Any]) -> None:
+    """The user's own calibration.json (read without a flag) with an implausible figure: exit 2, one line, the fix."""
+    from gpuwise.paths import config_dir
+
+    path = config_dir() / "calibration.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 1, "gpus": {"H100": entry}}))
+    r = cli("estimate", "--model", "gpt2", "--gpu", "H100", "--json")
+    assert r.code == 2 and r.stdout == ""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "To fix:" in lines[0]
+    assert "calibration.json" in lines[0] and "Traceback" not in r.stderr

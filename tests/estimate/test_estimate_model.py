@@ -122,10 +122,10 @@ def test_hf_config_gives_the_presets_param_count(tmp_path: Path, cfg: dict[str, 
          "non-negative integer"),  # negative
         ('{"hidden_size": "big", "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
          "non-negative integer"),  # wrong type
-        ('{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 30, "vocab_size": 1}',
-         "do not divide hidden size"),  # heads do not divide hidden
-        ('{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 5,'
-         ' "vocab_size": 1}', "KV heads"),  # kv heads do not divide heads
+        ('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 30,'
+         ' "vocab_size": 1}', "do not divide hidden size"),  # heads do not divide hidden
+        ('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,'
+         ' "num_key_value_heads": 5, "vocab_size": 1}', "KV heads"),  # kv heads do not divide heads
         ('{"hidden_size": 1e12, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
          "absurdly large"),  # absurd
     ],
@@ -179,3 +179,26 @@ def test_params_only_shapes_give_positive_flops(params: float) -> None:
     cfg = resolve_model(None, params)
     assert cfg.total_params == params
     assert 0 < cfg.matmul_params < params
+
+
+@pytest.mark.parametrize(("content", "error", "message"), [
+    # thousands of nested brackets raised RecursionError: an internal error, exit 1
+    ("[" * 100_000 + "]" * 100_000, DataFileError, "nested too deeply"),
+    ('{"a":' * 100_000 + "1" + "}" * 100_000, DataFileError, "nested too deeply"),
+    # a text model with no vocabulary was estimated as if it had no embeddings
+    (json.dumps({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                 "intermediate_size": 11008, "vocab_size": 0}), DataFileError, "'vocab_size' must be > 0"),
+])
+def test_hostile_config_files_are_refused(tmp_path: Path, content: str, error: type[Exception], message: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(error, match=message):
+        resolve_model(str(path), None)
+
+
+@pytest.mark.parametrize("name", ["x" * 100_000, "x" * 4_000, "a\0b"])
+def test_model_names_the_os_refuses_as_paths_are_input_errors(name: str) -> None:
+    # 100,000 characters or a 4,000-character name: "OSError: File name too long" (exit 1)
+    with pytest.raises(InputError) as info:
+        resolve_model(name, None)
+    assert len(info.value.one_line()) < 400

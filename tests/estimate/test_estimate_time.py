@@ -64,12 +64,15 @@ def test_hierarchical_ring_allreduce(size: float, n: int, gpn: int, expected_s: 
     assert allreduce_seconds(size, n, net) == pytest.approx(expected_s)
 
 
-def test_time_is_flops_over_gpus_peak_and_mfu() -> None:
+def test_time_is_flops_over_gpus_peak_and_mfu_divided_by_goodput() -> None:
     wl = workload_from_options(model="llama-2-7b", task="pretrain", tokens="1e11", zero=1, micro_batch=2)
     est = estimate_workload(wl, "H100", 64, calibration=None)
-    hours = est.flops_total / (64 * est.peak_tflops * 1e12 * est.mfu) / 3600
-    assert est.wall_hours == pytest.approx(hours)
-    assert est.gpu_hours == pytest.approx(hours * 64)
+    stepping = est.flops_total / (64 * est.peak_tflops * 1e12 * est.mfu) / 3600
+    assert 0.5 < est.goodput < 1.0
+    assert est.wall_hours == pytest.approx(stepping / est.goodput)
+    assert est.gpu_hours == pytest.approx(est.wall_hours * 64)
+    assert est.wall_hours_p10 is not None and est.wall_hours_p90 is not None
+    assert est.wall_hours_p10 < est.wall_hours < est.wall_hours_p90
 
 
 def test_mfu_model_fits_the_published_runs_and_penalises_newer_gpus() -> None:
@@ -122,8 +125,12 @@ def test_calibration_file_overrides_the_fitted_mfu(tmp_path: Path, isolated_env:
         ({"version": 2, "gpus": {}}, "unsupported calibration version"),  # future schema
         ({"version": 1, "gpus": {"Z100": {}}}, "unknown GPU"),  # not a GPU gpuwise knows
         ({"version": 1, "gpus": {"H100": {"mfuu": 0.4}}}, "unknown key"),  # typo
-        ({"version": 1, "gpus": {"H100": {"mfu": 1.7}}}, "in (0, 1]"),  # impossible fraction
-        ({"version": 1, "gpus": {"H100": {"mfu": float("nan")}}}, "in (0, 1]"),  # NaN
+        ({"version": 1, "gpus": {"H100": {"mfu": 1.7}}}, "in (0, 1)"),  # impossible fraction
+        ({"version": 1, "gpus": {"H100": {"mfu": float("nan")}}}, "in (0, 1)"),  # NaN
+        ({"version": 1, "gpus": {"H100": {"mfu": 0}}}, "in (0, 1)"),  # no work done
+        ({"version": 1, "gpus": {"H100": {"mfu": 1.0}}}, "in (0, 1)"),  # every FLOP useful: implausible
+        ({"version": 1, "gpus": {"H100": {"matmul_tflops": {"bf16": 2000}}}}, "above the datasheet peak"),
+        ({"version": 1, "gpus": {"H100": {"memory_bandwidth_tb_s": 9.0}}}, "above the datasheet peak"),
         ([], "expected a JSON object"),  # wrong shape
     ],
 )
@@ -193,9 +200,9 @@ def test_fp8_needs_a_gpu_with_fp8() -> None:
     assert estimate_workload(wl, "H100", calibration=None).peak_tflops == 1979
 
 
-def test_gpuwise_estimate_is_callable_and_a_package() -> None:
+def test_gpuwise_estimate_workload_is_the_library_call() -> None:
     wl = workload_from_options(model="gpt2", task="finetune", samples="10k")
-    a = gpuwise.estimate(wl, "L4", calibration=None)
+    a = gpuwise.estimate_workload(wl, "L4", calibration=None)
     b = estimate_workload(wl, find_gpu("L4"), calibration=None)
     assert a == b
     from gpuwise.estimate import Estimate
@@ -213,12 +220,13 @@ def test_estimate_json_has_the_issue_fields() -> None:
     assert all(math.isfinite(v) for v in d["memory"]["breakdown"].values())
 
 
+@pytest.mark.slow
 def test_core_modules_import_no_torch_typer_or_rich() -> None:
     import subprocess
     import sys
 
     code = ("import sys, gpuwise.estimate as e; from gpuwise.estimate import workload_from_options as w;"
-            "e(w(model='gpt2'), 'H100', calibration=None);"
+            "e.estimate_workload(w(model='gpt2'), 'H100', calibration=None);"
             "print(sorted(m for m in ('torch','typer','rich','requests','httpx','click') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -277,9 +285,10 @@ def test_calibrated_bandwidth_slows_decode_by_its_efficiency(tmp_path: Path) -> 
     assert plain.inference is not None and cal.inference is not None
     assert cal.inference.latency_per_output_token_ms == pytest.approx(plain.inference.latency_per_output_token_ms / 0.8)
     assert "calibrated" in cal.inference.bandwidth_basis
-    # prefill uses the measured matmul efficiency (0.7) instead of the fitted MFU
+    # prefill uses the measured matmul efficiency (0.7) instead of the A100's MAMF fraction (0.869)
+    assert cal.mfu_compute / plain.mfu_compute == pytest.approx(0.7 / 0.869)
     assert cal.inference.time_to_first_token_s == pytest.approx(
-        plain.inference.time_to_first_token_s * plain.mfu_compute / 0.7)
+        plain.inference.time_to_first_token_s * plain.mfu_compute / cal.mfu_compute)
 
 
 @pytest.mark.parametrize(("global_batch", "micro_batch", "gpus", "used"), [

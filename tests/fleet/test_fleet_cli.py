@@ -26,6 +26,7 @@ def catalog(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_fleet_on_example_json(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli("fleet", "--demand", EXAMPLES / "demand.csv", "--catalog", catalog,
             "--reserved-discount", "aws:1y=0.3", "--reserved-discount", "gcp:3y=0.5", "--json")
@@ -50,6 +51,7 @@ def test_fleet_default_catalog_says_reserved_unavailable(cli) -> None:  # type: 
     assert any("reserved billing unavailable" in n for n in doc["notes"])
 
 
+@pytest.mark.slow
 def test_fleet_profile_and_html(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "fleet.html"
     r = cli("fleet", "--profile", "--profile-gpus", "H100,L4", "--profile-hours", "720", "--seed", "3",
@@ -63,7 +65,7 @@ def test_fleet_profile_and_html(cli, catalog: Path, tmp_path: Path) -> None:  # 
 
 def test_tco_json(cli, catalog: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "tco.html"
-    r = cli("tco", "--gpu", "H100", "--count", "8", "--years", "3", "--utilization", "0.6",
+    r = cli("tco", "--gpu", "H100", "--gpus", "8", "--years", "3", "--utilization", "0.6",
             "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--html", out, "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
@@ -89,10 +91,13 @@ def test_tco_fractions_take_percent_like_utilization(cli, catalog: Path, flag: s
     assert a.json() == b.json()
 
 
+@pytest.mark.slow
 def test_tco_takes_gpus_like_estimate(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
     base = ("tco", "--gpu", "H100", "--server-price", "250k", "--usd-per-kwh", "0.12", "--catalog", catalog, "--json")
-    # estimate says --gpus for a number of GPUs; tco said only --count
-    assert cli(*base, "--gpus", "16").json() == cli(*base, "--count", "16").json()
+    # estimate says --gpus for a number of GPUs; tco said --count, which in `offers` is GPUs per instance
+    assert cli(*base, "--gpus", "16").json()["count"] == 16
+    r = cli(*base, "--count", "16")
+    assert r.code == 2 and "No such option: --count" in r.stderr
 
 
 def test_vendors_on_example(cli) -> None:  # type: ignore[no-untyped-def]
@@ -193,11 +198,12 @@ def test_normalize_weights_warns_on_stderr(cli, tmp_path: Path) -> None:  # type
     assert r.json()["weights"]["performance"] == pytest.approx(0.6 / 1.3)
 
 
+@pytest.mark.slow
 def test_examples_run_as_documented() -> None:
     """The commands shown in docs/fleet.md run on the bundled catalog and examples/."""
     for args in (["fleet", "--demand", "examples/demand.csv"],
                  ["vendors", "--criteria", "examples/vendors.yaml"],
-                 ["tco", "--gpu", "A100-80GB", "--count", "8", "--years", "3", "--utilization", "0.6",
+                 ["tco", "--gpu", "A100-80GB", "--gpus", "8", "--years", "3", "--utilization", "0.6",
                   "--server-price", "250k", "--usd-per-kwh", "0.12"]):
         p = subprocess.run([sys.executable, "-m", "gpuwise", *args, "--json"], cwd=ROOT, capture_output=True,
                            text=True, check=False)
@@ -205,6 +211,7 @@ def test_examples_run_as_documented() -> None:
         json.loads(p.stdout)
 
 
+@pytest.mark.slow
 def test_core_imports_no_cli_libraries() -> None:
     code = ("import sys, gpuwise.fleet, gpuwise.fleet.charts; "
             "bad = [m for m in ('typer', 'rich', 'torch', 'requests', 'httpx', 'plotly') if m in sys.modules]; "
@@ -226,6 +233,7 @@ def _limit_file_size() -> None:  # runs in the child: files may not grow past 10
     ["tco", "--gpu", "H100", "--server-price", "1e5", "--usd-per-kwh", "0.1", "--html", "{out}"],
     ["fleet", "--profile", "--profile-hours", "24", "--profile-gpus", "H100", "--html", "{out}"],
 ])
+@pytest.mark.slow
 def test_failed_output_write_keeps_the_old_file(catalog: Path, tmp_path: Path, argv: list[str]) -> None:
     out = tmp_path / "chart.html"
     out.write_text("the previous chart\n")
@@ -246,3 +254,15 @@ def test_html_and_saved_demand_are_written_whole(cli, catalog: Path, tmp_path: P
     assert html.read_text().rstrip().endswith("</html>")
     assert saved.read_text().startswith("timestamp,gpu,gpus,interruptible\n")
     assert oct(saved.stat().st_mode & 0o777) != oct(0o600)  # readable like any file the user writes
+
+
+@pytest.mark.slow
+def test_fleet_says_when_it_extrapolates_a_term_beyond_the_demand(cli, catalog: Path) -> None:  # type: ignore[no-untyped-def]
+    # the example demand covers weeks; a 3-year reservation assumes it repeats for three years
+    args = ("fleet", "--demand", EXAMPLES / "demand.csv", "--catalog", catalog, "--reserved-discount", "gcp:3y=0.5")
+    doc = cli(*args, "--json").json()
+    assert any(c["term_years"] == 3 for c in doc["commitments"])
+    assert doc["extrapolated"] is True
+    assert doc["notes"][0].startswith("extrapolated: a 3-year reservation is proposed from ")
+    text = cli(*args)
+    assert text.code == 0 and "warning: extrapolated:" in text.stdout

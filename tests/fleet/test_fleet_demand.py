@@ -83,3 +83,11 @@ def test_synthetic_is_deterministic_and_shaped() -> None:
 def test_implausible_demand_is_rejected() -> None:
     with pytest.raises(DataFileError, match="implausible"):
         parse_demand_csv(HEADER + "2026-01-01T00:00:00,H100,1e12,false\n", "d.csv")
+
+
+def test_a_byte_order_mark_is_not_part_of_the_header() -> None:
+    # Excel's "CSV UTF-8" starts with U+FEFF: it was read as "missing column(s) timestamp"
+    with_bom = parse_demand_csv("\ufeff" + GOOD, "excel.csv")
+    plain = parse_demand_csv(GOOD, "excel.csv")
+    assert with_bom.firm.tolist() == plain.firm.tolist() == [[2, 3, 1]]
+    assert with_bom.interruptible.tolist() == plain.interruptible.tolist()

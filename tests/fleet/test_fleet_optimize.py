@@ -223,7 +223,7 @@ def test_reserved_unavailable_is_said() -> None:
 
 def test_infeasible_budget_names_the_cheapest_cost() -> None:
     d = demand([[4] * 24], [[0] * 24])
-    with pytest.raises(PlanError, match=r"--budget \$10 \(the cheapest plan costs \$288\)"):
+    with pytest.raises(PlanError, match=r"budget_usd=10 \(the cheapest plan costs \$288\)"):
         plan_fleet(d, {"H100": prices("H100", 3.0, None, [])}, FleetOptions(budget_usd=10))
 
 
@@ -257,3 +257,27 @@ def test_huge_and_fractional_demand_stays_small_and_exact() -> None:
     disp = dispatch(d, pr, sol.counts, FleetOptions())
     assert sol.objective_usd == pytest.approx(disp.reserved_usd_per_hour.sum() * 3 + disp.on_demand_usd.sum()
                                               + disp.spot_usd.sum())
+
+
+@pytest.mark.parametrize(("hours", "terms", "extrapolated"), [
+    (48, (1, 3), True),                         # 2 days of demand, a 3-year reservation proposed
+    (48, (1,), True),                           # even 1 year outlasts 2 days
+    (int(3 * HOURS_PER_YEAR) + 24, (3,), False),  # the demand covers the whole term
+])
+def test_a_term_longer_than_the_demand_is_flagged_as_extrapolated(hours: int, terms: tuple[int, ...],
+                                                                 extrapolated: bool) -> None:
+    d = demand([[8] * hours], [[0] * hours])
+    plan = plan_fleet(d, {"H100": prices("H100", 3.0, 2.5, [(1, 2.0), (3, 1.5)])}, FleetOptions(terms=terms),
+                      sensitivity=False)
+    assert plan.commitments  # flat demand: reserving is cheapest
+    assert plan.extrapolated is extrapolated
+    said = [n for n in plan.notes if n.startswith("extrapolated:")]
+    assert bool(said) is extrapolated
+    if extrapolated:
+        assert f"{max(c.term_years for c in plan.commitments)}-year reservation" in said[0]
+
+
+def test_no_reservation_is_never_extrapolated() -> None:
+    d = demand([[0] * 24], [[5] * 24])  # interruptible only, spot is cheapest
+    plan = plan_fleet(d, {"H100": prices("H100", 3.0, 0.5, [(1, 2.0)])}, sensitivity=False)
+    assert not plan.commitments and plan.extrapolated is False

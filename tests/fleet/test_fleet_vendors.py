@@ -86,3 +86,17 @@ def test_filled_values_name_the_vendor_and_suggest(vendor: dict[str, str], needl
     with pytest.raises(DataFileError, match=needle) as exc:
         parse_criteria(d, "v.yaml", fill=fill)
     assert suggestion in exc.value.suggestions
+
+
+def test_a_tie_at_the_end_of_the_weight_range_is_not_a_winner_change() -> None:
+    # Every vendor scores the same on m1: with all weight on dimension a they only tie, so moving
+    # a's weight never changes the winner (it used to report a switch at weight 1.0).
+    d = doc()
+    for v in d["vendors"]:
+        v["values"]["m1"] = 7
+    r = score_vendors(parse_criteria(d, "v.yaml"))
+    assert len({round(s.by_dimension["a"], 12) for s in r.ranking}) == 1
+    sens = {s.dimension: s for s in r.sensitivity}
+    assert (sens["a"].switch_weight, sens["a"].change, sens["a"].new_winner) == (None, None, None)
+    # the other dimension still moves the winner somewhere strictly inside (0, 1), or never
+    assert sens["b"].switch_weight is None or 0 < sens["b"].switch_weight < 1

@@ -15,7 +15,7 @@ import pytest
 
 def test_monitor_records_and_report_reads_the_db(cli: Any, tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
-    r = cli("monitor", "--fake", "idle", "--samples", "2", "--interval", "1s", "--db", db, "--json")
+    r = cli("monitor", "--fake", "idle", "--reads", "2", "--interval", "1s", "--db", db, "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
     assert doc["reads"] == 2 and doc["rows_written"] == 4 and Path(doc["db"]) == db
@@ -28,7 +28,7 @@ def test_monitor_records_and_report_reads_the_db(cli: Any, tmp_path: Path) -> No
 
 
 def test_monitor_default_db_is_in_the_data_dir(cli: Any, isolated_env: Path) -> None:
-    r = cli("monitor", "--fake", "mig", "--samples", "1", "--json")
+    r = cli("monitor", "--fake", "mig", "--reads", "1", "--json")
     assert r.code == 0, r.stderr
     assert Path(r.json()["db"]).is_relative_to(isolated_env)
 
@@ -82,7 +82,7 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
     (["report", "--fake", "idle", "--db", "x.sqlite"], "give only one of --db, --prometheus and --fake"),
     (["report", "--db", "/nonexistent/h.sqlite"], "no history at /nonexistent/h.sqlite"),
     (["report", "--prometheus", "http://127.0.0.1:9"], "cannot query Prometheus"),
-    (["monitor", "--fake", "idle", "--samples", "0"], "--samples must be ≥ 1"),
+    (["monitor", "--fake", "idle", "--reads", "0"], "--reads must be ≥ 1"),
     (["monitor", "--fake", "idle", "--interval", "0s"], "--interval must be > 0"),
     (["monitor", "--fake", "idle", "--interval", "0.5s"], "--interval must be ≥ 1 s"),
     (["exporter", "--fake", "idle", "--port", "99999"], "--port must be 0-65535"),
@@ -126,6 +126,7 @@ def _limit_file_size() -> None:  # runs in the child: files may not grow past 20
     resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
 
 
+@pytest.mark.slow
 def test_report_html_failed_write_keeps_the_old_report(tmp_path: Path) -> None:
     # a failed --html write used to truncate the previous report and leave 20 kB of half an HTML page
     out = tmp_path / "report.html"

@@ -19,12 +19,28 @@ PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package prometheus)")
 
 
+@pytest.mark.slow
 @needs_promtool
+@pytest.mark.slow
 def test_rules_pass_promtool_unit_tests() -> None:
     r = subprocess.run([PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"], cwd=DEPLOY / "prometheus",  # type: ignore[list-item]
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SUCCESS" in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+@needs_promtool
+def test_promtool_unit_tests_catch_day_scaled_rules(tmp_path: Path) -> None:
+    """The same unit tests fail on the old `avg_over_time(x[1d]) * 24` rules, which turned 2 hours
+    at $10/h into $240 of waste."""
+    shutil.copy(REPO / "tests/monitor/fixtures/rules_avg_over_time_1d.yml", tmp_path / "gpuwise-rules.yml")
+    shutil.copy(DEPLOY / "prometheus/gpuwise-rules.test.yml", tmp_path)
+    r = subprocess.run([PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"], cwd=tmp_path,  # type: ignore[list-item]
+                       capture_output=True, text=True, timeout=120, check=False)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "FAILED" in out
+    assert 'gpuwise:gpu_wasted_usd:1d", time: 2h' in out and "2.4E+02" in out
 
 
 @needs_promtool
@@ -94,16 +110,141 @@ def test_rules_use_only_series_that_exist() -> None:
             assert not _metric_names(r["expr"]) - known, r
 
 
-def test_daemonset_manifest() -> None:
-    docs: list[dict[str, Any]] = list(yaml.safe_load_all((DEPLOY / "kubernetes/gpuwise-exporter-daemonset.yaml").read_text()))
-    kinds = {d["kind"]: d for d in docs}
-    assert set(kinds) == {"Namespace", "DaemonSet", "Service"}
-    ds = kinds["DaemonSet"]
+def _k8s_validate(obj: dict[str, Any], type_name: str, path: str = "") -> None:
+    """Check ``obj`` against the official Kubernetes client model ``type_name`` (the API's OpenAPI
+    schema): unknown fields, wrong types and missing required fields fail."""
+    from kubernetes import client
+
+    if type_name.startswith("list["):
+        assert isinstance(obj, list), f"{path}: expected a list"
+        for k, item in enumerate(obj):
+            _k8s_validate(item, type_name[5:-1], f"{path}[{k}]")
+        return
+    if type_name.startswith("dict("):
+        assert isinstance(obj, dict), f"{path}: expected a mapping"
+        for key, item in obj.items():
+            _k8s_validate(item, type_name[5:-1].split(", ", 1)[1], f"{path}.{key}")
+        return
+    primitive = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": (str, int, dict, list)}
+    if type_name in primitive:
+        assert isinstance(obj, primitive[type_name]), f"{path}: expected {type_name}, got {obj!r}"  # type: ignore[arg-type]
+        return
+    model = getattr(client.models, type_name)
+    fields = {v: k for k, v in model.attribute_map.items()}
+    assert isinstance(obj, dict), f"{path}: expected a {type_name} mapping"
+    for key, value in obj.items():
+        assert key in fields, f"{path}.{key}: not a field of {type_name}"
+        _k8s_validate(value, model.openapi_types[fields[key]], f"{path}.{key}")
+
+    class _Response:
+        data = json.dumps(obj)
+
+    client.ApiClient().deserialize(_Response(), type_name)  # raises on a missing required field
+
+
+_MODELS = {"Namespace": "V1Namespace", "DaemonSet": "V1DaemonSet", "Service": "V1Service",
+           "PriorityClass": "V1PriorityClass"}
+KUBECTL = shutil.which("kubectl")
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """A strategic merge patch as kustomize applies ours: mappings merge, lists of named items merge
+    by name, other lists are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        return {**base, **{k: _merge(base[k], v) if k in base else v for k, v in patch.items()}}
+    if isinstance(base, list) and isinstance(patch, list) and all(isinstance(x, dict) and "name" in x
+                                                                  for x in base + patch):
+        out = {x["name"]: x for x in base}
+        for x in patch:
+            out[x["name"]] = _merge(out[x["name"]], x) if x["name"] in out else x
+        return list(out.values())
+    return patch
+
+
+def _render(overlay: str | None) -> dict[str, dict[str, Any]]:
+    """The overlay's objects by kind: with `kubectl kustomize` where kubectl is installed, else by
+    applying its patches to the base here."""
+    k8s = DEPLOY / "kubernetes"
+    if overlay is not None and KUBECTL:
+        out = subprocess.run([KUBECTL, "kustomize", str(k8s / "overlays" / overlay)], capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+        return {d["kind"]: d for d in yaml.safe_load_all(out)}
+    base = yaml.safe_load((k8s / "base/kustomization.yaml").read_text())
+    docs = {d["kind"]: d for f in base["resources"] for d in yaml.safe_load_all((k8s / "base" / f).read_text())}
+    if overlay is not None:
+        kust = yaml.safe_load((k8s / "overlays" / overlay / "kustomization.yaml").read_text())
+        for p in kust["patches"]:
+            patch = yaml.safe_load((k8s / "overlays" / overlay / p["path"]).read_text())
+            docs[patch["kind"]] = _merge(docs[patch["kind"]], patch)
+    return docs
+
+
+@pytest.mark.parametrize("overlay", [None, "gke", "gpu-operator"])
+def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -> None:
+    docs = _render(overlay)
+    assert set(docs) == set(_MODELS)
+    for kind, doc in docs.items():
+        _k8s_validate(doc, _MODELS[kind], kind)
+    ds, ns, pc = docs["DaemonSet"], docs["Namespace"], docs["PriorityClass"]
     pod = ds["spec"]["template"]["spec"]
     assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert docs["Service"]["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
     assert pod["hostPID"] is True  # NVML reports host PIDs
+    # hostPID is outside Pod Security "baseline": the namespace must allow it
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert ds["metadata"]["namespace"] == ns["metadata"]["name"]
+    # a plain priority class (system-node-critical is refused outside kube-system without a quota)
+    assert pod["priorityClassName"] == pc["metadata"]["name"] != "system-node-critical"
     container = pod["containers"][0]
-    assert container["command"][:2] == ["gpuwise", "exporter"] and "0.0.0.0" in container["command"]
-    assert container["ports"][0]["containerPort"] == 9835
+    assert container["securityContext"]["runAsNonRoot"] is True
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert container["ports"][0]["containerPort"] == 9835 and "0.0.0.0" in container["args"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    assert kinds["Service"]["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    keys = {e["key"] for t in terms for e in t["matchExpressions"]}
+    if overlay == "gke":
+        assert keys == {"cloud.google.com/gke-accelerator"}  # GKE's stock GPU node label
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        vols = {v["name"]: v for v in pod["volumes"]}
+        assert vols[mounts["/usr/local/nvidia"]["name"]]["hostPath"]["path"] == "/home/kubernetes/bin/nvidia"
+        assert env["LD_LIBRARY_PATH"]["value"] == "/usr/local/nvidia/lib64"
+    elif overlay == "gpu-operator":
+        assert pod["runtimeClassName"] == "nvidia" and keys == {"nvidia.com/gpu.present"}
+    else:
+        assert keys == {"cloud.google.com/gke-accelerator", "nvidia.com/gpu.present"}
+
+
+def test_podmonitor_selects_the_exporter_pods() -> None:
+    pm = yaml.safe_load((DEPLOY / "kubernetes/monitoring/podmonitor.yaml").read_text())
+    ds = _render(None)["DaemonSet"]
+    assert pm["apiVersion"] == "monitoring.coreos.com/v1" and pm["kind"] == "PodMonitor"
+    assert pm["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    ports = {p["name"] for p in ds["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert {e["port"] for e in pm["spec"]["podMetricsEndpoints"]} <= ports
+
+
+def test_rules_do_not_depend_on_the_job_name() -> None:
+    text = (DEPLOY / "prometheus/gpuwise-rules.yml").read_text()
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    assert "job=" not in body and 'job="' not in body
+
+
+def test_exporter_image_command_runs_in_a_plain_venv() -> None:
+    """The Dockerfile's entrypoint and command, run here with the fake GPU (no container builder
+    on the test machines); its command is the DaemonSet's."""
+    text = (DEPLOY / "docker/exporter.Dockerfile").read_text()
+    entry = json.loads(re.search(r"^ENTRYPOINT (\[.*\])$", text, re.M).group(1))  # type: ignore[union-attr]
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", text, re.M).group(1))  # type: ignore[union-attr]
+    user = re.search(r"^USER (\S+)$", text, re.M)
+    assert user is not None and user.group(1) not in ("root", "0")
+    code = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    assert "torch" not in code and "[" not in code.split("pip install --no-cache-dir .")[1].split("\n")[0]
+    assert "COPY src ./src" in code
+    assert entry == ["gpuwise"] and cmd == _render(None)["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "gpuwise", *cmd, "--fake", "idle", "--once"], capture_output=True,
+                       text=True, timeout=120, check=False, env={**__import__("os").environ, "NODE_NAME": "node-a"})
+    assert r.returncode == 0, r.stderr
+    assert 'gpuwise_gpu_up{gpu="0",host="fake-idle"' in r.stdout  # a trace names its host

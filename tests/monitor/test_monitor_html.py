@@ -72,6 +72,7 @@ def test_console_detector_sees_errors(tmp_path: Path) -> None:
     assert any("boom" in line for line in console) and any("notDefined" in line for line in console)
 
 
+@pytest.mark.slow
 def test_html_report_renders_offline_and_matches_json(cli: Any, tmp_path: Path, day_trace_file: Path) -> None:
     html = tmp_path / "report.html"
     r = cli("report", "--fake", day_trace_file, "--since", "24h", "--price-usd-per-hour", "3", "--until",

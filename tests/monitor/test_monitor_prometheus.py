@@ -23,8 +23,9 @@ from gpuwise.monitor.report import build_report
 
 REPO = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus")
-pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed "
-                                "(Debian package prometheus); this test runs a real server")
+pytestmark = [pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed "
+                                 "(Debian package prometheus); this test runs a real server"),
+              pytest.mark.slow]  # the server takes seconds to start and scrape
 
 
 def _api(base: str, path: str, **params: str) -> Any:

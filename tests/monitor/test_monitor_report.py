@@ -139,6 +139,7 @@ def test_json_document_has_the_contract_fields() -> None:
         assert {"action", "reason", "saving_usd_per_month"} <= set(r)
 
 
+@pytest.mark.slow
 def test_cli_report_over_a_replayed_day(cli: Any, day_trace_file: Path) -> None:
     r = cli("report", "--fake", day_trace_file, "--since", "24h", "--price-usd-per-hour", "3", "--json")
     assert r.code == 0, r.stderr

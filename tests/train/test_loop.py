@@ -58,6 +58,7 @@ def _train(ckpt: str, max_steps: int, stop_at: int | None = None, **kw: Any) -> 
     {"precision": "fp32", "activation_checkpointing": (Block,)},  # recompute in backward
     {"precision": "fp32", "compress": "zstd", "clip_grad_norm": 0.5},
 ])
+@pytest.mark.slow
 def test_interrupted_and_resumed_equals_uninterrupted(kw: dict[str, Any], tmp_path: Path) -> None:
     ref_losses, ref_model, _ = _train(str(tmp_path / "ref"), 20, every_steps=4, **kw)
     first, _, _ = _train(str(tmp_path / "run"), 20, stop_at=9, every_steps=4, **kw)  # "crash" after step 9

@@ -103,6 +103,7 @@ def test_notice_commits_within_window_then_run_restarts_and_completes(tiny: Modu
     assert out.strip().splitlines()[-1] == f"digest {ref.digest}"
 
 
+@pytest.mark.slow
 def test_storage_outage_mid_training_keeps_training_and_last_good_checkpoint(s3, caplog) -> None:  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     model = torch.nn.Linear(64, 64)

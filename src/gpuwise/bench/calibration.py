@@ -1,27 +1,30 @@
 """Write measured efficiencies into ``<config dir>/calibration.json`` for ``gpuwise estimate``
 and ``gpuwise plan`` to use in place of their defaults.
 
-The schema (version 1) is owned by the reader, :mod:`gpuwise.estimate.calibration`, and
-documented in ``docs/calibration.md``; this module writes exactly that: per GPU model,
+The schema (version 1) is owned by :mod:`gpuwise.estimate.calibration`, which defines, validates
+and writes it (``docs/calibration.md``); this module only hands it the values: per GPU model,
 ``matmul_efficiency`` (achieved ÷ dense datasheet peak, per precision),
 ``memory_bandwidth_efficiency``, ``mfu`` (the GPT-style run's model-FLOPs utilisation),
 ``cuda_context_gib`` and the raw ``matmul_tflops`` / ``memory_bandwidth_tb_s``. Other GPUs'
-entries, and keys this run did not measure, are kept. The write is atomic (temporary file,
-fsync, rename), so a reader never sees half a file.
+entries, and keys this run did not measure, are kept. Calibration is written only from a full
+(not ``--quick``) run on the GPU it names.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Any
 
 from gpuwise.bench.result import BenchReport
-from gpuwise.errors import DataFileError, InputError
-from gpuwise.paths import config_dir, write_text_atomic
+from gpuwise.errors import InputError
+from gpuwise.estimate.calibration import (
+    CALIBRATION_VERSION,
+    default_calibration_path,
+    write_gpu_entry,
+)
 
-CALIBRATION_VERSION = 1
+__all__ = ["CALIBRATION_VERSION", "calibration_entry", "default_path", "write_calibration"]
 
 
 def _fraction(value: float | None) -> float | None:
@@ -56,42 +59,47 @@ def calibration_entry(report: BenchReport) -> dict[str, Any]:
 
 
 def default_path() -> Path:
-    return config_dir() / "calibration.json"
+    return default_calibration_path()
 
 
-def _existing(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
+def _check_device(report: BenchReport) -> str:
+    """The GPU model the report may calibrate; InputError when the run cannot speak for it."""
+    from gpuwise.errors import HardwareError
+    from gpuwise.hardware import find_gpu
+
+    named = report.device.gpu
+    if named is None:
+        raise InputError("nothing to calibrate: the benchmarks ran without a GPU model to compare with",
+                         hint="run on a GPU, or name the model the figures are for with --gpu NAME")
+    if report.quick:
+        raise InputError("calibration is never written from `bench --quick` (small sizes check the code path, "
+                         "not the hardware)", hint="rerun `gpuwise bench --calibrate` without --quick")
+    if report.device.kind != "cuda":
+        raise InputError(f"a {report.device.kind.upper()} run cannot calibrate {named}: the figures were not "
+                         "measured on that GPU", hint=f"run `gpuwise bench --calibrate` on a machine with {named}")
     try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFileError(f"{path}: existing calibration file is not readable JSON ({exc})",
-                            hint=f"move it aside (`mv {path} {path}.bak`) and rerun") from None
-    if not isinstance(data, dict) or data.get("version") != CALIBRATION_VERSION or not isinstance(data.get("gpus", {}), dict):
-        raise DataFileError(f"{path}: existing calibration file is not version {CALIBRATION_VERSION}",
-                            hint=f"move it aside (`mv {path} {path}.bak`) and rerun")
-    return data
+        ran_on = find_gpu(report.device.name).name
+    except (HardwareError, InputError):
+        ran_on = None
+    if ran_on != named:
+        raise InputError(f"this run measured {report.device.name!r}, not {named}: calibration is written only "
+                         "for the GPU it ran on",
+                         hint="drop --gpu (gpuwise then uses the GPU it finds), or run on the GPU you name")
+    return named
 
 
 def write_calibration(report: BenchReport, path: Path | None = None) -> Path:
-    """Merge ``report``'s efficiencies into the calibration file (atomically); returns its path."""
-    if report.device.gpu is None:
-        raise InputError("nothing to calibrate: the benchmarks ran without a GPU model to compare with",
-                         hint="run on a GPU, or name the model the figures are for with --gpu NAME")
+    """Merge ``report``'s efficiencies into the calibration file (atomically); returns its path.
+
+    Refused (InputError) for ``--quick`` runs, CPU runs and runs on a GPU other than the one named;
+    the schema, validation and write belong to :mod:`gpuwise.estimate.calibration`.
+    """
+    gpu = _check_device(report)
     entry = calibration_entry(report)
     measured = set(entry) - {"notes"}
     if not measured:
         raise InputError("nothing to calibrate: no measured figure has a datasheet peak to compare with",
                          hint="include the matmul, memory or train groups (drop --only)")
-    target = path or default_path()
-    data = _existing(target)
-    gpus = dict(data.get("gpus", {}))
-    merged = dict(gpus.get(report.device.gpu, {}))
-    merged.update(entry)
-    gpus[report.device.gpu] = merged
-    doc = {"version": CALIBRATION_VERSION,
-           "measured_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "device": report.device.name, "gpus": gpus}
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(target, json.dumps(doc, indent=2) + "\n")
-    return target
+    return write_gpu_entry(gpu, entry, device=report.device.name,
+                           measured_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           path=path)

@@ -154,9 +154,9 @@ def resolve_device(options: BenchOptions) -> tuple[Any, DeviceInfo, Any]:
 
 
 def _driver_version() -> str | None:
-    from gpuwise.doctor.nvml import read_nvml
+    from gpuwise.doctor.nvml import driver_version  # the one NVML layer (NvmlSession)
 
-    return read_nvml().driver_version
+    return driver_version()
 
 
 @dataclass

@@ -89,6 +89,11 @@ def storage_run(parent: Path, file_bytes: int, random_reads: int,
             for _ in range(blocks):
                 os.write(fd, block)
             os.fsync(fd)
+        except OSError as exc:  # a full disk or quota: the folder cannot hold the test file
+            raise StorageError(f"cannot write the {blocks * BLOCK // (1 << 20):,} MiB test file in checkpoint "
+                               f"directory {parent}: {exc.strerror}",
+                               hint="free space there, give a smaller --storage-mib, or pass another "
+                               "--checkpoint-dir") from None
         finally:
             os.close(fd)
         write_s = time.perf_counter() - t0

@@ -129,51 +129,95 @@ def check_header(fieldnames: Sequence[str] | None, required: Iterable[str], orig
                            hint=f"the header needs {', '.join(required)}")
 
 
+def _fast_float(cell: str, positive: bool) -> float | None:
+    """``float(cell)`` when the cell is a plain valid number (the common case), else None (slow path)."""
+    try:
+        value = float(cell)
+    except ValueError:
+        return None
+    if value != value or value in (math.inf, -math.inf) or value < 0 or (positive and value == 0):
+        return None
+    return value
+
+
 def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> list[Offer]:
     """Read gpuwise-schema CSV text into offers; every problem names ``origin``, row and column.
 
     Rows repeating an earlier row's (cloud, region, zone, instance_type, gpu, gpu_count) are
-    rejected: two prices for one offer is a mistake, not a choice.
+    rejected: two prices for one offer is a mistake, not a choice. A ``$0`` price is refused
+    (empty means "not offered"). Plain numbers take a fast path; anything else goes through the
+    validators that name the row and column.
     """
     from gpuwise.catalog.resolve import resolve_gpu
 
-    reader = csv.DictReader(io.StringIO(text))
-    check_header(reader.fieldnames, _REQUIRED, origin)
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    check_header(header, _REQUIRED, origin)
+    assert header is not None
+    idx = {name: i for i, name in enumerate(header)}
+    width = len(header)
+    get_opt = [(c, idx.get(c)) for c in _OPTIONAL_FLOATS]
+    i_cloud, i_region, i_itype, i_gpu, i_count = (idx[c] for c in _REQUIRED)
+    opt_idx: list[int | None] = [idx.get(c) for c in ("zone", "arch", "source", "as_of")]
+    i_zone, i_arch, i_source, i_as_of = opt_idx
     offers: list[Offer] = []
     seen: dict[tuple[object, ...], int] = {}
     resolved: dict[str, str] = {}
-    for lineno, row in enumerate(reader, start=2):
-        where = f"{origin}, row {lineno}"
-        if None in row:
-            raise CatalogError(f"{where}: more cells than columns", hint="quote cells that contain commas")
-        for col in _REQUIRED:
-            if not (row.get(col) or "").strip():
-                raise CatalogError(f"{where}, column {col}: empty", hint=f"give {col} for every row")
-        gpu_count = parse_positive(row["gpu_count"], where, "gpu_count", required=True) or 0.0
-        floats = {c: (parse_price if "usd" in c else _opt_positive)(row.get(c) or "", where, c)
-                  for c in _OPTIONAL_FLOATS}
-        on_demand = floats["on_demand_usd_per_hour"]
+    for lineno, cells in enumerate(reader, start=2):
+        if not cells:
+            continue  # a blank line
+        if len(cells) != width:
+            where = f"{origin}, row {lineno}"
+            if len(cells) > width:
+                raise CatalogError(f"{where}: more cells than columns", hint="quote cells that contain commas")
+            cells = cells + [""] * (width - len(cells))
+        for col, j in zip(_REQUIRED, (i_cloud, i_region, i_itype, i_gpu, i_count), strict=True):
+            if not cells[j].strip():
+                raise CatalogError(f"{origin}, row {lineno}, column {col}: empty", hint=f"give {col} for every row")
+        gpu_count = _fast_float(cells[i_count], True)
+        if gpu_count is None:
+            gpu_count = parse_positive(cells[i_count], f"{origin}, row {lineno}", "gpu_count", required=True) or 0.0
+        floats: dict[str, float | None] = {}
+        for col, i in get_opt:
+            raw = cells[i] if i is not None else ""
+            if not raw:
+                floats[col] = None
+                continue
+            usd = "usd" in col
+            value = _fast_float(raw, not usd)
+            if value is None:
+                where = f"{origin}, row {lineno}"
+                value = parse_price(raw, where, col) if usd else _opt_positive(raw, where, col)
+            if usd and value == 0:
+                raise CatalogError(f"{origin}, row {lineno}, column {col}: {raw!r} is a $0 price",
+                                   hint="leave the cell empty when that billing is not offered")
+            floats[col] = value
+        gpu_raw = cells[i_gpu]
+        gpu = resolved.get(gpu_raw)
+        if gpu is None:
+            gpu = resolved[gpu_raw] = resolve_gpu(gpu_raw.strip())
         offer = Offer(
-            cloud=row["cloud"].strip().lower(),
-            region=row["region"].strip(),
-            zone=(row.get("zone") or "").strip() or None,
-            instance_type=row["instance_type"].strip(),
-            gpu=resolved.get(row["gpu"]) or resolved.setdefault(row["gpu"], resolve_gpu(row["gpu"].strip())),
-            gpu_count=gpu_count,
-            gpu_memory_gib=floats["gpu_memory_gib"],
-            vcpus=floats["vcpus"],
-            memory_gib=floats["memory_gib"],
-            on_demand_usd_per_hour=on_demand if on_demand else None,
-            spot_usd_per_hour=floats["spot_usd_per_hour"] or None,
-            arch=(row.get("arch") or "").strip() or "x86_64",
-            source=source or (row.get("source") or "").strip() or origin,
-            as_of=(row.get("as_of") or "").strip() or "unknown",
+            cells[i_cloud].strip().lower(),
+            cells[i_region].strip(),
+            (cells[i_zone].strip() or None) if i_zone is not None else None,
+            cells[i_itype].strip(),
+            gpu,
+            gpu_count,
+            floats["gpu_memory_gib"],
+            floats["vcpus"],
+            floats["memory_gib"],
+            floats["on_demand_usd_per_hour"],
+            floats["spot_usd_per_hour"],
+            (cells[i_arch].strip() if i_arch is not None else "") or "x86_64",
+            source or (cells[i_source].strip() if i_source is not None else "") or origin,
+            (cells[i_as_of].strip() if i_as_of is not None else "") or "unknown",
         )
-        if offer.key in seen:
-            raise CatalogError(f"{where}: duplicate of row {seen[offer.key]} "
+        key = offer.key
+        if key in seen:
+            raise CatalogError(f"{origin}, row {lineno}: duplicate of row {seen[key]} "
                                f"({offer.cloud} {offer.region} {offer.zone or ''} {offer.instance_type})",
                                hint="keep one row per cloud, region, zone, instance type and GPU")
-        seen[offer.key] = lineno
+        seen[key] = lineno
         offers.append(offer)
     if not offers:
         raise CatalogError(f"{origin}: no offers", hint="the file has a header but no rows")

@@ -11,15 +11,20 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwise.catalog.offer import Offer, offers_to_csv
 from gpuwise.catalog.sources import CatalogSource, default_sources, layer_sources, store_path
 from gpuwise.errors import CatalogError
 from gpuwise.paths import write_text_atomic
+
+if TYPE_CHECKING:
+    from gpuwise.catalog.remote import Fetched
 
 
 @dataclass(frozen=True)
@@ -75,42 +80,184 @@ def user_edited(store: Path) -> bool:
     return bool(recorded != _sha256(store))
 
 
-def update_store(source: CatalogSource, *, force: bool = False, dry_run: bool = False) -> UpdateReport:
-    """Replace the store's rows for the clouds ``source`` has; other clouds stay as they are."""
+UpdateMode = Literal["replace", "merge"]
+
+
+def _check_store_writable(store: Path) -> None:
+    """CatalogError (one line) when the store folder cannot be created or written."""
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CatalogError(f"cannot write the catalog store {store.parent} ({exc.strerror or exc})",
+                           hint="make that folder writable, or point GPUWISE_HOME at a writable folder") from None
+    if not os.access(store.parent, os.W_OK) or (store.exists() and not os.access(store, os.W_OK)):
+        raise CatalogError(f"cannot write the catalog store {store} (permission denied)",
+                           hint="make that folder writable, or point GPUWISE_HOME at a writable folder")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise CatalogError(f"cannot write {path} ({exc.strerror or exc})",
+                           hint="make the catalog store folder writable (nothing was changed there)") from None
+
+
+def _store_offers(store: Path) -> list[Offer]:
+    return list(layer_sources([_StoreReader(store)], per_cloud=False).offers) if store.is_file() else []
+
+
+def _merge_offers(new_offers: Sequence[Offer], before: Sequence[Offer], store_rows: Sequence[Offer],
+                  mode: UpdateMode) -> list[Offer]:
+    """The store's rows after an import: ``replace`` swaps whole clouds; ``merge`` updates rows by key
+    on top of the catalog in effect for those clouds (bundled or SkyPilot rows included)."""
+    clouds = {o.cloud for o in new_offers}
+    kept = [o for o in store_rows if o.cloud not in clouds]
+    if mode == "merge":
+        new_keys = {o.key for o in new_offers}
+        kept += [o for o in before if o.cloud in clouds and o.key not in new_keys]
+    return kept + list(new_offers)
+
+
+def update_store(source: CatalogSource, *, force: bool = False, dry_run: bool = False,
+                 mode: UpdateMode = "replace") -> UpdateReport:
+    """Import ``source``'s offers: ``replace`` the store's rows for its clouds, or ``merge`` them by key."""
     new_offers, location, _ = source.read()  # raises on any bad row: nothing is written
     if not new_offers:
         raise CatalogError(f"{location}: no offers to import", hint="check the file has GPU rows with prices")
     clouds = sorted({o.cloud for o in new_offers})
     before = layer_sources(default_sources(), per_cloud=True).offers
     store = store_path()
+    edited = _refuse_edited(store, force)
+    merged = _merge_offers(new_offers, before, [] if edited else _store_offers(store), mode)
+    report_clouds = tuple(diff_offers(before, merged, clouds))
+    if dry_run:
+        return UpdateReport(store, None, None, len(merged), report_clouds)
+    previous, backup = _write_offers_store(store, merged, edited, {c: location for c in clouds})
+    return UpdateReport(store, previous, backup, len(merged), report_clouds)
+
+
+def _refuse_edited(store: Path, force: bool) -> bool:
     edited = user_edited(store)
     if edited and not force:
         raise CatalogError(f"{store} was edited by hand since gpuwise wrote it",
                            hint="keep your edits with `gpuwise catalog update --from-csv` of your own file, "
                            "or pass --force to back the edited file up and replace it")
-    kept: list[Offer] = []
-    if store.is_file() and not edited:
-        kept = [o for o in layer_sources([_StoreReader(store)], per_cloud=False).offers if o.cloud not in clouds]
-    merged = kept + new_offers
-    report_clouds = tuple(diff_offers(before, merged, clouds))
-    if dry_run:
-        return UpdateReport(store, None, None, len(merged), report_clouds)
-    store.parent.mkdir(parents=True, exist_ok=True)
+    return edited
+
+
+def read_manifest(store: Path | None = None) -> dict[str, Any]:
+    """The store's manifest (``{}`` when absent or unreadable)."""
+    path = _manifest_path(store or store_path())
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_offers_store(store: Path, merged: Sequence[Offer], edited: bool, clouds: dict[str, str],
+                        sources: dict[str, Any] | None = None,
+                        extra_files: dict[str, str] | None = None,
+                        write_offers: bool = True) -> tuple[Path | None, Path | None]:
+    """Write the offers (and any extra files) atomically, keeping previous copies; then the manifest."""
+    _check_store_writable(store)
+    old = read_manifest(store)
     previous = backup = None
-    if store.is_file():
-        if edited:
-            stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-            backup = store.with_name(f"offers.user-edited.{stamp}.csv")
-            shutil.copy2(store, backup)
-        previous = store.with_name("offers.prev.csv")
-        shutil.copy2(store, previous)
-    write_text_atomic(store, offers_to_csv(merged))
-    write_text_atomic(_manifest_path(store), json.dumps({
-        "sha256": _sha256(store),
+    try:
+        if store.is_file() and write_offers:
+            if edited:
+                stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+                backup = store.with_name(f"offers.user-edited.{stamp}.csv")
+                shutil.copy2(store, backup)
+            previous = store.with_name("offers.prev.csv")
+            shutil.copy2(store, previous)
+        for name in extra_files or {}:
+            path = store.with_name(name)
+            if path.is_file():
+                shutil.copy2(path, path.with_name(path.stem + ".prev.csv"))
+    except OSError as exc:
+        raise CatalogError(f"cannot keep a copy of the catalog store in {store.parent} ({exc.strerror or exc})",
+                           hint="make that folder writable; nothing was changed") from None
+    texts = {store.with_name(n): t for n, t in (extra_files or {}).items()}
+    # no empty offers file (a header only is not a catalog); a fetch of bands/prices only leaves it alone
+    if write_offers and (merged or store.is_file()):
+        texts[store] = offers_to_csv(merged)
+    for path, text in texts.items():
+        _write(path, text)
+    sha = (_sha256(store) if store.is_file() else None) if write_offers else old.get("sha256")
+    _write(_manifest_path(store), json.dumps({
+        "sha256": sha,
         "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "clouds": {c: location for c in clouds},
+        "clouds": {**(old.get("clouds") or {}), **clouds},
+        "sources": {**(old.get("sources") or {}), **(sources or {})},
     }, indent=2) + "\n")
-    return UpdateReport(store, previous, backup, len(merged), report_clouds)
+    return previous, backup
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    """What one ``--fetch`` source brought."""
+
+    source: str
+    url: str
+    version: str
+    as_of: str
+    clouds: tuple[CloudDiff, ...]
+    spot_risks: int
+    reserved_prices: int
+    notes: tuple[str, ...]
+
+
+def apply_fetched(results: Sequence[Fetched], *, force: bool = False,
+                  dry_run: bool = False) -> tuple[UpdateReport, tuple[SourceReport, ...]]:
+    """Write everything the sources returned, all validated already: offers replace whole clouds
+    (a later source wins), spot bands and reserved prices replace the rows of the clouds they cover."""
+    from gpuwise.catalog.risk import (
+        RESERVED_FILE,
+        SPOT_RISK_FILE,
+        load_reserved_prices,
+        load_spot_risks,
+        reserved_to_csv,
+        spot_risks_to_csv,
+    )
+
+    store = store_path()
+    before = layer_sources(default_sources(), per_cloud=True).offers
+    edited = _refuse_edited(store, force) if any(r.offers for r in results) else False
+    offers = [] if edited else _store_offers(store)
+    risks = load_spot_risks(store.parent)
+    reserved = load_reserved_prices(store.parent)
+    reports: list[SourceReport] = []
+    clouds: dict[str, str] = {}
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    manifest_sources: dict[str, Any] = {}
+    for res in results:
+        if res.offers:
+            offers = _merge_offers(res.offers, before, offers, "replace")
+            clouds.update({c: f"{res.source} {res.url}" for c in res.offer_clouds})
+        if res.spot_risks:
+            covered = {r.cloud for r in res.spot_risks}
+            risks = [r for r in risks if r.cloud not in covered] + list(res.spot_risks)
+        if res.reserved:
+            covered = {r.cloud for r in res.reserved}
+            reserved = [r for r in reserved if r.cloud not in covered] + list(res.reserved)
+        diffs = tuple(diff_offers(before, offers, sorted({o.cloud for o in res.offers})))
+        reports.append(SourceReport(res.source, res.url, res.version, res.as_of, diffs, len(res.spot_risks),
+                                    len(res.reserved), res.notes))
+        manifest_sources[res.source] = {"url": res.url, "version": res.version, "as_of": res.as_of,
+                                        "fetched_at": now, "offers": len(res.offers),
+                                        "spot_risks": len(res.spot_risks), "reserved_prices": len(res.reserved)}
+    if dry_run:
+        return UpdateReport(store, None, None, len(offers), ()), tuple(reports)
+    extra = {}
+    if any(r.spot_risks for r in results):
+        extra[SPOT_RISK_FILE] = spot_risks_to_csv(risks)
+    if any(r.reserved for r in results):
+        extra[RESERVED_FILE] = reserved_to_csv(reserved)
+    previous, backup = _write_offers_store(store, offers, edited, clouds, manifest_sources, extra,
+                                           write_offers=any(r.offers for r in results))
+    return UpdateReport(store, previous, backup, len(offers), ()), tuple(reports)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ def doctor(
                             shm_per_worker_mib=shm_per_worker_mib, min_free_disk_gib=min_free_disk_gib,
                             min_free_memory_gib=min_free_memory_gib, with_torch=not no_torch)
     probe = None
+    if replay is None and not checkpoint_dir.is_dir():  # a typo, not a failed check of this machine
+        raise InputError(f"--checkpoint-dir {checkpoint_dir}: no such folder",
+                         hint=f"create it (`mkdir -p {checkpoint_dir}`) or give the folder checkpoints go to")
     if replay is not None:
         if not replay.is_dir():
             raise InputError(f"--replay {replay}: not a folder", hint="give a folder with fs/, commands/ and facts.json")
@@ -55,6 +58,7 @@ def doctor(
                               for r in results]})
     else:
         from rich.table import Table
+        from rich.text import Text
 
         out = console()
         if not gpu_present:
@@ -64,8 +68,8 @@ def doctor(
         table.add_column("status")
         table.add_column("finding", overflow="fold")
         table.add_column("fix", overflow="fold")
-        for r in results:
-            table.add_row(r.name, _MARK[r.status], r.finding, r.fix)
+        for r in results:  # plain text: "pip install 'gpuwise[train]'" is not rich markup
+            table.add_row(r.name, _MARK[r.status], Text(r.finding), Text(r.fix))
         out.print(table)
         out.print(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail, {counts['skip']} skipped")
     if overall == "fail":

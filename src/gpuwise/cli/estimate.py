@@ -35,6 +35,7 @@ from gpuwise.cli._workload import (
     TensorParallelOpt,
     TokensOpt,
     ZeroOpt,
+    named_as_flags,
     workload_from_cli,
 )
 
@@ -97,8 +98,9 @@ def estimate(
         raise InputError("--calibration and --no-calibration contradict each other",
                          hint="give --calibration FILE to use a file, or --no-calibration to use none")
     cal = None if no_calibration else load_calibration(calibration)
-    est = estimate_workload(wl, gpu, gpus, gpus_per_node=gpus_per_node, inter_node_gbit_s=inter_node_gbps,
-                            calibration=cal)
+    with named_as_flags():
+        est = estimate_workload(wl, gpu, gpus, gpus_per_node=gpus_per_node, inter_node_gbit_s=inter_node_gbps,
+                                calibration=cal)
     if json:
         emit_json(est.to_dict())
         return
@@ -220,7 +222,12 @@ def _render(est: Estimate) -> None:
         perf.add_row("max concurrent sequences", f"{inf.max_batch_that_fits:,}")
     if est.total_tokens is not None:
         perf.add_row("tokens in total", _count(est.total_tokens))
-    perf.add_row("wall-clock", _hours(est.wall_hours))
+    wall = _hours(est.wall_hours)
+    if est.wall_hours is not None and est.wall_hours_p10 is not None and est.wall_hours_p90 is not None:
+        wall += f" (p10–p90 {_hours(est.wall_hours_p10)} – {_hours(est.wall_hours_p90)})"
+    perf.add_row("wall-clock", wall)
+    if est.inference is None and est.wall_hours is not None:
+        perf.add_row("goodput", f"{est.goodput:.0%} (failures, restarts, start-up)")
     perf.add_row("GPU-hours", _hours(est.gpu_hours) if est.gpu_hours is not None else "—")
     out.print(perf)
     out.print(f"[dim]MFU basis: {est.mfu_basis}[/dim]")
@@ -235,6 +242,11 @@ def _render(est: Estimate) -> None:
             fixes.add_row(str(i), s.fix, f"{s.per_gpu_gib:,.1f}", s.speed_cost)
         out.print(fixes)
     elif not mem.fits:
-        out.print("[yellow]No single fix found that fits; try a bigger GPU or more GPUs with --zero 3.[/yellow]")
+        if mem.breakdown.get("activations", 0.0) + mem.breakdown.get("logits", 0.0) > mem.per_gpu_gib / 2:
+            out.print("[yellow]No single fix found that fits. Activations dominate: more data-parallel GPUs do not "
+                      "shrink them; split the sequence (context parallelism), recompute activations, or use a "
+                      "chunked/fused cross-entropy.[/yellow]")
+        else:
+            out.print("[yellow]No single fix found that fits; try a bigger GPU or more GPUs with --zero 3.[/yellow]")
     for note in est.notes:
         out.print(f"[dim]note: {note}[/dim]")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gpuwise.cli._flags import named_as_flags
 from gpuwise.cli._output import (
     CatalogFlag,
     JsonFlag,
@@ -19,6 +20,7 @@ from gpuwise.cli._output import (
     number,
     split_list,
 )
+from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 if TYPE_CHECKING:
     from gpuwise.catalog.reserved import ReservedTerm
@@ -88,6 +90,13 @@ def _spot_caps(values: list[str] | None, gpus: tuple[str, ...]) -> dict[str, flo
     return caps
 
 
+# the library's argument names (in its error messages) → this module's flags
+FLEET_FLAGS = {"hours": "--profile-hours", "seed": "--seed", "peak_gpus": "--profile-peak", "budget_usd": "--budget",
+               "monthly_budget_usd": "--monthly-budget", "normalize_weights": "--normalize-weights",
+               "count": "--gpus", "years": "--years", "utilization": "--utilization"}
+
+
+@named_as_flags(FLEET_FLAGS)
 def fleet(
     demand: Annotated[Path | None, typer.Option("--demand", help="Hourly demand CSV: timestamp,gpu,gpus,interruptible.")] = None,
     profile: Annotated[bool, typer.Option("--profile", help="Use a synthetic year (daily/weekly cycles + bursts) instead of --demand.")] = False,
@@ -108,6 +117,7 @@ def fleet(
     reserved_discount: ReservedFlag = None,
     html: Annotated[Path | None, typer.Option("--html", help="Write an offline HTML chart here.")] = None,
     catalog: CatalogFlag = None,
+    max_price_age: MaxPriceAgeFlag = "30d",  # issue 13
     json: JsonFlag = False,
 ) -> None:
     """Best reserved/spot/on-demand mix for an hourly demand profile (a MILP solved by HiGHS)."""
@@ -146,8 +156,11 @@ def fleet(
         monthly_budget_usd=_money_opt(monthly_budget, "--monthly-budget"),
         max_commitment_usd=_money_opt(max_commitment, "--max-commitment"), max_reserved_gpus=max_reserved,
         terms=allowed_terms)
+    prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails before solving
     offers = _all_offers(catalog)
-    prices = gpu_prices(_offers(offers, cloud, region), dem.gpus, _terms(reserved_discount, offers))
+    allowed = _offers(offers, cloud, region)
+    prices = gpu_prices(allowed, dem.gpus, _terms(reserved_discount, offers))
+    age = prices_age([o for o in allowed if o.gpu in set(dem.gpus)], max_price_age)  # issue 13
     plan = plan_fleet(dem, prices, options)
     if html is not None:
         from gpuwise.fleet.charts import fleet_html
@@ -157,9 +170,12 @@ def fleet(
         doc = _fleet_json(plan, dem.origin, dem.start.isoformat(), prices)
         if html is not None:
             doc["html"] = str(html)
+        doc.update(age.to_dict())  # issue 13
         emit_json(doc)
+        print_price_age(age, json=True)
         return
     _fleet_text(plan, dem.origin, html)
+    print_price_age(age, json=False)  # issue 13
 
 
 def _fleet_json(plan: Any, origin: str, start: str, prices: dict[str, GpuPrices]) -> dict[str, Any]:
@@ -210,14 +226,16 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
                   money(sc.reoptimized_cost_usd, 0) if sc.reoptimized_cost_usd is not None else "—")
     out.print(s)
     for note in plan.notes:
-        out.print(f"[yellow]note:[/yellow] {note}")
+        label = "[bold yellow]warning:[/bold yellow]" if note.startswith("extrapolated:") else "[yellow]note:[/yellow]"
+        out.print(f"{label} {note}")
     if html is not None:
         out.print(f"chart: {html}")
 
 
+@named_as_flags(FLEET_FLAGS)
 def tco(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU model, e.g. A100-80GB.")],
-    count: Annotated[int, typer.Option("--count", "--gpus", help="GPUs owned or rented (--gpus, as in `estimate`, is the same).")] = 8,
+    count: Annotated[int, typer.Option("--gpus", help="GPUs owned or rented, as in `estimate --gpus`.")] = 8,
     years: Annotated[float, typer.Option("--years", help="Horizon in years.")] = 3.0,
     utilization: Annotated[str, typer.Option("--utilization", help="Fraction of hours the GPUs do useful work (0.6 or 60%).")] = "0.6",
     server_price: Annotated[str | None, typer.Option("--server-price", help="Price of the servers holding all the GPUs (USD). Required: no citable default exists.")] = None,
@@ -242,12 +260,13 @@ def tco(
     from gpuwise.errors import InputError
     from gpuwise.fleet.optimize import DEFAULT_SPOT_OVERHEAD
     from gpuwise.fleet.pricing import gpu_prices
-    from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts
-    from gpuwise.fleet.tco import tco as compute_tco
+    from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts, compute_tco
     from gpuwise.hardware import find_gpu
     from gpuwise.units import parse_fraction, parse_money_usd
 
     spec = find_gpu(gpu)
+    if count < 1:
+        raise InputError(f"--gpus must be ≥ 1, got {count}", hint="give the number of GPUs owned, e.g. --gpus 8")
     if server_price is None:
         raise InputError("--server-price is required: gpuwise has no citable default server price",
                          hint="give the quoted price of the servers holding all the GPUs, e.g. --server-price 250k")
@@ -324,6 +343,7 @@ def tco(
         out.print(f"chart: {html}")
 
 
+@named_as_flags(FLEET_FLAGS)
 def vendors(
     criteria: Annotated[Path, typer.Option("--criteria", help="Vendors YAML: weights, criteria, vendors and values.")],
     normalize_weights: Annotated[bool, typer.Option("--normalize-weights", help="Rescale weights that do not sum to 1 (otherwise they are rejected).")] = False,

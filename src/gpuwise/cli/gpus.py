@@ -16,6 +16,7 @@ from gpuwise.cli._output import (
     number,
     split_list,
 )
+from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 
 def gpus(
@@ -26,6 +27,7 @@ def gpus(
     spot: Annotated[bool, typer.Option("--spot", help="Only GPUs with a spot offer; sort by spot price.")] = False,
     priced_only: Annotated[bool, typer.Option("--priced-only", help="Only models with an offer in the catalog.")] = False,
     catalog: CatalogFlag = None,
+    max_price_age: MaxPriceAgeFlag = "30d",
     json: JsonFlag = False,
 ) -> None:
     """GPU types: datasheet specs and the cheapest on-demand and spot $/GPU-hour (and where)."""
@@ -35,6 +37,7 @@ def gpus(
 
     if min_memory is not None:
         check_finite(min_memory, "--min-memory")
+    prices_age((), max_price_age)  # a bad --max-price-age fails before any work
     cat = load_catalog(catalog or ())
     offers = query_offers(cat.offers, OfferQuery(clouds=tuple(split_list(cloud))))
     od, sp = cheapest_per_gpu(offers, spot=False), cheapest_per_gpu(offers, spot=True)
@@ -71,8 +74,10 @@ def gpus(
         })
     key = "min_spot_usd_per_gpu_hour" if spot else "min_on_demand_usd_per_gpu_hour"
     rows.sort(key=lambda r: (r[key] is None, r[key] or 0.0, r["gpu"]))
+    age = prices_age(offers, max_price_age)
     if json:
-        emit_json(rows)
+        emit_json({"gpus": rows, **age.to_dict()})
+        print_price_age(age, json=True)
         return
     clouds = sorted({o.cloud for o in offers})
     table = make_table(("GPU", "Mem GiB", "BW TB/s", "BF16 TFLOP/s", "FP8", "On-demand $/GPU-h", "where",
@@ -86,4 +91,5 @@ def gpus(
                       money(r["min_spot_usd_per_gpu_hour"]), money(r["usd_per_bf16_pflop_hour"]))
     console().print(table)
     console().print("[dim]Peaks are dense (no sparsity). BF16 column shows FP16 where the GPU has no BF16. "
-                    "Prices: bundled snapshot unless --catalog; see `gpuwise catalog info`.[/dim]")
+                    "Prices: see `gpuwise catalog info` for their sources.[/dim]")
+    print_price_age(age, json=False)

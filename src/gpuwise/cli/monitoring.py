@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuwise.cli._output import JsonFlag, console, emit_json, money, number
+from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 FakeFlag = Annotated[str | None, typer.Option(
     "--fake", help="Read a fake GPU instead of NVML: a scenario (idle, leak, thermal, xid, mig) or a trace file "
@@ -17,13 +18,16 @@ PriceFlag = Annotated[str | None, typer.Option(
     "catalog price of --instance-type, else the catalog's cheapest on-demand price of the GPU model).")]
 InstanceFlag = Annotated[str | None, typer.Option(
     "--instance-type", help="This machine's instance type, priced from the catalog (default: GPUWISE_INSTANCE_TYPE).")]
-CloudFlag = Annotated[str | None, typer.Option("--cloud", help="Cloud of --instance-type (default: GPUWISE_CLOUD).")]
+# Not `--cloud`: everywhere else `--cloud` filters offers; here it names the cloud this machine runs in.
+InstanceCloudFlag = Annotated[str | None, typer.Option(
+    "--instance-cloud", help="Cloud of --instance-type, for its catalog price (default: GPUWISE_CLOUD).")]
 
 
 def _seconds(text: str, what: str) -> float:
-    from gpuwise.units import parse_duration_hours
+    """A duration flag in seconds; it needs a unit (`10s`, `5m`, `2h`): a bare number is an error."""
+    from gpuwise.units import parse_duration_seconds
 
-    return parse_duration_hours(text, what) * 3600
+    return parse_duration_seconds(text, what)
 
 
 def _reader(fake: str | None) -> Any:
@@ -51,20 +55,23 @@ def _logging() -> None:
 def exporter(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0 exposes it to the network).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 9835,
-    interval: Annotated[str, typer.Option("--interval", help="How often to read the GPUs, e.g. 1s, 0.5s or "
-                                          "500ms.")] = "1s",
+    interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="How often to read the GPUs, with a unit: e.g. 1s, "
+                                          "0.5s or 500ms.")] = "1s",
     fake: FakeFlag = None,
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
-    cloud: CloudFlag = None,
+    instance_cloud: InstanceCloudFlag = None,
     once: Annotated[bool, typer.Option("--once", help="Print the metrics once (Prometheus text) and exit.")] = False,
     json: JsonFlag = False,
 ) -> None:
     """Serve GPU metrics for Prometheus on /metrics (and /healthz); keeps serving through NVML errors."""
+    from gpuwise.errors import InputError
     from gpuwise.monitor.exporter import Exporter
 
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835")
     interval_s = _seconds(interval, "--interval")
-    prices = _prices(price_usd_per_hour, instance_type, cloud)
+    prices = _prices(price_usd_per_hour, instance_type, instance_cloud)
     if once:
         from prometheus_client import CollectorRegistry, generate_latest
 
@@ -101,12 +108,13 @@ def exporter(
 
 
 def monitor(
-    interval: Annotated[str, typer.Option("--interval", help="Sampling interval, e.g. 10s.")] = "10s",
+    interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="Sampling interval, with a unit: e.g. 10s or 1m.")] = "10s",
     db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
-    duration: Annotated[str | None, typer.Option("--duration", help="Stop after this long, e.g. 8h (default: run until Ctrl-C).")] = None,
-    samples: Annotated[int | None, typer.Option("--samples", help="Stop after this many reads.")] = None,
-    retention: Annotated[str, typer.Option("--retention", help="Delete samples older than this.")] = "90d",
-    downsample_after: Annotated[str, typer.Option("--downsample-after", help="Fold samples older than this into 5-minute rows.")] = "35d",
+    duration: Annotated[str | None, typer.Option("--duration", metavar="DURATION", help="Stop after this long, with a unit: e.g. 30m or 8h (default: run until Ctrl-C).")] = None,
+    # not `--samples`: in estimate/plan that is the training set's size
+    max_reads: Annotated[int | None, typer.Option("--reads", help="Stop after this many reads of the GPUs.")] = None,
+    retention: Annotated[str, typer.Option("--retention", metavar="DURATION", help="Delete samples older than this, with a unit: e.g. 90d.")] = "90d",
+    downsample_after: Annotated[str, typer.Option("--downsample-after", metavar="DURATION", help="Fold samples older than this into 5-minute rows, with a unit: e.g. 35d.")] = "35d",
     fake: FakeFlag = None,
     json: JsonFlag = False,
 ) -> None:
@@ -123,14 +131,15 @@ def monitor(
     stop_after = _seconds(duration, "--duration") if duration else None
     retention_s = _seconds(retention, "--retention")
     downsample_s = _seconds(downsample_after, "--downsample-after")
-    if samples is not None and samples < 1:
-        raise InputError(f"--samples must be ≥ 1, got {samples}", hint="give a positive count or leave it out")
+    if max_reads is not None and max_reads < 1:
+        raise InputError(f"--reads must be ≥ 1, got {max_reads}", hint="give a positive count or leave it out")
     if not json:
         _logging()
     reader = _reader(fake)
     written = reads = 0
     started = time.monotonic()
     with HistoryStore(db) as store:
+        store.lock_writer()  # a second monitor on this file exits 2 now, not after double-counting
         store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
         last_maintain = started
         next_t = started
@@ -143,7 +152,7 @@ def monitor(
                 if now - last_maintain > 3600:
                     store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
                     last_maintain = now
-                if (samples is not None and reads >= samples) or (stop_after is not None and now - started >= stop_after):
+                if (max_reads is not None and reads >= max_reads) or (stop_after is not None and now - started >= stop_after):
                     break
                 next_t += interval_s
                 time.sleep(max(0.0, next_t - time.monotonic()))
@@ -160,7 +169,7 @@ def monitor(
 
 
 def report(
-    since: Annotated[str, typer.Option("--since", help="Window length back from now (or --until), e.g. 24h, 7d.")] = "24h",
+    since: Annotated[str, typer.Option("--since", metavar="DURATION", help="Window length back from now (or --until), with a unit: e.g. 24h, 7d.")] = "24h",
     until: Annotated[float | None, typer.Option("--until", help="Window end as Unix time (default: now).")] = None,
     db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
     prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read history from this Prometheus server "
@@ -169,7 +178,8 @@ def report(
     html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
-    cloud: CloudFlag = None,
+    instance_cloud: InstanceCloudFlag = None,
+    max_price_age: MaxPriceAgeFlag = "30d",  # issue 13
     json: JsonFlag = False,
 ) -> None:
     """Efficiency and waste report: allocated vs active GPU-hours, idle stretches, cost, right-sizing in dollars."""
@@ -206,8 +216,13 @@ def report(
                              "--prometheus URL, or try `gpuwise report --fake idle`")
         with HistoryStore(path) as store:
             history = store.read(end - window_s, end)
-    rep = build_report(history, _prices(price_usd_per_hour, instance_type, cloud))
+    prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails early
+    book = _prices(price_usd_per_hour, instance_type, instance_cloud)
+    rep = build_report(history, book)
     doc = report_to_dict(rep)
+    age = _report_price_age(book, price_usd_per_hour, rep, max_price_age)  # issue 13
+    if age is not None:
+        doc.update(age.to_dict())
     if html is not None:
         from gpuwise.monitor.report_html import render_html
 
@@ -221,8 +236,21 @@ def report(
             raise StorageError(f"cannot write {html}: {exc.strerror}", hint="give a writable --html path") from exc
     if json:
         emit_json(doc)
+        if age is not None:
+            print_price_age(age, json=True)
         return
     _print_report(rep, html)
+    if age is not None:
+        print_price_age(age, json=False)
+
+
+def _report_price_age(book: Any, price: str | None, rep: Any, max_price_age: str) -> Any:
+    """issue 13: the age of the catalog prices a report used (None with --price-usd-per-hour or no GPU)."""
+    if price is not None or book.configured is not None or not rep.gpus:
+        return None
+    used = [o for o in book.offers if (book.instance_type is None or o.instance_type == book.instance_type)
+            and (book.cloud is None or o.cloud == book.cloud)]
+    return prices_age(used, max_price_age)
 
 
 def _print_report(rep: Any, html: Path | None) -> None:
@@ -233,12 +261,16 @@ def _print_report(rep: Any, html: Path | None) -> None:
         out.print(f"no GPU samples between the window's start and end in {rep.source} — To fix: record some "
                   "with `gpuwise monitor`, or widen --since")
         return
-    out.print(f"[bold]GPU efficiency[/bold] over {rep.window_hours:.1f} h ({rep.source}): "
+    span = f"{rep.observed_hours:.1f} h" if rep.observed_hours >= 0.1 else f"{rep.observed_hours * 60:.0f} min"
+    asked = "" if abs(rep.observed_hours - rep.window_hours) < 0.05 * rep.window_hours else \
+        f" of the {rep.window_hours:.1f} h asked"
+    out.print(f"[bold]GPU efficiency[/bold] over {span} observed{asked} ({rep.source}): "
               f"{rep.active_hours:.1f} of {rep.allocated_hours:.1f} GPU-hours active; "
               f"cost {money(rep.cost_usd)}, wasted {money(rep.wasted_usd)}")
     t = Table("GPU", "model", "alloc h", "active h", "idle h", "eff.", "peak mem", "cost", "wasted")
     for g in rep.gpus:
-        t.add_row(f"{g.index} {g.host}", g.model, number(g.allocated_hours), number(g.active_hours),
+        flag = " [red]LOST[/red]" if g.lost else (f" [red]XID {','.join(map(str, g.xid_codes))}[/red]" if g.xid_codes else "")
+        t.add_row(f"{g.index} {g.host}{flag}", g.model + (" (MIG)" if g.mig_active_share is not None else ""), number(g.allocated_hours), number(g.active_hours),
                   number(g.idle_hours), number(g.efficiency, ".0%"), number(g.peak_memory_fraction, ".0%"),
                   money(g.cost_usd), money(g.wasted_usd))
     out.print(t)
@@ -249,6 +281,7 @@ def _print_report(rep: Any, html: Path | None) -> None:
                       money(u.cost_usd), money(u.wasted_usd))
         out.print(w)
     for r in rep.recommendations:
-        out.print(f"• [bold]{r.action}[/bold] (GPU {r.gpu_index}, saves {money(r.saving_usd_per_month)}/month): {r.reason}")
+        saves = "" if r.saving_usd_per_month is None else f", saves {money(r.saving_usd_per_month)}/month"
+        out.print(f"• [bold]{r.action}[/bold] ({r.host} GPU {r.gpu_index}{saves}): {r.reason}")
     if html is not None:
         out.print(f"HTML report: {html}")

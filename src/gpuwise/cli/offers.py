@@ -16,6 +16,7 @@ from gpuwise.cli._output import (
     number,
     split_list,
 )
+from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 
 def offers(
@@ -30,14 +31,18 @@ def offers(
     sort: Annotated[str, typer.Option("--sort", help="price | gpu-price | spot | spot-gpu-price.")] = "price",
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many rows (0 = all).")] = 20,
     catalog: CatalogFlag = None,
+    max_price_age: MaxPriceAgeFlag = "30d",
     json: JsonFlag = False,
 ) -> None:
-    """Instance offers with filters, one table across clouds, cheapest first."""
+    """Instance offers with filters, one table across clouds, cheapest first; with the age of the prices."""
     from gpuwise.catalog import SORT_KEYS, OfferQuery, load_catalog, query_offers, sort_offers
     from gpuwise.errors import InputError, check_choice
     from gpuwise.units import check_finite, parse_money_usd
 
     check_choice(sort, SORT_KEYS, "--sort")
+    if gpu is not None and not gpu.strip():
+        raise InputError("--gpu is empty", hint="give a GPU model such as H100 (see `gpuwise gpus`), or leave --gpu out")
+    prices_age((), max_price_age)  # a bad --max-price-age fails before any work
     for value, flag in ((count, "--count"), (min_count, "--min-count")):
         if value is not None:
             check_finite(value, flag, strict=True)
@@ -55,20 +60,25 @@ def offers(
         sort = "spot"
     found = sort_offers(query_offers(cat.offers, query), sort)  # type: ignore[arg-type]
     shown = found[:limit] if limit else found
+    age = prices_age(shown, max_price_age)
     if json:
-        emit_json([{**o.to_dict(), "on_demand_usd_per_gpu_hour": o.on_demand_usd_per_gpu_hour,
-                    "spot_usd_per_gpu_hour": o.spot_usd_per_gpu_hour} for o in shown])
+        emit_json({"offers": [{**o.to_dict(), "on_demand_usd_per_gpu_hour": o.on_demand_usd_per_gpu_hour,
+                               "spot_usd_per_gpu_hour": o.spot_usd_per_gpu_hour} for o in shown],
+                   "matched": len(found), **age.to_dict()})
+        print_price_age(age, json=True)
         return
-    table = make_table(("cloud", "region", "zone", "instance", "GPU", "n", "GiB/GPU", "vCPU", "RAM GiB", "$/h",
-                        "$/GPU-h", "spot $/h"),
-                       title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""),
+    columns = ["cloud", "region", "zone", "instance", "GPU", "n", "GiB/GPU", "vCPU", "RAM GiB", "$/h", "$/GPU-h",
+               "spot $/h"] + (["spot $/GPU-h"] if spot else [])
+    table = make_table(columns, title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""),
                        left=("cloud", "region", "zone", "instance", "GPU"))
     for o in shown:
-        table.add_row(o.cloud, o.region, o.zone or "—", o.instance_type, o.gpu, f"{o.gpu_count:g}",
-                      number(o.gpu_memory_gib, ",.0f"), number(o.vcpus, ",.0f"), number(o.memory_gib, ",.0f"),
-                      money(o.on_demand_usd_per_hour), money(o.on_demand_usd_per_gpu_hour),
-                      money(o.spot_usd_per_hour) if o.has_spot_discount else "—")
+        cells = [o.cloud, o.region, o.zone or "—", o.instance_type, o.gpu, f"{o.gpu_count:g}",
+                 number(o.gpu_memory_gib, ",.0f"), number(o.vcpus, ",.0f"), number(o.memory_gib, ",.0f"),
+                 money(o.on_demand_usd_per_hour), money(o.on_demand_usd_per_gpu_hour),
+                 money(o.spot_usd_per_hour) if o.has_spot_discount else "—"]
+        table.add_row(*cells, *([money(o.spot_usd_per_gpu_hour)] if spot else []))
     out = console()
     out.print(table)
     if not found:
         out.print("[yellow]No offer matches. Loosen a filter, or see `gpuwise gpus` for models and prices.[/yellow]")
+    print_price_age(age, json=False)

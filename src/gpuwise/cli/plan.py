@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuwise.cli._output import CatalogFlag, JsonFlag, console, emit_json, money, split_list
+from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 from gpuwise.cli._workload import (
     CpuOffloadOpt,
     EpochsOpt,
@@ -111,6 +112,7 @@ def plan_command(
     image: Annotated[str, typer.Option("--image", help="Container image for the k8s export.", rich_help_panel=_O)] = "pytorch/pytorch:latest",
     pvc: Annotated[str | None, typer.Option("--pvc", help="PersistentVolumeClaim for checkpoints (k8s export).", rich_help_panel=_O)] = None,
     catalog: CatalogFlag = None,
+    max_price_age: MaxPriceAgeFlag = "30d",  # issue 13
     json: JsonFlag = False,
 ) -> int:
     """Rank cloud offers for a workload by what the job costs and how long it takes (spot-risk aware).
@@ -133,7 +135,7 @@ def plan_command(
                     checkpoint_bandwidth=checkpoint_bandwidth, restart_time=restart_time, max_zero=max_zero,
                     limit=limit, export=export, output=output, run_cmd=run_cmd, name=name, bucket=bucket,
                     sky_candidates=sky_candidates,
-                    image=image, pvc=pvc, catalog=catalog, json=json)
+                    image=image, pvc=pvc, catalog=catalog, json=json, max_price_age=max_price_age)
 
 
 EXPORTS = ("skypilot", "k8s")
@@ -145,7 +147,7 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
              checkpoint_bandwidth: str | None, restart_time: str | None, max_zero: int | None, limit: int,
              export: str | None, output: Path | None, run_cmd: str, name: str | None, bucket: str | None,
              image: str, pvc: str | None, catalog: list[Path] | None, json: bool,
-             sky_candidates: str = "ordered") -> int:
+             sky_candidates: str = "ordered", max_price_age: str = "30d") -> int:
     """Everything after the workload is parsed: request, plan, render, export; returns the exit code."""
     from gpuwise.catalog import BILLINGS, load_catalog
     from gpuwise.catalog.reserved import load_reserved_terms
@@ -180,7 +182,11 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
     offers = load_catalog(catalog or ()).offers
     model = workload if hasattr(workload, "evaluate") else \
         EstimatorModel(workload, max_zero=max_zero, inter_node_gbit_s=inter_node_gbit_s)
+    prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails before planning
     plan = plan_offers(offers, model, request, spot=load_spot_defaults(), reserved=load_reserved_terms())
+    # issue 13: the age of the prices behind the options shown (all considered offers when none is)
+    shown = {(o.cloud, o.instance_type) for o in plan.options[: limit or None]}
+    age = prices_age([o for o in offers if (o.cloud, o.instance_type) in shown] if shown else offers, max_price_age)
     code = 0 if plan.options else EXIT_NO_OPTION
     text = _export_text(plan, export, run_cmd=run_cmd, name=name, bucket=bucket, image=image, pvc=pvc,
                         mode=sky_mode) \
@@ -196,15 +202,19 @@ def run_plan(workload: Any, *, inter_node_gbit_s: float = 400.0, gpus: list[str]
         doc = plan.to_dict(limit=limit or None)
         if export:
             doc["export"] = {"format": export, "text": text, "path": str(output) if output else None}
+        doc.update(age.to_dict())  # issue 13
         emit_json(doc)
+        print_price_age(age, json=True)
         return code
     if text is not None and output is None:
         import sys
 
         sys.stdout.write(text)
         _render(plan, limit, console(stderr=True))  # the YAML owns stdout
+        print_price_age(age, json=True)  # issue 13: warning only (stderr)
         return code
     _render(plan, limit, console())
+    print_price_age(age, json=False)  # issue 13
     if output is not None and text is not None:
         console().print(f"[green]wrote {export} export to {output}[/green]")
     return code

@@ -12,20 +12,10 @@ CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
 def parse_delay_s(text: str) -> float:
-    """``30s``, ``2m``, ``0s`` → seconds. A unit is required (a bare number is ambiguous)."""
-    from gpuwise.errors import InputError
-    from gpuwise.units import parse_duration_hours
+    """``30s``, ``2m``, ``0s`` → seconds; a unit is required (gpuwise.units' one rule)."""
+    from gpuwise.units import parse_duration_seconds
 
-    s = text.strip().lower()
-    if s.rstrip("smh").strip() in ("0", "0.0") and s[-1:] in ("s", "m", "h"):
-        return 0.0
-    try:
-        float(s)
-    except ValueError:
-        pass
-    else:
-        raise InputError(f"restart delay {text!r} has no unit", hint="write it with a unit, e.g. 30s or 2m")
-    return parse_duration_hours(s, "restart delay") * 3600.0
+    return parse_duration_seconds(text, "restart delay", allow_zero=True)
 
 
 def run(
@@ -37,7 +27,7 @@ def run(
     max_restarts: Annotated[int, typer.Option("--max-restarts", help="Restarts after crashes before giving up (exit 76).")] = 3,
     max_preemptions: Annotated[int, typer.Option("--max-preemptions", help="Restarts after preemption exits before handing over (exit 75).")] = 10,
     torchrun: Annotated[bool, typer.Option("--torchrun/--no-torchrun", help="Launch through torchrun (elastic); --no-torchrun runs the command as is.")] = True,
-    restart_delay: Annotated[str, typer.Option("--restart-delay", help="Pause before a restart, with a unit (30s, 2m).")] = "1s",
+    restart_delay: Annotated[str, typer.Option("--restart-delay", metavar="DURATION", help="Pause before a restart, with a unit (30s, 2m).")] = "1s",
     json: JsonFlag = False,
 ) -> None:
     """Run a training command resiliently: torchrun, restarts after crashes and preemptions.

@@ -1,7 +1,9 @@
 """GPU health: persistence mode, ECC errors and retired pages / remapped rows, Xid errors in the
 kernel log, MIG mode, PCIe link below its maximum, and clock throttling.
 
-Read through NVML (:mod:`gpuwise.doctor.nvml`), or replayed from ``nvidia-smi -q`` text.
+Read through gpuwise's one NVML layer (:mod:`gpuwise.doctor.nvml` over
+:class:`gpuwise.monitor.nvml.NvmlSession`), or replayed from ``nvidia-smi -q`` text. Throttle
+reason names come from :data:`gpuwise.monitor.snapshot.THROTTLE_REASONS`.
 Xid meanings: NVIDIA "Xid Errors" catalog, https://docs.nvidia.com/deploy/xid-errors/
 """
 
@@ -160,7 +162,7 @@ def _pcie(d: GpuDevice) -> tuple[str, str] | None:
     if w and wmax and w < wmax:
         severity = "fail" if w * 4 <= wmax else "warn"
         return severity, f"PCIe link x{w} of x{wmax} (host↔device copies run at about {w / wmax:.0%} speed)"
-    busy = d.performance_state == 0 and (d.utilization_gpu_pct or 0) > 0
+    busy = d.performance_state == 0 and (d.utilization_gpu_ratio or 0) > 0
     if g and gmax and g < gmax and busy:
         return "warn", f"PCIe gen {g} of {gmax} while busy"
     return None
@@ -180,8 +182,8 @@ def check_pcie(ctx: Context) -> CheckResult:
     return result
 
 
-_HARD = {"hw_slowdown": "hardware slowdown", "hw_thermal_slowdown": "hardware thermal slowdown",
-         "hw_power_brake_slowdown": "power brake (external power-supply signal)"}
+_HARD = {"hw_slowdown": "hardware slowdown", "hw_thermal": "hardware thermal slowdown",
+         "hw_power_brake": "power brake (external power-supply signal)"}
 
 
 def _throttle(d: GpuDevice) -> tuple[str, str] | None:
@@ -189,7 +191,7 @@ def _throttle(d: GpuDevice) -> tuple[str, str] | None:
     hard = [text for key, text in _HARD.items() if key in reasons]
     if hard:
         return "fail", "clocks held down by " + ", ".join(hard)
-    if "sw_thermal_slowdown" in reasons:
+    if "sw_thermal" in reasons:
         return "warn", "clocks lowered by the driver for temperature (software thermal slowdown)"
     return None
 

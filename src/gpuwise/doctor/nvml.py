@@ -1,50 +1,35 @@
-"""Read the GPUs through NVML (nvidia-ml-py) into :class:`~gpuwise.doctor.probe.GpuInfo`.
+"""Doctor's view of the GPUs, read through gpuwise's one NVML layer.
 
-Every call goes through :func:`_query`, which turns "not supported on this GPU" and similar
-NVML errors into None, so one missing figure never hides the others. Without a driver,
-``nvmlInit`` fails and the returned GpuInfo carries the reason in ``nvml_error``.
+Every NVML call goes through :class:`gpuwise.monitor.nvml.NvmlSession` (the choke point the
+exporter, ``monitor`` and ``bench`` use too): "not supported" becomes None, a lost GPU is named,
+and a missing library or driver becomes :attr:`GpuInfo.nvml_error`. ``lib`` is the NVML module
+(default ``pynvml``); :class:`gpuwise.monitor.fake.FakeNvml` stands in for it in tests, so the
+doctor's GPU checks run on a fake GPU. Throttle reasons use the one table,
+:data:`gpuwise.monitor.snapshot.THROTTLE_REASONS`; utilization is a 0–1 ratio.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from gpuwise.doctor.probe import GpuDevice, GpuInfo
+from gpuwise.errors import DeviceError
+from gpuwise.monitor.nvml import GpuLostError, NvmlSession
+from gpuwise.monitor.snapshot import throttle_reason_names
 
-log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-# nvml.h clock event reason bits (same values as nvidia-ml-py's nvmlClocksEventReason* constants).
-_REASON_BITS = {
-    0x1: "idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
+# nvml.h values (as exposed by nvidia-ml-py), repeated so a fake library need not define them.
+_ENABLED = 1  # NVML_FEATURE_ENABLED
+_CORRECTED, _UNCORRECTED = 0, 1  # NVML_MEMORY_ERROR_TYPE_*
+_VOLATILE, _AGGREGATE = 0, 1  # NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC
+_RETIRED_SBE, _RETIRED_DBE = (
+    0,
+    1,
+)  # NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, _DOUBLE_BIT_ECC_ERROR
 
 
 def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
-    """NVML's clock event reason bitmask → reason names."""
-    return tuple(name for bit, name in _REASON_BITS.items() if mask & bit)
-
-
-def _query(fn: Callable[..., T], *args: Any) -> T | None:
-    import pynvml
-
-    try:
-        return fn(*args)
-    except pynvml.NVMLError as exc:
-        log.debug("NVML %s: %s", getattr(fn, "__name__", fn), exc)
-        return None
-    except (AttributeError, TypeError):  # an older nvidia-ml-py without this function
-        return None
+    """NVML's clock event reason bitmask → reason names (the monitor's table)."""
+    return throttle_reason_names(mask)
 
 
 def _text(value: object) -> str | None:
@@ -53,79 +38,105 @@ def _text(value: object) -> str | None:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _device(nv: Any, index: int) -> GpuDevice:
-    h = nv.nvmlDeviceGetHandleByIndex(index)
-    enabled = nv.NVML_FEATURE_ENABLED
-    mig = _query(nv.nvmlDeviceGetMigMode, h)
-    ecc = _query(nv.nvmlDeviceGetEccMode, h)
+def _device(s: NvmlSession, index: int) -> GpuDevice:
+    c = s.call
+    h = c("handle", "nvmlDeviceGetHandleByIndex", index, gpu=index)
+    if h is None:
+        return GpuDevice(index=index, name="unreadable (NVML gave no handle)")
+    mig = c("mig", "nvmlDeviceGetMigMode", h, gpu=index)
+    ecc = c("ecc", "nvmlDeviceGetEccMode", h, gpu=index)
     mig_count: int | None = None
-    if mig is not None and mig[0] == enabled:
-        total = _query(nv.nvmlDeviceGetMaxMigDeviceCount, h) or 0
-        mig_count = sum(1 for i in range(total) if _query(nv.nvmlDeviceGetMigDeviceHandleByIndex, h, i) is not None)
+    if mig is not None and mig[0] == _ENABLED:
+        total = c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=index) or 0
+        mig_count = sum(
+            1
+            for i in range(int(total))
+            if c("mig", "nvmlDeviceGetMigDeviceHandleByIndex", h, i, gpu=index, not_found_ok=True)
+            is not None
+        )
 
     def ecc_count(kind: int, counter: int) -> int | None:
-        value = _query(nv.nvmlDeviceGetTotalEccErrors, h, kind, counter)
+        value = c("ecc", "nvmlDeviceGetTotalEccErrors", h, kind, counter, gpu=index)
         return int(value) if value is not None else None
 
-    sbe = _query(nv.nvmlDeviceGetRetiredPages, h, nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
-    dbe = _query(nv.nvmlDeviceGetRetiredPages, h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
-    pending = _query(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
-    remap = _query(nv.nvmlDeviceGetRemappedRows, h)  # (correctable, uncorrectable, pending, failed)
-    reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
-    reasons = _query(reasons_fn, h)
-    util = _query(nv.nvmlDeviceGetUtilizationRates, h)
-    pci = _query(nv.nvmlDeviceGetPciInfo, h)
-    persistence = _query(nv.nvmlDeviceGetPersistenceMode, h)
+    sbe = c("retired_pages", "nvmlDeviceGetRetiredPages", h, _RETIRED_SBE, gpu=index)
+    dbe = c("retired_pages", "nvmlDeviceGetRetiredPages", h, _RETIRED_DBE, gpu=index)
+    pending = c("retired_pages", "nvmlDeviceGetRetiredPagesPendingStatus", h, gpu=index)
+    remap = c(
+        "remapped_rows", "nvmlDeviceGetRemappedRows", h, gpu=index
+    )  # (correctable, uncorrectable, pending, failed)
+    throttle_fn = (
+        "nvmlDeviceGetCurrentClocksEventReasons"
+        if hasattr(s.lib, "nvmlDeviceGetCurrentClocksEventReasons")
+        else "nvmlDeviceGetCurrentClocksThrottleReasons"
+    )
+    reasons = c("throttle", throttle_fn, h, gpu=index)
+    util = c("utilization", "nvmlDeviceGetUtilizationRates", h, gpu=index)
+    pci = c("pci", "nvmlDeviceGetPciInfo", h, gpu=index)
+    persistence = c("persistence", "nvmlDeviceGetPersistenceMode", h, gpu=index)
     return GpuDevice(
         index=index,
-        name=_text(_query(nv.nvmlDeviceGetName, h)) or "unknown",
-        uuid=_text(_query(nv.nvmlDeviceGetUUID, h)),
+        name=_text(c("name", "nvmlDeviceGetName", h, gpu=index)) or "unknown",
+        uuid=_text(c("uuid", "nvmlDeviceGetUUID", h, gpu=index)),
         pci_bus_id=_text(getattr(pci, "busId", None)),
-        persistence_mode=None if persistence is None else persistence == enabled,
-        mig_current=None if mig is None else mig[0] == enabled,
-        mig_pending=None if mig is None else mig[1] == enabled,
+        persistence_mode=None if persistence is None else persistence == _ENABLED,
+        mig_current=None if mig is None else mig[0] == _ENABLED,
+        mig_pending=None if mig is None else mig[1] == _ENABLED,
         mig_device_count=mig_count,
-        ecc_enabled=None if ecc is None else ecc[0] == enabled,
-        ecc_volatile_uncorrected=ecc_count(nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC),
-        ecc_volatile_corrected=ecc_count(nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_VOLATILE_ECC),
-        ecc_aggregate_uncorrected=ecc_count(nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_AGGREGATE_ECC),
+        ecc_enabled=None if ecc is None else ecc[0] == _ENABLED,
+        ecc_volatile_uncorrected=ecc_count(_UNCORRECTED, _VOLATILE),
+        ecc_volatile_corrected=ecc_count(_CORRECTED, _VOLATILE),
+        ecc_aggregate_uncorrected=ecc_count(_UNCORRECTED, _AGGREGATE),
         retired_pages_sbe=None if sbe is None else len(sbe),
         retired_pages_dbe=None if dbe is None else len(dbe),
-        retired_pages_pending=None if pending is None else pending == enabled,
+        retired_pages_pending=None if pending is None else pending == _ENABLED,
         remapped_rows_uncorrectable=None if remap is None else int(remap[1]),
         remapped_rows_pending=None if remap is None else bool(remap[2]),
         remapping_failed=None if remap is None else bool(remap[3]),
-        pcie_gen_current=_query(nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
-        pcie_gen_max=_query(nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
-        pcie_width_current=_query(nv.nvmlDeviceGetCurrPcieLinkWidth, h),
-        pcie_width_max=_query(nv.nvmlDeviceGetMaxPcieLinkWidth, h),
-        performance_state=_query(nv.nvmlDeviceGetPerformanceState, h),
-        utilization_gpu_pct=None if util is None else float(util.gpu),
+        pcie_gen_current=c("pcie", "nvmlDeviceGetCurrPcieLinkGeneration", h, gpu=index),
+        pcie_gen_max=c("pcie", "nvmlDeviceGetMaxPcieLinkGeneration", h, gpu=index),
+        pcie_width_current=c("pcie", "nvmlDeviceGetCurrPcieLinkWidth", h, gpu=index),
+        pcie_width_max=c("pcie", "nvmlDeviceGetMaxPcieLinkWidth", h, gpu=index),
+        performance_state=c("pstate", "nvmlDeviceGetPerformanceState", h, gpu=index),
+        utilization_gpu_ratio=None if util is None else float(util.gpu) / 100,
         clock_event_reasons=() if reasons is None else decode_clock_event_reasons(int(reasons)),
     )
 
 
-def read_nvml() -> GpuInfo:
-    """The driver's view of every GPU; ``nvml_error`` says why not when NVML is unusable."""
+def read_nvml(lib: Any = None) -> GpuInfo:
+    """The driver's view of every GPU; ``nvml_error`` says why not when NVML is unusable.
+
+    ``lib``: the NVML module (default ``pynvml``), e.g. a :class:`~gpuwise.monitor.fake.FakeNvml`.
+    """
+    if lib is None:
+        try:
+            import pynvml
+        except ImportError as exc:
+            return GpuInfo(nvml_error=f"nvidia-ml-py is not installed ({exc})")
+        lib = pynvml
+    session = NvmlSession(lib)
     try:
-        import pynvml as nv
-    except ImportError as exc:
-        return GpuInfo(nvml_error=f"nvidia-ml-py is not installed ({exc})")
+        session.init()
+    except (
+        DeviceError
+    ) as exc:  # the NVML text ("Driver/library version mismatch") is what checks read
+        return GpuInfo(nvml_error=str(exc.__cause__ or exc))
     try:
-        nv.nvmlInit()
-    except nv.NVMLError as exc:
-        return GpuInfo(nvml_error=str(exc))
-    try:
-        driver = _text(_query(nv.nvmlSystemGetDriverVersion))
-        cuda_int = _query(nv.nvmlSystemGetCudaDriverVersion)
+        driver = _text(session.call("driver_version", "nvmlSystemGetDriverVersion"))
+        cuda_int = session.call("cuda_version", "nvmlSystemGetCudaDriverVersion")
         cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}" if cuda_int else None
-        count = _query(nv.nvmlDeviceGetCount) or 0
+        count = session.call("device_count", "nvmlDeviceGetCount") or 0
         devices = []
-        for i in range(count):
+        for i in range(int(count)):
             try:
-                devices.append(_device(nv, i))
-            except nv.NVMLError as exc:  # e.g. GPU is lost: say so by name
-                devices.append(GpuDevice(index=i, name=f"unreadable ({exc})"))
+                devices.append(_device(session, i))
+            except GpuLostError as exc:  # fell off the bus: say so by name
+                devices.append(GpuDevice(index=i, name=f"unreadable ({exc or 'GPU is lost'})"))
         return GpuInfo(driver_version=driver, cuda_driver_version=cuda, devices=tuple(devices))
     finally:
-        _query(nv.nvmlShutdown)
+        session.shutdown()
+
+
+def driver_version(lib: Any = None) -> str | None:
+    """The NVIDIA driver version, or None without a working NVML (what ``bench`` records)."""
+    return read_nvml(lib).driver_version

@@ -17,16 +17,17 @@ from gpuwise.doctor.probe import GpuDevice, GpuInfo
 Tree = dict[str, Any]
 _KV = re.compile(r"^(.*?)\s+:(?:\s(.*))?$")
 
+# nvidia-smi -q's wording → the one reason table (gpuwise.monitor.snapshot.THROTTLE_REASONS)
 _REASONS = {
-    "idle": "idle",
-    "applications clocks setting": "applications_clocks_setting",
+    "idle": "gpu_idle",
+    "applications clocks setting": "applications_clocks",
     "sw power cap": "sw_power_cap",
     "hw slowdown": "hw_slowdown",
-    "hw thermal slowdown": "hw_thermal_slowdown",
-    "hw power brake slowdown": "hw_power_brake_slowdown",
+    "hw thermal slowdown": "hw_thermal",
+    "hw power brake slowdown": "hw_power_brake",
     "sync boost": "sync_boost",
-    "sw thermal slowdown": "sw_thermal_slowdown",
-    "display clock setting": "display_clock_setting",
+    "sw thermal slowdown": "sw_thermal",
+    "display clock setting": "display_clocks",
 }
 
 
@@ -119,7 +120,7 @@ def _device(index: int, header: str, node: Tree) -> GpuDevice:
         pcie_width_current=_int(_get(link, "Link Width", "Current")),
         pcie_width_max=_int(_get(link, "Link Width", "Max")),
         performance_state=_int(pstate[1:]) if pstate and pstate.startswith("P") else None,
-        utilization_gpu_pct=float(u) if (u := _int(util)) is not None else None,
+        utilization_gpu_ratio=float(u) / 100 if (u := _int(util)) is not None else None,
         clock_event_reasons=tuple(active),
     )
 

@@ -92,10 +92,11 @@ class GpuDevice:
     """Most PCIe lanes the link supports (``pcie.link.width.max``)."""
     performance_state: int | None = None
     """P-state: 0 = full performance, 8 and up = idle."""
-    utilization_gpu_pct: float | None = None
-    """``utilization.gpu``: percent of time a kernel ran."""
+    utilization_gpu_ratio: float | None = None
+    """``utilization.gpu`` / 100: share of time a kernel ran (0–1, as everywhere in gpuwise)."""
     clock_event_reasons: tuple[str, ...] = ()
-    """Active clock event (throttle) reasons, e.g. ``("sw_power_cap", "hw_thermal_slowdown")``."""
+    """Active clock event (throttle) reasons, named as in :data:`gpuwise.monitor.snapshot.THROTTLE_REASONS`,
+    e.g. ``("sw_power_cap", "hw_thermal")``."""
 
 
 @dataclass(frozen=True)

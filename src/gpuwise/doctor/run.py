@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from gpuwise.doctor import checks_cuda, checks_gpu, checks_host, checks_nccl
 from gpuwise.doctor.context import Context, DoctorOptions
@@ -46,14 +48,31 @@ def run_doctor(probe: Probe | None = None, options: DoctorOptions | None = None,
     for n in only:
         check_choice(n, CHECKS, "check")
     ctx = Context(probe if probe is not None else SystemProbe(), options or DoctorOptions())
-    results = []
-    for name, check in CHECKS.items():
-        if only and name not in only:
-            continue
-        try:
-            results.append(check(ctx))
-        except Exception as exc:  # one broken reading must not hide the other checks
-            log.debug("check %s crashed", name, exc_info=True)
-            results.append(skip(name, f"could not run: {type(exc).__name__}: {exc}",
-                                "rerun with --debug and report it"))
+    results = [_run_one(name, check, ctx) for name, check in CHECKS.items() if not only or name in only]
+    if only:  # a fix that says "see the X check" must not point at a check the user did not run
+        results = [_inline_referenced(r, ctx, only) for r in results]
     return tuple(results)
+
+
+def _run_one(name: str, check: Check, ctx: Context) -> CheckResult:
+    try:
+        return check(ctx)
+    except Exception as exc:  # one broken reading must not hide the other checks
+        log.debug("check %s crashed", name, exc_info=True)
+        return skip(name, f"could not run: {type(exc).__name__}: {exc}", "rerun with --debug and report it")
+
+
+_REFERENCE = re.compile(r"the ([a-z0-9-]+)(?: and ([a-z0-9-]+))? checks?\b")
+
+
+def _inline_referenced(result: CheckResult, ctx: Context, shown: tuple[str, ...]) -> CheckResult:
+    """Append the fixes of checks that ``result.fix`` refers to but that were not run."""
+    names = [n for m in _REFERENCE.finditer(result.fix) for n in m.groups()
+             if n in CHECKS and n not in shown and n != result.name]
+    if not names:
+        return result
+    parts = []
+    for n in dict.fromkeys(names):
+        r = _run_one(n, CHECKS[n], ctx)
+        parts.append(f"{n} ({r.status}): {r.fix or r.finding}")
+    return replace(result, fix=f"{result.fix} [{'; '.join(parts)}]")

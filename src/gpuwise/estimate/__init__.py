@@ -5,22 +5,21 @@ Pure library (no torch, no network). The pieces:
 - :mod:`.model`: model shapes (presets, HF ``config.json``, ``--params``) and parameter counts;
 - :mod:`.workload`: the :class:`Workload` spec and :func:`workload_from_options`;
 - :mod:`.memory`: per-GPU memory terms (ZeRO model states, Korthikanti activations, KV cache, ...);
-- :mod:`.throughput`: FLOPs, the MFU model fitted to published runs, communication time;
-- :mod:`.calibration`: the ``calibration.json`` that ``gpuwise bench --calibrate`` writes;
+- :mod:`.throughput`: FLOPs, communication time (and the older MFU fit to published runs, kept
+  for ``benchmarks/estimate_gpu_hours.py``);
+- :mod:`.steptime`: step time from named parts (achievable matmul rate, attention, memory-bound
+  work, recompute, dequantisation) and goodput;
+- :mod:`.measured`: the measured per-step runs the framework factor and the error bars are fitted to;
+- :mod:`.calibration`: the ``calibration.json`` schema: definition, validation and the atomic write
+  (``gpuwise bench --calibrate`` hands it values);
 - :mod:`.estimator`: :func:`estimate_workload` → :class:`Estimate`;
 - :mod:`.suggest`: fixes for a workload that does not fit, ranked by speed cost.
 
-``gpuwise.estimate`` is both this package and a function: ``gpuwise.estimate(workload, "H100")``
-calls :func:`estimate_workload` (DESIGN.md names the API ``gpuwise.estimate(...)``). A module
-cannot be called, so the package's module object gets a subclass of ``ModuleType`` whose
-``__call__`` forwards to :func:`estimate_workload`; attribute access is unchanged.
+The library call is :func:`estimate_workload` (``gpuwise.estimate_workload(workload, "H100", 8)``);
+``gpuwise.estimate`` is this package, a plain module.
 """
 
 from __future__ import annotations
-
-import sys
-import types
-from typing import Any
 
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
 from gpuwise.estimate.estimator import (
@@ -70,12 +69,3 @@ __all__ = [
     "workload_from_options",
 ]
 
-
-class _CallableModule(types.ModuleType):
-    """This package's module type: calling it is calling :func:`estimate_workload`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Estimate:
-        return estimate_workload(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -19,8 +19,13 @@ reads it. The schema (version 1, documented with examples in ``docs/calibration.
       }
     }
 
-Every per-GPU key is optional. Fractions must lie in (0, 1]; an unknown key is an error so a
-typo does not silently fall back to a default.
+Every per-GPU key is optional. Fractions must lie in (0, 1] (an MFU in (0, 1)); measured
+``matmul_tflops`` and ``memory_bandwidth_tb_s`` may not exceed the GPU's datasheet figure by more than
+5% (boost clocks); an unknown key is an error so a typo does not silently fall back to a default.
+A file that breaks these rules is refused with one line naming the key and the fix.
+
+This module owns the schema: it defines it, validates it, and writes it
+(:func:`write_gpu_entry`, atomic). ``gpuwise bench --calibrate`` only hands it measured values.
 """
 
 from __future__ import annotations
@@ -32,9 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.errors import DataFileError, did_you_mean, parse_error_text
-from gpuwise.paths import config_dir
+from gpuwise.paths import config_dir, write_text_atomic
 
 CALIBRATION_VERSION = 1
+# A measured peak may exceed the datasheet by a few percent (boost clocks above the rated clock);
+# more than this means the figure belongs to another GPU or the run was broken.
+DATASHEET_TOLERANCE = 1.05
 _GPU_KEYS = {"matmul_efficiency", "memory_bandwidth_efficiency", "mfu", "mfu_by_model", "cuda_context_gib",
              "allocator_fraction", "matmul_tflops", "memory_bandwidth_tb_s", "notes"}
 
@@ -84,6 +92,24 @@ def _fraction(value: Any, where: str) -> float:
     return float(value)
 
 
+def _mfu(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value < 1:
+        raise DataFileError(f"{where} must be a model-FLOPs utilisation in (0, 1), got {value!r}",
+                            hint="rerun `gpuwise bench --calibrate` on that GPU or fix the value")
+    return float(value)
+
+
+def _below_datasheet(value: Any, peak: float | None, where: str, unit: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise DataFileError(f"{where} must be a positive number of {unit}, got {value!r}",
+                            hint="rerun `gpuwise bench --calibrate` or remove the key")
+    if peak is not None and value > peak * DATASHEET_TOLERANCE:
+        raise DataFileError(f"{where} = {value:g} {unit} is above the datasheet peak ({peak:g} {unit})",
+                            hint="the figure belongs to another GPU or a broken run: rerun `gpuwise bench "
+                                 "--calibrate` on this GPU, or remove the entry")
+
+
 def _positive(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise DataFileError(f"{where} must be a non-negative number, got {value!r}",
@@ -126,14 +152,25 @@ def parse_calibration(data: Any, where: str) -> Calibration:
         if not isinstance(by_model, dict):
             raise DataFileError(f"{at}.mfu_by_model: expected an object keyed by model name",
                                 hint='e.g. {"llama-2-7b": 0.48}')
+        tflops = entry.get("matmul_tflops", {})
+        if not isinstance(tflops, dict):
+            raise DataFileError(f"{at}.matmul_tflops: expected an object keyed by precision",
+                                hint='e.g. {"bf16": 790.0}')
+        for prec, value in tflops.items():
+            peak = spec.peak_tflops(str(prec)) if str(prec) in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8") \
+                else None
+            _below_datasheet(value, peak, f"{at}.matmul_tflops.{prec}", "TFLOP/s")
+        if entry.get("memory_bandwidth_tb_s") is not None:
+            _below_datasheet(entry["memory_bandwidth_tb_s"], spec.memory_bandwidth_tb_s,
+                             f"{at}.memory_bandwidth_tb_s", "TB/s")
         gpus[spec.name] = GpuCalibration(
             gpu=spec.name,
             matmul_efficiency={str(k): _fraction(v, f"{at}.matmul_efficiency.{k}") for k, v in eff.items()},
             memory_bandwidth_efficiency=_fraction(entry["memory_bandwidth_efficiency"],
                                                   f"{at}.memory_bandwidth_efficiency")
             if entry.get("memory_bandwidth_efficiency") is not None else None,
-            mfu=_fraction(entry["mfu"], f"{at}.mfu") if entry.get("mfu") is not None else None,
-            mfu_by_model={str(k).lower(): _fraction(v, f"{at}.mfu_by_model.{k}") for k, v in by_model.items()},
+            mfu=_mfu(entry["mfu"], f"{at}.mfu") if "mfu" in entry else None,
+            mfu_by_model={str(k).lower(): _mfu(v, f"{at}.mfu_by_model.{k}") for k, v in by_model.items()},
             cuda_context_gib=_positive(entry["cuda_context_gib"], f"{at}.cuda_context_gib")
             if entry.get("cuda_context_gib") is not None else None,
             allocator_fraction=_positive(entry["allocator_fraction"], f"{at}.allocator_fraction")
@@ -167,3 +204,38 @@ def load_calibration(path: str | Path | None = None) -> Calibration | None:
         raise DataFileError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})",
                             hint="rerun `gpuwise bench --calibrate` or fix the file") from None
     return parse_calibration(data, str(p))
+
+
+def _existing(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataFileError(f"{path}: existing calibration file is not readable JSON ({exc})",
+                            hint=f"move it aside (`mv {path} {path}.bak`) and rerun") from None
+    if not isinstance(data, dict) or data.get("version") != CALIBRATION_VERSION or not isinstance(data.get("gpus", {}), dict):
+        raise DataFileError(f"{path}: existing calibration file is not version {CALIBRATION_VERSION}",
+                            hint=f"move it aside (`mv {path} {path}.bak`) and rerun")
+    return data
+
+
+def write_gpu_entry(gpu: str, entry: dict[str, Any], *, device: str, measured_at: str,
+                    path: Path | None = None) -> Path:
+    """Merge ``entry`` (the keys of one GPU) into the calibration file, atomically.
+
+    Keys of other GPUs, and keys of this GPU that ``entry`` does not carry, are kept. The merged
+    document is validated before anything is written: an implausible value (see the module
+    docstring) raises DataFileError and leaves the file as it was.
+    """
+    target = path or default_calibration_path()
+    data = _existing(target)
+    gpus = dict(data.get("gpus", {}))
+    merged = dict(gpus.get(gpu, {}))
+    merged.update(entry)
+    gpus[gpu] = merged
+    doc = {"version": CALIBRATION_VERSION, "measured_at": measured_at, "device": device, "gpus": gpus}
+    parse_calibration(doc, str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(target, json.dumps(doc, indent=2) + "\n")
+    return target

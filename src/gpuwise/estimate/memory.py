@@ -122,10 +122,13 @@ def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
 
 
 def layer_activation_bytes(m: ModelConfig, s: int, b: int, *, tp: int = 1, flash: bool = True,
-                           act_bytes: float = 2.0, cross_attention: bool = False) -> float:
+                           act_bytes: float = 2.0, cross_attention: bool = False, fused_norm: bool = False,
+                           sequence_parallel: bool = False) -> float:
     """Activation bytes one transformer block keeps for backward (Korthikanti et al. 2022, Table 2,
     generalised; see the module docstring). Tensor parallelism without sequence parallelism
-    splits the attention/MLP internals but not the norms, inputs and masks (``10 + 24/t`` form)."""
+    splits the attention/MLP internals but not the norms, inputs and masks (``10 + 24/t`` form);
+    with sequence parallelism everything is split (``34/t``). ``fused_norm``: a fused norm kernel keeps
+    only its 16-bit input (the ``4·sbh`` of Korthikanti's 34)."""
     h, f, q = m.hidden, m.ffn, m.heads * m.d_head
     kvw = m.n_kv * m.d_head
     k = act_bytes / 2  # Korthikanti counts 2-byte activations; masks stay 1 byte
@@ -138,15 +141,22 @@ def layer_activation_bytes(m: ModelConfig, s: int, b: int, *, tp: int = 1, flash
     mlp_inner = (8 if m.gated_mlp else 4) * f * k / tp
     topk = max(1, m.experts_per_token) if m.experts else 1
     mlp = (k * 2 * h + mlp_inner) * topk + mask * h
+    if m.shared_intermediate:  # the shared expert sees every token
+        mlp += k * 2 * h + (8 if m.gated_mlp else 4) * m.shared_intermediate * k / tp
     # LayerNorm (fused kernel) keeps its input; Hugging Face's eager RMSNorm (LlamaRMSNorm)
     # upcasts to fp32 and keeps that fp32 copy plus the normalised 16-bit tensor: (4 + bytes)·h.
-    per_norm = act_bytes * h if m.norm == "layernorm" else (4.0 + act_bytes) * h
+    per_norm = act_bytes * h if m.norm == "layernorm" or fused_norm else (4.0 + act_bytes) * h
     norms = 2 * per_norm
     if flash:  # FlashAttention / SDPA keep the fp32 log-sum-exp per head and token
         attn += 4.0 * m.heads / tp
     per_token = attn + scores + mlp + norms
     if cross_attention:  # T5 decoder block: a second attention block and a third norm
         per_token += attn + scores + per_norm
+    if sequence_parallel and tp > 1:  # the parts TP left whole (inputs, norms, masks) are split too
+        whole = k * 2 * h + mask * h + k * 2 * h * topk + mask * h + norms
+        if cross_attention:
+            whole += k * 2 * h + mask * h + per_norm
+        per_token -= whole * (1 - 1 / tp)
     return float(s * b * per_token)
 
 
@@ -161,12 +171,13 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
     if not m.is_transformer:
         return 0.0
     flash = wl.uses_flash_attention or wl.grad_ckpt == "selective"
-    enc = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes)
-    dec = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, cross_attention=True) \
+    kw = {"fused_norm": wl.fused_kernels, "sequence_parallel": wl.sequence_parallel}
+    enc = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, **kw)
+    dec = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, cross_attention=True, **kw) \
         if m.decoder_layers else 0.0
     if wl.grad_ckpt == "full":
         # keep each layer's input (2·sbh, Korthikanti Table 2) and recompute one layer at a time
-        kept = (act_bytes * s * b * m.hidden) * m.total_layers
+        kept = (act_bytes * s * b * m.hidden) * m.total_layers / (tp if wl.sequence_parallel else 1)
         return kept + max(enc, dec)
     body = enc * m.layers + dec * m.decoder_layers
     # final norm input + output-projection input (Korthikanti Sec. 4.3: "output layer")
@@ -175,13 +186,15 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
 
 def logits_bytes(wl: Workload) -> float:
     """LM-head logits and loss: b·s·V values in the compute dtype, an fp32 copy for the
-    cross-entropy (Hugging Face upcasts logits before the loss) and the fp32 gradient of the logits."""
+    cross-entropy (Hugging Face upcasts logits before the loss) and the fp32 gradient of the logits.
+    A fused cross-entropy (``fused_kernels``) writes the gradient into the logits' own buffer and
+    keeps no fp32 copy: b·s·V values in the compute dtype only."""
     m = wl.model
     if not m.has_lm_head or (m.arch == "encoder" and wl.task != "pretrain"):
         return 0.0
     act_bytes = 4.0 if wl.precision == "fp32" else 2.0
     values = wl.micro_batch * wl.effective_seq_len * m.vocab / wl.tensor_parallel
-    return values * (act_bytes + 4.0 + 4.0)
+    return values * (act_bytes if wl.fused_kernels else act_bytes + 4.0 + 4.0)
 
 
 def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:
@@ -195,6 +208,8 @@ def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:
     # decoder-only: one self-attention cache per layer; encoder-decoder: self + cross per decoder layer
     layers = (2 * m.decoder_layers if m.decoder_layers else m.layers) / wl.pipeline_parallel
     ctx = wl.prompt_len + wl.output_len
+    if m.kv_lora_rank:  # MLA caches the latent and the rotary key once per token, not K and V per head
+        return kv_b * layers * (m.kv_lora_rank + m.rope_head_dim) * ctx * (batch or wl.micro_batch)
     return 2 * kv_b * layers * heads * m.d_head * ctx * (batch or wl.micro_batch)
 
 

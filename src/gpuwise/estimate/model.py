@@ -75,6 +75,21 @@ class ModelConfig:
     """MoE experts per layer (0 = dense)."""
     experts_per_token: int = 0
     """Experts each token is routed to (top-k)."""
+    shared_intermediate: int = 0
+    """MoE: width of the always-active shared expert MLP (DeepSeek ``n_shared_experts`` ×
+    ``moe_intermediate_size``; Qwen2-MoE ``shared_expert_intermediate_size``); 0 = none."""
+    dense_layers: int = 0
+    """MoE: leading blocks with a dense MLP instead of experts (DeepSeek ``first_k_dense_replace``)."""
+    dense_intermediate: int = 0
+    """MoE: MLP width of those dense blocks (``intermediate_size``)."""
+    kv_lora_rank: int = 0
+    """Multi-head latent attention (DeepSeek-V2/V3): width of the compressed KV latent; 0 = ordinary attention."""
+    q_lora_rank: int = 0
+    """MLA: width of the compressed query (0 = full-rank query projection)."""
+    rope_head_dim: int = 0
+    """MLA: per-head rotary part of the key (``qk_rope_head_dim``), cached beside the latent."""
+    v_head_dim: int = 0
+    """MLA: per-head value width (0 = ``head_dim``)."""
     dropout: bool = False
     """Dropout layers are active in training (their masks are kept for backward)."""
     flash_attention: bool = True
@@ -100,7 +115,7 @@ class ModelConfig:
         if self.arch in ("cnn", "params-only"):
             if not (self.params > 0 and math.isfinite(self.params)):
                 raise EstimateError(f"model {self.name!r}: parameter count must be > 0",
-                                    hint="give --params, e.g. 7e9 or 7B")
+                                    hint="give params, e.g. 7e9 or '7B'")
             return
         for field_name in ("hidden", "layers", "heads"):
             if getattr(self, field_name) <= 0:
@@ -150,7 +165,18 @@ class ModelConfig:
 
     # -- parameter counts ---------------------------------------------------------------
     def attention_params(self) -> int:
-        """One attention block: q, o (heads x d_head) and k, v (kv_heads x d_head) projections."""
+        """One attention block: q, o (heads x d_head) and k, v (kv_heads x d_head) projections.
+
+        Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1): query down/up
+        projections (or one full-rank one), the KV down-projection to the latent plus the rotary key,
+        the latent's up-projection to per-head keys and values, the output projection and the two
+        latent norms."""
+        if self.kv_lora_rank:
+            h, a, qk, v = self.hidden, self.heads, self.d_head, self.v_head_dim or self.d_head
+            q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * a * qk if self.q_lora_rank else h * a * qk
+            kv = h * (self.kv_lora_rank + self.rope_head_dim) + self.kv_lora_rank
+            kv += self.kv_lora_rank * a * (qk - self.rope_head_dim + v)
+            return q + kv + a * v * h
         h, q, kv = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head
         n = h * q + 2 * h * kv + q * h
         if self.bias:
@@ -170,9 +196,18 @@ class ModelConfig:
     def norm_params(self) -> int:
         return self.hidden * (2 if self.norm == "layernorm" else 1)
 
+    def shared_mlp_params(self) -> int:
+        """The MoE shared expert MLP of one block (0 when there is none)."""
+        return (3 if self.gated_mlp else 2) * self.hidden * self.shared_intermediate
+
     def layer_params(self) -> int:
-        """One decoder/encoder block: attention, MLP (all experts), router, two norms."""
+        """One decoder/encoder block: attention, MLP (all experts), router, shared expert, two norms."""
         mlp = self.mlp_params() * max(1, self.experts) + (self.hidden * self.experts if self.experts else 0)
+        return self.attention_params() + mlp + self.shared_mlp_params() + 2 * self.norm_params()
+
+    def dense_layer_params(self) -> int:
+        """One of the leading dense blocks of an MoE model (DeepSeek ``first_k_dense_replace``)."""
+        mlp = (3 if self.gated_mlp else 2) * self.hidden * (self.dense_intermediate or self.ffn)
         return self.attention_params() + mlp + 2 * self.norm_params()
 
     def cross_layer_params(self) -> int:
@@ -207,6 +242,7 @@ class ModelConfig:
         if self.params or not self.is_transformer:  # a count given by the user wins over the shape
             return self.params
         n = self.embedding_params() + self.layers * self.layer_params() + self.head_params()
+        n += self.dense_layers * (self.dense_layer_params() - self.layer_params())
         n += self.decoder_layers * self.cross_layer_params()
         n += self.relative_buckets * self.heads * (2 if self.decoder_layers else 1)
         final_norms = 2 if self.decoder_layers else (0 if self.arch == "encoder" else 1)
@@ -218,7 +254,7 @@ class ModelConfig:
         """Parameters each token passes through (MoE: only top-k experts)."""
         if not self.experts:
             return self.total_params
-        idle = (self.experts - self.experts_per_token) * self.mlp_params() * self.layers
+        idle = (self.experts - self.experts_per_token) * self.mlp_params() * (self.layers - self.dense_layers)
         return self.total_params - idle
 
     @functools.cached_property
@@ -244,7 +280,7 @@ class ModelConfig:
         if not self.is_transformer:
             return self.params
         per = self.layer_params() - 2 * self.norm_params()
-        n = self.layers * per
+        n = self.layers * per + self.dense_layers * (self.dense_layer_params() - self.layer_params())
         if self.decoder_layers:
             n += self.decoder_layers * (self.cross_layer_params() - 3 * self.norm_params())
         return float(n)
@@ -257,7 +293,7 @@ class ModelConfig:
         """
         if not self.is_transformer:
             raise EstimateError(f"LoRA needs a transformer model; {self.name!r} is {self.arch}",
-                                hint="use --task finetune for this model")
+                                hint="use task='finetune' for this model")
         h, q, kv, f = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head, self.ffn
         n_attn = self.layers + 2 * self.decoder_layers
         shapes = [(h, q, n_attn), (h, kv, n_attn)]  # q, v
@@ -314,9 +350,10 @@ def get_preset(name: str) -> ModelConfig:
     key = _ALIASES.get(key, key)
     if key in presets:
         return presets[key]
-    raise InputError(f"unknown model preset {name!r}",
+    shown = name if len(name) <= 80 else name[:60] + f"… ({len(name):,} characters)"
+    raise InputError(f"unknown model preset {shown!r}",
                      hint="give a preset (`gpuwise estimate --list-models`), a path to a config.json, "
-                     "or --params",
+                     "or params",
                      suggestions=did_you_mean(key, list(presets) + list(_ALIASES)))
 
 
@@ -381,9 +418,19 @@ def parse_hf_config(path: str | Path) -> ModelConfig:
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})",
                             hint="give the config.json of a Hugging Face model") from None
+    except RecursionError:  # thousands of nested brackets: no config.json looks like that
+        raise DataFileError(f"{where}: JSON nested too deeply to read",
+                            hint="give the config.json of a Hugging Face model") from None
     if not isinstance(cfg, dict):
         raise DataFileError(f"{where}: expected a JSON object", hint="give the config.json of a Hugging Face model")
     return config_from_dict(cfg, where)
+
+
+# config.json model_types read as Llama-style decoders (RMSNorm, rotary, gated or plain MLP, optional
+# MoE with shared experts, optional multi-head latent attention); any other model_type is refused.
+LLAMA_STYLE = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "gemma", "gemma2",
+                         "phi3", "olmo", "olmo2", "deepseek_v2", "deepseek_v3"})
+_OTHER_TYPES = ("gpt2", "gpt_neo", "gpt_bigcode", "bert", "roberta", "t5", "mt5", "vit")
 
 
 def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
@@ -408,6 +455,8 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         inter = _get(cfg, ("moe_intermediate_size",), where)
     if hidden == 0 or heads == 0 or layers == 0:
         raise DataFileError(f"{where}: hidden size, heads and layers must be > 0", hint="fix the config file")
+    if vocab == 0 and model_type != "vit":  # a text model embeds tokens from a vocabulary
+        raise DataFileError(f"{where}: field 'vocab_size' must be > 0", hint="fix the value in the config file")
     tied = bool(cfg.get("tie_word_embeddings", model_type in ("gpt2", "bert", "t5", "roberta", "opt")))
     common: dict[str, Any] = dict(name=where, hidden=hidden, layers=layers, heads=heads, kv_heads=kv,
                                   head_dim=head_dim, intermediate=inter, vocab=vocab, max_positions=maxpos,
@@ -432,10 +481,27 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
                     image_size=_get(cfg, ("image_size",), where), patch_size=_get(cfg, ("patch_size",), where),
                     num_channels=_get(cfg, ("num_channels",), where, required=False, default=3),
                     num_labels=len(cfg.get("id2label") or {}) or 1000, dropout=False, flash_attention=True)
-    else:  # llama, mistral, mixtral, qwen2, gemma, phi3 and other Llama-style decoders
-        if model_type and model_type not in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma",
-                                             "gemma2", "phi3", "olmo", "falcon", "deepseek_v2", "qwen3"):
-            pass  # unknown but Llama-shaped keys are present: read it as a Llama-style decoder
+    else:  # Llama-style decoders whose shape gpuwise reads completely (LLAMA_STYLE)
+        if model_type not in LLAMA_STYLE:
+            shown = model_type or "(none)"
+            raise DataFileError(
+                f"{where}: model_type {shown!r} is not supported: gpuwise would have to guess its shape",
+                hint=f"use --params N for a Llama-shaped estimate, or a config of a supported model_type "
+                     f"({', '.join(sorted(LLAMA_STYLE | set(_OTHER_TYPES)))})")
+        if model_type in ("deepseek_v2", "deepseek_v3"):
+            common["kv_lora_rank"] = _get(cfg, ("kv_lora_rank",), where)
+            common["q_lora_rank"] = _get(cfg, ("q_lora_rank",), where, required=False, default=0) or 0
+            common["rope_head_dim"] = _get(cfg, ("qk_rope_head_dim",), where)
+            common["head_dim"] = _get(cfg, ("qk_nope_head_dim",), where) + common["rope_head_dim"]
+            common["v_head_dim"] = _get(cfg, ("v_head_dim",), where)
+            common["kv_heads"] = heads
+            if experts:
+                common["shared_intermediate"] = inter * (_get(cfg, ("n_shared_experts",), where, required=False,
+                                                             default=0) or 0)
+                common["dense_layers"] = _get(cfg, ("first_k_dense_replace",), where, required=False, default=0)
+                common["dense_intermediate"] = _get(cfg, ("intermediate_size",), where)
+        elif experts and cfg.get("shared_expert_intermediate_size"):  # qwen2_moe
+            common["shared_intermediate"] = _get(cfg, ("shared_expert_intermediate_size",), where)
         spec = dict(arch="decoder", gated_mlp=("gelu_new" not in act and act != "gelu") or model_type == "gemma",
                     bias=bool(cfg.get("mlp_bias", False)), qkv_bias=model_type.startswith("qwen2")
                     or bool(cfg.get("attention_bias", False)), norm="rmsnorm", dropout=False, flash_attention=True)
@@ -445,6 +511,9 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         raise DataFileError(f"{where}: {exc.message}", hint=exc.hint) from None
 
 
+_MAX_MODEL_ARG = 4096  # PATH_MAX on Linux
+
+
 def resolve_model(model: str | None, params: float | None) -> ModelConfig:
     """``--model`` (preset or config.json path) and/or ``--params`` → ModelConfig.
 
@@ -452,20 +521,27 @@ def resolve_model(model: str | None, params: float | None) -> ModelConfig:
     """
     if model is None:
         if params is None:
-            raise InputError("no model given", hint="give --model NAME (or a config.json path) or --params 7e9")
+            raise InputError("no model given", hint="give model (a preset name or a config.json path) or params, e.g. params='7B'")
         shape = scaled_llama_like(params)
         embedding = shape.embedding_params()
         if params <= embedding:  # no weights left for the layers: FLOPs and times came out negative
-            raise InputError(f"--params {params:.3g} is too small for the assumed Llama-like shape, whose "
+            raise InputError(f"params={params:.3g} is too small for the assumed Llama-like shape, whose "
                              f"{shape.vocab:,}-token embedding alone has {embedding:.3g} parameters",
-                             hint="give --model with the model's config.json (small models need their real shape)")
+                             hint="give model= the model's config.json (small models need their real shape)")
         return replace(shape, params=params)
-    looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
-    cfg = parse_hf_config(Path(model) if not Path(model).is_dir() else Path(model) / "config.json") \
-        if looks_like_path or Path(model).is_dir() else get_preset(model)
+    if len(model) > _MAX_MODEL_ARG:  # a path the OS refuses; no preset is near
+        raise InputError(f"model name or path is {len(model):,} characters long",
+                         hint="give a preset name (`gpuwise estimate --list-models`) or the path to a config.json")
+    try:
+        is_dir = Path(model).is_dir()
+        looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
+    except (OSError, ValueError):  # a name the OS refuses as a path (too long, NUL byte): a preset name
+        is_dir, looks_like_path = False, model.endswith(".json")
+    cfg = parse_hf_config(Path(model) if not is_dir else Path(model) / "config.json") \
+        if looks_like_path or is_dir else get_preset(model)
     if params is not None and cfg.is_transformer and abs(cfg.total_params - params) > 0.25 * cfg.total_params:
-        raise InputError(f"--params {params:.3g} disagrees with {cfg.name} ({cfg.total_params:.3g} parameters)",
-                         hint="drop --params when --model is given")
+        raise InputError(f"params={params:.3g} disagrees with {cfg.name} ({cfg.total_params:.3g} parameters)",
+                         hint="drop params when model is given")
     if params is not None and not cfg.is_transformer:
         cfg = replace(cfg, params=params)
     return cfg

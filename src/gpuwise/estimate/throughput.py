@@ -4,7 +4,9 @@ FLOPs per token (PaLM, Chowdhery et al. 2022, App. B): ``6·N + 12·L·H·Q·T``
 the matmul parameters (input embeddings excluded), L layers, H heads, Q head width, T sequence
 length. LoRA/QLoRA skip the frozen weights' gradients: ``4·N + 12·L·H·Q·T + 6·N_adapter``.
 
-Time = FLOPs / (GPUs × dense peak × MFU). The MFU is not a constant: :func:`mfu_model` fits
+The estimator's time comes from :mod:`.steptime` (step time from named parts); this module gives it
+FLOPs and communication. :func:`mfu_model`, the older whole-run fit kept for
+``benchmarks/estimate_gpu_hours.py``, fits
 ``log MFU = b0 + b1·log(balance/153) + b2·log(hidden/4096)`` to the published pretraining runs in
 ``data/published_runs.csv`` (GPU-hours as reported, so restarts and downtime are included), where
 ``balance`` = dense peak FLOP/s ÷ memory bandwidth (FLOP/byte; A100-80GB = 153) stands for the GPU
@@ -50,9 +52,9 @@ _MFU_MIN, _MFU_MAX = 0.05, 0.65
 def peak_flops(gpu: GpuSpec, precision: str) -> float:
     """Dense peak FLOP/s for ``precision``; errors say what the GPU lacks."""
     if precision == "fp8" and gpu.peak_fp8_tflops is None:
-        raise EstimateError(f"{gpu.name} has no FP8 tensor cores", hint="use --precision bf16 (or a Hopper/Ada/Blackwell GPU)")
+        raise EstimateError(f"{gpu.name} has no FP8 tensor cores", hint="use precision='bf16' (or a Hopper/Ada/Blackwell GPU)")
     if precision == "bf16" and gpu.peak_bf16_tflops is None and gpu.peak_fp16_tflops is not None:
-        raise EstimateError(f"{gpu.name} has no BF16 support", hint="use --precision fp16 on this GPU")
+        raise EstimateError(f"{gpu.name} has no BF16 support", hint="use precision='fp16' on this GPU")
     value = gpu.peak_tflops(precision)
     if value is None:
         raise HardwareError(f"{gpu.name}: no published {precision} peak", hint="add the figure to your gpus.csv "

@@ -88,6 +88,13 @@ class Workload:
     """Pipeline-parallel degree (1F1B schedule)."""
     cpu_offload: bool = False
     """Keep optimizer states (and master weights) in CPU memory (ZeRO-Offload)."""
+    fused_kernels: bool = False
+    """Fused norm and cross-entropy kernels (flash-attn/Liger/Transformer Engine, llm-foundry's default
+    ``fused_crossentropy``): a norm keeps only its 16-bit input and the loss needs no fp32 copy of the
+    logits. False = Hugging Face eager (RMSNorm upcasts to fp32, cross-entropy on fp32 logits)."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism with tensor parallelism: norms and dropout are split across the
+    tensor-parallel GPUs too (Korthikanti et al. 2022, Sec. 4.2.2)."""
     flash_attention: bool | None = None
     """Fused attention that never stores the score matrix. None: the model's default."""
     prompt_len: int = 512
@@ -100,53 +107,53 @@ class Workload:
     """Defaults that were filled in, said back to the user."""
 
     def __post_init__(self) -> None:
-        check_choice(self.task, TASKS, "--task")
-        _choice(self.precision, PRECISIONS, "--precision")
-        _choice(self.optimizer, OPTIMIZERS, "--optimizer")
-        _choice(self.grad_ckpt, GRAD_CKPT, "--grad-ckpt")
-        _choice(self.lora_targets, LORA_TARGETS, "--lora-targets")
+        check_choice(self.task, TASKS, "task")
+        _choice(self.precision, PRECISIONS, "precision")
+        _choice(self.optimizer, OPTIMIZERS, "optimizer")
+        _choice(self.grad_ckpt, GRAD_CKPT, "grad_ckpt")
+        _choice(self.lora_targets, LORA_TARGETS, "lora_targets")
         if self.zero not in (0, 1, 2, 3):
-            raise InputError(f"--zero must be 0, 1, 2 or 3, got {self.zero}", hint="use 3 for FSDP full sharding")
-        for name, value, hi in (("--tokens", self.tokens, _MAX_TOKENS), ("--samples", self.samples, _MAX_TOKENS),
-                                ("--requests", self.requests, _MAX_TOKENS)):
+            raise InputError(f"zero={self.zero!r} is not a ZeRO stage", hint="give zero=0, 1, 2 or 3 (3 is FSDP full sharding)")
+        for name, value, hi in (("tokens", self.tokens, _MAX_TOKENS), ("samples", self.samples, _MAX_TOKENS),
+                                ("requests", self.requests, _MAX_TOKENS)):
             if value is not None:
                 check_finite(value, name, strict=True, maximum=hi)
         if self.tokens is not None and self.samples is not None:  # tokens used to win silently
-            raise InputError("both --tokens and --samples given: the run's size is ambiguous",
-                             hint="give --tokens, or --samples (tokens = samples × seq-len × epochs), not both")
-        check_finite(self.epochs, "--epochs", strict=True, maximum=1e6)
-        for name, ivalue, hi in (("--seq-len", self.seq_len, _MAX_SEQ), ("--micro-batch", self.micro_batch, _MAX_BATCH),
-                                 ("--global-batch", self.global_batch, _MAX_BATCH), ("--lora-rank", self.lora_rank, 1 << 16),
-                                 ("--tensor-parallel", self.tensor_parallel, 1024),
-                                 ("--pipeline-parallel", self.pipeline_parallel, 1024),
-                                 ("--prompt-len", self.prompt_len, _MAX_SEQ), ("--output-len", self.output_len, _MAX_SEQ)):
+            raise InputError("both tokens and samples given: the run's size is ambiguous",
+                             hint="give tokens, or samples (tokens = samples × seq_len × epochs), not both")
+        check_finite(self.epochs, "epochs", strict=True, maximum=1e6)
+        for name, ivalue, hi in (("seq_len", self.seq_len, _MAX_SEQ), ("micro_batch", self.micro_batch, _MAX_BATCH),
+                                 ("global_batch", self.global_batch, _MAX_BATCH), ("lora_rank", self.lora_rank, 1 << 16),
+                                 ("tensor_parallel", self.tensor_parallel, 1024),
+                                 ("pipeline_parallel", self.pipeline_parallel, 1024),
+                                 ("prompt_len", self.prompt_len, _MAX_SEQ), ("output_len", self.output_len, _MAX_SEQ)):
             if ivalue is None:
                 continue
             if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue < 1 or ivalue > hi:
-                raise InputError(f"{name} must be a whole number from 1 to {hi:,}, got {ivalue!r}",
+                raise InputError(f"{name}={ivalue!r} is not a whole number from 1 to {hi:,}",
                                  hint=f"give a positive whole {name}")
         if self.prompt_len + self.output_len > _MAX_SEQ:
-            raise InputError("prompt + output length is absurdly long", hint="give shorter --prompt-len/--output-len")
+            raise InputError("prompt + output length is absurdly long", hint="give a shorter prompt_len or output_len")
         m = self.model
         if self.task in ("lora", "qlora") and not m.is_transformer:
-            raise EstimateError(f"--task {self.task} needs a transformer; {m.name} is a {m.arch}",
-                                hint="use --task finetune, or --model with a transformer config")
+            raise EstimateError(f"task={self.task!r} needs a transformer; {m.name} is a {m.arch}",
+                                hint="use task='finetune', or a model with a transformer config")
         if self.task == "qlora" and self.precision in ("fp32", "fp8"):
             raise EstimateError("QLoRA computes in 16 bit on a 4-bit base",
-                                hint="use --precision bf16 (or fp16) with --task qlora")
+                                hint="use precision='bf16' (or 'fp16') with task='qlora'")
         if self.micro_batch and self.global_batch is not None and self.global_batch < self.micro_batch:
-            raise InputError(f"--global-batch {self.global_batch} is smaller than --micro-batch {self.micro_batch}",
+            raise InputError(f"global_batch={self.global_batch} is smaller than micro_batch={self.micro_batch}",
                              hint="the global batch is micro-batch × GPUs × accumulation steps")
         if self.tensor_parallel > 1 and m.is_transformer and m.heads % self.tensor_parallel:
-            raise EstimateError(f"--tensor-parallel {self.tensor_parallel} does not divide {m.heads} heads",
+            raise EstimateError(f"tensor_parallel={self.tensor_parallel} does not divide {m.heads} heads",
                                 hint="pick a tensor-parallel degree that divides the head count")
         if self.pipeline_parallel > 1 and m.is_transformer and self.pipeline_parallel > m.total_layers:
-            raise EstimateError(f"--pipeline-parallel {self.pipeline_parallel} exceeds {m.total_layers} layers",
+            raise EstimateError(f"pipeline_parallel={self.pipeline_parallel} exceeds {m.total_layers} layers",
                                 hint="use at most one pipeline stage per layer")
         seq = self.effective_seq_len
         if m.learned_positions and seq > m.max_positions:  # a learned position table has no row beyond it
             raise EstimateError(f"sequence length {seq} exceeds {m.name}'s {m.max_positions} positions",
-                                hint=f"give --seq-len ≤ {m.max_positions}")
+                                hint=f"give seq_len ≤ {m.max_positions}")
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -208,7 +215,7 @@ def _int_option(value: str | int | float | None, flag: str) -> int | None:
     v = parse_count(value, flag) if isinstance(value, str) else float(value)
     check_finite(v, flag)
     if v != int(v):
-        raise InputError(f"{flag} must be a whole number, got {value!r}", hint=f"give {flag} as a whole number")
+        raise InputError(f"{flag}={value!r} is not a whole number", hint=f"give {flag} as a whole number")
     return int(v)
 
 
@@ -238,41 +245,41 @@ def workload_from_options(
     requests: str | float | None = None,
 ) -> Workload:
     """Build a :class:`Workload` from CLI-style values (``"7B"``, ``"2e12"``, ``"300k"``)."""
-    n_params = parse_count(params, "--params", allow_zero=False) if params is not None else None
+    n_params = parse_count(params, "params", allow_zero=False) if params is not None else None
     if n_params is not None:
-        check_finite(n_params, "--params", maximum=1e15)
+        check_finite(n_params, "params", maximum=1e15)
     cfg = resolve_model(model, n_params)
     notes: list[str] = []
     if model is None:
         notes.append(f"shape assumed Llama-like for {cfg.name} (hidden {cfg.hidden}, "
                      f"{cfg.layers} layers): give --model for exact activation memory")
-    t = _choice(task, TASKS, "--task")
+    t = _choice(task, TASKS, "task")
     if grad_ckpt is None:
         # QLoRA recipes checkpoint activations: QLoRA paper (Dettmers et al. 2023) Sec. 4 and PEFT's
         # prepare_model_for_kbit_training(use_gradient_checkpointing=True) default.
         grad_ckpt = "full" if t == "qlora" else "none"
         if t == "qlora":
             notes.append("qlora: gradient checkpointing on (full), as QLoRA recipes do; --grad-ckpt none to change")
-    mb = _int_option(micro_batch, "--micro-batch")
+    mb = _int_option(micro_batch, "micro_batch")
     return Workload(
         model=cfg, task=t,  # type: ignore[arg-type]
-        tokens=parse_count(tokens, "--tokens", allow_zero=False) if tokens is not None else None,
-        samples=parse_count(samples, "--samples", allow_zero=False) if samples is not None else None,
-        epochs=parse_count(epochs, "--epochs", allow_zero=False),
-        seq_len=_int_option(seq_len, "--seq-len"),
+        tokens=parse_count(tokens, "tokens", allow_zero=False) if tokens is not None else None,
+        samples=parse_count(samples, "samples", allow_zero=False) if samples is not None else None,
+        epochs=parse_count(epochs, "epochs", allow_zero=False),
+        seq_len=_int_option(seq_len, "seq_len"),
         micro_batch=mb if mb is not None else 1,
-        global_batch=_int_option(global_batch, "--global-batch"),
-        precision=_choice(precision, PRECISIONS, "--precision"),  # type: ignore[arg-type]
-        optimizer=_choice(optimizer, OPTIMIZERS, "--optimizer"),  # type: ignore[arg-type]
-        zero=_int_option(zero, "--zero") or 0,
-        grad_ckpt=_choice(grad_ckpt, GRAD_CKPT, "--grad-ckpt"),  # type: ignore[arg-type]
-        lora_rank=_int_option(lora_rank, "--lora-rank") or 0,
-        lora_targets=_choice(lora_targets, LORA_TARGETS, "--lora-targets"),  # type: ignore[arg-type]
-        tensor_parallel=_int_option(tensor_parallel, "--tensor-parallel") or 0,
-        pipeline_parallel=_int_option(pipeline_parallel, "--pipeline-parallel") or 0,
+        global_batch=_int_option(global_batch, "global_batch"),
+        precision=_choice(precision, PRECISIONS, "precision"),  # type: ignore[arg-type]
+        optimizer=_choice(optimizer, OPTIMIZERS, "optimizer"),  # type: ignore[arg-type]
+        zero=_int_option(zero, "zero") or 0,
+        grad_ckpt=_choice(grad_ckpt, GRAD_CKPT, "grad_ckpt"),  # type: ignore[arg-type]
+        lora_rank=_int_option(lora_rank, "lora_rank") or 0,
+        lora_targets=_choice(lora_targets, LORA_TARGETS, "lora_targets"),  # type: ignore[arg-type]
+        tensor_parallel=_int_option(tensor_parallel, "tensor_parallel") or 0,
+        pipeline_parallel=_int_option(pipeline_parallel, "pipeline_parallel") or 0,
         cpu_offload=cpu_offload, flash_attention=flash_attention,
-        prompt_len=_int_option(prompt_len, "--prompt-len") or 0,
-        output_len=_int_option(output_len, "--output-len") or 0,
-        requests=parse_count(requests, "--requests", allow_zero=False) if requests is not None else None,
+        prompt_len=_int_option(prompt_len, "prompt_len") or 0,
+        output_len=_int_option(output_len, "output_len") or 0,
+        requests=parse_count(requests, "requests", allow_zero=False) if requests is not None else None,
         notes=tuple(notes),
     )

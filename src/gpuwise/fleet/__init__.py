@@ -1,5 +1,5 @@
 """Paying less for a fleet: the reserved/spot/on-demand mix for a demand profile
-(:func:`plan_fleet`), owning versus renting (:func:`tco`), and weighted vendor scoring
+(:func:`plan_fleet`), owning versus renting (:func:`compute_tco`), and weighted vendor scoring
 (:func:`score_vendors`). Pure Python + numpy/scipy: no network, no CLI.
 """
 
@@ -27,7 +27,7 @@ from gpuwise.fleet.pricing import (
     gpu_prices,
     parse_reserved_overrides,
 )
-from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts, TcoResult, tco
+from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts, TcoResult, compute_tco
 from gpuwise.fleet.vendors import (
     DEFAULT_WEIGHTS,
     Criteria,
@@ -57,6 +57,7 @@ __all__ = [
     "TcoResult",
     "VendorRanking",
     "catalog_filler",
+    "compute_tco",
     "demand_to_csv",
     "gpu_prices",
     "parse_criteria",
@@ -68,5 +69,4 @@ __all__ = [
     "score_vendors",
     "solve",
     "synthetic_demand",
-    "tco",
 ]

@@ -22,7 +22,7 @@ def _write(fig: object, path: Path, title: str) -> None:
         html = fig.to_html(include_plotlyjs=True, full_html=True)  # type: ignore[attr-defined]
         write_text_atomic(path, html.replace("<head>", f"<head><title>{title}</title>", 1))
     except OSError as exc:
-        raise InputError(f"cannot write {path} ({exc.strerror})", hint="give a writable --html path") from None
+        raise InputError(f"cannot write {path} ({exc.strerror})", hint="give a writable path for the chart") from None
 
 
 def fleet_html(plan: FleetPlan, hourly: Mapping[str, np.ndarray], timestamps: Sequence[dt.datetime],

@@ -148,7 +148,8 @@ def _resolve_gpu(raw: str, where: str, cache: dict[str, str]) -> str:
 
 def parse_demand_csv(text: str, origin: str) -> Demand:
     """Read demand CSV text; every problem names ``origin``, the row and the column."""
-    reader = csv.DictReader(io.StringIO(text))
+    # Excel's "CSV UTF-8" starts with a byte-order mark, which would glue onto the first column's name
+    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
     if missing:
         raise DataFileError(f"{origin}: missing column(s) {', '.join(missing)}",
@@ -243,10 +244,10 @@ def synthetic_demand(gpus: Sequence[str] = ("H100", "A100-80GB"), *, hours: int 
     """
     if not 1 <= hours <= 10 * 8760:
         raise InputError(f"the synthetic profile needs 1 to 87,600 hours (10 years), got {hours}",
-                         hint="give --profile-hours between 1 and 87600")
+                         hint="give hours=1 to 87600")
     check_finite(peak_gpus, "profile peak (GPUs)", strict=True, maximum=MAX_GPUS_PER_HOUR / 4)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:  # numpy refuses negative seeds
-        raise InputError(f"the profile seed must be a whole number ≥ 0, got {seed!r}", hint="give --seed 0 or more")
+        raise InputError(f"the profile seed must be a whole number ≥ 0, got {seed!r}", hint="give seed=0 or more")
     from gpuwise.hardware import find_gpu
 
     names = tuple(find_gpu(g).name for g in gpus)

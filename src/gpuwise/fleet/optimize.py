@@ -79,7 +79,7 @@ class FleetOptions:
         for gpu, cap in self.spot_capacity_gpus.items():
             if not (math.isfinite(cap) and cap >= 0):
                 raise InputError(f"spot capacity for {gpu} must be a number of GPUs ≥ 0, got {cap!r}",
-                                 hint="give e.g. --spot-capacity 32 or --spot-capacity H100=32")
+                                 hint="give e.g. spot_capacity_gpus={'H100': 32}")
         for name in ("budget_usd", "monthly_budget_usd", "max_commitment_usd"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
@@ -237,6 +237,9 @@ class FleetPlan:
     """Solver statistics."""
     notes: tuple[str, ...]
     """Things the user should know (unavailable reservations, assumptions)."""
+    extrapolated: bool = False
+    """A proposed reservation's term is longer than the demand profile: its cost and saving assume
+    the profile repeats for the whole term (said in ``notes``)."""
 
 
 # ---------------------------------------------------------------- cost curves
@@ -455,11 +458,11 @@ def _infeasible(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetO
     d = dispatch(demand, prices, best.counts, uncapped)
     parts = []
     if options.budget_usd is not None:
-        parts.append(f"--budget ${options.budget_usd:,.0f} (the cheapest plan costs ${best.objective_usd:,.0f})")
+        parts.append(f"budget_usd={options.budget_usd:,.0f} (the cheapest plan costs ${best.objective_usd:,.0f})")
     if options.monthly_budget_usd is not None:
         months = _monthly(demand, d)
         worst = max(months, key=lambda mc: mc.total_usd)
-        parts.append(f"--monthly-budget ${options.monthly_budget_usd:,.0f} (the cheapest plan's dearest "
+        parts.append(f"monthly_budget_usd={options.monthly_budget_usd:,.0f} (the cheapest plan's dearest "
                      f"month, {worst.month}, costs ${worst.total_usd:,.0f})")
     what = " and ".join(parts) or "the caps"
     return PlanError(f"no plan meets {what}",
@@ -611,6 +614,12 @@ def plan_fleet(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOp
         if p.spot is not None and curve.spot_eff is None:
             notes.append(f"{gpu}: spot with {options.spot_overhead:.1%} interruption overhead is not "
                          "cheaper than on-demand; spot not used")
+    longest = max((c.term_years for c in commitments), default=0)
+    extrapolated = longest * HOURS_PER_YEAR > demand.hours
+    if extrapolated:
+        notes.insert(0, f"extrapolated: a {longest}-year reservation is proposed from {_span(demand.hours)} of "
+                        "demand; its saving assumes this demand repeats for the whole term. Give a longer "
+                        "demand history" + (", or allow only 1-year terms" if longest > 1 else ""))
     scenarios: list[Scenario] = []
     if sensitivity:
         for factor in (0.8, 1.2):
@@ -628,7 +637,16 @@ def plan_fleet(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOp
         single_billing_costs_usd=singles, monthly=tuple(_monthly(demand, d)),
         reserved_utilization=_utilization(d, demand.hours), per_gpu=tuple(per_gpu),
         sensitivity=tuple(scenarios), hours=demand.hours, spot_overhead=options.spot_overhead,
-        solver=sol, notes=tuple(notes))
+        solver=sol, notes=tuple(notes), extrapolated=extrapolated)
+
+
+def _span(hours: int) -> str:
+    """``1,344`` → ``8 weeks`` (the demand's length, in words)."""
+    if hours >= 2 * HOURS_PER_YEAR:
+        return f"{hours / HOURS_PER_YEAR:.1f} years"
+    if hours >= 14 * 24:
+        return f"{hours / (7 * 24):.0f} weeks"
+    return f"{hours / 24:.0f} days" if hours >= 48 else f"{hours} hours"
 
 
 def hourly_split(demand: Demand, prices: Mapping[str, GpuPrices], plan: FleetPlan,

@@ -1,9 +1,10 @@
 """$/GPU-hour per billing type for each GPU model, read from the catalog and the reserved terms.
 
 For every GPU model the fleet needs, the cheapest whole-GPU on-demand and spot prices across the
-allowed clouds, and one reservation option per (cloud, term) whose discount is known (bundled
-``reserved.yaml``, the user's ``reserved.yaml`` or a ``--reserved-discount`` override). A cloud
-whose discount is unknown offers no reservation, and :attr:`GpuPrices.reserved_unavailable`
+allowed clouds, and one reservation option per (cloud, term) whose price is known: a discount
+(the user's ``reserved.yaml`` or a ``--reserved-discount`` override), else the per-instance reserved
+prices fetched by ``gpuwise catalog update --fetch`` (AWS price list, Azure retail prices). A cloud
+with neither offers no reservation, and :attr:`GpuPrices.reserved_unavailable`
 says so, so that the output can tell the user why.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.query import CheapestPrice, cheapest_per_gpu
 from gpuwise.catalog.reserved import TERMS, ReservedTerm
+from gpuwise.catalog.risk import ReservedPrice
 from gpuwise.errors import InputError, PlanError, did_you_mean
 
 _OVERRIDE = re.compile(r"^\s*([a-z0-9_-]+)\s*:\s*([13])y\s*=\s*(\S+)\s*$", re.I)
@@ -98,9 +100,44 @@ def _quote(cheapest: CheapestPrice) -> PriceQuote:
     return PriceQuote(cheapest.usd_per_gpu_hour, cheapest.cloud, f"{cheapest.region} {cheapest.instance_type}")
 
 
+def _fetched_reserved(offers: Sequence[Offer], prices: Sequence[ReservedPrice]
+                      ) -> dict[tuple[str, str, int], tuple[float, str]]:
+    """(cloud, gpu, years) → cheapest fetched reserved $/GPU-hour and where, over instances in ``offers``.
+
+    Only instance types and regions present in ``offers`` count, so cloud/region filters apply.
+    """
+    carried: dict[tuple[str, str, str], Offer] = {}
+    for o in offers:
+        if o.gpu_count >= 1:
+            carried.setdefault((o.cloud, o.region, o.instance_type), o)
+    best: dict[tuple[str, str, int], tuple[float, str]] = {}
+    for r in prices:
+        match = carried.get((r.cloud, r.region, r.instance_type))
+        if match is None:
+            continue
+        per_gpu = r.usd_per_hour / match.gpu_count
+        key = (r.cloud, match.gpu, r.term_years)
+        if key not in best or per_gpu < best[key][0]:
+            best[key] = (per_gpu, f"{r.source} ({r.instance_type} {r.region}, {r.term_years}y no upfront, "
+                                  f"as of {r.as_of})")
+    return best
+
+
 def gpu_prices(offers: Sequence[Offer], gpus: Iterable[str],
-               terms: Mapping[tuple[str, int], ReservedTerm | None]) -> dict[str, GpuPrices]:
-    """Prices per GPU model from ``offers`` (already filtered to the allowed clouds/regions)."""
+               terms: Mapping[tuple[str, int], ReservedTerm | None],
+               reserved_prices: Sequence[ReservedPrice] | None = None) -> dict[str, GpuPrices]:
+    """Prices per GPU model from ``offers`` (already filtered to the allowed clouds/regions).
+
+    A reservation's price is, per (cloud, term): the discount in ``terms`` when one is set (the
+    user's reserved.yaml or ``--reserved-discount``: what the user says wins), else the cheapest
+    per-instance reserved price fetched by ``gpuwise catalog update --fetch`` (``reserved_prices``;
+    None reads them from the catalog store), else none (listed in ``reserved_unavailable``).
+    """
+    if reserved_prices is None:
+        from gpuwise.catalog.risk import load_reserved_prices
+
+        reserved_prices = load_reserved_prices()
+    fetched = _fetched_reserved(offers, reserved_prices)
     by_cloud: dict[str, list[Offer]] = {}
     for o in offers:
         by_cloud.setdefault(o.cloud, []).append(o)
@@ -120,11 +157,19 @@ def gpu_prices(offers: Sequence[Offer], gpus: Iterable[str],
         for cloud, quote in sorted(od_by_cloud.items()):
             for years in TERMS:
                 term = terms.get((cloud, years))
-                if term is None:
+                if term is not None:
+                    reserved.append(ReservedOption(cloud, years, quote.usd_per_gpu_hour * (1 - term.discount),
+                                                   term.discount, term.source))
+                    continue
+                hit = fetched.get((cloud, gpu, years))
+                if hit is None:
                     unavailable.append(f"{cloud} {years}y")
                     continue
-                reserved.append(ReservedOption(cloud, years, quote.usd_per_gpu_hour * (1 - term.discount),
-                                               term.discount, term.source))
+                price, source = hit
+                discount = 1 - price / quote.usd_per_gpu_hour
+                if discount <= 0:
+                    continue  # dearer than on-demand somewhere in the same cloud: never worth buying
+                reserved.append(ReservedOption(cloud, years, price, discount, source))
         reserved.sort(key=lambda r: (r.usd_per_gpu_hour, r.term_years, r.cloud))
         best_od = min(od_by_cloud.values(), key=lambda q: (q.usd_per_gpu_hour, q.cloud))
         out[gpu] = GpuPrices(gpu, best_od, spot_best, tuple(reserved), tuple(unavailable))

@@ -161,11 +161,11 @@ def _annuity_payment(principal: float, yearly_rate: float, months: int) -> float
     return principal * r / (1 - (1 + r) ** -months)
 
 
-def tco(gpu: str, count: int, years: float, utilization: float, own: OwnCosts, rates: CloudRates, *,
-        tdp_w: float, spot_overhead: float = 0.075) -> TcoResult:
+def compute_tco(gpu: str, count: int, years: float, utilization: float, own: OwnCosts, rates: CloudRates, *,
+                tdp_w: float, spot_overhead: float = 0.075) -> TcoResult:
     """Own versus rent ``count`` GPUs of model ``gpu`` for ``years`` at ``utilization``."""
     if isinstance(count, bool) or count < 1:
-        raise InputError(f"GPU count must be a whole number ≥ 1, got {count!r}", hint="give --count 8")
+        raise InputError(f"count must be a whole number of GPUs ≥ 1, got {count!r}", hint="give e.g. count=8")
     check_finite(years, "years", strict=True, maximum=30)
     check_finite(utilization, "utilization", maximum=1.0)
     check_finite(tdp_w, "TDP (W)", strict=True)

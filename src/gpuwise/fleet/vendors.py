@@ -183,7 +183,7 @@ def _check_sum(weights: Mapping[str, float], where: str, normalize: bool, notes:
     if abs(total - 1) > _TOL:
         if not normalize:
             raise DataFileError(f"{where}: the weights sum to {total:g}, not 1",
-                                hint="make them sum to 1, or pass --normalize-weights to rescale them")
+                                hint="make them sum to 1, or rescale them with normalize_weights=True")
         notes.append(f"{where}: weights summed to {total:g}; rescaled to sum to 1")
         return {k: w / total for k, w in weights.items()}
     return dict(weights)
@@ -394,9 +394,11 @@ def score_vendors(criteria: Criteria) -> VendorRanking:
                 if abs(beta) < 1e-15:
                     continue
                 root = -alpha / beta
-                if -1e-12 <= root <= 1 + 1e-12 and abs(root - w) > 1e-12 and (
+                # Past the root c leads; a root at 0 or 1 has no "past" inside [0, 1]: there the
+                # two only tie (e.g. every vendor scores the same on d), and the winner never changes.
+                if 1e-9 < root < 1 - 1e-9 and abs(root - w) > 1e-12 and (
                         best is None or abs(root - w) < abs(best[0] - w)):
-                    best = (min(max(root, 0.0), 1.0), c)
+                    best = (root, c)
         sens.append(WeightSensitivity(d, w, best[0] if best else None, (best[0] - w) if best else None,
                                       best[1] if best else None))
     notes = list(criteria.notes)

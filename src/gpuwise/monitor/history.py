@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from gpuwise.monitor.snapshot import Snapshot
+from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD, GpuSample, Snapshot
+
+WorkloadShares = tuple[tuple[str, float, bool], ...]
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,17 @@ class GpuSeries:
     """GPU temperature."""
     workloads: tuple[tuple[str, ...], ...]
     """Workloads holding memory on the GPU in each sample (empty tuple = no process)."""
+    mig_active_share: np.ndarray | None = None
+    """MIG GPUs: share of the slices in active instances per sample (unallocated slices idle; see
+    :attr:`~gpuwise.monitor.snapshot.GpuSample.mig_active_share`); NaN where not in MIG mode."""
+    lost: np.ndarray | None = None
+    """1.0 where the GPU was lost (fell off the bus) in that sample, else 0.0."""
+    xid_codes: tuple[int, ...] = ()
+    """XID codes the GPU reported in the window."""
+    workload_shares: tuple[WorkloadShares | None, ...] | None = None
+    """MIG GPUs: per sample, (workload, share of the GPU, active) for each workload in an instance
+    (share = instance slices / GPU slices, split among the instance's workloads); None per sample
+    where the GPU is not in MIG mode (then a sample is split evenly among its workloads)."""
 
     def __len__(self) -> int:
         return int(self.timestamp_s.size)
@@ -75,23 +88,48 @@ class SeriesBuilder:
 
     def __init__(self, host: str, uuid: str, index: int, model: str, memory_total_bytes: float) -> None:
         self.meta = (host, uuid, index, model, memory_total_bytes)
-        self.rows: list[tuple[float, float, float, float, float, float, float]] = []
+        self.rows: list[tuple[float, ...]] = []
         self.workloads: list[tuple[str, ...]] = []
+        self.shares: list[WorkloadShares | None] = []
+        self.xids: set[int] = set()
 
     def add(self, ts: float, dur: float, util: float | None, sm: float | None, mem: float | None,
-            power: float | None, temp: float | None, workloads: tuple[str, ...]) -> None:
+            power: float | None, temp: float | None, workloads: tuple[str, ...], *, mig_share: float | None = None,
+            lost: bool = False, xids: tuple[int, ...] = (), shares: WorkloadShares | None = None) -> None:
         nan = float("nan")
         self.rows.append((ts, dur, nan if util is None else util, nan if sm is None else sm,
-                          nan if mem is None else mem, nan if power is None else power, nan if temp is None else temp))
+                          nan if mem is None else mem, nan if power is None else power, nan if temp is None else temp,
+                          nan if mig_share is None else mig_share, 1.0 if lost else 0.0))
         self.workloads.append(workloads)
+        self.shares.append(shares)
+        self.xids.update(xids)
 
     def build(self) -> GpuSeries:
-        a = np.array(self.rows, dtype=float).reshape(-1, 7)
+        a = np.array(self.rows, dtype=float).reshape(-1, 9)
         order = np.argsort(a[:, 0], kind="stable")
         a = a[order]
         host, uuid, index, model, total = self.meta
         return GpuSeries(host, uuid, index, model, total, a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4], a[:, 5],
-                         a[:, 6], tuple(self.workloads[i] for i in order))
+                         a[:, 6], tuple(self.workloads[i] for i in order), mig_active_share=a[:, 7], lost=a[:, 8],
+                         xid_codes=tuple(sorted(self.xids)),
+                         workload_shares=tuple(self.shares[i] for i in order) if any(self.shares) else None)
+
+
+def mig_workload_shares(g: GpuSample) -> WorkloadShares | None:
+    """(workload, share of the GPU, active) per workload running in a MIG instance of ``g``; None
+    when ``g`` is not in MIG mode. Shares of empty instances and unallocated slices belong to no
+    workload (they are the GPU's waste)."""
+    if not g.mig_enabled or not g.mig_slices_total:
+        return None
+    out: list[tuple[str, float, bool]] = []
+    for m in g.mig_devices:
+        names = sorted({p.workload for p in m.processes})
+        if not names:
+            continue
+        busy = m.sm_active_ratio >= ACTIVE_THRESHOLD if m.sm_active_ratio is not None else True
+        share = (m.slices or 1) / g.mig_slices_total / len(names)
+        out.extend((w, share, busy) for w in names)
+    return tuple(out)
 
 
 def add_snapshot(builders: dict[tuple[str, str], SeriesBuilder], snap: Snapshot, duration_s: float) -> None:
@@ -104,7 +142,8 @@ def add_snapshot(builders: dict[tuple[str, str], SeriesBuilder], snap: Snapshot,
             b = builders[key] = SeriesBuilder(snap.host, g.uuid, g.index, g.name, total)
         b.add(snap.timestamp_s, duration_s, g.utilization_gpu_ratio, g.sm_active_ratio,
               None if g.memory_used_bytes is None else float(g.memory_used_bytes), g.power_w, g.temperature_c,
-              tuple(sorted({p.workload for p in g.processes})))
+              tuple(sorted({p.workload for p in g.processes})), mig_share=g.mig_active_share, lost=g.lost,
+              xids=tuple(code for code, _ in g.xid_counts), shares=mig_workload_shares(g))
 
 
 def replay_history(reader: Any, window_s: float, end_s: float) -> History:
@@ -126,7 +165,6 @@ def replay_history(reader: Any, window_s: float, end_s: float) -> History:
         from dataclasses import replace
 
         add_snapshot(builders, replace(snap, timestamp_s=start + k * per_frame), per_frame * repeat)
-        for _ in range(repeat - 1):
-            reader.fake.advance()
+        reader.fake.advance(repeat - 1)
         k += repeat
     return History(start, end_s, tuple(b.build() for b in builders.values()), source=f"fake:{trace.name}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import pwd
 import re
@@ -40,7 +41,14 @@ _CLOCK_SM, _CLOCK_MEM = 1, 2
 _PCIE_TX, _PCIE_RX = 0, 1
 _ECC_CORRECTED, _ECC_UNCORRECTED, _VOLATILE_ECC = 0, 1, 0
 _EVENT_XID = 0x8
-_GPM_SM_UTIL, _GPM_ANY_TENSOR_UTIL = 2, 5  # NVML_GPM_METRIC_* ids (GPM enums, NVML API reference)
+# NVML_GPM_METRIC_* ids (nvml.h GPM enums): SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL, DRAM_BW_UTIL
+_GPM_SM_UTIL, _GPM_SM_OCCUPANCY, _GPM_ANY_TENSOR_UTIL, _GPM_DRAM_BW_UTIL = 2, 3, 5, 10
+# NVML field ids (nvml.h NVML_FI_DEV_*): memory temperature, NVLink data throughput (KiB, all
+# links) and NVLink error totals
+_FI_MEMORY_TEMP, _FI_NVLINK_TX, _FI_NVLINK_RX = 82, 138, 139
+_FI_NVLINK_ERRORS = {"crc_flit": 38, "replay": 52, "recovery": 59}
+_FIELDS = (_FI_MEMORY_TEMP, _FI_NVLINK_TX, _FI_NVLINK_RX, *_FI_NVLINK_ERRORS.values())
+_NO_INSTANCE = 0xFFFFFFFF  # NVML's "not in a MIG instance"
 
 
 class GpuReader(Protocol):
@@ -82,6 +90,7 @@ class NvmlSession:
         self.lib = lib
         self._base, self._absent, self._lost = _error_classes(lib)
         self._not_found: type[BaseException] = getattr(lib, "NVMLError_NotFound", self._lost)
+        self._timeout: type[BaseException] = getattr(lib, "NVMLError_Timeout", self._lost)
         self.unsupported: set[str] = set()
         """Metrics found unsupported (on any GPU), by metric name."""
         self._logged: set[tuple[int | None, str]] = set()
@@ -98,10 +107,12 @@ class NvmlSession:
         except OSError as exc:  # a broken libnvidia-ml.so
             raise DeviceError(f"cannot load NVML: {exc}", hint=_INIT_FIXES["NVMLError_LibraryNotFound"]) from exc
 
-    def call(self, metric: str, fn_name: str, *args: Any, gpu: int | None = None, not_found_ok: bool = False) -> Any:
+    def call(self, metric: str, fn_name: str, *args: Any, gpu: int | None = None, not_found_ok: bool = False,
+             timeout_ok: bool = False) -> Any:
         """``lib.fn_name(*args)``, or None where the metric is unsupported or failed this time.
 
-        ``not_found_ok``: ``NotFound`` is an answer, not an error (an empty MIG slot).
+        ``not_found_ok``: ``NotFound`` is an answer, not an error (an empty MIG slot, no process
+        utilization sample yet). ``timeout_ok``: ``Timeout`` is an answer (no event pending).
         Raises :class:`GpuLostError` when the GPU fell off the bus.
         """
         fn = getattr(self.lib, fn_name, None)
@@ -112,6 +123,10 @@ class NvmlSession:
             return fn(*args)
         except self._not_found as exc:
             if not_found_ok:
+                return None
+            return self._failed(metric, fn_name, gpu, exc)
+        except self._timeout as exc:
+            if timeout_ok:
                 return None
             return self._failed(metric, fn_name, gpu, exc)
         except self._absent as exc:
@@ -149,6 +164,9 @@ class ProcInfo:
     command: str | None
     container_id: str | None
     pod_uid: str | None
+    namespace: str | None = None
+    pod: str | None = None
+    container: str | None = None
 
 
 _POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
@@ -162,9 +180,35 @@ def parse_cgroup(text: str) -> tuple[str | None, str | None]:
     return (ctr.group(1)[:12] if ctr else None, pod.group(1).replace("_", "-") if pod else None)
 
 
-def read_proc_info(pid: int, proc_root: Path = Path("/proc")) -> ProcInfo:
+POD_LOG_DIR = Path("/var/log/pods")
+"""Where the kubelet keeps one folder per pod, named ``<namespace>_<pod>_<uid>`` with one folder
+per container inside: the cgroup's pod UID → namespace, pod and container names (mount it
+read-only into the exporter; see deploy/kubernetes)."""
+
+
+def lookup_pod(uid: str, root: Path = POD_LOG_DIR) -> tuple[str | None, str | None, str | None]:
+    """(namespace, pod, container) names of the pod with ``uid`` from the kubelet's pod log folders;
+    the container only when the pod has one. All None where the folder is not there."""
+    try:
+        matches = [d for d in root.glob(f"*_{uid}") if d.is_dir()]
+    except OSError:
+        return None, None, None
+    if not matches:
+        return None, None, None
+    parts = matches[0].name.rsplit("_", 2)
+    if len(parts) != 3:
+        return None, None, None
+    try:
+        containers = [d.name for d in matches[0].iterdir() if d.is_dir()]
+    except OSError:
+        containers = []
+    return parts[0], parts[1], containers[0] if len(containers) == 1 else None
+
+
+def read_proc_info(pid: int, proc_root: Path = Path("/proc"), pod_root: Path = POD_LOG_DIR) -> ProcInfo:
     """User, command and cgroup ids of ``pid``; fields are None where /proc hides them
-    (a process in another PID namespace: run the exporter with ``hostPID: true``)."""
+    (a process in another PID namespace: run the exporter with ``hostPID: true``). A process in
+    a Kubernetes pod also gets its namespace, pod and container names (:func:`lookup_pod`)."""
     base = proc_root / str(pid)
     user = command = container = pod = None
     with contextlib.suppress(OSError, ValueError, KeyError):
@@ -181,11 +225,27 @@ def read_proc_info(pid: int, proc_root: Path = Path("/proc")) -> ProcInfo:
         command = raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200] or None
     with contextlib.suppress(OSError):
         container, pod = parse_cgroup((base / "cgroup").read_text())
-    return ProcInfo(user, command, container, pod)
+    ns = pod_name = ctr_name = None
+    if pod:
+        ns, pod_name, ctr_name = lookup_pod(pod, pod_root)
+    return ProcInfo(user, command, container, pod, ns, pod_name, ctr_name)
+
+
+def read_proc_start(pid: int, proc_root: Path = Path("/proc")) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22): with the PID
+    it names one process, even after the PID is reused."""
+    try:
+        text = (proc_root / str(pid) / "stat").read_text()
+        return int(text.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def workload_of(info: ProcInfo) -> str:
-    """The job a process belongs to: its pod, else its container, else ``user/executable``."""
+    """The job a process belongs to: its pod (``pod:namespace/name`` where the name is known), else
+    its container, else ``user/executable``."""
+    if info.namespace and info.pod:
+        return f"pod:{info.namespace}/{info.pod}"
     if info.pod_uid:
         return f"pod:{info.pod_uid}"
     if info.container_id:
@@ -203,6 +263,7 @@ class NvmlGpuReader:
 
     def __init__(self, lib: Any = None, *, host: str | None = None,
                  process_info: Callable[[int], ProcInfo] | None = None,
+                 process_start: Callable[[int], int | None] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         if lib is None:
             import pynvml
@@ -210,10 +271,14 @@ class NvmlGpuReader:
             lib = pynvml
         self.session = NvmlSession(lib)
         self.session.init()
-        self.host = host or socket.gethostname()
+        # the `host` label: given, else $GPUWISE_HOST, else $NODE_NAME (the DaemonSet sets it from the
+        # downward API: a node's name survives pod rollouts), else this machine's hostname
+        self.host = host or os.environ.get("GPUWISE_HOST") or os.environ.get("NODE_NAME") or socket.gethostname()
         self._clock = clock
         self._proc_info = process_info or read_proc_info
-        self._proc_cache: dict[int, ProcInfo] = {}
+        self._proc_start = process_start or read_proc_start
+        self._proc_cache: dict[tuple[int, int | None], ProcInfo] = {}
+        self._util_ts: dict[int, int] = {}
         s = self.session
         self.driver_version = _text(s.call("driver_version", "nvmlSystemGetDriverVersion") or "") or None
         count = s.call("device_count", "nvmlDeviceGetCount")
@@ -233,7 +298,7 @@ class NvmlGpuReader:
         self._lost: set[int] = set()
         self._xid: list[dict[int, int]] = [{} for _ in self._handles]
         self._event_set = self._register_xid_events()
-        self._gpm_prev: dict[int, Any] = {}
+        self._gpm_prev: dict[tuple[int, int | None], Any] = {}
         self._gpm_ok = [bool(getattr(s.call("sm_active", "nvmlGpmQueryDeviceSupport", h, gpu=i) if h is not None
                                       else None, "isSupportedDevice", 0))
                         for i, h in enumerate(self._handles)]
@@ -295,12 +360,19 @@ class NvmlGpuReader:
         ecc_u = c("ecc", "nvmlDeviceGetTotalEccErrors", h, _ECC_UNCORRECTED, _VOLATILE_ECC, gpu=i)
         mig_mode = c("mig", "nvmlDeviceGetMigMode", h, gpu=i)
         mig_on = bool(mig_mode and mig_mode[0] == 1)
-        sm_active, tensor_active = self._gpm(i, h)
+        gpm = {} if mig_on else self._gpm(i, h)
+        energy = c("energy", "nvmlDeviceGetTotalEnergyConsumption", h, gpu=i)
+        remap = c("remapped_rows", "nvmlDeviceGetRemappedRows", h, gpu=i)  # (corr, unc, pending, failed)
+        replay = c("pcie_replay", "nvmlDeviceGetPcieReplayCounter", h, gpu=i)
+        enc = c("encoder", "nvmlDeviceGetEncoderUtilization", h, gpu=i)  # [util %, period µs]
+        dec = c("decoder", "nvmlDeviceGetDecoderUtilization", h, gpu=i)
+        fields = self._fields(i, h)
+        processes = self._processes(i, h)
         return GpuSample(
             index=i, uuid=uuid, name=name, lost=False,
             utilization_gpu_ratio=None if util is None else util.gpu / 100,
             utilization_memory_ratio=None if util is None else util.memory / 100,
-            sm_active_ratio=sm_active, tensor_active_ratio=tensor_active,
+            sm_active_ratio=gpm.get(_GPM_SM_UTIL), tensor_active_ratio=gpm.get(_GPM_ANY_TENSOR_UTIL),
             memory_used_bytes=None if mem is None else int(mem.used),
             memory_total_bytes=None if mem is None else int(mem.total),
             power_w=None if power_mw is None else power_mw / 1000,
@@ -315,29 +387,70 @@ class NvmlGpuReader:
             ecc_uncorrected_total=None if ecc_u is None else int(ecc_u),
             xid_counts=tuple(sorted(self._xid[i].items())),
             mig_enabled=mig_on,
-            mig_devices=self._mig_devices(i, h) if mig_on else (),
-            processes=self._processes(i, h),
+            mig_devices=self._mig_devices(i, h, processes) if mig_on else (),
+            processes=processes,
+            mig_slices_total=(c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=i) or None) if mig_on else None,
+            energy_joules_total=None if energy is None else energy / 1000,
+            memory_temperature_c=fields.get(_FI_MEMORY_TEMP),
+            remapped_rows_correctable=None if remap is None else int(remap[0]),
+            remapped_rows_uncorrectable=None if remap is None else int(remap[1]),
+            remap_pending=None if remap is None else bool(remap[2]),
+            remap_failed=None if remap is None else bool(remap[3]),
+            pcie_replay_total=None if replay is None else int(replay),
+            nvlink_tx_bytes_total=None if _FI_NVLINK_TX not in fields else fields[_FI_NVLINK_TX] * 1024,
+            nvlink_rx_bytes_total=None if _FI_NVLINK_RX not in fields else fields[_FI_NVLINK_RX] * 1024,
+            nvlink_errors=tuple((k, int(fields[f])) for k, f in _FI_NVLINK_ERRORS.items() if f in fields),
+            dram_active_ratio=gpm.get(_GPM_DRAM_BW_UTIL), sm_occupancy_ratio=gpm.get(_GPM_SM_OCCUPANCY),
+            encoder_utilization_ratio=None if enc is None else enc[0] / 100,
+            decoder_utilization_ratio=None if dec is None else dec[0] / 100,
         )
 
+    def _fields(self, i: int, h: Any) -> dict[int, float]:
+        """NVML field values that answered (memory temperature, NVLink counters), by field id."""
+        got = self.session.call("fields", "nvmlDeviceGetFieldValues", h, list(_FIELDS), gpu=i) or []
+        out: dict[int, float] = {}
+        for fv in got:
+            if getattr(fv, "nvmlReturn", 1) != 0:
+                continue  # that one field is not supported here
+            v = fv.value
+            # valueType: 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 sint (nvml.h nvmlValueType_t)
+            out[int(fv.fieldId)] = float({0: getattr(v, "dVal", 0), 1: getattr(v, "uiVal", 0), 2: getattr(v, "ulVal", 0),
+                                          3: getattr(v, "ullVal", 0), 4: getattr(v, "sllVal", 0),
+                                          5: getattr(v, "siVal", 0)}.get(int(fv.valueType), 0))
+        return out
+
     def _processes(self, i: int, h: Any) -> tuple[ProcessSample, ...]:
-        procs = self.session.call("processes", "nvmlDeviceGetComputeRunningProcesses", h, gpu=i) or []
+        c = self.session.call
+        procs = c("processes", "nvmlDeviceGetComputeRunningProcesses", h, gpu=i) or []
+        sm_util: dict[int, float] = {}
+        if procs:
+            samples = c("process_sm_util", "nvmlDeviceGetProcessUtilization", h, self._util_ts.get(i, 0),
+                        gpu=i, not_found_ok=True) or []
+            for u in samples:
+                sm_util[int(u.pid)] = min(1.0, float(u.smUtil) / 100)
+                self._util_ts[i] = max(self._util_ts.get(i, 0), int(getattr(u, "timeStamp", 0)))
         out = []
         seen = set()
         for p in procs:
             pid = int(p.pid)
-            seen.add(pid)
-            info = self._proc_cache.get(pid)
+            key = (pid, self._proc_start(pid))  # a reused PID is another process
+            seen.add(key)
+            info = self._proc_cache.get(key)
             if info is None:
-                info = self._proc_cache[pid] = self._proc_info(pid)
+                info = self._proc_cache[key] = self._proc_info(pid)
             used = getattr(p, "usedGpuMemory", None)
+            gi = getattr(p, "gpuInstanceId", _NO_INSTANCE)
             out.append(ProcessSample(pid=pid, gpu_memory_bytes=None if used is None else int(used),
                                      user=info.user, command=info.command, container_id=info.container_id,
-                                     pod_uid=info.pod_uid, workload=workload_of(info)))
+                                     pod_uid=info.pod_uid, workload=workload_of(info),
+                                     gpu_instance_id=None if gi in (None, _NO_INSTANCE) else int(gi),
+                                     sm_utilization_ratio=sm_util.get(pid), namespace=info.namespace,
+                                     pod=info.pod, container=info.container))
         if len(self._proc_cache) > 4096:  # forget exited processes now and then
             self._proc_cache = {k: v for k, v in self._proc_cache.items() if k in seen}
         return tuple(out)
 
-    def _mig_devices(self, i: int, h: Any) -> tuple[MigDeviceSample, ...]:
+    def _mig_devices(self, i: int, h: Any, processes: tuple[ProcessSample, ...]) -> tuple[MigDeviceSample, ...]:
         c = self.session.call
         n = c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=i) or 0
         out = []
@@ -346,39 +459,57 @@ class NvmlGpuReader:
             if mh is None:
                 continue
             mem = c("mig", "nvmlDeviceGetMemoryInfo", mh, gpu=i)
+            gi = c("mig", "nvmlDeviceGetGpuInstanceId", mh, gpu=i)
+            attrs = c("mig", "nvmlDeviceGetAttributes", mh, gpu=i)
+            slices = None if attrs is None else int(attrs.gpuInstanceSliceCount)
+            total = None if mem is None else int(mem.total)
+            # NVIDIA's names round the instance's GiB up to 5 (9856 MiB → 1g.10gb, 40192 → 3g.40gb);
+            # a derived label, exact for A100/H100 80 GB profiles, not for every H200 one
+            profile = f"{slices}g.{math.ceil(total / 2**30 / 5) * 5}gb" if slices and total else None
+            gpm = {} if gi is None else self._gpm(i, h, gpu_instance=int(gi))
             out.append(MigDeviceSample(
                 index=k, uuid=_text(c("mig", "nvmlDeviceGetUUID", mh, gpu=i) or f"MIG-{i}-{k}"),
-                gpu_instance_id=c("mig", "nvmlDeviceGetGpuInstanceId", mh, gpu=i),
-                memory_used_bytes=None if mem is None else int(mem.used),
-                memory_total_bytes=None if mem is None else int(mem.total)))
+                gpu_instance_id=gi, memory_used_bytes=None if mem is None else int(mem.used),
+                memory_total_bytes=total, slices=slices, profile=profile, sm_active_ratio=gpm.get(_GPM_SM_UTIL),
+                processes=tuple(p for p in processes if gi is not None and p.gpu_instance_id == gi)))
         return tuple(out)
 
-    def _gpm(self, i: int, h: Any) -> tuple[float | None, float | None]:
-        """SM-active and tensor-active from two GPM samples (Hopper+), one read apart."""
+    def _gpm(self, i: int, h: Any, gpu_instance: int | None = None) -> dict[int, float]:
+        """GPM metrics (0–1, by metric id) from two samples one read apart (Hopper+): of the whole
+        GPU, or of one MIG instance (``nvmlGpmMigSampleGet``)."""
         if not self._gpm_ok[i]:
             self.session.unsupported.add("sm_active")
-            return None, None
+            return {}
         c = self.session.call
         sample = c("sm_active", "nvmlGpmSampleAlloc", gpu=i)
-        if sample is None or c("sm_active", "nvmlGpmSampleGet", h, sample, gpu=i) is None:
-            return None, None
-        prev, self._gpm_prev[i] = self._gpm_prev.get(i), sample
+        if sample is None:
+            return {}
+        got_sample = (c("sm_active", "nvmlGpmSampleGet", h, sample, gpu=i) if gpu_instance is None
+                      else c("sm_active", "nvmlGpmMigSampleGet", h, gpu_instance, sample, gpu=i))
+        if got_sample is None:
+            c("sm_active", "nvmlGpmSampleFree", sample, gpu=i)
+            return {}
+        key = (i, gpu_instance)
+        prev, self._gpm_prev[key] = self._gpm_prev.get(key), sample
         if prev is None:
-            return None, None
+            return {}
+        ids = (_GPM_SM_UTIL, _GPM_ANY_TENSOR_UTIL, _GPM_DRAM_BW_UTIL, _GPM_SM_OCCUPANCY)
         try:
-            lib = self.session.lib
+            lib = self.session.lib  # a ctypes struct, not an NVML call
             req = lib.c_nvmlGpmMetricsGet_t()
             req.version = getattr(lib, "NVML_GPM_METRICS_GET_VERSION", 1)
-            req.numMetrics = 2
+            req.numMetrics = len(ids)
             req.sample1, req.sample2 = prev, sample
-            req.metrics[0].metricId, req.metrics[1].metricId = _GPM_SM_UTIL, _GPM_ANY_TENSOR_UTIL
+            for n, metric in enumerate(ids):
+                req.metrics[n].metricId = metric
             got = c("sm_active", "nvmlGpmMetricsGet", req, gpu=i)
         finally:
             c("sm_active", "nvmlGpmSampleFree", prev, gpu=i)
         if got is None:
-            return None, None
+            return {}
         # GPM gives percent 0.0-100.0 (nvml.h NVML_GPM_METRIC_SM_UTIL comment)
-        return got.metrics[0].value / 100, got.metrics[1].value / 100
+        return {int(m.metricId): m.value / 100 for m in got.metrics[: len(ids)]
+                if getattr(m, "nvmlReturn", 0) == 0}
 
     # -- XID events ----------------------------------------------------------------------
     def _register_xid_events(self) -> Any:
@@ -396,15 +527,9 @@ class NvmlGpuReader:
         """Count every pending XID event (non-blocking: a 0 ms wait raises Timeout when none)."""
         if self._event_set is None:
             return
-        lib = self.session.lib
         for _ in range(1000):
-            try:
-                data = lib.nvmlEventSetWait(self._event_set, 0)
-            except lib.NVMLError_Timeout:
-                return
-            except lib.NVMLError as exc:  # events are best effort; the choke point's rule applies
-                self.session.error_counts["xid"] = self.session.error_counts.get("xid", 0) + 1
-                log.debug("NVML event wait failed: %s", exc)
+            data = self.session.call("xid", "nvmlEventSetWait", self._event_set, 0, timeout_ok=True)
+            if data is None:  # none pending (Timeout), or the wait failed (counted by the session)
                 return
             if not data.eventType & _EVENT_XID:
                 continue

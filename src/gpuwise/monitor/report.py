@@ -6,11 +6,15 @@ Definitions (docs/monitoring.md has them with examples):
   for these whether a process runs or not.
 * **active hours**: hours with activity ≥ ``active_threshold`` (5 %). Activity is GPM SM-active
   where the GPU has it, else NVML utilization (a duty cycle that overstates use). Samples with
-  neither count as active only while a process holds memory.
+  neither count as active only while a process holds memory. A MIG GPU is active in proportion
+  to the slices of its active instances: empty instances and unallocated slices are idle.
 * **idle hours** = allocated − active; **wasted** = idle hours × price; **efficiency** = active /
-  allocated. Per workload, a sample's hours and cost are split evenly among the workloads on it.
+  allocated. Per workload, a sample's hours and cost are split evenly among the workloads on it;
+  on a MIG GPU each workload gets its instance's slices (shared evenly within the instance), active
+  as its instance is, and empty or unallocated slices belong to no workload.
 
-Right-sizing rules, each with its dollar effect per month (730 h, scaled by the observed share):
+Right-sizing rules, each with its dollar effect per month (730 h × the share of the observed
+span the GPU was rented: the data seen, never the ``--since`` asked for):
 memory peak < 40 % at low activity → the cheapest catalog GPU that fits the peak plus 15 %
 (Harness CCM's buffer); peak > 85 % → a bigger GPU or the estimator's memory fixes; a MIG-capable
 GPU at low activity → the smallest MIG profile that fits; a GPU idle all window → release it.
@@ -31,15 +35,16 @@ from gpuwise.catalog import Offer, cheapest_per_gpu
 from gpuwise.errors import HardwareError
 from gpuwise.monitor.history import GpuSeries, History
 from gpuwise.monitor.pricing import PriceBook, canonical_gpu
+from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD
 from gpuwise.units import BYTES_PER_GIB, HOURS_PER_MONTH
 
-ACTIVE_THRESHOLD = 0.05  # "idle" below 5 % activity: issue 7 and notes/monitoring.md §4 (5–10 %)
 LOW_ACTIVITY = 0.30  # p95 SM-active < 30 % → smaller/MIG (notes/monitoring.md §4, Harness-style rule)
 MEMORY_SMALL = 0.40  # peak memory below this fraction → a smaller GPU would do (issue 7)
 MEMORY_FULL = 0.85  # peak memory above this fraction → OOM risk (issue 7; same as the alert rule)
 MEMORY_BUFFER = 1.15  # 15 % headroom over the observed peak (Harness CCM recommendations)
 
-Action = Literal["release", "stop-idle-workload", "downsize", "mig", "share", "upsize"]
+Action = Literal["release", "stop-idle-workload", "downsize", "mig", "share", "upsize", "drain-and-reset",
+                 "fix-memory-leak"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,14 @@ class GpuUsage:
     """idle hours × price."""
     idle_stretches: tuple[IdleStretch, ...]
     """Idle runs of at least the report's minimum length."""
+    lost: bool = False
+    """NVML reported the GPU lost (fell off the bus) in the window."""
+    xid_codes: tuple[int, ...] = ()
+    """XID codes the GPU reported in the window."""
+    mig_active_share: float | None = None
+    """MIG GPUs: duration-weighted share of the slices in active instances (None: not in MIG mode)."""
+    memory_leak: str | None = None
+    """Why memory looks like it leaked (grew steadily, then fell as a process died), if it does."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +139,8 @@ class WorkloadUsage:
 class Recommendation:
     """One right-sizing change and what it saves."""
 
+    host: str
+    """The host the GPU is on."""
     gpu_uuid: str
     """The GPU it is about."""
     gpu_index: int
@@ -149,7 +164,13 @@ class EfficiencyReport:
     end_s: float
     """Window end (Unix time)."""
     window_hours: float
-    """Window length."""
+    """Length of the window asked for (``--since``)."""
+    observed_start_s: float | None
+    """First sample's start (Unix time); None without data."""
+    observed_end_s: float | None
+    """Last sample's end (Unix time)."""
+    observed_hours: float
+    """Span of the data actually seen: the window the figures describe."""
     source: str
     """Where the history came from."""
     gpus: tuple[GpuUsage, ...]
@@ -204,16 +225,49 @@ def _stretches(s: GpuSeries, idle: np.ndarray, min_hours: float) -> tuple[IdleSt
     return tuple(out)
 
 
+def _leak(s: GpuSeries, total: float | None) -> str | None:
+    """A steady rise of memory to near full that ends in a sudden fall (the process died, most
+    likely of out-of-memory): the sign of a leak rather than a large model."""
+    mem = s.memory_used_bytes
+    if not total or mem.size < 6:
+        return None
+    i = 0
+    while i < mem.size - 1:
+        j = i
+        while j + 1 < mem.size and not math.isnan(mem[j + 1]) and mem[j + 1] > mem[j]:
+            j += 1
+        rise = j - i
+        if rise >= 5 and mem[j] >= 0.9 * total and mem[j] - mem[i] >= 0.25 * total and j + 1 < mem.size \
+                and not math.isnan(mem[j + 1]) and mem[j + 1] <= 0.5 * mem[j]:
+            minutes = float(s.timestamp_s[j] - s.timestamp_s[i]) / 60
+            who = ", ".join(sorted(set(s.workloads[j]))) or "a process"
+            return (f"memory of {who} grew from {mem[i] / BYTES_PER_GIB:.1f} to {mem[j] / BYTES_PER_GIB:.1f} GiB "
+                    f"({mem[j] / total:.0%}) over {minutes:.0f} min, then fell to {mem[j + 1] / BYTES_PER_GIB:.1f} GiB: "
+                    "it likely ran out of memory")
+        i = max(j, i + 1)
+    return None
+
+
 def gpu_usage(s: GpuSeries, prices: PriceBook, *, active_threshold: float = ACTIVE_THRESHOLD,
               min_idle_stretch_hours: float = 0.5) -> GpuUsage:
     """Hours, peaks and dollars for one GPU series."""
     dur_h = s.duration_s / 3600
     act, held = _activity(s)
     active = np.where(np.isnan(act), held, act >= active_threshold)
+    share = active.astype(float)
+    mig = s.mig_active_share if s.mig_active_share is not None else np.full(len(s), np.nan)
+    is_mig = ~np.isnan(mig)
+    share[is_mig] = mig[is_mig]  # a MIG GPU: the active share of its slices
+    active[is_mig] = mig[is_mig] > 0
+    lost = s.lost if s.lost is not None else np.zeros(len(s))
+    share[lost > 0] = 0.0  # a lost GPU is rented and does no work
+    active[lost > 0] = False
     allocated = float(dur_h.sum())
-    active_h = float(dur_h[active].sum())
+    active_h = float((dur_h * share).sum())
     known = ~np.isnan(act)
     mean_act = float((act[known] * dur_h[known]).sum() / dur_h[known].sum()) if known.any() and dur_h[known].sum() else None
+    if mean_act is None and is_mig.any() and dur_h[is_mig].sum():
+        mean_act = float((mig[is_mig] * dur_h[is_mig]).sum() / dur_h[is_mig].sum())
     mem = s.memory_used_bytes[~np.isnan(s.memory_used_bytes)]
     peak = float(mem.max()) if mem.size else None
     total = s.memory_total_bytes if not math.isnan(s.memory_total_bytes) else None
@@ -229,6 +283,10 @@ def gpu_usage(s: GpuSeries, prices: PriceBook, *, active_threshold: float = ACTI
         usd_per_hour=price.usd_per_gpu_hour, price_source=price.source,
         cost_usd=_mul(allocated, price.usd_per_gpu_hour), wasted_usd=_mul(idle_h, price.usd_per_gpu_hour),
         idle_stretches=_stretches(s, ~active, min_idle_stretch_hours),
+        lost=bool((lost > 0).any()), xid_codes=s.xid_codes,
+        mig_active_share=float((mig[is_mig] * dur_h[is_mig]).sum() / dur_h[is_mig].sum())
+        if is_mig.any() and dur_h[is_mig].sum() else None,
+        memory_leak=_leak(s, total),
     )
 
 
@@ -242,10 +300,15 @@ def workload_usage(history: History, prices: PriceBook, active_threshold: float 
         for k, names in enumerate(s.workloads):
             if not names:
                 continue
-            share = float(s.duration_s[k]) / 3600 / len(names)
-            a = act[k]
-            is_active = bool(held[k]) if math.isnan(a) else a >= active_threshold
-            for w in names:
+            hours = float(s.duration_s[k]) / 3600
+            mig = s.workload_shares[k] if s.workload_shares is not None else None
+            if mig is not None:  # MIG: each workload's instance slices, active as its instance is
+                entries = [(w, hours * share, active) for w, share, active in mig]
+            else:
+                a = act[k]
+                is_active = bool(held[k]) if math.isnan(a) else bool(a >= active_threshold)
+                entries = [(w, hours / len(names), is_active) for w in names]
+            for w, share, is_active in entries:
                 row = acc.setdefault(w, [0.0, 0.0, 0.0, 0.0])
                 row[0] += share
                 row[1] += share if is_active else 0.0
@@ -285,6 +348,9 @@ def recommend(u: GpuUsage, window_hours: float,
               candidates: Callable[[], Sequence[tuple[float, str, float, str]]]) -> list[Recommendation]:
     """Right-sizing advice for one GPU (see the module docstring for the rules).
 
+    ``window_hours``: the span of the data observed (the report's ``observed_hours``), which
+    turns hours seen into a monthly rate.
+
     ``candidates`` gives :func:`_candidates` of the catalog; it is called only when a rule needs
     another GPU, so a report that recommends none never loads the catalog.
     """
@@ -293,8 +359,21 @@ def recommend(u: GpuUsage, window_hours: float,
     month = HOURS_PER_MONTH * (u.allocated_hours / window_hours if window_hours else 0.0)
 
     def rec(action: Action, reason: str, target: str | None, saving: float | None) -> None:
-        recs.append(Recommendation(u.uuid, u.index, action, reason, target, saving))
+        recs.append(Recommendation(u.host, u.uuid, u.index, action, reason, target, saving))
 
+    if u.lost or u.xid_codes:
+        from gpuwise.doctor.checks_gpu import XID_MEANINGS
+
+        xids = ", ".join(f"XID {c} ({XID_MEANINGS[c][1]})" if c in XID_MEANINGS else f"XID {c}" for c in u.xid_codes)
+        rec("drain-and-reset", f"GPU {u.index} " + ("fell off the bus (NVML: GPU is lost)" if u.lost else "reported errors")
+            + (f" after {xids}" if xids and u.lost else f": {xids}" if xids else "")
+            + "; its hours here are not the workload's fault. Drain the node, reset or replace the GPU, and "
+              "run `gpuwise doctor` on it", None, None)
+    if u.memory_leak:
+        rec("fix-memory-leak", f"on GPU {u.index}, {u.memory_leak}. Look for tensors kept across steps "
+            "(a growing list, a loss kept with its graph, a cache without a bound)", None, None)
+    if u.lost:
+        return recs
     if u.efficiency is not None and u.efficiency < ACTIVE_THRESHOLD:
         held = u.held_hours > 0.5 * u.allocated_hours
         rec("stop-idle-workload" if held else "release",
@@ -308,6 +387,12 @@ def recommend(u: GpuUsage, window_hours: float,
         rec("stop-idle-workload", f"on GPU {u.index}, {', '.join(names)} held memory for {held_idle_h:.1f} h "
             "with the GPU idle (allocated but idle): stop it when done, or add an idle timeout",
             ", ".join(names), _mul(held_idle_h * HOURS_PER_MONTH / window_hours, price) if window_hours else None)
+    if u.mig_active_share is not None:  # already in MIG mode: the other rules do not apply
+        if u.mig_active_share < 1 - ACTIVE_THRESHOLD and price is not None:
+            rec("mig", f"MIG GPU {u.index}: only {u.mig_active_share:.0%} of its slices did work (empty instances "
+                "and unallocated slices are idle): put more work on its free slices, or move its instances onto "
+                "fewer GPUs", None, price * (1 - u.mig_active_share) * month)
+        return recs
     low = u.mean_activity_ratio is not None and u.mean_activity_ratio < LOW_ACTIVITY
     peak = u.peak_memory_fraction
     if peak is not None and peak > MEMORY_FULL:
@@ -352,18 +437,25 @@ def build_report(history: History, prices: PriceBook, *, active_threshold: float
                  min_idle_stretch_hours: float = 0.5) -> EfficiencyReport:
     """The report over ``history`` with ``prices``."""
     window_h = (history.end_s - history.start_s) / 3600
+    starts = [float(s.timestamp_s.min()) for s in history.gpus if len(s)]
+    ends = [float((s.timestamp_s + s.duration_s).max()) for s in history.gpus if len(s)]
+    obs_start = min(starts) if starts else None
+    obs_end = min(max(ends), history.end_s) if ends else None
+    observed_h = (obs_end - obs_start) / 3600 if obs_start is not None and obs_end is not None else 0.0
+    observed_h = max(observed_h, max((float(s.duration_s.max()) / 3600 for s in history.gpus if len(s)), default=0.0))
     usages = tuple(sorted((gpu_usage(s, prices, active_threshold=active_threshold,
                                      min_idle_stretch_hours=min_idle_stretch_hours) for s in history.gpus),
                           key=lambda u: (u.host, u.index)))
     candidates = functools.cache(lambda: _candidates(prices.offers))  # once per report, not per GPU and rule
-    recs = [r for u in usages for r in recommend(u, window_h, candidates)]
+    recs = [r for u in usages for r in recommend(u, observed_h, candidates)]
     recs.sort(key=lambda r: -(r.saving_usd_per_month or 0.0))
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     wastes = [u.wasted_usd for u in usages if u.wasted_usd is not None]
     cost = sum(costs) if costs else None
     wasted = sum(wastes) if wastes else None
     return EfficiencyReport(
-        start_s=history.start_s, end_s=history.end_s, window_hours=window_h, source=history.source,
+        start_s=history.start_s, end_s=history.end_s, window_hours=window_h, observed_start_s=obs_start,
+        observed_end_s=obs_end, observed_hours=observed_h, source=history.source,
         gpus=usages, workloads=workload_usage(history, prices, active_threshold), recommendations=tuple(recs),
         allocated_hours=sum(u.allocated_hours for u in usages), active_hours=sum(u.active_hours for u in usages),
         idle_hours=sum(u.idle_hours for u in usages), cost_usd=cost, wasted_usd=wasted,

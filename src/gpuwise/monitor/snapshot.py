@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+ACTIVE_THRESHOLD = 0.05
+"""Activity below which a sample is idle (5 %: issue 7; the same in the Prometheus rules)."""
+
 # Clock-event ("throttle") reason bits, from nvml.h / pynvml ``nvmlClocksEventReason*``
 # (nvidia-ml-py 13.615.71). Name → bit. ``gpu_idle`` is not a slowdown and is reported apart.
 THROTTLE_REASONS: dict[str, int] = {
@@ -46,7 +49,18 @@ class ProcessSample:
     pod_uid: str | None
     """Kubernetes pod UID from the cgroup path (``kubepods…pod<uid>``), if any."""
     workload: str
-    """The job this process belongs to: pod UID, else container id, else ``user/exe``."""
+    """The job this process belongs to: pod, else container id, else ``user/exe``."""
+    gpu_instance_id: int | None = None
+    """MIG GPU instance the process runs in (NVML process info ``gpuInstanceId``); None without MIG."""
+    sm_utilization_ratio: float | None = None
+    """Share of the sample period this process had a kernel on the SMs (NVML
+    ``nvmlDeviceGetProcessUtilization`` smUtil/100; ``nvidia-smi pmon``: sm). None where unsupported."""
+    namespace: str | None = None
+    """Kubernetes namespace of its pod (kubelet pod-resources / cgroup → pod lookup), if known."""
+    pod: str | None = None
+    """Kubernetes pod name, if known (``pod_uid`` is always tried first)."""
+    container: str | None = None
+    """Kubernetes container name, if known."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,15 @@ class MigDeviceSample:
     """Used memory of this instance (``nvidia-smi --query-gpu=memory.used`` on the MIG device)."""
     memory_total_bytes: int | None
     """Memory size of this instance."""
+    slices: int | None = None
+    """Compute slices of the instance (NVML device attributes ``gpuInstanceSliceCount``; the ``1`` of
+    ``1g.10gb``)."""
+    profile: str | None = None
+    """Profile name derived from slices and memory, e.g. ``1g.10gb`` (``nvidia-smi mig -lgi``)."""
+    sm_active_ratio: float | None = None
+    """SM-active of this instance (GPM per MIG instance, Hopper+; DCGM ``DCGM_FI_PROF_SM_ACTIVE``)."""
+    processes: tuple[ProcessSample, ...] = ()
+    """Compute processes running in this instance."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +143,40 @@ class GpuSample:
     """MIG instances when MIG is on."""
     processes: tuple[ProcessSample, ...]
     """Compute processes on the GPU (``--query-compute-apps``)."""
+    mig_slices_total: int | None = None
+    """Compute slices of the whole GPU in MIG mode (NVML max MIG device count: 7 on A100/H100)."""
+    energy_joules_total: float | None = None
+    """Energy since the driver loaded (``nvmlDeviceGetTotalEnergyConsumption``, mJ;
+    DCGM ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``)."""
+    memory_temperature_c: float | None = None
+    """HBM temperature (``temperature.memory``; DCGM ``DCGM_FI_DEV_MEMORY_TEMP``)."""
+    remapped_rows_correctable: int | None = None
+    """Rows remapped for correctable errors (``nvidia-smi -q -d ROW_REMAPPER``;
+    DCGM ``DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS``)."""
+    remapped_rows_uncorrectable: int | None = None
+    """Rows remapped for uncorrectable errors (DCGM ``DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS``)."""
+    remap_pending: bool | None = None
+    """A row remap waits for a GPU reset (``Pending: Yes`` in ``nvidia-smi -q -d ROW_REMAPPER``)."""
+    remap_failed: bool | None = None
+    """Row remapping failed: no spare rows (DCGM ``DCGM_FI_DEV_ROW_REMAP_FAILURE``)."""
+    pcie_replay_total: int | None = None
+    """PCIe replay counter (``nvidia-smi -q``: Replays Since Reset; DCGM ``DCGM_FI_DEV_PCIE_REPLAY_COUNTER``)."""
+    nvlink_tx_bytes_total: float | None = None
+    """NVLink data transmitted, all links (NVML field ``NVLINK_THROUGHPUT_DATA_TX``, KiB;
+    DCGM ``DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL`` is its rate)."""
+    nvlink_rx_bytes_total: float | None = None
+    """NVLink data received, all links (NVML field ``NVLINK_THROUGHPUT_DATA_RX``)."""
+    nvlink_errors: tuple[tuple[str, int], ...] = ()
+    """(kind, count) NVLink error totals: crc_flit, replay, recovery (NVML fields ``NVLINK_*_TOTAL``;
+    DCGM ``DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL`` …)."""
+    dram_active_ratio: float | None = None
+    """Fraction of time device memory was busy (GPM ``DRAM_BW_UTIL``, Hopper+; DCGM ``DCGM_FI_PROF_DRAM_ACTIVE``)."""
+    sm_occupancy_ratio: float | None = None
+    """Resident warps / maximum warps per SM (GPM ``SM_OCCUPANCY``; DCGM ``DCGM_FI_PROF_SM_OCCUPANCY``)."""
+    encoder_utilization_ratio: float | None = None
+    """Video encoder utilization (``utilization.encoder``/100; DCGM ``DCGM_FI_DEV_ENC_UTIL``)."""
+    decoder_utilization_ratio: float | None = None
+    """Video decoder utilization (``utilization.decoder``/100; DCGM ``DCGM_FI_DEV_DEC_UTIL``)."""
 
     @property
     def memory_used_ratio(self) -> float | None:
@@ -131,6 +188,19 @@ class GpuSample:
     def activity_ratio(self) -> float | None:
         """The best activity figure available: SM-active where the GPU has it, else utilization."""
         return self.sm_active_ratio if self.sm_active_ratio is not None else self.utilization_gpu_ratio
+
+    @property
+    def mig_active_share(self) -> float | None:
+        """MIG only: the share of the GPU's slices in active instances (0–1); unallocated slices
+        and idle instances count as idle. An instance is active at ≥ 5 % SM-active, or, where
+        GPM is absent, while a process runs in it. None for a GPU not in MIG mode."""
+        if not self.mig_enabled or not self.mig_slices_total:
+            return None
+        active = 0
+        for m in self.mig_devices:
+            busy = m.sm_active_ratio >= ACTIVE_THRESHOLD if m.sm_active_ratio is not None else bool(m.processes)
+            active += (m.slices or 1) if busy else 0
+        return min(1.0, active / self.mig_slices_total)
 
     @property
     def throttle_reasons(self) -> tuple[str, ...]:

@@ -103,7 +103,7 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
             site[2] += 1
 
     evals: dict[tuple[str, int, int], Evaluation | GpuwiseError] = {}
-    outcomes: dict[tuple[str, str, int, int], tuple[SpotOutcome, str]] = {}
+    outcomes: dict[tuple[Any, ...], tuple[SpotOutcome, str]] = {}
     merged: dict[tuple[Any, ...], _Cand] = {}
     considered = 0
     for (cloud, region, itype, gpu, count), (od, sp, zones) in sorted(sites.items()):
@@ -146,7 +146,10 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
             fitting_nodes += 1
             for bill_name, price in priced:
                 considered += 1
-                mkey = (cloud, itype, gpu, gpn, nodes, bill_name, round(price, 4))
+                # issue 13: spot risk can differ per instance type and region (fetched provider bands)
+                risk_p = spot.for_instance(cloud, region, itype).monthly_interruption_probability \
+                    if bill_name == "spot" else None
+                mkey = (cloud, itype, gpu, gpn, nodes, bill_name, round(price, 4), risk_p)
                 cand = merged.get(mkey)
                 if cand is not None:
                     cand.regions.append(region)
@@ -238,11 +241,12 @@ def _no_price_reason(kind: str, cloud: str, billing: str) -> str:
 
 
 def _price_candidate(cand: _Cand, request: PlanRequest, spot: SpotDefaults,
-                     outcomes: dict[tuple[str, str, int, int], tuple[SpotOutcome, str]]) -> None:
+                     outcomes: dict[tuple[Any, ...], tuple[SpotOutcome, str]]) -> None:
     ev = cand.ev
     hours = ev.hours
     if cand.billing == "spot":
-        key = (cand.cloud, cand.gpu, cand.gpn, cand.nodes)
+        risk = spot.for_instance(cand.cloud, cand.regions[0], cand.instance_type)
+        key = (cand.cloud, cand.gpu, cand.gpn, cand.nodes, risk.monthly_interruption_probability)
         hit = outcomes.get(key)
         if hit is None:
             hit = _spot(ev, cand, request, spot)
@@ -259,10 +263,15 @@ def _price_candidate(cand: _Cand, request: PlanRequest, spot: SpotDefaults,
 
 
 def _spot(ev: Evaluation, cand: _Cand, request: PlanRequest, spot: SpotDefaults) -> tuple[SpotOutcome, str]:
-    risk = spot.for_cloud(cand.cloud)
+    risk = spot.for_instance(cand.cloud, cand.regions[0], cand.instance_type)
     if request.spot_mtbf_hours is not None:
         rate_node = 1 / request.spot_mtbf_hours
         source = f"--spot-mtbf {request.spot_mtbf_hours:g} h"
+    elif risk.band is not None:  # issue 13: the provider's published band for this instance type
+        rate_node = risk.rate_per_node_hour
+        source = (f"{risk.instance_type} in {risk.region}: advisor band {risk.band} → "
+                  f"{risk.monthly_interruption_probability:.0%}/month, MTBF {risk.mtbf_hours:,.0f} h "
+                  f"({risk.confidence})")
     else:
         rate_node = risk.rate_per_node_hour
         source = (f"{risk.cloud} default {risk.monthly_interruption_probability:.0%}/month "
@@ -416,8 +425,10 @@ def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str]) -> 
     if request.spot_mtbf_hours is None:
         for cloud in sorted(clouds):
             risk = spot.for_cloud(cloud)
+            known = sum(1 for k in spot.instances if k[0] == cloud)  # issue 13: fetched per-instance bands
+            where = f" where the {known} fetched per-instance bands do not apply" if known else ""
             out.append(f"{cloud} spot interruptions: {risk.monthly_interruption_probability:.0%}/month per "
-                       f"instance (MTBF {risk.mtbf_hours:,.0f} h, {_confidence_words(risk.confidence)}) — "
+                       f"instance{where} (MTBF {risk.mtbf_hours:,.0f} h, {_confidence_words(risk.confidence)}) — "
                        "override with --spot-mtbf")
     if request.checkpoint_bandwidth_gb_s is None:
         out.append(f"checkpoint bandwidth {spot.checkpoint_bandwidth_gb_s:g} GB/s (placeholder) — "

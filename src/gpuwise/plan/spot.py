@@ -27,7 +27,7 @@ fail, so every interruption loses the work since the last periodic checkpoint.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,11 @@ class CloudSpotRisk:
     """Where the figure comes from."""
     notice_seconds: float | None
     """Warning before the instance is reclaimed; None when not published."""
+    instance_type: str | None = None
+    """Set for a per-instance figure (a provider's published band for this type and region)."""
+    region: str | None = None
+    band: str | None = None
+    """The provider's band label (AWS Spot Instance Advisor: ``<5%`` … ``>20%``)."""
 
     @property
     def rate_per_node_hour(self) -> float:
@@ -77,9 +82,15 @@ class SpotDefaults:
     """Detect + re-provision + start time per interruption, before the checkpoint reload."""
     sources: dict[str, str]
     """Source notes for the job-level inputs."""
+    instances: dict[tuple[str, str, str], CloudSpotRisk] = field(default_factory=dict)
+    """(cloud, region, instance type) → per-instance risk, from fetched provider bands."""
 
     def for_cloud(self, cloud: str) -> CloudSpotRisk:
         return self.clouds.get(cloud) or self.clouds["default"]
+
+    def for_instance(self, cloud: str, region: str, instance_type: str) -> CloudSpotRisk:
+        """The instance type's own published risk in that region where known, else the cloud's default."""
+        return self.instances.get((cloud, region, instance_type)) or self.for_cloud(cloud)
 
 
 def monthly_probability_to_rate(p: float) -> float:
@@ -245,8 +256,11 @@ def _merge(base: dict[str, Any], user: Any, origin: str) -> dict[str, Any]:
     return merged
 
 
-def load_spot_defaults(user_file: Path | None = None) -> SpotDefaults:
-    """The bundled spot data, overridden key by key by ``<config dir>/spot.yaml`` when present."""
+def load_spot_defaults(user_file: Path | None = None, *, fetched: bool = True) -> SpotDefaults:
+    """The bundled spot data, overridden key by key by ``<config dir>/spot.yaml`` when present.
+
+    With ``fetched``, per-instance risks fetched into the catalog store are added (:attr:`SpotDefaults.instances`).
+    """
     import yaml
 
     origin = "gpuwise/plan/data/spot.yaml"
@@ -260,13 +274,47 @@ def load_spot_defaults(user_file: Path | None = None) -> SpotDefaults:
         raise DataFileError(f"{origin}: clouds.default is missing", hint="keep a `default:` entry under clouds")
     bw = data.get("checkpoint_bandwidth_gb_s")
     rs = data.get("restart_minutes")
+    instances = _instance_risks(data.get("aws_advisor_bands"), clouds, origin) if fetched else {}
     return SpotDefaults(
         clouds=clouds,
         checkpoint_bandwidth_gb_s=_value(bw, "checkpoint_bandwidth_gb_s", origin),
         restart_hours=_value(rs, "restart_minutes", origin) / 60,
         sources={"checkpoint_bandwidth_gb_s": str((bw or {}).get("source", "") if isinstance(bw, dict) else ""),
                  "restart_minutes": str((rs or {}).get("source", "") if isinstance(rs, dict) else "")},
+        instances=instances,
     )
+
+
+def _instance_risks(bands: Any, clouds: dict[str, CloudSpotRisk], origin: str
+                    ) -> dict[tuple[str, str, str], CloudSpotRisk]:
+    """Per-instance risks from the bands fetched by ``gpuwise catalog update --fetch aws-spot-advisor``.
+
+    A band becomes a monthly probability through ``aws_advisor_bands`` in the spot data file;
+    a band missing there is skipped (the cloud default applies).
+    """
+    from gpuwise.catalog.risk import load_spot_risks
+
+    if not isinstance(bands, dict):
+        raise DataFileError(f"{origin}: aws_advisor_bands is missing or not a mapping",
+                            hint="keep the `aws_advisor_bands:` table of the bundled file")
+    table: dict[str, tuple[float, str]] = {}
+    for label, entry in bands.items():
+        p = entry.get("monthly_interruption_probability") if isinstance(entry, dict) else entry
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 <= p < 1:
+            raise DataFileError(f"{origin}: aws_advisor_bands.{label}: {p!r} is not in [0, 1)",
+                                hint="write e.g. `'<5%': {monthly_interruption_probability: 0.05}`")
+        table[str(label)] = (float(p), str(entry.get("confidence", "low")) if isinstance(entry, dict) else "low")
+    out: dict[tuple[str, str, str], CloudSpotRisk] = {}
+    for r in load_spot_risks():
+        if r.band not in table:
+            continue
+        p, confidence = table[r.band]
+        default = clouds.get(r.cloud) or clouds["default"]
+        out[r.key] = CloudSpotRisk(
+            cloud=r.cloud, monthly_interruption_probability=p, confidence=confidence,
+            source=f"{r.source}: band {r.band} for {r.instance_type} in {r.region} (as of {r.as_of})",
+            notice_seconds=default.notice_seconds, instance_type=r.instance_type, region=r.region, band=r.band)
+    return out
 
 
 # -- the one home of the checkpoint-interval maths (train/interval.py and fleet/optimize.py use it)

@@ -1,0 +1,175 @@
+"""Step time from named parts, the measured validation set, goodput and error bars."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from gpuwise.estimate import estimate_workload
+from gpuwise.estimate.measured import (
+    UNIT_EFFICIENCY,
+    default_efficiency,
+    fit_efficiency,
+    load_measured_runs,
+    residual_intervals,
+)
+from gpuwise.estimate.steptime import QLORA_DEQUANT_FACTOR, achievable_matmul, goodput
+from gpuwise.estimate.workload import Workload, workload_from_options
+from gpuwise.hardware import find_gpu
+
+
+def _est(wl: Workload, gpu: str = "H100", gpus: int = 8, **kw: Any) -> Any:
+    return estimate_workload(wl, gpu, gpus, calibration=None, suggest=False, **kw)
+
+
+def test_validation_set_is_data_from_enough_independent_sources() -> None:
+    runs = load_measured_runs()
+    assert len(runs) >= 60
+    assert len({r.source_id for r in runs}) >= 5
+    gpus = {r.gpu for r in runs}
+    assert len(gpus) >= 5 and gpus & {"T4", "L4", "A10", "A10G"}
+    for r in runs:
+        assert r.source and r.value > 0 and r.unit in ("tok", "img") and r.gpus >= 1
+        find_gpu(r.gpu)  # every GPU resolves
+
+
+def test_the_issues_fsdp_configurations_on_80gb_gpus_fit() -> None:
+    """llm-foundry: FSDP full shard, no recompute, micro-batch 2-24 on 80 GB GPUs ran; gpuwise must agree."""
+    rows = [r for r in load_measured_runs() if r.source_id == "foundry" and r.workload.grad_ckpt == "none"
+            and r.workload.micro_batch >= 2 and find_gpu(r.gpu).memory_gib == 80]
+    assert len(rows) >= 8
+    for r in rows:
+        est = _est(r.workload, r.gpu, r.gpus)
+        assert est.memory.fits, (r.label, est.memory.per_gpu_gib)
+
+
+def test_fp8_speeds_up_only_the_matmuls_it_covers() -> None:
+    bf16 = workload_from_options(model="llama-2-7b", seq_len=4096, zero=3, tokens="1e9")
+    fp8 = bf16.with_changes(precision="fp8")
+    a, b = _est(bf16), _est(fp8)
+    speedup = b.tokens_per_second / a.tokens_per_second
+    assert 1.1 < speedup < 1979 / 989.5  # faster, but never the 2x of the datasheet
+    assert b.step_parts["matmul_s"] < a.step_parts["matmul_s"]
+    assert b.step_parts["attention_s"] == pytest.approx(a.step_parts["attention_s"])
+    assert b.step_parts["memory_bound_s"] == pytest.approx(a.step_parts["memory_bound_s"])
+
+
+def test_qlora_pays_its_dequantisation() -> None:
+    lora = workload_from_options(model="llama-2-7b", task="lora", seq_len=2048, grad_ckpt="full", samples="1000")
+    qlora = lora.with_changes(task="qlora")
+    a, b = _est(lora, "A100-80GB", 1), _est(qlora, "A100-80GB", 1)
+    ratio = b.step_time_s / a.step_time_s
+    assert ratio == pytest.approx(QLORA_DEQUANT_FACTOR, rel=0.05)
+    assert any("dequantisation" in n for n in b.notes)
+
+
+def test_fp32_means_tf32_for_convolutions_and_says_so_for_matmuls() -> None:
+    cnn = workload_from_options(model="resnet-50", precision="fp32", micro_batch=64, samples="1e6")
+    est = _est(cnn, "A100-80GB", 1)
+    assert est.peak_tflops == pytest.approx(156.0)  # TF32 peak, not the 19.5 FP32 one
+    assert any("TF32" in n for n in est.notes)
+    llm = workload_from_options(model="gpt2", precision="fp32", seq_len=1024, tokens="1e8")
+    est = _est(llm, "A100-80GB", 1)
+    assert est.peak_tflops == pytest.approx(19.5)
+    assert any("set_float32_matmul_precision" in n for n in est.notes)
+    # Turing has no TF32: fp32 stays fp32 and nothing is claimed
+    t4 = _est(cnn, "T4", 1)
+    assert t4.peak_tflops == pytest.approx(8.1) and not any("TF32" in n for n in t4.notes)
+
+
+def test_achievable_matmul_fraction_is_sourced_or_says_it_is_not_measured() -> None:
+    h100 = achievable_matmul(find_gpu("H100"), "bf16")
+    assert h100.measured and h100.fraction == pytest.approx(0.803) and "MAMF" in h100.basis
+    l4 = achievable_matmul(find_gpu("L4"), "bf16")
+    assert not l4.measured and "no measured matmul rate" in l4.basis
+
+
+def test_recompute_costs_time() -> None:
+    base = workload_from_options(model="llama-2-7b", seq_len=4096, zero=3, tokens="1e9")
+    none_, sel, full = (_est(base.with_changes(grad_ckpt=g)) for g in ("none", "selective", "full"))
+    assert none_.step_time_s < sel.step_time_s < full.step_time_s
+    assert full.step_time_s / none_.step_time_s < 4 / 3 + 0.05  # at most one more forward pass
+
+
+def test_goodput_falls_with_gpus_and_short_jobs_pay_their_start_up() -> None:
+    assert goodput(16384, 24 * 54) < goodput(1024, 24 * 54) < goodput(8, 24 * 54) < 1.0
+    assert goodput(8, 0.5) < goodput(8, 100.0)  # start-up dominates a short job
+    # Llama 3: 16,384 GPUs, ~90% effective training time (the figure the model is built from)
+    assert goodput(16384, 24 * 54) == pytest.approx(0.9, abs=0.01)
+
+
+def test_wall_hours_are_steps_times_step_time_over_goodput() -> None:
+    wl = workload_from_options(model="llama-2-7b", seq_len=4096, zero=3, tokens="2e9")
+    est = _est(wl)
+    tokens_per_step = est.tokens_per_second * est.step_time_s
+    steps = wl.total_tokens / tokens_per_step
+    assert est.wall_hours == pytest.approx(steps * est.step_time_s / est.goodput / 3600)
+    assert 0 < est.goodput < 1
+
+
+def test_error_bars_come_from_the_cross_validated_residuals() -> None:
+    q = residual_intervals()
+    assert {"throughput", "pretraining-run"} <= set(q)
+    lo, hi = q["throughput"]
+    assert lo < 1 < hi and math.log(lo) == pytest.approx(-math.log(hi))  # symmetric in log space
+    wl = workload_from_options(model="llama-2-7b", seq_len=4096, zero=3, tokens="2e9")
+    est = _est(wl)
+    assert est.wall_hours_p10 == pytest.approx(est.wall_hours * lo)
+    assert est.wall_hours_p90 == pytest.approx(est.wall_hours * hi)
+    none = _est(wl, efficiency=UNIT_EFFICIENCY)
+    assert none.wall_hours_p10 is None and none.wall_hours_p90 is None
+
+
+def test_framework_factor_is_fitted_only_to_the_rows_it_is_given() -> None:
+    runs = list(load_measured_runs())
+    full = fit_efficiency(runs)
+    without = fit_efficiency([r for r in runs if r.source_id != "nemo"])
+    f_full, _ = full.factor("H100", "transformer-train")
+    f_wo, basis = without.factor("H100", "transformer-train")
+    assert f_full != f_wo and "fitted to" in basis
+    assert without.rows < full.rows
+    # the shipped model: fitted to all rows, with the error bars and the whole-run efficiency
+    shipped = default_efficiency()
+    assert shipped.rows == full.rows and shipped.intervals and 0.3 < shipped.run_efficiency <= 1.0
+    assert replace(shipped, run_efficiency=1.0).factor("H100", "transformer-train") == full.factor(
+        "H100", "transformer-train")
+
+
+def test_fused_kernels_drop_the_fp32_copies() -> None:
+    from gpuwise.estimate.memory import activation_bytes, logits_bytes
+
+    wl = workload_from_options(model="llama-2-7b", seq_len=4096, micro_batch=2)
+    fused = replace(wl, fused_kernels=True)
+    s, b, v = 4096, 2, 32000
+    assert logits_bytes(wl) == s * b * v * (2 + 4 + 4)
+    assert logits_bytes(fused) == s * b * v * 2
+    # each of the 2 RMSNorms per layer keeps its 16-bit input only (no fp32 copy): 4·h bytes less per norm
+    assert activation_bytes(wl) - activation_bytes(fused) == pytest.approx(32 * 2 * 4 * 4096 * s * b)
+
+
+def test_sequence_parallel_splits_the_whole_block() -> None:
+    from gpuwise.estimate.memory import layer_activation_bytes
+    from gpuwise.estimate.model import get_preset
+
+    m = get_preset("llama-2-70b")
+    whole = layer_activation_bytes(m, 4096, 1, tp=1)
+    tp_only = layer_activation_bytes(m, 4096, 1, tp=4)
+    tp_sp = layer_activation_bytes(m, 4096, 1, tp=4, sequence_parallel=True)
+    assert tp_sp == pytest.approx(whole / 4) and tp_sp < tp_only < whole
+
+
+def test_json_keeps_its_fields_and_adds_the_new_ones(cli: Any) -> None:
+    r = cli("estimate", "--model", "llama-2-7b", "--gpu", "H100", "--gpus", "8", "--tokens", "1e9",
+            "--no-calibration", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    for key in ("memory", "flops_total", "mfu", "mfu_compute", "mfu_basis", "scaling_efficiency", "comm_time_s",
+                "samples_per_second", "gpu_hours", "suggestions", "notes",
+                "step_time_s", "tokens_per_second", "goodput", "wall_hours", "wall_hours_p10", "wall_hours_p90",
+                "step_parts"):
+        assert key in doc, key
+    assert doc["wall_hours_p10"] < doc["wall_hours"] < doc["wall_hours_p90"]
+    assert set(doc["step_parts"]) >= {"matmul_s", "attention_s", "memory_bound_s", "framework_factor"}

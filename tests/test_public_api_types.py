@@ -1,0 +1,164 @@
+"""The public API as a type checker and a reader meet it: real types, plain functions, no shadowing."""
+
+from __future__ import annotations
+
+import ast
+import os
+import pkgutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import gpuwise
+
+SRC = Path(gpuwise.__file__).parent
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """``name: module`` for every import in ``gpuwise/__init__.py``'s ``if TYPE_CHECKING:`` block."""
+    tree = ast.parse((SRC / "__init__.py").read_text())
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module
+                for alias in imp.names:
+                    # `import X as X` is what marks a re-export under mypy --strict
+                    assert alias.asname == alias.name, (
+                        f"{alias.name}: write `import {alias.name} as {alias.name}`"
+                    )
+                    found[alias.name] = imp.module
+    return found
+
+
+def test_type_checking_imports_mirror_the_lazy_table() -> None:
+    assert _type_checking_imports() == gpuwise._LAZY
+
+
+def test_lazy_names_resolve_to_what_the_type_checker_sees() -> None:
+    for name, module in gpuwise._LAZY.items():
+        value = getattr(gpuwise, name)
+        # `plan`: the subpackage whose module object forwards calls (see gpuwise/plan/__init__.py)
+        if name == "plan":
+            assert callable(value) and value.__name__ == "gpuwise.plan"
+            continue
+        assert value is getattr(__import__(module, fromlist=[name]), name), name
+
+
+def test_estimate_is_a_plain_package_and_estimate_workload_the_function() -> None:
+    import types
+
+    import gpuwise.estimate
+
+    assert type(gpuwise.estimate) is types.ModuleType
+    assert not callable(gpuwise.estimate)
+    assert gpuwise.estimate_workload is gpuwise.estimate.estimate_workload
+    assert "estimate" not in gpuwise.__all__
+
+
+def test_no_public_function_shadows_a_submodule() -> None:
+    """``pkg.name`` must be the submodule ``pkg/name.py`` when both exist (``gpuwise.fleet.tco`` was a function)."""
+    import importlib
+
+    clashes = []
+    for info in pkgutil.walk_packages([str(SRC)], prefix="gpuwise."):
+        if not info.ispkg or info.name.startswith("gpuwise.cli"):
+            continue
+        pkg = importlib.import_module(info.name)
+        for sub in pkgutil.iter_modules(pkg.__path__):
+            if sub.name in getattr(pkg, "__all__", ()):
+                clashes.append(f"{info.name}.{sub.name}")
+    assert clashes == []
+    import gpuwise.fleet.tco
+
+    assert gpuwise.fleet.tco.compute_tco is gpuwise.compute_tco
+
+
+def test_only_plan_is_both_a_subpackage_and_a_public_name() -> None:
+    # Pinned on purpose: `gpuwise.plan` is still the subpackage *and* the function users call;
+    # renaming the subpackage is the remaining step (see the README "As a library").
+    subpackages = {m.name for m in pkgutil.iter_modules([str(SRC)])}
+    assert set(gpuwise._LAZY) & subpackages == {"plan"}
+
+
+_MISUSE = """
+import gpuwise
+
+wl = gpuwise.workload_from_options(model="gpt2", task="finetune", samples="10k")
+gpuwise.estimate_workload(1, 2, 3, 4, 5, 6, 7)
+gpuwise.estimate_workload(wl, "H100", gpus="eight")
+hours: int = gpuwise.estimate_workload(wl, "H100").wall_hours
+gpuwise.find_gpu(3)
+gpuwise.plan(wl, 5)
+gpuwise.compute_tco("H100")
+gpuwise.estimate(wl, "H100")
+"""
+
+_CORRECT = """
+import gpuwise
+from gpuwise.fleet.tco import CloudRates, OwnCosts
+
+wl: gpuwise.Workload = gpuwise.workload_from_options(model="gpt2", task="finetune", samples="10k")
+est: gpuwise.Estimate = gpuwise.estimate_workload(wl, "H100", gpus=8, calibration=None)
+hours: float | None = est.wall_hours
+plan: gpuwise.Plan = gpuwise.plan(wl, gpuwise.PlanRequest(deadline_hours=48.0))
+spec: gpuwise.GpuSpec = gpuwise.find_gpu("H100")
+own = OwnCosts(server_price_usd=250e3, usd_per_kwh=0.12)
+result = gpuwise.compute_tco("H100", 8, 3.0, 0.6, own, CloudRates(3.0, None, None, None), tdp_w=700.0)
+try:
+    gpuwise.find_gpu("nope")
+except gpuwise.GpuwiseError as exc:
+    print(exc.hint, result.own_cost_usd, hours, plan, spec)
+"""
+
+
+@pytest.mark.slow
+def test_mypy_strict_flags_misuse_and_accepts_correct_use(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    pytest.importorskip("mypy")
+    (tmp_path / "misuse.py").write_text(textwrap.dedent(_MISUSE))
+    (tmp_path / "correct.py").write_text(textwrap.dedent(_CORRECT))
+    store = getattr(pytestconfig, "cache", None)  # absent under `-p no:cacheprovider`
+    cache = store.mkdir("mypy") if store is not None else tmp_path / "cache"
+    # this checkout's gpuwise, not an installed one
+    env = {**os.environ, "MYPYPATH": str(SRC.parent)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--no-error-summary",
+            "--config-file",
+            os.devnull,
+            "--cache-dir",
+            str(cache),
+            "misuse.py",
+            "correct.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
+    assert not [e for e in errors if e.startswith("correct.py")], proc.stdout
+    lines_with_errors = {int(e.split(":")[1]) for e in errors if e.startswith("misuse.py")}
+    misuse = textwrap.dedent(_MISUSE).splitlines()
+    expected = {
+        i
+        for i, text in enumerate(misuse, 1)
+        if text.startswith("gpuwise.") or text.startswith("hours")
+    }
+    assert lines_with_errors == expected, proc.stdout
+    assert "Too many positional arguments" in proc.stdout
