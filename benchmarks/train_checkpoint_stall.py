@@ -16,7 +16,8 @@ Sharded (FSDP2, gloo ranks on this machine):
 
 For each rank count: a ``fully_shard`` MLP of ``--gib`` GiB (weights + AdamW moments, all ranks
 together). Per save, the time the loop is blocked by: ``torch.save`` of the rank's own shards
-(sync, fsynced), DCP ``save`` (sync), DCP ``async_save`` (thread, DCP's stager) and gpuwise
+(sync, fsynced), DCP ``save`` (sync), DCP ``async_save`` (thread, DCP's stager) — each
+including ``get_state_dict``, as a real save pays it — and gpuwise
 ``Checkpointer.save`` (DCP async_save + our train state + marker); the time until gpuwise's
 commit is durable; and the peak RSS of each rank next to its share of the state (measured after
 the gpuwise saves, which run first, so the baselines do not inflate it; the RSS before saving
@@ -108,9 +109,9 @@ def fsdp_worker(gib: float, repeats: int, root: str) -> None:
             return {k: local(v) for k, v in obj.items()}
         return obj.to_local() if hasattr(obj, "to_local") else obj
 
-    for i in range(repeats):
-        msd, osd = get_state_dict(model, opt)
+    for i in range(repeats):  # every method pays for get_state_dict, as a user's save would
         t0 = time.perf_counter()
+        msd, osd = get_state_dict(model, opt)
         path = os.path.join(root, f"own-{rank}.pt")
         with open(path, "wb") as f:
             torch.save({"model": local(msd), "optim": local(osd)}, f)
@@ -119,10 +120,12 @@ def fsdp_worker(gib: float, repeats: int, root: str) -> None:
         times["torch.save own shards (sync)"].append(time.perf_counter() - t0)
         dist.barrier()
         t0 = time.perf_counter()
+        msd, osd = get_state_dict(model, opt)
         dcp.save({"model": msd, "optim": osd}, checkpoint_id=os.path.join(root, f"dcp-sync-{i}"), process_group=pg)
         times["DCP save (sync)"].append(time.perf_counter() - t0)
         dist.barrier()
         t0 = time.perf_counter()
+        msd, osd = get_state_dict(model, opt)
         fut = dcp.async_save({"model": msd, "optim": osd}, checkpoint_id=os.path.join(root, f"dcp-async-{i}"),
                              process_group=pg)
         times["DCP async_save (thread)"].append(time.perf_counter() - t0)

@@ -161,7 +161,8 @@ class ShardedWriter:
             buf = io.BytesIO()
             torch.save(train_state, buf)
             small = buf.getvalue()
-        dist.barrier()  # nobody writes into the folder before rank 0 cleared it
+        # No barrier needed before writing: DCP's planning is a collective that waits for rank 0,
+        # which enters it only after clearing the folder, so no rank writes into it before then.
         group = self._process_group()
         pending = _Pending(step, folder, time.perf_counter(), None, threading.Event(), meta=meta)
         writer = _writer(self.storage, folder)
