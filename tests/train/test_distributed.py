@@ -102,15 +102,19 @@ def _workers_of(proc: subprocess.Popen[str]) -> list[psutil.Process]:
             if any(EXAMPLE in part for part in p.cmdline())]
 
 
-def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(tmp_path: Path) -> None:
+@pytest.mark.parametrize("per_node", [
+    1,   # 2 nodes x 1 process
+    2,   # 2 nodes x 2 processes (the shape; 4 workers)
+])
+def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(per_node: int, tmp_path: Path) -> None:
     args = ["--fsdp", "--steps", "40", "--every", "2"]
-    ref = _run(2, *args, "--checkpoint-dir", str(tmp_path / "ref"))
+    ref = _run(2 * per_node, *args, "--checkpoint-dir", str(tmp_path / "ref"))
     ckpt = tmp_path / "run"
     port = _free_port()
     nodes = []
     for rank in (0, 1):
         cmd = [sys.executable, "-m", "gpuwise", "run", "--nnodes", "2", "--node-rank", str(rank),
-               "--rdzv-endpoint", f"127.0.0.1:{port}", "--nproc-per-node", "1", "--restart-delay", "1s",
+               "--rdzv-endpoint", f"127.0.0.1:{port}", "--nproc-per-node", str(per_node), "--restart-delay", "1s",
                "--", sys.executable, EXAMPLE, *TINY, *args, "--checkpoint-dir", str(ckpt)]
         nodes.append(subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
