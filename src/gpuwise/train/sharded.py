@@ -151,11 +151,15 @@ class ShardedWriter:
         dist = _dist()
         rank = dist.get_rank()
         folder = self.storage.join(step_dir(step))
+        early_error: str | None = None
         if rank == 0:  # an older attempt at this step must not vouch for new bytes, nor leave files
-            with storage_errors(f"clearing {folder}"):
-                self.storage.remove(f"{folder}/{MARKER}")
-                self.storage.remove_tree(folder)
-            self.storage.makedirs(folder)
+            try:
+                with storage_errors(f"clearing {folder}"):
+                    self.storage.remove(f"{folder}/{MARKER}")
+                    self.storage.remove_tree(folder)
+                self.storage.makedirs(folder)
+            except StorageError as exc:  # still take part in the collective save; fail at the commit
+                early_error = exc.message
         small = b""
         if rank == 0:  # serialized now (small), written durably in the background with the shards
             buf = io.BytesIO()
@@ -164,7 +168,8 @@ class ShardedWriter:
         # No barrier needed before writing: DCP's planning is a collective that waits for rank 0,
         # which enters it only after clearing the folder, so no rank writes into it before then.
         group = self._process_group()
-        pending = _Pending(step, folder, time.perf_counter(), None, threading.Event(), meta=meta)
+        pending = _Pending(step, folder, time.perf_counter(), None, threading.Event(), meta=meta,
+                           error=early_error)
         writer = _writer(self.storage, folder)
 
         def hash_own(fut: Any = None) -> None:
@@ -178,7 +183,7 @@ class ShardedWriter:
                     time.sleep(slow)
                 pending.files = rank_files(self.storage, folder, rank)
             except BaseException as exc:  # reported at the commit, on every rank
-                pending.error = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+                pending.error = pending.error or f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
             finally:
                 pending.hashed.set()
 
