@@ -26,7 +26,6 @@ def reference(tiny: ModuleType, tmp_path_factory: pytest.TempPathFactory):  # ty
     (18, 1, []),                          # async writer process (the default)
     (12, 2, ["--compress", "zstd"]),      # compressed shards
 ])
-@pytest.mark.slow
 def test_random_sigkills_resume_bit_exactly(kills: int, seed: int, extra: list[str], tiny: ModuleType,
                                             reference, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     ckpt = str(tmp_path / "ckpt")

@@ -140,6 +140,7 @@ print("cleanup ran after step", run.global_step, flush=True)
 """
 
 
+@pytest.mark.slow
 def test_preemption_exits_75_after_the_code_that_follows_the_block(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(CLEANUP)
