@@ -4,6 +4,12 @@
     PYTHONPATH=src python benchmarks/train_kill_resume.py --exec --kills 20 --steps 8000 --hidden 512 \
         --min-delay 3.0 --max-delay 4.5      # the real script, a fresh process per attempt
 
+FSDP2 over gloo ranks under ``gpuwise run`` (each attempt a fresh ``gpuwise run``; a kill
+SIGKILLs the whole process tree; ``--sigterm-share`` of the stops are SIGTERMs instead):
+
+    PYTHONPATH=src python benchmarks/train_kill_resume.py --fsdp 2 --kills 50 --steps 1500 \
+        --min-delay 6 --max-delay 14 --sigterm-share 0.1
+
 Every attempt is forked from this process (torch already imported), killed after a random delay,
 and restarted; a kill is "mid-write" when it left an uncommitted checkpoint folder behind. The
 run must end with the digest and loss curve of an uninterrupted run, bit for bit.
@@ -34,6 +40,8 @@ def main() -> None:
                     help="run each attempt as a fresh `python examples/train_tiny.py` process (slow start) "
                          "instead of forking it from this process")
     ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--fsdp", type=int, default=0, help="FSDP2 over this many gloo ranks under gpuwise run")
+    ap.add_argument("--sigterm-share", type=float, default=0.0)
     args = ap.parse_args()
     spec = importlib.util.spec_from_file_location("train_tiny", EXAMPLE)
     assert spec and spec.loader
@@ -41,16 +49,22 @@ def main() -> None:
     spec.loader.exec_module(tiny)
     argv = ["--steps", str(args.steps), "--hidden", str(args.hidden), "--every", "3"]
     how = {"command": [sys.executable, str(EXAMPLE)]} if args.exec else {"target": tiny.main}
+    if args.fsdp:
+        argv += ["--fsdp", "--batch", "16"]
+        how = {"command": [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", str(args.fsdp),
+                           "--restart-delay", "0s", "--", sys.executable, str(EXAMPLE)]}
     env = {"GPUWISE_CLOUD": "none", "GPUWISE_CKPT_SLOW_WRITE_S": str(args.slow_write)}
     with tempfile.TemporaryDirectory() as ref_dir, tempfile.TemporaryDirectory() as run_dir:
         ref = reference_run([*argv, "--checkpoint-dir", ref_dir], env=env, **how)  # type: ignore[arg-type]
         rep = run_with_kills([*argv, "--checkpoint-dir", run_dir], checkpoint_dir=run_dir, kills=args.kills,
                              min_delay_s=args.min_delay, max_delay_s=args.max_delay, seed=args.seed, env=env,
+                             sigterm_share=args.sigterm_share, timeout_s=6 * 3600,
                              **how)  # type: ignore[arg-type]
     progress = [a.last_step - (a.resumed_from or 0) for a in rep.attempts if a.killed and a.last_step]
     rows = [
-        ("attempts run as", "fresh processes (exec)" if args.exec else "forks of this process"),
-        ("kills (SIGKILL)", rep.kills),
+        ("attempts run as", f"gpuwise run, FSDP2 on {args.fsdp} gloo ranks" if args.fsdp else
+         "fresh processes (exec)" if args.exec else "forks of this process"),
+        ("stops (SIGKILL of the process tree, or SIGTERM)", rep.kills),
         ("kills that left an uncommitted checkpoint (mid-write)", rep.mid_write_kills),
         ("resumes that skipped an invalid newest checkpoint", rep.skipped_invalid),
         ("resumes from a partial checkpoint", 0 if rep.digest == ref.digest else "?"),

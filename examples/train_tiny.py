@@ -8,7 +8,11 @@ optimizer step prints ``loss <step> <loss as float.hex()>``; the last line is
 ``digest <sha256 of the final parameters>``. Under ``gpuwise run`` a preemption notice makes it
 save and exit with code 75. Dropout, a NumPy feature mask, a Python-random label flip, gradient
 accumulation and a LR schedule make every kind of saved state matter. Under
-``gpuwise run --nproc-per-node 2`` it trains with DDP over gloo (rank 0 prints).
+``gpuwise run --nproc-per-node 2`` it trains with DDP over gloo (rank 0 prints); with ``--fsdp``
+it shards the model and optimizer over all ranks (FSDP2, ``fully_shard``) and checkpoints every
+rank's shards. The digest is taken over the gathered full model *and* optimizer state, so it is
+comparable across world sizes (a run saved on 4 ranks and resumed on 2 prints the digest of the
+same state it restored: ``restored-digest <sha256>``).
 """
 
 from __future__ import annotations
@@ -39,11 +43,34 @@ def build(seed: int, hidden: int) -> tuple[torch.nn.Module, torch.utils.data.Dat
     return model, torch.utils.data.TensorDataset(x, y)
 
 
-def digest(model: torch.nn.Module) -> str:
+def _flat(prefix: str, obj: object, out: dict[str, object]) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _flat(f"{prefix}.{k}", v, out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _flat(f"{prefix}.{i}", v, out)
+    else:
+        out[prefix] = obj
+
+
+def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> str:
+    """sha256 over the full (gathered) model and optimizer state; collective under torch.distributed."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    msd, osd = get_state_dict(model, optimizer if optimizer is not None else [], options=opts)
+    flat: dict[str, object] = {}
+    _flat("model", msd, flat)
+    _flat("optim", osd, flat)
     h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
+    for name in sorted(flat):
+        value = flat[name]
         h.update(name.encode())
-        h.update(t.detach().contiguous().numpy().tobytes())
+        if isinstance(value, torch.Tensor):
+            h.update(value.detach().contiguous().numpy().tobytes())
+        else:
+            h.update(repr(value).encode())
     return h.hexdigest()
 
 
@@ -59,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     ap.add_argument("--sync", action="store_true", help="write checkpoints in the loop (no writer process)")
     ap.add_argument("--compress", default="none", choices=["none", "zstd"])
+    ap.add_argument("--fsdp", action="store_true", help="shard model and optimizer over all ranks (FSDP2)")
     ap.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms (GPU runs)")
     args = ap.parse_args(argv)
 
@@ -73,7 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     if world > 1:
         torch.distributed.init_process_group("gloo")
         rank = torch.distributed.get_rank()
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        if args.fsdp:
+            from torch.distributed.fsdp import fully_shard
+
+            for layer in model:
+                if isinstance(layer, torch.nn.Linear):
+                    fully_shard(layer)
+            fully_shard(model)
+        else:
+            model = torch.nn.parallel.DistributedDataParallel(model)
     sampler = gt.ResumableSampler(len(data), seed=args.seed, rank=rank, num_replicas=world)
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch, sampler=sampler, drop_last=True)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
@@ -82,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     with gt.resilient(model, opt, scheduler=sched, checkpoint_dir=args.checkpoint_dir, max_steps=args.steps,
                       every_steps=args.every, grad_accum=args.grad_accum, precision=args.precision,
                       async_write=not args.sync, compress=args.compress, keep_last=2) as run:
-        if run.resumed_from is not None and rank == 0:
-            print(f"resumed {run.resumed_from}", flush=True)
+        if run.resumed_from is not None:
+            restored = digest(getattr(model, "module", model), opt)
+            if rank == 0:
+                print(f"resumed {run.resumed_from}", flush=True)
+                print(f"restored-digest {restored}", flush=True)
         total = 0.0
         for x, y in run.batches(loader):
             mask = torch.from_numpy((np.random.rand(x.shape[1]) > 0.05).astype(np.float32))
@@ -96,10 +135,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"loss {run.global_step} {(total / args.grad_accum).hex()}", flush=True)
             if run.micro % args.grad_accum == 0:
                 total = 0.0
+    final = digest(getattr(model, "module", model), opt)
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank == 0:
-        print(f"digest {digest(getattr(model, 'module', model))}", flush=True)
+        print(f"digest {final}", flush=True)
     return 0
 
 

@@ -127,13 +127,23 @@ class Custom:
     """An arbitrary pickled object: what weights_only=True refuses to unpickle."""
 
 
-def test_weights_only_refuses_pickled_objects(tmp_path: Path) -> None:
-    with Checkpointer(tmp_path / "ck", async_write=False) as ck:
-        ck.save(1, model=torch.nn.Linear(2, 2), extras={"obj": Custom()})
-        assert ck.load_latest() is None  # refused under weights_only=True, never executed
+@pytest.mark.parametrize("value", [
+    Custom(),               # an arbitrary pickled object
+    np.float64(0.5),        # a NumPy scalar: the silent restart-from-scratch of the bug report
+])
+def test_extras_that_weights_only_refuses_fail_at_save_by_name(value: object, tmp_path: Path) -> None:
+    with Checkpointer(tmp_path / "ck", async_write=False) as ck, pytest.raises(CheckpointError, match=r"extras\['obj'\]"):
+        ck.save(1, model=torch.nn.Linear(2, 2), extras={"obj": value})
+    assert Checkpointer(tmp_path / "ck").committed_steps() == []
+
+
+def test_weights_only_refuses_pickled_objects_loudly(tmp_path: Path) -> None:
     trusting = Checkpointer(tmp_path / "ck", async_write=False, weights_only=False)
+    trusting.save(1, model=torch.nn.Linear(2, 2), extras={"obj": Custom()})
     found = trusting.load_latest()
     assert found is not None and isinstance(found[0]["extras"]["obj"], Custom)
+    with pytest.raises(CheckpointError, match="can be loaded"):  # never a silent start from scratch
+        Checkpointer(tmp_path / "ck").load_latest()
 
 
 @pytest.mark.parametrize(("keep_last", "keep_every", "steps", "kept"), [
@@ -188,3 +198,43 @@ def test_marker_lists_checksums_and_is_written_last(tmp_path: Path) -> None:
     assert (folder / MARKER).stat().st_mtime_ns >= (folder / name).stat().st_mtime_ns
     assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"gpuwise-snap-{os.getpid()}-")]
+
+
+def test_retention_counts_only_intact_checkpoints(tmp_path: Path) -> None:
+    """Bug: save 10-30, damage 30, save 40 pruned 20 (30 counted as kept); damage 40 → nothing left."""
+    model, *_ = _model()
+    root = tmp_path / "ck"
+    with Checkpointer(root, async_write=False, keep_last=2) as ck:
+        for step in (10, 20, 30):
+            ck.save(step, model=model)
+        shard = root / step_dir(30) / "state.pt"
+        shard.write_bytes(shard.read_bytes()[:100])  # damaged after its commit
+        ck.save(40, model=model)
+    assert sorted(int(p.name.split("-")[1]) for p in root.iterdir()) == [20, 40]  # 30 pruned, 20 kept
+    shard = root / step_dir(40) / "state.pt"
+    shard.write_bytes(shard.read_bytes()[:100])
+    restored = Checkpointer(root).restore(model=model)
+    assert restored is not None and restored.step == 20
+
+
+def test_a_failed_prune_does_not_fail_the_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    from gpuwise.errors import StorageError
+    from gpuwise.train.storage import Storage
+
+    model, *_ = _model()
+    root = tmp_path / "ck"
+    with Checkpointer(root, async_write=False) as ck:
+        ck.save(1, model=model)
+        ck.save(2, model=model)
+
+        def refuse(self: Storage) -> list[str]:
+            raise StorageError("listing refused", hint="")
+
+        monkeypatch.setattr(Storage, "list_dirs", refuse)  # listing fails only for the prune
+        with caplog.at_level(logging.WARNING):
+            ck.save(3, model=model)
+        monkeypatch.undo()
+        assert ck.last_report is not None and ck.last_report.step == 3
+        assert "could not prune" in caplog.text
+    assert Checkpointer(root).committed_steps() == [3, 2, 1]

@@ -16,7 +16,17 @@ pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
               pytest.mark.filterwarnings("ignore::FutureWarning")]
 
 
-def test_lightning_saves_on_notice_stops_and_resumes(tmp_path: Path) -> None:
+def _outcome_under_gpuwise_run(run_dir: Path) -> str:
+    """What ``gpuwise run`` concludes when torchrun reports exit code 1 for the attempt."""
+    from gpuwise.train.launcher import _classify, _read_progress
+
+    return _classify(1, _read_progress(str(run_dir)), signalled=False)
+
+
+def test_lightning_saves_on_notice_stops_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    monkeypatch.setenv("GPUWISE_RUN_DIR", str(run_dir))
     lightning = pytest.importorskip("lightning")
     from gpuwise.train.lightning_callback import LightningPreemptionCallback
 
@@ -46,6 +56,7 @@ def test_lightning_saves_on_notice_stops_and_resumes(tmp_path: Path) -> None:
     assert cb.preempted and cb.exit_code == EXIT_PREEMPTED
     assert trainer.global_step == 6
     assert cb.latest_checkpoint() == str(tmp_path / "preempted-step6.ckpt")
+    assert _outcome_under_gpuwise_run(run_dir) == "preempted"  # was "crashed" → exit 76
     assert not list(tmp_path.glob("*.tmp"))
     cb2 = LightningPreemptionCallback(tmp_path, watcher=PreemptionWatcher(cloud="none", signals=()))
     trainer2 = lightning.Trainer(callbacks=[cb2], **kw)
@@ -53,7 +64,10 @@ def test_lightning_saves_on_notice_stops_and_resumes(tmp_path: Path) -> None:
     assert trainer2.global_step == 12 and not cb2.preempted and cb2.exit_code == 0
 
 
-def test_hf_trainer_saves_on_notice_and_stops(tmp_path: Path) -> None:
+def test_hf_trainer_saves_on_notice_and_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    monkeypatch.setenv("GPUWISE_RUN_DIR", str(run_dir))
     transformers = pytest.importorskip("transformers")
     from gpuwise.train.hf_callback import HFPreemptionCallback
 
@@ -82,3 +96,4 @@ def test_hf_trainer_saves_on_notice_and_stops(tmp_path: Path) -> None:
     assert trainer.state.global_step == 4
     assert os.path.isdir(tmp_path / "checkpoint-4")
     assert transformers.trainer_utils.get_last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-4")
+    assert _outcome_under_gpuwise_run(run_dir) == "preempted"

@@ -88,7 +88,8 @@ def test_notice_saves_and_exits_with_the_preemption_code(tmp_path: Path) -> None
     model, opt, _, loader = _setup()
     watcher = PreemptionWatcher(cloud="none", signals=())
     with pytest.raises(SystemExit) as exc, resilient(model, opt, checkpoint_dir=str(tmp_path / "c"), max_steps=50,
-                                                     every_steps=100, watcher=watcher) as run:
+                                                     every_steps=100, watcher=watcher,
+                                                     exit_on_preemption=True) as run:
         for x, y in run.batches(loader):
             run.step(torch.nn.functional.mse_loss(model(x), y))
             if run.global_step == 7:
@@ -119,3 +120,62 @@ def test_without_torch_the_error_names_the_extra(tmp_path: Path) -> None:
             "try:\n    t.Checkpointer\nexcept MissingExtraError as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=60)
     assert "pip install 'gpuwise[train]'" in r.stdout, r.stderr
+
+
+CLEANUP = """
+import sys, torch
+from gpuwise.train import PreemptionWatcher, resilient
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+loader = torch.utils.data.DataLoader(data, batch_size=4)
+watcher = PreemptionWatcher(cloud="none", signals=())
+with resilient(model, opt, checkpoint_dir=sys.argv[1], max_steps=50, every_steps=100, watcher=watcher) as run:
+    for x, y in run.batches(loader):
+        run.step(torch.nn.functional.mse_loss(model(x), y))
+        if run.global_step == 3:
+            watcher.trigger("test")
+print("cleanup ran after step", run.global_step, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_preemption_exits_75_after_the_code_that_follows_the_block(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(CLEANUP)
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "c")], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "GPUWISE_CLOUD": "none"})
+    assert r.returncode == EXIT_PREEMPTED, r.stderr[-2000:]
+    assert "cleanup ran after step 4" in r.stdout  # the user's eval/cleanup was not skipped
+
+
+def test_first_save_comes_after_the_first_step_not_the_interval(tmp_path: Path) -> None:
+    from gpuwise.train import Checkpointer
+
+    ckpt = str(tmp_path / "c")
+    _train(ckpt, max_steps=20, stop_at=2)  # default policy: Young/Daly (minutes), first save early
+    assert Checkpointer(ckpt).committed_steps() == [1]
+
+
+def _batch_sampler_run(ckpt: str, max_steps: int, stop_at: int | None) -> list[list[float]]:
+    model, opt, _, _ = _setup()
+    g = torch.Generator().manual_seed(1)
+    data = torch.utils.data.TensorDataset(torch.arange(96, dtype=torch.float32).unsqueeze(1) + 0 * torch.randn(96, 1, generator=g))
+    batches = torch.utils.data.BatchSampler(ResumableSampler(96, seed=3), batch_size=8, drop_last=True)
+    loader = torch.utils.data.DataLoader(data, batch_sampler=batches)
+    seen: list[list[float]] = []
+    with resilient(model, opt, checkpoint_dir=ckpt, max_steps=max_steps, watcher=False, every_steps=3) as run:
+        for (x,) in run.batches(loader):
+            seen.append(x.squeeze(1).tolist())
+            run.step(model[0].lin.weight.sum() * 0 + x.sum() * 0 + model(torch.zeros(1, 16)).sum())
+            if stop_at is not None and run.global_step == stop_at:
+                break
+    return seen
+
+
+def test_batch_sampler_over_a_resumable_sampler_resumes_at_the_right_sample(tmp_path: Path) -> None:
+    reference = _batch_sampler_run(str(tmp_path / "ref"), 8, None)
+    first = _batch_sampler_run(str(tmp_path / "run"), 8, 3)
+    rest = _batch_sampler_run(str(tmp_path / "run"), 8, None)
+    assert first + rest == reference

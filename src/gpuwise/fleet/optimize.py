@@ -38,11 +38,12 @@ import numpy as np
 from gpuwise.errors import InputError, PlanError
 from gpuwise.fleet.demand import Demand
 from gpuwise.fleet.pricing import GpuPrices, PriceQuote, ReservedOption
+from gpuwise.plan.spot import HOT_SPOT_POOL_MTBF_HOURS, young_daly_waste
 from gpuwise.units import HOURS_PER_YEAR
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SPOT_OVERHEAD = 0.075
+DEFAULT_SPOT_OVERHEAD = round(young_daly_waste(60 / 3600, HOT_SPOT_POOL_MTBF_HOURS), 3)
 """Extra GPU-hours lost per useful spot GPU-hour (7.5%). Source: the Young/Daly first-order
 waste √(2C/M) (Young 1974, CACM 17(9); Daly 2006, FGCS 22(3) §3) for a synchronous 60 s
 checkpoint and a "hot" spot pool with a 6 h node MTBF: √(120/21600) = 7.5%. At AWS Spot Advisor's

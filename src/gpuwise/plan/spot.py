@@ -315,3 +315,22 @@ def _instance_risks(bands: Any, clouds: dict[str, CloudSpotRisk], origin: str
             source=f"{r.source}: band {r.band} for {r.instance_type} in {r.region} (as of {r.as_of})",
             notice_seconds=default.notice_seconds, instance_type=r.instance_type, region=r.region, band=r.band)
     return out
+
+
+# -- the one home of the checkpoint-interval maths (train/interval.py and fleet/optimize.py use it)
+
+HOT_SPOT_POOL_MTBF_HOURS = 6.0
+"""Node MTBF of a "hot" GPU spot pool: a gpuwise planning assumption (no public figure), the
+cautious end used for fleet planning (fleet/optimize.py ``DEFAULT_SPOT_OVERHEAD``)."""
+
+
+def young_daly_waste(checkpoint_hours: float, mtbf_hours: float) -> float:
+    """First-order share of time lost at the optimum interval: √(2C/M) (Young 1974; Daly 2006 §3)."""
+    if math.isinf(mtbf_hours):
+        return 0.0
+    return math.sqrt(2 * checkpoint_hours / mtbf_hours)
+
+
+def default_mtbf_hours(cloud: str = "default") -> float:
+    """Node MTBF from the spot data file (``clouds.<cloud>``, else ``clouds.default``)."""
+    return load_spot_defaults().for_cloud(cloud).mtbf_hours

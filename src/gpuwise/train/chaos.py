@@ -15,6 +15,7 @@ marker, or a temporary file, means the kill landed mid-write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -129,9 +130,30 @@ def _start(target: Callable[[list[str]], int] | None, command: Sequence[str] | N
                 os._exit(code)
         return pid, None
     assert command is not None
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([*command, *argv], stdout=out, stderr=err, env={**os.environ, **(env or {})})
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:  # own session: killpg gets the workers too
+        proc = subprocess.Popen([*command, *argv], stdout=out, stderr=err, env={**os.environ, **(env or {})},
+                                start_new_session=True)
     return proc.pid, proc
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux ``/proc``): torchrun starts its workers in sessions of
+    their own, so a SIGKILL of the process group would leave them running."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 def _wait(pid: int, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> int | None:
@@ -154,9 +176,16 @@ def run_with_kills(argv: Sequence[str], *, checkpoint_dir: str, kills: int,
                    target: Callable[[list[str]], int] | None = None, command: Sequence[str] | None = None,
                    min_delay_s: float = 0.1, max_delay_s: float = 1.0, seed: int = 0,
                    env: dict[str, str] | None = None, timeout_s: float = 600.0,
-                   prewarm: Sequence[str] = ("torch._dynamo",)) -> ChaosReport:
+                   prewarm: Sequence[str] = ("torch._dynamo",), aim_mid_write: int = 0,
+                   sigterm_share: float = 0.0) -> ChaosReport:
     """Run ``argv`` (with ``--checkpoint-dir checkpoint_dir`` already in it), SIGKILL it ``kills``
     times after random delays in [min_delay_s, max_delay_s], then let it finish.
+
+    ``aim_mid_write``: the first N kills, after their delay, wait (up to 10 s) until a checkpoint
+    is half-written, so that kills mid-write happen whatever the machine's load (no timing luck).
+    ``sigterm_share``: that share of the stops are a SIGTERM to the launcher (a notice: save, then
+    exit) instead of a SIGKILL of the whole process group. With ``command`` every attempt runs in
+    its own session and a SIGKILL reaches torchrun's workers too.
 
     ``prewarm``: modules imported here before forking (torch's first optimizer step imports
     ``torch._dynamo``, ~2 s, which every forked attempt would otherwise pay again)."""
@@ -183,16 +212,30 @@ def run_with_kills(argv: Sequence[str], *, checkpoint_dir: str, kills: int,
             pid, proc = _start(target, command, list(argv), out_path, err_path, env)
             killing = len([a for a in attempts if a.killed]) < kills
             code = _wait(pid, proc, rng.uniform(min_delay_s, max_delay_s) if killing else timeout_s)
+            if code is None and len(attempts) < aim_mid_write:
+                aim_until = time.monotonic() + 10.0
+                while code is None and not _mid_write(checkpoint_dir) and time.monotonic() < aim_until:
+                    code = _wait(pid, proc, 0.002)
             killed = False
             if code is None:
-                os.kill(pid, signal.SIGKILL)
-                if proc is not None:
-                    proc.wait()
-                else:
-                    os.waitpid(pid, 0)
+                sig = signal.SIGTERM if rng.random() < sigterm_share else signal.SIGKILL
+                mid_now = _mid_write(checkpoint_dir)
+                if sig == signal.SIGTERM:
+                    os.kill(pid, signal.SIGTERM)
+                    if _wait(pid, proc, 120.0) is None:
+                        sig = signal.SIGKILL
+                if sig == signal.SIGKILL:
+                    if proc is not None:  # the whole tree at once, as when a machine dies
+                        for victim in [pid, *_descendants(pid)]:
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(victim, signal.SIGKILL)
+                        proc.wait()
+                    else:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
                 killed = True
             lived = time.monotonic() - started
-            mid = killed and _mid_write(checkpoint_dir)
+            mid = killed and sig == signal.SIGKILL and (mid_now or _mid_write(checkpoint_dir))
             text = Path(out_path).read_text(errors="replace")
             err = Path(err_path).read_text(errors="replace")
             skipped += err.count("skipping checkpoint")

@@ -14,9 +14,16 @@ it to a background writer *process*; at most one write is in flight. A failed wr
 :class:`CheckpointWriteError` on the next call, never dropped. ``memory://`` is written in the
 calling process (a writer process cannot see this process's memory).
 
-Under ``torch.distributed`` every rank calls ``save`` and ``restore`` at the same step: the RNG
-states of all ranks are gathered to rank 0, which alone writes; ``restore`` lets rank 0 pick the
-newest valid step and broadcasts it, so every rank loads the same one.
+Two layouts, chosen by the number of processes:
+
+- **one process**: one ``state.pt`` per step, written by the background writer process (above).
+  Right for one process: nothing to shard, and a forked writer keeps the GIL free.
+- **more than one process** (DDP, FSDP1, FSDP2, FSDP2 + TP): ``torch.distributed.checkpoint``,
+  every rank writes its own shards, our ``COMMIT.json`` last (:mod:`gpuwise.train.sharded`). Every
+  rank calls ``save``/``wait``/``close``/``restore`` at the same step (they are collective). A
+  sharded checkpoint loads on any number of processes, one included (DCP reshards).
+
+``restore`` lets rank 0 pick the newest valid step and broadcasts it, so every rank loads the same one.
 """
 
 from __future__ import annotations
@@ -38,10 +45,19 @@ from gpuwise.train.commit import (
     committed_steps,
     listed_steps,
     read_checkpoint,
+    read_marker,
     step_dir,
     write_checkpoint,
 )
 from gpuwise.train.rng import capture_rng, restore_rng
+from gpuwise.train.sharded import (
+    AsyncMode,
+    ShardedWriter,
+    is_dcp,
+    load_app_state,
+    read_train_state,
+    verify,
+)
 from gpuwise.train.snapshot import SharedSnapshot, detach_shared, flatten
 from gpuwise.train.storage import Storage
 
@@ -66,6 +82,9 @@ class Progress:
     """Micro-batches of the current epoch already consumed."""
     tokens_seen: int = 0
     """Tokens (or samples) consumed so far."""
+    samples_in_epoch: int = -1
+    """Samples of the current epoch consumed by *all* ranks together (what a different world
+    size resumes from); -1 when unknown (older checkpoints: ``batch_in_epoch`` is used)."""
 
 
 @dataclass(frozen=True)
@@ -112,13 +131,19 @@ class Checkpointer:
     def __init__(self, url: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None,
                  keep_last: int = 2, keep_every: int | None = None, compress: Compression = "none",
                  async_write: bool = True, weights_only: bool = True,
-                 writer_start: Literal["fork", "exec"] | None = None) -> None:
+                 writer_start: Literal["fork", "exec"] | None = None,
+                 async_mode: AsyncMode | None = None) -> None:
         if compress not in ("none", "zstd"):
             raise InputError(f"unknown compression {compress!r}", hint="use 'none' or 'zstd'")
         self.storage = Storage(str(url), dict(storage_options or {}))
         self.retention = Retention(keep_last, keep_every)
         self.compress: Compression = compress
         self.async_write = async_write and self.storage.shared_across_processes
+        self.async_mode: AsyncMode = async_mode or ("thread" if async_write else "sync")
+        """Sharded saves: ``thread`` (DCP async_save, default), ``process`` (opt-in), ``sync``."""
+        if self.async_mode not in ("thread", "process", "sync"):
+            raise InputError(f"unknown async_mode {async_mode!r}", hint="use 'thread', 'process' or 'sync'")
+        self._sharded: ShardedWriter | None = None
         self.weights_only = weights_only
         self.writer_start = writer_start or ("fork" if sys.platform.startswith("linux") else "exec")
         if self.writer_start not in ("fork", "exec"):
@@ -136,7 +161,7 @@ class Checkpointer:
 
     def start_writer(self) -> None:
         """Start the background writer now (``resilient`` does, before any thread exists)."""
-        if self.async_write and _dist()[0] == 0:
+        if self.async_write and _dist()[1] == 1:  # more than one process: DCP writes, no writer process
             self._ensure_writer()
 
     def __enter__(self) -> Checkpointer:
@@ -146,6 +171,37 @@ class Checkpointer:
         self.close()
 
     # -- saving --------------------------------------------------------------------------------
+
+    @property
+    def sharded(self) -> ShardedWriter | None:
+        """The DCP writer when more than one process trains (else None: single-file layout)."""
+        if self._sharded is None and _dist()[1] > 1:
+            self._sharded = ShardedWriter(self.storage, self.retention, self.async_mode)
+        return self._sharded
+
+    def sharded_write_done(self) -> bool:
+        """This rank's sharded write (if any) has finished; no collective (see ``commit``)."""
+        sw = self.sharded
+        return sw is None or sw.locally_done()
+
+    @property
+    def sharded_pending(self) -> int | None:
+        sw = self.sharded
+        return sw.pending.step if sw is not None and sw.pending is not None else None
+
+    def commit(self, timeout_s: float | None = None) -> WriteReport | None:
+        """Collective under torch.distributed: commit the sharded write in flight (waits for it).
+        Raises :class:`CheckpointWriteError` on every rank when any rank's write failed."""
+        sw = self.sharded
+        if sw is None:
+            return self.wait(timeout_s)
+        try:
+            report = sw.commit(timeout_s)
+        except CheckpointError as exc:
+            raise CheckpointWriteError(exc.message, hint=exc.hint) from exc
+        if report is not None:
+            self.last_report = report
+        return report
 
     @property
     def in_flight(self) -> int | None:
@@ -158,6 +214,7 @@ class Checkpointer:
                     extras: dict[str, Any] | None = None) -> dict[str, Any]:
         """The dict that is saved: state dicts, progress, RNG of every rank, extras."""
         _, world = _dist()
+        _check_extras(extras or {}, self.weights_only)
         rng = capture_rng()
         if world > 1:
             gathered: list[Any] = [None] * world
@@ -191,8 +248,9 @@ class Checkpointer:
         t0 = time.perf_counter()
         if isinstance(progress, int):
             progress = Progress(progress)
-        if _dist()[1] > 1:
-            if_busy = "wait"  # skipping on rank 0 alone would leave the others in the RNG gather
+        if self.sharded is not None:
+            return self._save_sharded(progress, t0, model=model, optimizer=optimizer, scheduler=scheduler,
+                                      scaler=scaler, sampler=sampler, extras=extras, block=block)
         if self._pending is not None:
             self.poll()
             if self._pending is not None:
@@ -226,6 +284,24 @@ class Checkpointer:
         if block:
             self.wait()
         return stats
+
+    def _save_sharded(self, progress: Progress, t0: float, *, model: Any, optimizer: Any, scheduler: Any,
+                      scaler: Any, sampler: Any, extras: dict[str, Any] | None, block: bool) -> SaveStats:
+        from gpuwise.train.sharded import app_state
+
+        sw = self.sharded
+        assert sw is not None
+        if sw.pending is not None:
+            self.commit()  # raises CheckpointWriteError when the previous write failed
+        train_state = self.build_state(progress, model=None, optimizer=None, scheduler=scheduler,
+                                       scaler=scaler, sampler=sampler, extras=extras)
+        state = app_state(_unwrap_ddp(model), optimizer) if model is not None else {}
+        sw.start(progress.step, state, train_state, {"progress": train_state["progress"]})
+        mode: Literal["async", "sync"] = "sync" if self.async_mode == "sync" else "async"
+        stall = time.perf_counter() - t0
+        if block or mode == "sync":
+            self.commit()
+        return SaveStats(progress.step, stall, mode)
 
     def _send(self, job: dict[str, Any]) -> None:
         from gpuwise.train._writer import send
@@ -286,6 +362,8 @@ class Checkpointer:
 
     def wait(self, timeout_s: float | None = None) -> WriteReport | None:
         """Block until the write in flight is committed (or failed: then raise)."""
+        if self._sharded is not None:
+            return self.commit(timeout_s)
         report = self._collect(timeout_s=timeout_s if timeout_s is not None else float("inf"))
         self._raise_failed()
         return report
@@ -326,6 +404,8 @@ class Checkpointer:
 
     def close(self) -> None:
         """Wait for the write in flight and stop the writer process. Raises a pending failure."""
+        if self._sharded is not None and self._sharded.pending is not None:
+            self.commit()
         try:
             if self._pending is not None:
                 self._collect(timeout_s=float("inf"))
@@ -352,38 +432,65 @@ class Checkpointer:
     def load_latest(self) -> tuple[dict[str, Any], str, tuple[str, ...]] | None:
         """The newest checkpoint whose marker and checksums are valid: (state, folder, skipped).
 
-        Every newer folder that fails is logged with the reason and skipped."""
+        For a sharded (DCP) checkpoint ``state`` is its train state (progress, RNG, extras ...)
+        with ``"layout": "dcp"``; the model and optimizer shards are loaded by :meth:`restore`.
+        Every newer folder that fails is logged with the reason and skipped. When folders exist
+        but none loads, raise instead of silently starting from scratch."""
         skipped: list[str] = []
         for step in listed_steps(self.storage):
             try:
-                state, _ = read_checkpoint(self.storage, step, weights_only=self.weights_only)
+                marker = read_marker(self.storage, step)
+                if is_dcp(marker):
+                    assert marker is not None
+                    verify(self.storage, step, marker)
+                    state: dict[str, Any] = dict(read_train_state(self.storage, step, self.weights_only))
+                    state["layout"] = "dcp"
+                else:
+                    state, _ = read_checkpoint(self.storage, step, weights_only=self.weights_only)
             except CheckpointError as exc:
                 skipped.append(f"{step_dir(step)}: {exc.message}")
                 log.warning("skipping checkpoint %s: %s; falling back to the previous one",
                             step_dir(step), exc.message)
                 continue
             return detach_shared(state), self.storage.join(step_dir(step)), tuple(skipped)
+        if any("cannot be loaded" in s for s in skipped):
+            raise CheckpointError(f"no checkpoint under {self.storage.url} can be loaded ({skipped[0]})",
+                                  hint="fix what the message names (or pass weights_only=False for files "
+                                       "you trust); starting from scratch would silently lose the run")
         return None
 
     def restore(self, *, model: Any = None, optimizer: Any = None, scheduler: Any = None,
                 scaler: Any = None, sampler: Any = None, restore_rng_state: bool = True) -> Restored | None:
-        """Load the newest valid checkpoint into the given objects; None when there is none."""
+        """Load the newest valid checkpoint into the given objects; None when there is none.
+
+        Collective under torch.distributed. A sharded checkpoint loads on any world size."""
         rank, world = _dist()
         found = self.load_latest() if rank == 0 or world == 1 else None
         if world > 1:
-            box = [found[1].rsplit("/", 1)[-1] if found else None]
+            box = [(found[1].rsplit("/", 1)[-1], found[0].get("layout", "file")) if found else None]
             torch.distributed.broadcast_object_list(box, src=0)
+            if box[0] is None:
+                return None
+            name, layout = box[0]
+            step = int(name.split("-")[1])
             if rank != 0:
-                if box[0] is None:
-                    return None
-                state, _ = read_checkpoint(self.storage, int(box[0].split("-")[1]), weights_only=self.weights_only)
-                found = (detach_shared(state), self.storage.join(box[0]), ())
+                if layout == "dcp":
+                    state = dict(read_train_state(self.storage, step, self.weights_only), layout="dcp")
+                else:
+                    state, _ = read_checkpoint(self.storage, step, weights_only=self.weights_only)
+                found = (detach_shared(state), self.storage.join(name), ())
         if found is None:
             return None
         state, path, skipped = found
-        for name, obj in (("model", _unwrap(model) if model is not None else None),
-                          ("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler),
-                          ("sampler", sampler)):
+        step = int(path.rsplit("-", 1)[-1])
+        if state.get("layout") == "dcp":
+            if model is not None:
+                load_app_state(self.storage, step, _unwrap_ddp(model), optimizer)
+            objects: tuple[tuple[str, Any], ...] = (("scheduler", scheduler), ("scaler", scaler), ("sampler", sampler))
+        else:
+            objects = (("model", _unwrap(model) if model is not None else None), ("optimizer", optimizer),
+                       ("scheduler", scheduler), ("scaler", scaler), ("sampler", sampler))
+        for name, obj in objects:
             if obj is None:
                 continue
             if name not in state:
@@ -391,9 +498,39 @@ class Checkpointer:
             obj.load_state_dict(state[name])
         if restore_rng_state:
             rngs = state["rng"]
-            restore_rng(rngs[rank] if rank < len(rngs) else rngs[0])
+            restore_rng(rngs[rank % len(rngs)])  # another world size: rank r takes saved rank r mod N
         p = state["progress"]
-        progress = Progress(int(p["step"]), int(p["epoch"]), int(p["batch_in_epoch"]), int(p["tokens_seen"]))
+        progress = Progress(int(p["step"]), int(p["epoch"]), int(p["batch_in_epoch"]), int(p["tokens_seen"]),
+                            int(p.get("samples_in_epoch", -1)))
         if skipped:
             log.warning("resumed from %s after skipping %d invalid newer checkpoint(s)", path, len(skipped))
+        if self._sharded is not None:
+            self._sharded.committed_step = progress.step
         return Restored(progress.step, progress, dict(state.get("extras", {})), path, skipped)
+
+
+def _unwrap_ddp(model: Any) -> Any:
+    """DDP's inner module (get_state_dict handles DDP too, but FSDP1 also has ``.module``)."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return model.module
+    return model
+
+
+def _check_extras(extras: dict[str, Any], weights_only: bool) -> None:
+    """Refuse, at save time and by name, extras that a ``weights_only`` load would refuse: every
+    checkpoint would be unloadable and the run would restart from scratch."""
+    if not weights_only or not extras:
+        return
+    import io
+
+    for key, value in extras.items():
+        buf = io.BytesIO()
+        try:
+            torch.save(value, buf)
+            buf.seek(0)
+            torch.load(buf, weights_only=True)
+        except Exception as exc:
+            raise CheckpointError(f"extras[{key!r}] ({type(value).__name__}) cannot be loaded back with "
+                                  f"weights_only=True: {str(exc).splitlines()[0]}",
+                                  hint="store plain Python values or tensors (e.g. float(x) for a NumPy "
+                                       "scalar)") from exc

@@ -127,6 +127,7 @@ def write_checkpoint(storage: Storage, step: int, state: Any, *, compress: Compr
         time.sleep(slow)
     marker = {
         "format": FORMAT_VERSION,
+        "layout": "file",
         "step": step,
         "compression": compress,
         "created_unix": time.time(),
@@ -137,7 +138,7 @@ def write_checkpoint(storage: Storage, step: int, state: Any, *, compress: Compr
     t2 = time.perf_counter()
     pruned: tuple[int, ...] = ()
     if retention is not None:
-        pruned = prune(storage, retention)
+        pruned = prune(storage, retention)  # never raises: a failed prune does not fail the commit
     return WriteReport(step, folder, len(data), t1 - t0, t2 - t1, pruned)
 
 
@@ -176,6 +177,9 @@ def read_checkpoint(storage: Storage, step: int, *, weights_only: bool = True) -
         raise CheckpointError(f"{step_dir(step)} has no valid commit marker",
                               hint="it was never finished; an older checkpoint is used instead")
     folder = storage.join(step_dir(step))
+    if marker.get("layout", "file") != "file":
+        raise CheckpointError(f"{step_dir(step)} is a sharded (DCP) checkpoint",
+                              hint="load it through Checkpointer.restore")
     (shard, info), = marker["files"].items()
     data = storage.get(f"{folder}/{shard}")
     if len(data) != info["bytes"] or hashlib.sha256(data).hexdigest() != info["sha256"]:
@@ -189,13 +193,41 @@ def read_checkpoint(storage: Storage, step: int, *, weights_only: bool = True) -
     return state, marker
 
 
+def intact(storage: Storage, step: int, marker: dict[str, Any] | None = None) -> bool:
+    """Marker valid and every file it lists present with its recorded size (a cheap check:
+    sizes, not checksums; the checksums are verified when a checkpoint is loaded)."""
+    marker = marker if marker is not None else read_marker(storage, step)
+    if marker is None:
+        return False
+    folder = storage.join(step_dir(step))
+    try:
+        return all(storage.size(f"{folder}/{name}") == int(info.get("bytes", -1))
+                   for name, info in marker["files"].items())
+    except (StorageError, TypeError, ValueError, AttributeError):
+        return False
+
+
 def prune(storage: Storage, retention: Retention) -> tuple[int, ...]:
-    """Delete committed checkpoints outside ``retention`` and unfinished folders older than the
-    newest commit. Unfinished folders newer than it are left: a later save rewrites them."""
-    committed = committed_steps(storage)
-    doomed = retention.to_delete(committed)
-    newest = committed[0] if committed else None
-    stale = [s for s in listed_steps(storage) if s not in committed and newest is not None and s < newest]
+    """Delete checkpoints outside ``retention``; never fails (a failed prune is logged and the
+    next commit tries again — the checkpoint just committed stays committed).
+
+    Retention counts only *intact* checkpoints (:func:`intact`): a damaged one must not take the
+    place of a good one, or saving would prune the only checkpoint that still loads. Damaged and
+    unfinished folders older than the newest intact one are deleted; newer ones are left (a later
+    save rewrites them)."""
+    try:
+        return _prune(storage, retention)
+    except StorageError as exc:
+        log.warning("could not prune old checkpoints: %s", exc.message)
+        return ()
+
+
+def _prune(storage: Storage, retention: Retention) -> tuple[int, ...]:
+    listed = listed_steps(storage)
+    good = [s for s in listed if intact(storage, s)]
+    doomed = retention.to_delete(good)
+    newest = good[0] if good else None
+    stale = [s for s in listed if s not in good and newest is not None and s < newest]
     removed = []
     for step in [*doomed, *stale]:
         folder = storage.join(step_dir(step))

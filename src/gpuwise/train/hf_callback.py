@@ -33,7 +33,14 @@ class HFPreemptionCallback(_HFCallback, _Watching):
         elif self.watcher.save_requested():
             control.should_save = True
             self.watcher.mark_saved()
+        else:
+            self._progress(int(state.global_step))
         return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._progress(int(state.global_step), "preempted" if self.preempted else None,
+                       committed=int(state.global_step))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._stop()
+        self._progress(int(state.global_step), "preempted" if self.preempted else "done")

@@ -17,13 +17,27 @@ to ``gpuwise run`` or SkyPilot.
     trainer.train(resume_from_checkpoint=bool(transformers.trainer_utils.get_last_checkpoint(out)))
     sys.exit(cb.exit_code)
 
+Under ``gpuwise run`` both write the progress file of their rank (:mod:`gpuwise.train.progress`),
+so a preemption is reported as one (exit 75) even though torchrun turns the worker's 75 into 1.
+
+Exact resume: the Hugging Face Trainer restores model, optimizer, scheduler, RNG and the data
+position from ``checkpoint-N`` itself. Lightning restores model, optimizer, schedulers and loop
+counters from the ``.ckpt``, but not the RNG of the data loader's sampler in the middle of an
+epoch nor Python/NumPy random state: a mid-epoch resume sees the same batches only with a
+deterministic sampler (``shuffle=False`` or a seeded sampler Lightning can rewind). For FSDP,
+use Lightning's own strategy checkpointing (``FSDPStrategy(state_dict_type="sharded")``, which
+saves through torch.distributed.checkpoint); this callback only decides *when* to save.
+
 Tested against lightning 2.6.6 and transformers 5.23.0 with torch 2.13.0 (CPU).
 """
 
 from __future__ import annotations
 
+import time
+
 from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED
 from gpuwise.train.preemption import PreemptionWatcher
+from gpuwise.train.progress import global_rank, run_dir, write_progress
 
 
 class _Watching:
@@ -31,6 +45,8 @@ class _Watching:
         self.watcher = watcher or PreemptionWatcher()
         self._own = watcher is None
         self.preempted = False
+        self._last_progress = 0.0
+        self._committed: int | None = None
 
     @property
     def exit_code(self) -> int:
@@ -44,3 +60,14 @@ class _Watching:
     def _stop(self) -> None:
         if self._own:
             self.watcher.stop()
+
+    def _progress(self, step: int, exit_reason: str | None = None, committed: int | None = None) -> None:
+        """This rank's progress file for ``gpuwise run`` (at most twice a second, and at the end)."""
+        if committed is not None:
+            self._committed = committed
+        now = time.monotonic()
+        if exit_reason is None and now - self._last_progress < 0.5:
+            return
+        self._last_progress = now
+        write_progress(run_dir(), rank=global_rank(), step=step, committed_step=self._committed,
+                       exit_reason=exit_reason)

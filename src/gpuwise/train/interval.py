@@ -10,10 +10,11 @@ With asynchronous saves C is the *stall* (the loop's blocked time), not the writ
 interval can be no shorter than the background write (one save in flight). M is the MTBF of
 failures that come *without* a usable notice; announced preemptions get their own save.
 
-Default M (research notes §5, [derived]): AWS Spot Advisor's worst band, "> 20 %" of instances
-interrupted in the trailing month (AWS Spot Instance Advisor, as quoted by
-pkg.go.dev/github.com/grailbio/base/cloud/spotadvisor), read as a constant hazard:
-M = 730 h / −ln(1 − 0.20) ≈ 3271 h per node. Pass your own ``mtbf_hours`` from your telemetry.
+The formulas and the spot interruption default live in one place, :mod:`gpuwise.plan.spot` and
+its data file ``plan/data/spot.yaml`` (also used by ``gpuwise plan`` and the fleet optimizer);
+this module only adapts them to seconds and checks its inputs. Default M: ``clouds.default`` of
+that file (20 %/month, the top AWS Spot Advisor band edge, as a constant hazard:
+M = 730 h / −ln(1 − 0.20) ≈ 3271 h per node). Pass your own ``mtbf_hours`` from your telemetry.
 The interval is capped at 30 min (notes §5: "a wall-clock cap on the interval, e.g. ≤ 30 min").
 """
 
@@ -22,26 +23,22 @@ from __future__ import annotations
 import math
 
 from gpuwise.errors import InputError
+from gpuwise.plan.spot import daly_interval_hours, default_mtbf_hours, young_interval_hours
 
-HOURS_PER_MONTH = 730.0  # 8760 h / 12, the Spot Advisor's "trailing month"
-SPOT_ADVISOR_WORST_BAND = 0.20  # "> 20 %" band edge (AWS Spot Instance Advisor)
-DEFAULT_MTBF_HOURS = HOURS_PER_MONTH / -math.log(1 - SPOT_ADVISOR_WORST_BAND)
+DEFAULT_MTBF_HOURS = default_mtbf_hours()
 DEFAULT_MAX_INTERVAL_S = 30 * 60.0
 
 
 def young_interval_s(cost_s: float, mtbf_s: float) -> float:
     """Young's first-order optimum √(2CM)."""
     _check(cost_s, mtbf_s)
-    return math.sqrt(2 * cost_s * mtbf_s)
+    return young_interval_hours(cost_s / 3600.0, mtbf_s / 3600.0) * 3600.0
 
 
 def daly_interval_s(cost_s: float, mtbf_s: float) -> float:
     """Daly's higher-order optimum (FGCS 22(3), 2006, eq. 37)."""
     _check(cost_s, mtbf_s)
-    if cost_s >= 2 * mtbf_s:
-        return mtbf_s
-    r = cost_s / (2 * mtbf_s)
-    return math.sqrt(2 * cost_s * mtbf_s) * (1 + math.sqrt(r) / 3 + r / 9) - cost_s
+    return daly_interval_hours(cost_s / 3600.0, mtbf_s / 3600.0) * 3600.0
 
 
 def checkpoint_interval_s(stall_s: float, *, mtbf_hours: float = DEFAULT_MTBF_HOURS, nodes: int = 1,

@@ -1,15 +1,29 @@
 """``gpuwise run``: launch a training command through torchrun and restart it until it finishes.
 
-Each attempt runs ``python -m torch.distributed.run --standalone --nproc-per-node N
---max-restarts 0 <script> ...`` (torchrun's own restarts cannot tell a preemption from a crash, so
-the restarts are ours). The workers' :func:`~gpuwise.train.resilient` writes a small progress
+Each attempt runs torchrun (through :mod:`gpuwise.train._torchrun`, which keeps the workers' exit
+code) with ``--max-restarts 0``: torchrun's own restarts cannot tell a preemption from a crash, so
+the restarts are ours. One machine: ``--standalone``. Several (``nnodes > 1``): c10d rendezvous
+at ``rdzv_endpoint`` (default port 29500) with ``--nnodes``/``--node-rank``; node 0 hosts the
+rendezvous store. When a node is lost, the survivors' workers fail in their next collective,
+their torchrun exits, and every node's ``gpuwise run`` starts a new attempt that meets the others
+again at the rendezvous: the whole job restarts from the last committed step.
+Multi-node settings come from the flags, else SkyPilot's ``SKYPILOT_NUM_NODES``,
+``SKYPILOT_NODE_RANK``, ``SKYPILOT_NODE_IPS`` (first line: rendezvous host),
+``SKYPILOT_NUM_GPUS_PER_NODE``, else a Kubeflow PyTorchJob's ``PET_NNODES``, ``PET_NODE_RANK``,
+``PET_NPROC_PER_NODE``, ``MASTER_ADDR``, ``MASTER_PORT`` (``WORLD_SIZE``/``RANK`` as node count
+and index) — :func:`from_environment`.
+
+Failures that cannot change on retry stop at once, not after ``--max-restarts`` attempts: the
+script does not exist, ``python -c`` (torchrun needs a script file), and an attempt whose workers
+all exit with code 2 (the usage-error code of argparse, click and gpuwise) — ``gpuwise run`` then
+exits 2 too. Every other failure (signals, 1, OOM, a lost peer) may be transient and is retried. The workers' :func:`~gpuwise.train.resilient` writes a small progress
 file per rank into ``GPUWISE_RUN_DIR`` (step reached, step committed, how it exited), which
 tells a preemption from a crash and how much work a restart lost. Without those files the exit
 code decides (only visible without torchrun: ``--no-torchrun``).
 
 Exit codes (:mod:`gpuwise.train.exitcodes`): 0 finished; 75 preempted — this machine is going
 away or the preemption budget ran out (SkyPilot: ``recover_on_exit_codes: [75]``); 76 the
-command kept failing and ``--max-restarts`` ran out; 2 bad usage.
+command kept failing and ``--max-restarts`` ran out; 2 bad usage (ours or the script's).
 """
 
 from __future__ import annotations
@@ -31,11 +45,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuwise.errors import InputError, MissingExtraError
-from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED
+from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED, EXIT_USAGE
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["done", "preempted", "crashed", "stopped"]
+Outcome = Literal["done", "preempted", "crashed", "stopped", "usage"]
+DEFAULT_RDZV_PORT = 29500
+NOT_RETRIED_EXIT_CODES = (EXIT_USAGE,)
+"""Worker exit codes that a retry cannot change (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,14 @@ class LaunchSpec:
     """Launch through torchrun; False runs the command as is (one process)."""
     restart_delay_s: float = 1.0
     """Pause before a restart."""
+    nnodes: int = 1
+    """Machines in the job; more than 1 uses c10d rendezvous at ``rdzv_endpoint``."""
+    node_rank: int = 0
+    """This machine's index, 0 .. nnodes-1 (node 0 hosts the rendezvous store)."""
+    rdzv_endpoint: str | None = None
+    """``HOST[:PORT]`` of the rendezvous (node 0); the port defaults to 29500."""
+    rdzv_id: str = "gpuwise"
+    """Job id shared by every node's rendezvous."""
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -61,6 +86,19 @@ class LaunchSpec:
         if shutil.which(self.command[0]) is None:  # restarting a typo would only fail N more times
             raise InputError(f"command not found: {self.command[0]!r}",
                              hint="check the spelling and PATH, or give the program's full path")
+        if os.path.basename(self.command[0]).startswith("python"):
+            rest = self.command[1:]
+            if self.torchrun and rest and rest[0] == "-c":
+                raise InputError("torchrun runs a script or a module, not `python -c`",
+                                 hint="put the code in a file (gpuwise run -- python train.py), or add --no-torchrun")
+            if rest and rest[0] != "-m" and not rest[0].startswith("-") and not os.path.isfile(rest[0]):
+                raise InputError(f"script not found: {rest[0]!r}", hint="check the path (relative to the current folder)")
+        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
+            raise InputError(f"node rank {self.node_rank} of {self.nnodes} node(s) is not usable",
+                             hint="nnodes at least 1; node rank from 0 to nnodes-1")
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise InputError(f"{self.nnodes} nodes need a rendezvous endpoint",
+                             hint="give node 0's address as rdzv_endpoint (HOST:PORT)")
         if self.nproc_per_node < 1:
             raise InputError(f"--nproc-per-node {self.nproc_per_node} must be at least 1", hint="e.g. 8 on an 8-GPU machine")
         if self.max_restarts < 0 or self.max_preemptions < 0:
@@ -116,8 +154,17 @@ def build_argv(spec: LaunchSpec) -> list[str]:
         return cmd
     if importlib.util.find_spec("torch") is None:
         raise MissingExtraError("torch", "train")
-    run = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={spec.nproc_per_node}", "--max-restarts=0"]
+    run = [sys.executable, "-m", "gpuwise.train._torchrun", f"--nproc-per-node={spec.nproc_per_node}",
+           "--max-restarts=0"]
+    if spec.nnodes == 1 and not spec.rdzv_endpoint:
+        run.append("--standalone")
+    else:
+        endpoint = spec.rdzv_endpoint or f"127.0.0.1:{DEFAULT_RDZV_PORT}"
+        if ":" not in endpoint:
+            endpoint = f"{endpoint}:{DEFAULT_RDZV_PORT}"
+        run += [f"--nnodes={spec.nnodes}", f"--node-rank={spec.node_rank}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={endpoint}", f"--rdzv-id={spec.rdzv_id}",
+                f"--rdzv-conf=is_host={'true' if spec.node_rank == 0 else 'false'}"]
     if os.path.basename(cmd[0]).startswith("python"):
         rest = cmd[1:]
         if not rest:
@@ -144,7 +191,45 @@ def _classify(code: int, progress: list[dict[str, Any]], signalled: bool) -> Out
         return "preempted"
     if code == 0:
         return "done"
+    if code in NOT_RETRIED_EXIT_CODES:
+        return "usage"
     return "crashed"
+
+
+def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Multi-node settings from SkyPilot's or a PyTorchJob's environment (module docstring):
+    ``nnodes``, ``node_rank``, ``rdzv_endpoint``, ``nproc_per_node`` — only the keys found."""
+    e = dict(os.environ if env is None else env)
+    out: dict[str, Any] = {}
+
+    def number(key: str) -> int | None:
+        text = e.get(key, "").strip()
+        if not text:
+            return None
+        try:
+            return int(text)
+        except ValueError as exc:
+            raise InputError(f"{key}={text!r} is not a whole number", hint=f"fix or unset {key}") from exc
+
+    if e.get("SKYPILOT_NUM_NODES"):
+        out["nnodes"] = number("SKYPILOT_NUM_NODES")
+        if (r := number("SKYPILOT_NODE_RANK")) is not None:
+            out["node_rank"] = r
+        ips = [line.strip() for line in e.get("SKYPILOT_NODE_IPS", "").splitlines() if line.strip()]
+        if ips:
+            out["rdzv_endpoint"] = f"{ips[0]}:{DEFAULT_RDZV_PORT}"
+        if (g := number("SKYPILOT_NUM_GPUS_PER_NODE")) is not None and g > 0:
+            out["nproc_per_node"] = g
+    elif e.get("PET_NNODES") or e.get("MASTER_ADDR"):
+        nnodes = number("PET_NNODES")
+        out["nnodes"] = nnodes if nnodes is not None else (number("WORLD_SIZE") or 1)
+        rank = number("PET_NODE_RANK")
+        out["node_rank"] = rank if rank is not None else (number("RANK") or 0)
+        if e.get("MASTER_ADDR"):
+            out["rdzv_endpoint"] = f"{e['MASTER_ADDR']}:{e.get('MASTER_PORT') or DEFAULT_RDZV_PORT}"
+        if (n := number("PET_NPROC_PER_NODE")) is not None:
+            out["nproc_per_node"] = n
+    return out
 
 
 def launch(spec: LaunchSpec, *, say: Callable[[str], None] | None = None,
@@ -197,6 +282,9 @@ def launch(spec: LaunchSpec, *, say: Callable[[str], None] | None = None,
                 say(f"attempt {number} {outcome} (exit code {code}) after {result.wall_s:.1f} s{lost_text}")
                 if outcome == "done":
                     return LaunchResult(EXIT_OK, tuple(attempts))
+                if outcome == "usage":
+                    say(f"the command exited with {code} (a usage error): not retried, a retry cannot change it")
+                    return LaunchResult(EXIT_USAGE, tuple(attempts))
                 if outcome == "stopped":
                     say(f"stop signal received: exiting with {EXIT_PREEMPTED} so the scheduler can recover the job")
                     return LaunchResult(EXIT_PREEMPTED, tuple(attempts))

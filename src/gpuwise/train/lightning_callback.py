@@ -39,6 +39,7 @@ class LightningPreemptionCallback(_LightningCallback, _Watching):
         stop = self.watcher.should_stop() or bool(getattr(trainer, "received_sigterm", False))
         stop = bool(trainer.strategy.reduce_boolean_decision(stop, all=False))
         if not stop or self.preempted:
+            self._progress(int(trainer.global_step))
             return
         os.makedirs(self.dirpath, exist_ok=True)
         final = os.path.join(self.dirpath, f"preempted-step{trainer.global_step}.ckpt")
@@ -51,6 +52,8 @@ class LightningPreemptionCallback(_LightningCallback, _Watching):
         self.saved_path = final
         self.preempted = True
         trainer.should_stop = True
+        self._progress(int(trainer.global_step), "preempted", committed=int(trainer.global_step))
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self._stop()
+        self._progress(int(trainer.global_step), "preempted" if self.preempted else "done")

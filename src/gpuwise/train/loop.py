@@ -13,16 +13,28 @@ On entry it restores the newest valid checkpoint (model, optimizer, scheduler, G
 data position) and starts a :class:`PreemptionWatcher`. ``run.step`` does backward (scaled for
 fp16), gradient accumulation, the optimizer/scheduler step and decides whether to save: every
 ``every_steps`` steps, every ``every_minutes`` minutes, or — by default — at the Young/Daly
-interval from the measured save stall (``interval.py``); and at once on a notice. After a
-preemption notice it commits a checkpoint, the loop ends and leaving the ``with`` block exits the
-process with :data:`EXIT_PREEMPTED` (75).
+interval from the measured save stall (``interval.py``), with a first save right after the first
+step (a kill without notice early on must not lose everything); and at once on a notice. After a
+preemption notice it commits a checkpoint and the loop ends. The code after the ``with`` block
+(eval, cleanup) still runs; the process then exits with :data:`EXIT_PREEMPTED` (75) when the
+interpreter shuts down (``exit_on_preemption="at_exit"``, the default; ``True`` exits at the end of
+the block, ``False`` leaves it to ``sys.exit(run.exit_code)``).
+
+Under ``torch.distributed`` every rank takes the same decisions at the same step: one small
+``all_reduce`` per optimizer step carries "stop", "notice", "time to save" and "my shard write is
+still running"; a sharded write is committed (collectively) at the first step where every rank's
+write is done.
+
+A notice save is bounded by the grace period (``GPUWISE_GRACE_PERIOD_S`` or the cloud's deadline):
+with remote storage it goes to fast local disk first (``local_dir``), then uploads while time is
+left; the process exits before the deadline whatever the storage does.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
-import json
 import logging
 import os
 import sys
@@ -37,6 +49,7 @@ from gpuwise.train.commit import Compression
 from gpuwise.train.exitcodes import EXIT_PREEMPTED
 from gpuwise.train.interval import DEFAULT_MAX_INTERVAL_S, DEFAULT_MTBF_HOURS, checkpoint_interval_s
 from gpuwise.train.preemption import PreemptionWatcher
+from gpuwise.train.progress import write_progress
 from gpuwise.train.sampler import ResumableSampler
 
 log = logging.getLogger(__name__)
@@ -56,7 +69,8 @@ class Run:
                  async_write: bool = True, storage_options: dict[str, Any] | None = None,
                  watcher: PreemptionWatcher | bool = True, activation_checkpointing: tuple[type, ...] = (),
                  clip_grad_norm: float | None = None, tokens_per_batch: int = 0,
-                 exit_on_preemption: bool = True, extras: dict[str, Any] | None = None) -> None:
+                 exit_on_preemption: bool | Literal["at_exit"] = "at_exit", extras: dict[str, Any] | None = None,
+                 local_dir: str | os.PathLike[str] | None = None) -> None:
         if max_steps < 1:
             raise InputError(f"max_steps={max_steps} must be at least 1", hint="pass the number of optimizer steps")
         if grad_accum < 1:
@@ -78,6 +92,7 @@ class Run:
         self.scaler = torch.amp.GradScaler(self.device_type) if precision == "fp16" else None
         self.checkpointer = Checkpointer(checkpoint_dir, storage_options=storage_options, keep_last=keep_last,
                                          keep_every=keep_every, compress=compress, async_write=async_write)
+        self.local_checkpointer = _local_checkpointer(self.checkpointer, local_dir, keep_last, compress)
         self.watcher = watcher if isinstance(watcher, PreemptionWatcher) else (PreemptionWatcher() if watcher else None)
         self._own_watcher = watcher is True
         rank, world = _dist()
@@ -87,6 +102,7 @@ class Run:
         self.global_step = 0
         self.epoch = 0
         self.batch_in_epoch = 0
+        self.samples_in_epoch = 0  # global: all ranks together
         self.tokens_seen = 0
         self.micro = 0
         self.resumed_from: int | None = None
@@ -99,6 +115,7 @@ class Run:
         self._sampler: ResumableSampler | None = None
         self._run_dir = os.environ.get("GPUWISE_RUN_DIR") or None
         self._last_progress_write = 0.0
+        self._saves = 0
         for module in model.modules():
             if activation_checkpointing and isinstance(module, activation_checkpointing):
                 module.forward = functools.partial(_checkpointed, module.forward)  # type: ignore[attr-defined]
@@ -107,11 +124,11 @@ class Run:
 
     def open(self) -> Run:
         self.checkpointer.start_writer()  # forked before the watcher thread exists
-        restored = self.checkpointer.restore(model=self.model, optimizer=self.optimizer,
-                                             scheduler=self.scheduler, scaler=self.scaler)
+        restored = self._restore()
         if restored is not None:
             p = restored.progress
             self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen = p.step, p.epoch, p.batch_in_epoch, p.tokens_seen
+            self.samples_in_epoch = p.samples_in_epoch
             self.resumed_from = self.committed_step = p.step
             self.extras.update(restored.extras)
             log.info("resumed from %s (step %d)", restored.path, p.step)
@@ -121,11 +138,36 @@ class Run:
         self._write_progress(force=True)
         return self
 
+    def _restore(self) -> Any:
+        """The newest checkpoint of the main storage or of the local notice copy, whichever is newer."""
+        kw = {"model": self.model, "optimizer": self.optimizer, "scheduler": self.scheduler, "scaler": self.scaler}
+        local = self.local_checkpointer
+        if local is not None:
+            steps = local.committed_steps()
+            remote = self.checkpointer.committed_steps() if self.rank == 0 else []
+            newer = [max(steps or [-1]) > max(remote or [-1])]
+            if self.world_size > 1:
+                torch.distributed.broadcast_object_list(newer, src=0)
+            if newer[0]:
+                restored = local.restore(**kw)
+                if restored is not None:
+                    log.warning("resumed from the local notice copy %s (newer than the main storage)", restored.path)
+                    return restored
+        return self.checkpointer.restore(**kw)
+
+    @property
+    def exit_code(self) -> int:
+        """75 after a preemption (a checkpoint was committed), else 0."""
+        return EXIT_PREEMPTED if self.preempted else 0
+
     def close(self, exc: BaseException | None = None) -> None:
         try:
+            if exc is None and self.checkpointer.sharded_pending is not None:
+                self._commit()  # the last periodic save may be this very step: no second write
             if exc is None and not self.preempted and self.global_step >= self.max_steps and self.committed_step != self.global_step:
                 self._save("final", block=True)
-            self.checkpointer.close()
+            if not (self.preempted and self.local_checkpointer is not None):
+                self.checkpointer.close()  # after a local notice save the remote write may hang: leave it
         except CheckpointWriteError as err:
             self.save_errors.append(err.message)
             log.error("%s", err)
@@ -144,12 +186,16 @@ class Run:
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
         """Yield batches across epochs, from the restored position, until ``max_steps`` or a stop."""
         sampler = _resumable_sampler(loader)
-        batch_size = getattr(loader, "batch_size", None) or 1
+        batch_size = _batch_size(loader)
         self._sampler = sampler
         while not self.done:
             skip = 0
+            if self.samples_in_epoch < 0:  # a checkpoint from before global positions
+                self.samples_in_epoch = self.batch_in_epoch * batch_size * self.world_size
+            else:  # per-rank batches from the global position (another world size resumes here)
+                self.batch_in_epoch = self.samples_in_epoch // (batch_size * self.world_size)
             if sampler is not None:
-                sampler.set_position(self.epoch, self.batch_in_epoch * batch_size)
+                sampler.set_position(self.epoch, self.samples_in_epoch)
             elif self.batch_in_epoch:
                 log.warning("the loader has no ResumableSampler: replaying %d batches to reach the saved "
                             "position (use gpuwise.train.ResumableSampler to resume in O(1))", self.batch_in_epoch)
@@ -166,6 +212,7 @@ class Run:
                     continue
                 produced = True
                 self.batch_in_epoch += 1  # counted before the step, so a save at this step includes it
+                self.samples_in_epoch += batch_size * self.world_size
                 yield batch
                 if self.done:
                     return
@@ -173,6 +220,7 @@ class Run:
                 raise InputError("the data loader yielded no batches", hint="check the dataset and batch size")
             self.epoch += 1
             self.batch_in_epoch = 0
+            self.samples_in_epoch = 0
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Autocast for the chosen precision (a no-op for fp32)."""
@@ -230,43 +278,92 @@ class Run:
         notice = bool(w and w.save_requested())
         by_steps = self.every_steps is not None and self.global_step % self.every_steps == 0
         use_time = self.every_minutes is not None or self.every_steps is None
-        by_time = use_time and time.monotonic() - self._last_save >= self.interval_s
+        first = use_time and self.committed_step is None and self._saves == 0  # a first save early
+        by_time = use_time and (first or time.monotonic() - self._last_save >= self.interval_s)
+        writing = False
         if self.world_size > 1:  # every rank takes the same decision at the same step
+            writing = not self.checkpointer.sharded_write_done()
             device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"  # NCCL reduces GPU tensors
-            flags = torch.tensor([stop, notice, by_time], dtype=torch.int32, device=device)
+            flags = torch.tensor([stop, notice, by_time, writing], dtype=torch.int32, device=device)
             torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
-            stop, notice, by_time = (bool(x) for x in flags.tolist())
+            stop, notice, by_time, writing = (bool(x) for x in flags.tolist())
+            if self.checkpointer.sharded_pending is not None and not writing:
+                self._commit()  # every rank's shards are written: commit (collective)
         if stop:
             log.warning("preemption notice: saving step %d and stopping", self.global_step)
-            self._save("notice", block=True)
-            if self.world_size > 1:  # nobody exits before rank 0 committed (torchrun kills the rest)
-                torch.distributed.barrier()
+            self._notice_save()
             self.preempted = True
         elif notice:
             self._save("notice", block=False)
             if w is not None:
                 w.mark_saved()
         elif by_steps or by_time:
+            if writing:  # the previous save is still being written: skip this one (all ranks)
+                return self._write_progress()
             self._save("periodic", block=False)
         self._write_progress()
+
+    def _commit(self) -> None:
+        try:
+            self.checkpointer.commit()
+        except CheckpointWriteError as err:
+            self.save_errors.append(err.message)
+            log.error("checkpoint write failed: %s", err)
+        report = self.checkpointer.last_report
+        if report is not None:
+            self.committed_step = max(self.committed_step or 0, report.step)
+
+    def _deadline_s(self) -> float:
+        """Seconds left to the machine's end (the notice's deadline, else the grace period)."""
+        notice = self.watcher.notice if self.watcher is not None else None
+        left = notice.seconds_left if notice is not None else None
+        if left is None:
+            left = float(os.environ.get("GPUWISE_GRACE_PERIOD_S", "") or 30.0)
+        return max(left, 0.0)
+
+    def _notice_save(self) -> None:
+        """Commit this step before the deadline: to fast local disk first when the storage is remote."""
+        deadline = time.monotonic() + self._deadline_s() * 0.8  # keep a margin for exiting
+        local = self.local_checkpointer
+        if local is None:
+            self._save("notice", block=True)
+            if self.world_size > 1:  # nobody exits before the commit (torchrun kills the rest)
+                torch.distributed.barrier()
+            return
+        target = self.checkpointer
+        self.checkpointer = local  # the notice save goes to local disk, synchronously
+        try:
+            self._save("notice", block=True)
+        finally:
+            self.checkpointer = target
+        from gpuwise.train.upload import upload_committed
+
+        uploaded = upload_committed(local.storage, target.storage, self.global_step,
+                                    deadline=deadline, rank=self.rank, world_size=self.world_size)
+        log.warning("notice save of step %d committed on local disk %s; upload %s", self.global_step,
+                    local.storage.url, "finished" if uploaded else "did not finish before the deadline")
+        if self.world_size > 1:
+            torch.distributed.barrier()
 
     def _save(self, why: str, block: bool) -> None:
         try:
             stats = self.checkpointer.save(
-                Progress(self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen), model=self.model,
-                optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler, sampler=self._sampler,
-                extras=self.extras, if_busy="skip" if why == "periodic" else "wait", block=block)
+                Progress(self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen, self.samples_in_epoch),
+                model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler,
+                sampler=self._sampler, extras=self.extras, if_busy="skip" if why == "periodic" else "wait",
+                block=block)
         except CheckpointWriteError as err:  # the previous write failed: report it, keep training
             self.save_errors.append(err.message)
             log.error("checkpoint write failed: %s", err)
             return
+        self._saves += 1
         if stats.mode == "skipped":
             return
         self._last_save = time.monotonic()
         self.stalls_s.append(stats.stall_s)
         if stats.mode == "async" and not block:
             self._stall_ema_s = stats.stall_s if self._stall_ema_s is None else 0.7 * self._stall_ema_s + 0.3 * stats.stall_s
-        if block:
+        if block or stats.mode == "sync":
             self.committed_step = self.global_step
         report = self.checkpointer.last_report
         if report is not None:
@@ -285,15 +382,8 @@ class Run:
         report = self.checkpointer.last_report
         if report is not None:
             self.committed_step = max(self.committed_step or 0, report.step)
-        doc = {"rank": self.rank, "pid": os.getpid(), "step": self.global_step, "committed_step": self.committed_step,
-               "resumed_from": self.resumed_from, "exit": exit_reason, "time_unix": time.time(),
-               "save_errors": self.save_errors[-3:]}
-        path = os.path.join(self._run_dir, f"progress-rank{self.rank}.json")
-        with contextlib.suppress(OSError):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(doc, f)
-            os.replace(tmp, path)
+        write_progress(self._run_dir, rank=self.rank, step=self.global_step, committed_step=self.committed_step,
+                       resumed_from=self.resumed_from, exit_reason=exit_reason, save_errors=self.save_errors[-3:])
 
 
 @contextlib.contextmanager
@@ -306,9 +396,35 @@ def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
         run.close(exc)
         raise
     run.close()
-    if run.preempted and run.exit_on_preemption:
+    if run.preempted and run.exit_on_preemption == "at_exit":
+        log.warning("preempted after committing step %s: the process exits with code %d once it ends",
+                    run.committed_step, EXIT_PREEMPTED)
+        global _exit_code
+        _exit_code = EXIT_PREEMPTED
+    elif run.preempted and run.exit_on_preemption:
         log.warning("exiting with code %d (preempted) after committing step %s", EXIT_PREEMPTED, run.committed_step)
         sys.exit(EXIT_PREEMPTED)
+
+
+_exit_code: int | None = None
+
+
+def _exit_with_code() -> None:
+    """At interpreter exit, after the user's code after the ``with`` block ran: exit 75.
+
+    Registered when this module is imported, so handlers registered later (most libraries'
+    own, e.g. loggers' flush) run before it; it flushes stdio and logging, then ``os._exit``
+    (the only way an atexit handler can set the exit status)."""
+    if _exit_code is None or sys.exc_info()[0] is not None:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(_exit_code)
+
+
+atexit.register(_exit_with_code)
 
 
 def _checkpointed(forward: Any, *args: Any, **kwargs: Any) -> Any:
@@ -325,6 +441,27 @@ def _resumable_sampler(loader: Any) -> ResumableSampler | None:
         if isinstance(candidate, ResumableSampler):
             return candidate
     return None
+
+
+def _batch_size(loader: Any) -> int:
+    """Samples per batch, also when the loader was given a ``BatchSampler`` (its batch_size is None)."""
+    size = getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    return int(size or 1)
+
+
+def _local_checkpointer(main: Checkpointer, local_dir: str | os.PathLike[str] | None, keep_last: int,
+                        compress: Compression) -> Checkpointer | None:
+    """Fast local disk for notice saves when the main storage is remote: ``local_dir``, else
+    ``GPUWISE_LOCAL_CHECKPOINT_DIR``, else a folder per checkpoint URL in the temp folder.
+    None for local storage (it is the fast disk already)."""
+    if main.storage.is_local:
+        return None
+    import hashlib
+    import tempfile
+
+    folder = local_dir or os.environ.get("GPUWISE_LOCAL_CHECKPOINT_DIR") or os.path.join(
+        tempfile.gettempdir(), "gpuwise-notice-" + hashlib.sha256(main.storage.url.encode()).hexdigest()[:12])
+    return Checkpointer(folder, keep_last=keep_last, compress=compress, async_write=False)
 
 
 def _device_type(model: Any) -> str:

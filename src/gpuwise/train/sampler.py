@@ -3,7 +3,11 @@
 The order of epoch ``e`` is a permutation drawn from ``seed + e`` alone, so resuming at sample
 ``i`` of epoch ``e`` recomputes that permutation and starts at ``i`` (fast-forwarding by iterating
 batches took hours in transformers#21934 and hit an NCCL timeout in accelerate#2606). Under DDP
-each rank takes every ``num_replicas``-th index of the same permutation.
+each rank takes every ``num_replicas``-th index of what is left of the same permutation.
+
+The position is counted in *global* samples (consumed by all ranks together), so a run saved on
+4 ranks resumes on 2 or 3 without repeating or skipping a sample: the consumed prefix of the
+permutation is the same whatever the world size, and the rest is dealt out round-robin again.
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
         self.num_replicas = num_replicas
         self.drop_last = drop_last
         self.epoch = 0
-        self.start = 0  # index into this rank's share of the epoch
+        self.start = 0  # samples of the epoch consumed by all ranks together
 
     def __len__(self) -> int:
-        per_rank = self.length // self.num_replicas if self.drop_last else -(-self.length // self.num_replicas)
-        return max(per_rank - self.start, 0)
+        left = max(self.length - self.start, 0)
+        return left // self.num_replicas if self.drop_last else -(-left // self.num_replicas)
 
     def epoch_indices(self, epoch: int) -> list[int]:
         if self.shuffle:
@@ -46,22 +50,28 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
             order = torch.randperm(self.length, generator=g).tolist()
         else:
             order = list(range(self.length))
+        return order
+
+    def rank_indices(self, epoch: int, start: int) -> list[int]:
+        """This rank's indices of ``epoch`` from global position ``start`` on."""
+        rest = self.epoch_indices(epoch)[start:]
         if self.drop_last:
-            order = order[: self.length - self.length % self.num_replicas]
-        return order[self.rank:: self.num_replicas]
+            rest = rest[: len(rest) - len(rest) % self.num_replicas]
+        return rest[self.rank:: self.num_replicas]
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self.epoch_indices(self.epoch)[self.start:])
+        return iter(self.rank_indices(self.epoch, self.start))
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.start = epoch, 0
 
     def set_position(self, epoch: int, start: int) -> None:
-        """Resume at sample ``start`` (of this rank's share) of ``epoch``."""
+        """Resume at global sample ``start`` of ``epoch`` (consumed by all ranks together)."""
         self.epoch, self.start = epoch, start
 
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "epoch": self.epoch, "start": self.start, "length": self.length}
+        return {"seed": self.seed, "epoch": self.epoch, "start": self.start, "length": self.length,
+                "position": "global"}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if int(state["length"]) != self.length:
@@ -69,6 +79,8 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
                              f"this one covers {self.length}",
                              hint="resume with the same dataset, or start a new checkpoint folder")
         self.seed, self.epoch, self.start = int(state["seed"]), int(state["epoch"]), int(state["start"])
+        if state.get("position") != "global":  # saved before positions were global: per-rank count
+            self.start *= self.num_replicas
 
 
 def ignore_sigterm_worker_init(worker_id: int) -> None:

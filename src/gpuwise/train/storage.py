@@ -74,6 +74,26 @@ class Storage:
     def join(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
+    def url_of(self, path: str) -> str:
+        """``path`` (from :meth:`join`) as a URL for fsspec-based writers (DCP's FsspecWriter)."""
+        return path if self.is_local else f"{self.protocol}://{path}"
+
+    def list_names(self, folder: str) -> list[str]:
+        """Names of the files directly inside ``folder``; [] when it does not exist."""
+        with storage_errors(f"listing {folder}"):
+            if self.is_local:
+                try:
+                    return sorted(os.listdir(folder))
+                except FileNotFoundError:
+                    return []
+            fs = self.fs()
+            fs.invalidate_cache()
+            try:
+                entries = fs.ls(folder, detail=False)
+            except FileNotFoundError:
+                return []
+            return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
     # -- operations ---------------------------------------------------------------------------
 
     def put_durable(self, path: str, data: bytes | memoryview) -> None:
@@ -98,6 +118,13 @@ class Storage:
             if self.is_local:
                 return os.path.exists(path)
             return bool(self.fs().exists(path))
+
+    def size(self, path: str) -> int:
+        """Size of one file in bytes (raises StorageError when it is missing)."""
+        with storage_errors(f"checking {path}"):
+            if self.is_local:
+                return os.path.getsize(path)
+            return int(self.fs().size(path))
 
     def list_dirs(self) -> list[str]:
         """Names (not paths) of the entries directly under the root; [] when it does not exist."""

@@ -1,0 +1,41 @@
+"""Progress files for ``gpuwise run``: how far each rank got and how it ended.
+
+``gpuwise run`` sets ``GPUWISE_RUN_DIR``; :func:`~gpuwise.train.resilient` and the Lightning /
+Hugging Face callbacks write ``progress-rank<R>.json`` there. torchrun turns any worker's exit
+code into its own 1, so the file — not the exit code — tells a preemption (``exit:
+"preempted"``) from a crash, and how many steps a restart redoes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+
+
+def run_dir() -> str | None:
+    """The folder ``gpuwise run`` gave this process, or None when not under ``gpuwise run``."""
+    return os.environ.get("GPUWISE_RUN_DIR") or None
+
+
+def write_progress(folder: str | None, *, rank: int, step: int, committed_step: int | None,
+                   resumed_from: int | None = None, exit_reason: str | None = None,
+                   save_errors: list[str] | None = None) -> None:
+    """Replace this rank's progress file atomically; silent when ``folder`` is None or unwritable."""
+    if folder is None:
+        return
+    doc = {"rank": rank, "pid": os.getpid(), "step": step, "committed_step": committed_step,
+           "resumed_from": resumed_from, "exit": exit_reason, "time_unix": time.time(),
+           "save_errors": list(save_errors or [])}
+    path = os.path.join(folder, f"progress-rank{rank}.json")
+    with contextlib.suppress(OSError):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+
+
+def global_rank() -> int:
+    """This process's rank from torchrun's environment (0 outside torchrun)."""
+    return int(os.environ.get("RANK", "0") or 0)

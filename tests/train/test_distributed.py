@@ -1,0 +1,152 @@
+"""Several processes (gloo, CPU): FSDP2 sharded checkpoints through DCP, resharding on resume,
+kills and SIGTERMs under ``gpuwise run``, two "nodes" on loopback, the DDP end-of-run deadlock.
+
+Slow (torch starts in every worker); the big kill counts live in benchmarks/train_fsdp_chaos.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpuwise.train.chaos import run_with_kills
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py")
+ENV = {**os.environ, "GPUWISE_CLOUD": "none"}
+TINY = ["--hidden", "64", "--batch", "16"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run(nproc: int, *args: str, timeout: int = 400) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", str(nproc), "--restart-delay", "0s",
+           "--", sys.executable, EXAMPLE, *TINY, *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return r
+
+
+def _losses(text: str) -> dict[int, str]:
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r"^loss (\d+) (\S+)$", text, re.M)}
+
+
+def _digest(text: str, kind: str = "digest") -> str:
+    found = re.findall(rf"^{kind} (\w+)$", text, re.M)
+    assert found, text[-2000:]
+    return str(found[-1])
+
+
+def test_fsdp2_shards_are_written_by_every_rank_and_committed_last(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ck"
+    _run(2, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", str(ckpt))
+    folder = ckpt / "step-000000004"
+    marker = json.loads((folder / "COMMIT.json").read_text())
+    assert marker["layout"] == "dcp" and marker["world_size"] == 2
+    assert {"__0_0.distcp", "__1_0.distcp", ".metadata", "train_state.pt"} <= set(marker["files"])
+    assert all(len(info["sha256"]) == 64 for info in marker["files"].values())
+
+
+def test_fsdp2_resume_after_sigkills_and_sigterms_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    args = ["--fsdp", "--steps", "400", "--every", "3"]
+    ref = _run(2, *args, "--checkpoint-dir", str(tmp_path / "ref"))
+    ckpt = str(tmp_path / "run")
+    command = [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", "2", "--restart-delay", "0s", "--",
+               sys.executable, EXAMPLE, *TINY]
+    report = run_with_kills([*args, "--checkpoint-dir", ckpt], checkpoint_dir=ckpt, kills=3, command=command,
+                            min_delay_s=8.0, max_delay_s=16.0, seed=3, sigterm_share=0.34,
+                            env={"GPUWISE_CLOUD": "none"}, timeout_s=900)
+    assert report.kills == 3
+    assert report.losses == _losses(ref.stdout), (report.attempts, [o[-400:] for o in report.outputs])
+    assert report.replay_mismatches == ()
+    assert report.digest == _digest(ref.stdout)          # gathered full model + optimizer state
+
+
+@pytest.mark.parametrize(("saved", "resumed"), [
+    (4, 2),   # the issue's case: a spot loss halves the job
+    (2, 1),   # down to one process (DCP reshards into a plain module)
+])
+def test_a_checkpoint_saved_on_n_ranks_restores_the_same_state_on_fewer(saved: int, resumed: int,
+                                                                        tmp_path: Path) -> None:
+    ckpt = str(tmp_path / "ck")
+    first = _run(saved, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", ckpt)
+    again = _run(resumed, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", ckpt)
+    assert "resumed 4" in again.stdout
+    assert _digest(again.stdout, "restored-digest") == _digest(first.stdout)
+
+
+def test_ddp_sync_writes_end_without_deadlock_when_the_last_step_is_a_save_step(tmp_path: Path) -> None:
+    """Bug: rank 0 knew step 6 committed, rank 1 did not and waited alone in a gather."""
+    r = _run(2, "--sync", "--steps", "6", "--every", "3", "--checkpoint-dir", str(tmp_path / "ck"), timeout=300)
+    assert "loss 6 " in r.stdout and _digest(r.stdout)
+
+
+def _workers_of(proc: subprocess.Popen[str]) -> list[psutil.Process]:
+    """The training processes (train_tiny.py) under one ``gpuwise run``."""
+    return [p for p in psutil.Process(proc.pid).children(recursive=True)
+            if any(EXAMPLE in part for part in p.cmdline())]
+
+
+@pytest.mark.parametrize("per_node", [
+    1,   # 2 nodes x 1 process
+    2,   # 2 nodes x 2 processes (the issue's shape; 4 workers)
+])
+def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(per_node: int, tmp_path: Path) -> None:
+    args = ["--fsdp", "--steps", "40", "--every", "2"]
+    ref = _run(2 * per_node, *args, "--checkpoint-dir", str(tmp_path / "ref"))
+    ckpt = tmp_path / "run"
+    port = _free_port()
+    nodes = []
+    for rank in (0, 1):
+        cmd = [sys.executable, "-m", "gpuwise", "run", "--nnodes", "2", "--node-rank", str(rank),
+               "--rdzv-endpoint", f"127.0.0.1:{port}", "--nproc-per-node", str(per_node), "--restart-delay", "1s",
+               "--", sys.executable, EXAMPLE, *TINY, *args, "--checkpoint-dir", str(ckpt)]
+        nodes.append(subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        deadline = time.monotonic() + 300
+        while not list(ckpt.glob("step-*/COMMIT.json")):  # training is under way on both nodes
+            assert time.monotonic() < deadline and all(n.poll() is None for n in nodes)
+            time.sleep(0.2)
+        lost = _workers_of(nodes[1])
+        assert lost
+        for p in lost:  # node 1's machine goes away (its gpuwise run stands for the replacement)
+            p.send_signal(signal.SIGKILL)
+        outs = [n.communicate(timeout=600) for n in nodes]
+    finally:
+        for n in nodes:
+            if n.poll() is None:
+                n.kill()
+    for n, (_, err) in zip(nodes, outs, strict=True):
+        assert n.returncode == 0, err[-4000:]
+        assert re.search(r"attempt 1 crashed", err) and re.search(r"attempt \d+ done", err), err[-3000:]
+    out = outs[0][0] + outs[1][0]  # global rank 0 prints; the rendezvous decides which node holds it
+    assert re.search(r"^resumed \d+$", out, re.M)           # the restart resumed from a committed step
+    assert _digest(out) == _digest(ref.stdout)
+    assert _losses(out).items() <= _losses(ref.stdout).items()
+
+
+def test_a_damaged_shard_of_one_rank_falls_back_to_the_previous_sharded_checkpoint(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ck"
+    _run(2, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", str(ckpt))
+    shard = ckpt / "step-000000004" / "__1_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # rank 1's file rots after the commit
+    shard.write_bytes(bytes(data))
+    again = _run(2, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", str(ckpt))
+    assert "resumed 2" in again.stdout
+    assert "__1_0.distcp does not match its checksum" in again.stderr
