@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from gpuwise.estimate.estimator import Estimate, estimate_workload
 from gpuwise.estimate.memory import memory_breakdown_bytes
-from gpuwise.estimate.workload import Workload
+from gpuwise.estimate.workload import GradCkpt, Workload
 from gpuwise.hardware import GpuSpec
 from gpuwise.units import BYTES_PER_GIB
 
-Recompute = Literal["none", "selective", "full"]
+Recompute = GradCkpt
+# the search tries the three framework-neutral modes; a workload given with torchtitan's
+# selective-op/selective-layer keeps it when the search is off
 _RECOMPUTE: tuple[Recompute, ...] = ("none", "selective", "full")
 _MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 _TP = (1, 2, 4, 8)
