@@ -47,7 +47,7 @@ def big_store(repeat: int) -> tuple[int, list[float], list[float], list[float], 
     mostly measures the other jobs."""
     code = (
         "import time; from gpuwise.catalog import load_catalog, query_offers, sort_offers, OfferQuery;"
-        "from gpuwise.plan import plan_offers, PlanRequest, EstimatorModel, load_spot_defaults;"
+        "from gpuwise.planner import plan_offers, PlanRequest, EstimatorModel, load_spot_defaults;"
         "from gpuwise.catalog.reserved import load_reserved_terms;"
         "from gpuwise.estimate import workload_from_options;"
         "c0=time.process_time(); t0=time.perf_counter(); c=load_catalog();"

@@ -74,7 +74,7 @@ def bench_in_process(runs: int) -> dict[str, float]:
     from gpuwise.catalog import load_catalog
     from gpuwise.catalog.reserved import load_reserved_terms
     from gpuwise.estimate import workload_from_options
-    from gpuwise.plan import EstimatorModel, PlanRequest, load_spot_defaults, plan_offers
+    from gpuwise.planner import EstimatorModel, PlanRequest, load_spot_defaults, plan_offers
 
     wl = workload_from_options(model="llama-3.1-8b", task="lora", tokens="2B")
     request = PlanRequest(deadline_hours=24.0, max_nodes=8)
@@ -97,7 +97,7 @@ def bench_in_process(runs: int) -> dict[str, float]:
         plan_offers(offers, model, request, spot=spot, reserved=reserved)
 
     def with_catalog() -> None:
-        from gpuwise.plan import plan
+        from gpuwise.planner import plan
 
         plan(wl, request)
 
@@ -174,7 +174,7 @@ def main() -> None:
     ap.add_argument("--sky-catalog", type=Path, help="folder of SkyPilot-schema <cloud>.csv files")
     args = ap.parse_args()
     t = time.perf_counter()
-    import gpuwise.plan  # noqa: F401  (import cost is part of the CLI number, not the in-process one)
+    import gpuwise.planner  # noqa: F401  (import cost is part of the CLI number, not the in-process one)
 
     ip = bench_in_process(args.runs)
     cli = bench_cli(args.runs)
@@ -188,7 +188,7 @@ def main() -> None:
          "< 200 ms"),
         ("plan_offers, cold cache, the workload's own settings (no search)", ip["plan_fixed_s"], ""),
         ("plan_offers, warm estimator cache", ip["plan_warm_s"], ""),
-        ("gpuwise.plan.plan(): catalog load + plan, in process", ip["plan_incl_catalog_s"], "< 200 ms"),
+        ("gpuwise.planner.plan(): catalog load + plan, in process", ip["plan_incl_catalog_s"], "< 200 ms"),
         ("CLI wall: python -m gpuwise plan <README main job> --json", cli, "< 1 s"),
     ]
     for name, secs, target in rows:

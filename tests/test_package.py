@@ -77,6 +77,6 @@ def test_import_gpuwise_is_light() -> None:
 
 
 def test_core_imports_no_torch_cli_or_http() -> None:
-    core = ["gpuwise.hardware", "gpuwise.catalog", "gpuwise.estimate", "gpuwise.plan", "gpuwise.fleet"]
+    core = ["gpuwise.hardware", "gpuwise.catalog", "gpuwise.estimate", "gpuwise.planner", "gpuwise.fleet"]
     loaded = _modules_after("\n".join(f"import {m}" for m in core))
     assert not {m.split(".")[0] for m in loaded} & HEAVY

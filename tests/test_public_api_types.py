@@ -45,10 +45,6 @@ def test_type_checking_imports_mirror_the_lazy_table() -> None:
 def test_lazy_names_resolve_to_what_the_type_checker_sees() -> None:
     for name, module in gpuwise._LAZY.items():
         value = getattr(gpuwise, name)
-        # `plan`: the subpackage whose module object forwards calls (see gpuwise/plan/__init__.py)
-        if name == "plan":
-            assert callable(value) and value.__name__ == "gpuwise.plan"
-            continue
         assert value is getattr(__import__(module, fromlist=[name]), name), name
 
 
@@ -81,11 +77,16 @@ def test_no_public_function_shadows_a_submodule() -> None:
     assert gpuwise.fleet.tco.compute_tco is gpuwise.compute_tco
 
 
-def test_only_plan_is_both_a_subpackage_and_a_public_name() -> None:
-    # Pinned on purpose: `gpuwise.plan` is still the subpackage *and* the function users call;
-    # renaming the subpackage is the remaining step (see the README "As a library").
+def test_no_public_name_is_also_a_subpackage() -> None:
+    # `gpuwise.plan` is a plain function because the planner subpackage is `gpuwise.planner`:
+    # a subpackage named `plan` would rebind the attribute to the module on first import.
+    import types
+
+    import gpuwise.planner.core
+
     subpackages = {m.name for m in pkgutil.iter_modules([str(SRC)])}
-    assert set(gpuwise._LAZY) & subpackages == {"plan"}
+    assert set(gpuwise._LAZY) & subpackages == set()
+    assert isinstance(gpuwise.plan, types.FunctionType) and gpuwise.plan is gpuwise.planner.plan
 
 
 _MISUSE = """

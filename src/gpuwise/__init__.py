@@ -6,8 +6,9 @@ with its real type: the ``TYPE_CHECKING`` block below mirrors ``_LAZY`` name for
 (``tests/test_public_api_types.py`` checks that they agree).
 
 Subpackages are reached the usual way (``import gpuwise.fleet``); ``gpuwise.<subpackage>``
-also resolves lazily. ``gpuwise.plan`` is still the one name that is both a subpackage and a
-function: see :mod:`gpuwise.plan`.
+also resolves lazily. No public name is both a function and a subpackage: the planner lives in
+:mod:`gpuwise.planner` so that ``gpuwise.plan(...)`` can be a plain function (importing a
+subpackage named ``plan`` would rebind ``gpuwise.plan`` to the module).
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ if TYPE_CHECKING:
     from gpuwise.monitor.fake import FakeGpuReader as FakeGpuReader
     from gpuwise.monitor.nvml import NvmlGpuReader as NvmlGpuReader
     from gpuwise.monitor.store import HistoryStore as HistoryStore
-    from gpuwise.plan import Plan as Plan
-    from gpuwise.plan import PlanOption as PlanOption
-    from gpuwise.plan import PlanRequest as PlanRequest
-    from gpuwise.plan import plan as plan
+    from gpuwise.planner import Plan as Plan
+    from gpuwise.planner import PlanOption as PlanOption
+    from gpuwise.planner import PlanRequest as PlanRequest
+    from gpuwise.planner import plan as plan
     from gpuwise.train import Checkpointer as Checkpointer
     from gpuwise.train import PreemptionWatcher as PreemptionWatcher
     from gpuwise.train import resilient as resilient
@@ -64,12 +65,11 @@ _LAZY: dict[str, str] = {
     "Estimate": "gpuwise.estimate",
     "estimate_workload": "gpuwise.estimate",
     "workload_from_options": "gpuwise.estimate",
-    # `plan` is the function gpuwise.plan.plan; see gpuwise/plan/__init__.py for why the
-    # subpackage of the same name is still callable.
-    "plan": "gpuwise.plan",
-    "Plan": "gpuwise.plan",
-    "PlanOption": "gpuwise.plan",
-    "PlanRequest": "gpuwise.plan",
+    # `plan` is the plain function gpuwise.planner.plan
+    "plan": "gpuwise.planner",
+    "Plan": "gpuwise.planner",
+    "PlanOption": "gpuwise.planner",
+    "PlanRequest": "gpuwise.planner",
     "run_doctor": "gpuwise.doctor",
     "DoctorOptions": "gpuwise.doctor",
     "CheckResult": "gpuwise.doctor",
@@ -89,7 +89,7 @@ _LAZY: dict[str, str] = {
 }
 
 _SUBPACKAGES = frozenset(
-    {"bench", "catalog", "doctor", "estimate", "fleet", "hardware", "monitor", "train", "units"}
+    {"bench", "catalog", "doctor", "estimate", "fleet", "hardware", "monitor", "planner", "train", "units"}
 )
 
 __all__ = ["GpuwiseError", "InputError", "__version__", *_LAZY]
@@ -101,10 +101,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuwise' has no attribute {name!r}")
-    imported = importlib.import_module(module)
-    # `plan` names both the subpackage and its function: it resolves to the subpackage, whose
-    # module object forwards calls to the function (gpuwise/plan/__init__.py).
-    value = imported if module == f"gpuwise.{name}" else getattr(imported, name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

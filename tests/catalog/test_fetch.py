@@ -325,7 +325,7 @@ def test_reserved_prices_make_a_flat_year_reserve_without_a_flag(cli, server: Fi
 
 
 def test_advisor_bands_give_instance_types_different_spot_risk(cli, server: FixtureServer) -> None:  # type: ignore[no-untyped-def]
-    from gpuwise.plan import load_spot_defaults
+    from gpuwise.planner import load_spot_defaults
 
     assert cli("catalog", "update", "--fetch", "skypilot", "aws-spot-advisor").code == 0
     spot = load_spot_defaults()

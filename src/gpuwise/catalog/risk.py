@@ -6,7 +6,7 @@ Both live in the user's catalog store folder (next to ``offers.csv``), written o
 - ``spot_risk.csv``: one row per (cloud, region, instance type) with the provider's published
   interruption band (AWS Spot Instance Advisor: ``<5%`` … ``>20%`` of instances interrupted in the
   trailing month) and the advertised savings. The planner turns a band into a rate with the
-  table in ``gpuwise/plan/data/spot.yaml``.
+  table in ``gpuwise/planner/data/spot.yaml``.
 - ``reserved_prices.csv``: one row per (cloud, region, instance type, term) with the effective
   hourly price of a reservation (no upfront payment), read from a public price list.
 

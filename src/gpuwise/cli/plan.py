@@ -40,7 +40,7 @@ from gpuwise.cli._workload import (
 
 if TYPE_CHECKING:
     from gpuwise.catalog.age import PriceAge
-    from gpuwise.plan import Plan, PlanOption
+    from gpuwise.planner import Plan, PlanOption
 
 EXIT_NO_OPTION = 3
 _C = "Constraints and objective"
@@ -158,7 +158,7 @@ def plan_command(
         prompt_len=prompt_len, output_len=output_len, requests=requests)
     from gpuwise.catalog import BILLINGS
     from gpuwise.errors import InputError, check_choice, did_you_mean
-    from gpuwise.plan import PlanRequest, plan
+    from gpuwise.planner import PlanRequest, plan
     from gpuwise.units import parse_count, parse_duration_hours, parse_fraction, parse_money_usd
 
     if export is not None:
@@ -262,7 +262,7 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _export_text(plan: Plan, export: str, **kw: Any) -> str:
-    from gpuwise.plan.export import k8s_manifest, skypilot_task, to_yaml
+    from gpuwise.planner.export import k8s_manifest, skypilot_task, to_yaml
 
     if export == "skypilot":
         doc = skypilot_task(plan, name=kw["name"], command=kw["run_cmd"], bucket=kw["bucket"], mode=kw["mode"])

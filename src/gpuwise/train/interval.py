@@ -10,7 +10,7 @@ With asynchronous saves C is the *stall* (the loop's blocked time), not the writ
 interval can be no shorter than the background write (one save in flight). M is the MTBF of
 failures that come *without* a usable notice; announced preemptions get their own save.
 
-The formulas and the spot interruption default live in one place, :mod:`gpuwise.plan.spot` and
+The formulas and the spot interruption default live in one place, :mod:`gpuwise.planner.spot` and
 its data file ``plan/data/spot.yaml`` (also used by ``gpuwise plan`` and the fleet optimizer);
 this module only adapts them to seconds and checks its inputs. Default M: ``clouds.default`` of
 that file (20 %/month, the top AWS Spot Advisor band edge, as a constant hazard:
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from gpuwise.errors import InputError
-from gpuwise.plan.spot import daly_interval_hours, default_mtbf_hours, young_interval_hours
+from gpuwise.planner.spot import daly_interval_hours, default_mtbf_hours, young_interval_hours
 
 DEFAULT_MTBF_HOURS = default_mtbf_hours()
 DEFAULT_MAX_INTERVAL_S = 30 * 60.0

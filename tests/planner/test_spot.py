@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpuwise.errors import DataFileError, InputError
-from gpuwise.plan.spot import (
+from gpuwise.planner.spot import (
     daly_interval_hours,
     load_spot_defaults,
     mean_loss_hours,

@@ -142,7 +142,7 @@ def test_a_workload_without_size_is_a_usage_error(cli) -> None:  # type: ignore[
     assert r.code == 2 and "--tokens" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_library_api_is_callable_module() -> None:
+def test_library_plan_is_a_plain_function() -> None:
     import gpuwise
     from gpuwise.estimate import workload_from_options
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwise.errors import HardwareError
-from gpuwise.plan.model import Evaluation
-from gpuwise.plan.network import InstanceNetwork
-from gpuwise.plan.startup import StartupCosts
+from gpuwise.planner.model import Evaluation
+from gpuwise.planner.network import InstanceNetwork
+from gpuwise.planner.startup import StartupCosts
 
 NO_STARTUP = StartupCosts(provision_hours=0.0, image_gib=0.0, download_gbit_s=1.0, startup_hours=0.0,
                           scarce_gpus=())

@@ -1,6 +1,6 @@
 """`plan --json` keeps its fields: golden files (add fields, never rename).
 
-Regenerate after adding a field on purpose: ``GPUWISE_UPDATE_GOLDEN=1 pytest tests/plan/test_golden.py``
+Regenerate after adding a field on purpose: ``GPUWISE_UPDATE_GOLDEN=1 pytest tests/planner/test_golden.py``
 and review the diff (a removed or renamed key is a breaking change).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
 
 from .test_export import OFFERS
 from .toy import NO_STARTUP, ToyModel

@@ -7,9 +7,9 @@ import pytest
 from gpuwise.catalog import Offer
 from gpuwise.estimate.workload import workload_from_options
 from gpuwise.hardware import find_gpu
-from gpuwise.plan import EstimatorModel, PlanRequest, load_spot_defaults, plan_offers
-from gpuwise.plan.network import UNKNOWN, instance_network
-from gpuwise.plan.settings import as_given, search_inference, search_training
+from gpuwise.planner import EstimatorModel, PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner.network import UNKNOWN, instance_network
+from gpuwise.planner.settings import as_given, search_inference, search_training
 
 from .toy import NO_STARTUP
 

@@ -241,7 +241,7 @@ def _merge(base: dict[str, Any], user: Any, origin: str) -> dict[str, Any]:
     if user is None:
         return base
     if not isinstance(user, dict):
-        raise DataFileError(f"{origin}: expected a mapping", hint="see gpuwise/plan/data/spot.yaml for the shape")
+        raise DataFileError(f"{origin}: expected a mapping", hint="see gpuwise/planner/data/spot.yaml for the shape")
     merged = dict(base)
     for key, value in user.items():
         if key == "clouds" and isinstance(value, dict):
@@ -263,8 +263,8 @@ def load_spot_defaults(user_file: Path | None = None, *, fetched: bool = True) -
     """
     import yaml
 
-    origin = "gpuwise/plan/data/spot.yaml"
-    data = yaml.safe_load(resources.files("gpuwise.plan").joinpath("data/spot.yaml").read_text("utf-8"))
+    origin = "gpuwise/planner/data/spot.yaml"
+    data = yaml.safe_load(resources.files("gpuwise.planner").joinpath("data/spot.yaml").read_text("utf-8"))
     path = user_file if user_file is not None else config_dir() / "spot.yaml"
     if path.is_file():
         data = _merge(data, read_user_yaml(path), str(path))

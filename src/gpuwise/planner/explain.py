@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwise.plan.values import PlanOption, PlanRequest, Rejection
+from gpuwise.planner.values import PlanOption, PlanRequest, Rejection
 
 
 def fmt_hours(h: float) -> str:

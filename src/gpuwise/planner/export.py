@@ -29,7 +29,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from gpuwise.errors import PlanError
-from gpuwise.plan.values import Plan, PlanOption
+from gpuwise.planner.values import Plan, PlanOption
 
 CHECKPOINT_DIR = "/checkpoints"
 DEFAULT_COMMAND = "python train.py"
@@ -170,7 +170,7 @@ def skypilot_task(plan: Plan, *, name: str | None = None, command: str = DEFAULT
 def _labels() -> dict[str, dict[str, list[str]]]:
     import yaml
 
-    raw = yaml.safe_load(resources.files("gpuwise.plan").joinpath("data/k8s_gpu_labels.yaml").read_text("utf-8"))
+    raw = yaml.safe_load(resources.files("gpuwise.planner").joinpath("data/k8s_gpu_labels.yaml").read_text("utf-8"))
     out: dict[str, dict[str, list[str]]] = {}
     for gpu, entry in (raw or {}).items():
         out[str(gpu)] = {k: [v] if isinstance(v, str) else list(v) for k, v in (entry or {}).items()}

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from gpuwise.catalog import Offer
-from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
-from gpuwise.plan.export import k8s_manifest, skypilot_task
+from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner.export import k8s_manifest, skypilot_task
 
 from .test_export import validate_skypilot
 from .toy import NO_STARTUP, ToyModel
@@ -70,7 +70,7 @@ def test_k8s_requests_cpu_memory_and_efa_for_multi_node_aws() -> None:
 
 
 def test_spot_on_a_scarce_gpu_carries_a_capacity_note() -> None:
-    from gpuwise.plan.startup import load_startup_defaults
+    from gpuwise.planner.startup import load_startup_defaults
 
     request = PlanRequest(max_nodes=1, billings=("spot",), spot_mtbf_hours=1e6)
     p = plan_offers([NORMAL], ToyModel(), request, spot=load_spot_defaults(), reserved={},

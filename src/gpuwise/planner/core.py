@@ -2,17 +2,17 @@
 
 :func:`plan_offers` is pure (offers, model, request in; :class:`Plan` out) and reads as its steps:
 
-1. **sites** (:mod:`~gpuwise.plan.sites`): one per cloud × region × instance type, with the price
+1. **sites** (:mod:`~gpuwise.planner.sites`): one per cloud × region × instance type, with the price
    you can get there, the zone that gives it, and the instance's network;
 2. **settings + evaluate**: per site and node count, the model finds the job's cheapest settings
-   that fit (:mod:`~gpuwise.plan.settings`) and their failure-free hours;
+   that fit (:mod:`~gpuwise.planner.settings`) and their failure-free hours;
 3. **price**: per billing model, expected hours and cost (spot: interruptions and checkpoints),
-   plus the fixed cost of starting (:mod:`~gpuwise.plan.startup`); rows that differ only by region
+   plus the fixed cost of starting (:mod:`~gpuwise.planner.startup`); rows that differ only by region
    at the same price are merged into one candidate that lists its regions;
 4. **filter**: deadline and budget;
 5. **rank**: by the objective, with the Pareto front.
 
-What is dropped on the way is grouped into :class:`~gpuwise.plan.values.Rejection` s.
+What is dropped on the way is grouped into :class:`~gpuwise.planner.values.Rejection` s.
 """
 
 from __future__ import annotations
@@ -27,18 +27,25 @@ from typing import NamedTuple
 from gpuwise.catalog.offer import Billing, Offer
 from gpuwise.catalog.reserved import ReservedTerm
 from gpuwise.errors import EstimateError, HardwareError
-from gpuwise.plan.explain import explain, fmt_hours, fmt_usd
-from gpuwise.plan.model import Evaluation, WorkloadModel
-from gpuwise.plan.sites import Site, ZonePrice, build_sites
-from gpuwise.plan.spot import (
+from gpuwise.planner.explain import explain, fmt_hours, fmt_usd
+from gpuwise.planner.model import Evaluation, WorkloadModel
+from gpuwise.planner.sites import Site, ZonePrice, build_sites
+from gpuwise.planner.spot import (
     CloudSpotRisk,
     SpotDefaults,
     SpotOutcome,
     p_meet_deadline,
     spot_outcome,
 )
-from gpuwise.plan.startup import StartupCosts, load_startup_defaults
-from gpuwise.plan.values import Plan, PlanOption, PlanRequest, Rejection, RejectKind, option_label
+from gpuwise.planner.startup import StartupCosts, load_startup_defaults
+from gpuwise.planner.values import (
+    Plan,
+    PlanOption,
+    PlanRequest,
+    Rejection,
+    RejectKind,
+    option_label,
+)
 from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
 
 _KIND_ORDER: dict[RejectKind, int] = {"deadline": 0, "budget": 1, "no-fit": 2, "max-gpus": 3, "no-estimate": 4,

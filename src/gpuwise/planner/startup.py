@@ -1,7 +1,7 @@
 """Fixed costs of starting a job (provisioning, image pull, model download, start-up).
 
-Defaults come from ``gpuwise/plan/data/startup.yaml`` (each labelled: they are placeholders, no
-public figure holds across clouds); :class:`gpuwise.plan.PlanRequest` fields override them.
+Defaults come from ``gpuwise/planner/data/startup.yaml`` (each labelled: they are placeholders, no
+public figure holds across clouds); :class:`gpuwise.planner.PlanRequest` fields override them.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class StartupCosts:
 def _value(data: dict[str, Any], key: str) -> Any:
     entry = data.get(key)
     if not isinstance(entry, dict) or "value" not in entry:
-        raise DataFileError(f"gpuwise/plan/data/startup.yaml: {key}.value is missing", hint="reinstall gpuwise")
+        raise DataFileError(f"gpuwise/planner/data/startup.yaml: {key}.value is missing", hint="reinstall gpuwise")
     return entry["value"]
 
 
@@ -51,7 +51,7 @@ def load_startup_defaults() -> StartupCosts:
     """The bundled defaults."""
     import yaml
 
-    data = yaml.safe_load(resources.files("gpuwise.plan").joinpath("data/startup.yaml").read_text("utf-8")) or {}
+    data = yaml.safe_load(resources.files("gpuwise.planner").joinpath("data/startup.yaml").read_text("utf-8")) or {}
     return StartupCosts(
         provision_hours=float(_value(data, "provision_minutes")) / 60, image_gib=float(_value(data, "image_gib")),
         download_gbit_s=float(_value(data, "download_gbit_s")),

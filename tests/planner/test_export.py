@@ -12,8 +12,8 @@ import yaml
 
 from gpuwise.catalog import Offer
 from gpuwise.errors import PlanError
-from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
-from gpuwise.plan.export import grace_period_seconds, k8s_manifest, skypilot_task, to_yaml
+from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner.export import grace_period_seconds, k8s_manifest, skypilot_task, to_yaml
 
 from .toy import NO_STARTUP, ToyModel
 

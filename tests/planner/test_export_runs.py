@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from gpuwise.catalog import Offer
-from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
-from gpuwise.plan.export import skypilot_task
+from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner.export import skypilot_task
 
 from .toy import NO_STARTUP, ToyModel
 

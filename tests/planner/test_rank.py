@@ -13,8 +13,8 @@ import pytest
 from gpuwise.catalog import Offer
 from gpuwise.catalog.reserved import ReservedTerm
 from gpuwise.errors import InputError
-from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
-from gpuwise.plan.spot import spot_outcome
+from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner.spot import spot_outcome
 
 from .toy import NO_STARTUP, ToyModel
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwise.catalog.offer import Offer
-from gpuwise.plan.network import InstanceNetwork, given_network, instance_network
-from gpuwise.plan.values import PlanRequest
+from gpuwise.planner.network import InstanceNetwork, given_network, instance_network
+from gpuwise.planner.values import PlanRequest
 
 OUTLIER_RATIO = 0.75
 """gpuwise's rule, not a published figure: a zone price under 75% of the median of the region's

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwise.catalog import Offer
-from gpuwise.plan import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
 
 from .toy import NO_STARTUP, ToyModel
 

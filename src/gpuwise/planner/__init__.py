@@ -1,28 +1,25 @@
 """Rank cloud offers for a workload by what the job costs and how long it takes.
 
-Pieces: :mod:`~gpuwise.plan.model` (the workload interface and the estimator adapter),
-:mod:`~gpuwise.plan.spot` (interruption rates, Young/Daly, expected time, deadline
-probability), :mod:`~gpuwise.plan.core` (enumerate, price, constrain, rank, Pareto),
-:mod:`~gpuwise.plan.explain`, and :mod:`~gpuwise.plan.export` (SkyPilot task YAML,
+Pieces: :mod:`~gpuwise.planner.model` (the workload interface and the estimator adapter),
+:mod:`~gpuwise.planner.spot` (interruption rates, Young/Daly, expected time, deadline
+probability), :mod:`~gpuwise.planner.core` (enumerate, price, constrain, rank, Pareto),
+:mod:`~gpuwise.planner.explain`, and :mod:`~gpuwise.planner.export` (SkyPilot task YAML,
 Kubernetes Job / PyTorchJob). Pure Python: no network, no CLI.
 
-The package's module object is callable: ``gpuwise.plan(workload, request)`` runs :func:`plan`
-(``gpuwise.plan`` is both this package and the function users call).
+:func:`plan` is the library call, re-exported as ``gpuwise.plan(workload, request)``.
 """
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuwise.plan.core import plan_offers
-from gpuwise.plan.model import EstimatorModel, Evaluation, WorkloadModel
-from gpuwise.plan.network import InstanceNetwork, instance_network
-from gpuwise.plan.settings import Settings
-from gpuwise.plan.spot import (
+from gpuwise.planner.core import plan_offers
+from gpuwise.planner.model import EstimatorModel, Evaluation, WorkloadModel
+from gpuwise.planner.network import InstanceNetwork, instance_network
+from gpuwise.planner.settings import Settings
+from gpuwise.planner.spot import (
     CloudSpotRisk,
     SpotDefaults,
     SpotOutcome,
@@ -32,7 +29,7 @@ from gpuwise.plan.spot import (
     spot_outcome,
     young_interval_hours,
 )
-from gpuwise.plan.values import OBJECTIVES, Objective, Plan, PlanOption, PlanRequest, Rejection
+from gpuwise.planner.values import OBJECTIVES, Objective, Plan, PlanOption, PlanRequest, Rejection
 
 if TYPE_CHECKING:
     from gpuwise.catalog.offer import Offer
@@ -84,13 +81,3 @@ def plan(workload: Workload | WorkloadModel, request: PlanRequest | None = None,
         model = workload
     return plan_offers(load_catalog(catalog).offers if offers is None else offers, model, request,
                        spot=load_spot_defaults(), reserved=load_reserved_terms())
-
-
-class _CallableModule(types.ModuleType):
-    """This package's module type: calling it is calling :func:`plan`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Plan:
-        return plan(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

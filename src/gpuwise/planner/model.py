@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuwise.errors import EstimateError, HardwareError
-from gpuwise.plan.network import InstanceNetwork
+from gpuwise.planner.network import InstanceNetwork
 
 if TYPE_CHECKING:
     from gpuwise.estimate.estimator import Estimate
     from gpuwise.estimate.workload import Workload
-    from gpuwise.plan.settings import Settings
+    from gpuwise.planner.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class EstimatorModel:
     """:class:`WorkloadModel` over gpuwise's estimator, searching the job's settings per setup.
 
     ``search``: try recompute × ZeRO × micro-batch (training) or tensor parallel × batch
-    (inference), :mod:`gpuwise.plan.settings`; False keeps the workload's settings, raising the
+    (inference), :mod:`gpuwise.planner.settings`; False keeps the workload's settings, raising the
     ZeRO stage up to ``max_zero`` where it would not fit. ``max_batch`` caps inference concurrency.
     """
 
@@ -80,7 +80,7 @@ class EstimatorModel:
         self.search = search
         self.max_batch = max_batch
         self._cache: dict[tuple[str, int, int, float], Evaluation | HardwareError | EstimateError] = {}
-        from gpuwise.plan.settings import SearchCache
+        from gpuwise.planner.settings import SearchCache
 
         self._search_cache = SearchCache()
 
@@ -101,7 +101,7 @@ class EstimatorModel:
     def _evaluate(self, gpu: str, gpn: int, nodes: int, gbit: float) -> Evaluation:
         from gpuwise.estimate.memory import weight_bytes_per_param
         from gpuwise.hardware import find_gpu
-        from gpuwise.plan.settings import as_given, search_inference, search_training
+        from gpuwise.planner.settings import as_given, search_inference, search_training
 
         spec = find_gpu(gpu)
         wl = self.workload
