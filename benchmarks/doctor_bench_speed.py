@@ -16,8 +16,12 @@ import time
 
 def timed(args: list[str]) -> tuple[float, dict[str, object]]:
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "gpuwise", *args, "--json"], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwise", *args, "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     seconds = time.perf_counter() - t0
     if done.returncode not in (0, 3):
         raise SystemExit(f"gpuwise {' '.join(args)} failed: {done.stderr}")
@@ -43,7 +47,9 @@ def main() -> None:
         for r in doc["results"]:  # type: ignore[union-attr]
             peak = "—" if r["peak"] is None else f"{r['peak']:.4g}"
             ratio = "—" if r["ratio"] is None else f"{r['ratio']:.1%}"
-            print(f"{r['name']:20} {r['value']:12.4g} {r['unit']:10} {peak:>10} {ratio:>7}  {r['note']}")
+            print(
+                f"{r['name']:20} {r['value']:12.4g} {r['unit']:10} {peak:>10} {ratio:>7}  {r['note']}"
+            )
 
 
 if __name__ == "__main__":

@@ -45,8 +45,13 @@ from gpuwise.estimate.throughput import PublishedRun, load_published_runs
 from gpuwise.hardware import GpuSpec, find_gpu
 
 # GPU-hours rows that come from the same paper as throughput rows share its fold.
-_RUN_SOURCE = {"llama-7b": "llama", "llama-13b": "llama", "llama-33b": "llama", "llama-65b": "llama",
-               "tinyllama-1.1b": "tinyllama"}
+_RUN_SOURCE = {
+    "llama-7b": "llama",
+    "llama-13b": "llama",
+    "llama-33b": "llama",
+    "llama-65b": "llama",
+    "tinyllama-1.1b": "tinyllama",
+}
 
 
 def _peak16(gpu: GpuSpec, precision: str) -> float:
@@ -97,7 +102,9 @@ def throughput_set() -> tuple[list[tuple[MeasuredRun, float, float]], dict[str, 
         eff = fit_efficiency([r for r in runs if r.source_id != s])
         for r in runs:
             if r.source_id == s:
-                out.append((r, log_residual(r, eff), math.log(_rule40(r, _row_precision(r)) / r.value)))
+                out.append(
+                    (r, log_residual(r, eff), math.log(_rule40(r, _row_precision(r)) / r.value))
+                )
     by_class: dict[str, list[float]] = collections.defaultdict(list)
     for r, res, _ in out:
         by_class[workload_class(r.workload)].append(res)
@@ -107,7 +114,11 @@ def throughput_set() -> tuple[list[tuple[MeasuredRun, float, float]], dict[str, 
 def _run_source(run: PublishedRun) -> str:
     if run.name in _RUN_SOURCE:
         return _RUN_SOURCE[run.name]
-    return run.source.split(" ")[0] + " " + run.source.split(" ")[1] if " " in run.source else run.source
+    return (
+        run.source.split(" ")[0] + " " + run.source.split(" ")[1]
+        if " " in run.source
+        else run.source
+    )
 
 
 def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float, float]]:
@@ -121,25 +132,38 @@ def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float, float]
         eff = fit_efficiency([r for r in measured if r.source_id != src])
         run_eff = fit_run_efficiency([r for r in runs if _run_source(r) != src], eff)
         hours, gp = run_gpu_hours(run, replace(eff, run_efficiency=run_eff))
-        rule = 6 * run.model.total_params * run.tokens / (0.4 * _peak16(find_gpu(run.gpu), "bf16")) / 3600
+        rule = (
+            6
+            * run.model.total_params
+            * run.tokens
+            / (0.4 * _peak16(find_gpu(run.gpu), "bf16"))
+            / 3600
+        )
         out.append((run, src, hours, rule, gp, run_eff))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write-residuals", action="store_true",
-                        help="write the LOSO residual quantiles to src/gpuwise/estimate/data/estimate_residuals.csv")
+    parser.add_argument(
+        "--write-residuals",
+        action="store_true",
+        help="write the LOSO residual quantiles to src/gpuwise/estimate/data/estimate_residuals.csv",
+    )
     parser.add_argument("--rows", action="store_true", help="print every row")
     args = parser.parse_args()
 
     rows, by_class = throughput_set()
-    print(f"THROUGHPUT SET: {len(rows)} measured configurations, {len({r.source_id for r, _, _ in rows})} sources, "
-          f"{len({r.gpu for r, _, _ in rows})} GPU models (leave-one-source-out)\n")
+    print(
+        f"THROUGHPUT SET: {len(rows)} measured configurations, {len({r.source_id for r, _, _ in rows})} sources, "
+        f"{len({r.gpu for r, _, _ in rows})} GPU models (leave-one-source-out)\n"
+    )
     if args.rows:
         for r, res, rule in rows:
-            print(f"  {r.source_id:10s} {r.gpu:10s} {r.gpus:5d} {r.label:52s} meas {r.value:9.0f} "
-                  f"gpuwise {math.exp(res) - 1:+7.1%} rule40 {math.exp(rule) - 1:+7.1%}")
+            print(
+                f"  {r.source_id:10s} {r.gpu:10s} {r.gpus:5d} {r.label:52s} meas {r.value:9.0f} "
+                f"gpuwise {math.exp(res) - 1:+7.1%} rule40 {math.exp(rule) - 1:+7.1%}"
+            )
         print()
     hdr = f"{'group':22s} {'rows':>4s}  {'gpuwise med':>11s} {'p90':>6s}   {'40% rule med':>12s} {'p90':>6s}"
     print(hdr)
@@ -166,24 +190,32 @@ def main() -> None:
         others = [abs(x) for q, x, _ in rows if q.source_id != r.source_id]
         # res = log(pred/measured throughput) = log(measured time / predicted time)
         inside += abs(res) <= _q(others, 0.8)
-    print(f"\np10-p90 range holds the measured value: {inside}/{len(rows)} = {inside / len(rows):.0%} (goal 75-85%)")
+    print(
+        f"\np10-p90 range holds the measured value: {inside}/{len(rows)} = {inside / len(rows):.0%} (goal 75-85%)"
+    )
 
     nofit = []
     for r, _, _ in rows:
         est = estimate_workload(r.workload, r.gpu, r.gpus, calibration=None, suggest=False)
         if not est.memory.fits:
-            nofit.append(f"{r.source_id} {r.gpu} x{r.gpus} {r.label}: {est.memory.per_gpu_gib:.1f} GiB "
-                         f"of {est.memory.capacity_gib:.0f}")
+            nofit.append(
+                f"{r.source_id} {r.gpu} x{r.gpus} {r.label}: {est.memory.per_gpu_gib:.1f} GiB "
+                f"of {est.memory.capacity_gib:.0f}"
+            )
     print(f'measured configurations called "does not fit": {len(nofit)}')
     for line_ in nofit:
         print(f"  {line_}")
 
     hours = gpu_hours_set()
-    print(f"\nGPU-HOURS SET: {len(hours)} published pretraining runs, {len({h[1] for h in hours})} sources "
-          "(framework factors fitted on the throughput rows, whole-run efficiency on the GPU-hours rows, "
-          "of the other sources)\n")
-    print(f"  {'run':16s} {'GPU':10s} {'reported':>11s} {'goodput':>7s} {'run eff':>7s} {'gpuwise':>8s} "
-          f"{'40% rule':>8s}")
+    print(
+        f"\nGPU-HOURS SET: {len(hours)} published pretraining runs, {len({h[1] for h in hours})} sources "
+        "(framework factors fitted on the throughput rows, whole-run efficiency on the GPU-hours rows, "
+        "of the other sources)\n"
+    )
+    print(
+        f"  {'run':16s} {'GPU':10s} {'reported':>11s} {'goodput':>7s} {'run eff':>7s} {'gpuwise':>8s} "
+        f"{'40% rule':>8s}"
+    )
     g_err, b_err = [], []
     by_gpu_h: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     for run, _, est_h, rule_h, gp, reff in hours:
@@ -191,22 +223,34 @@ def main() -> None:
         g_err.append(e)
         b_err.append(b)
         by_gpu_h[run.gpu].append((e, b))
-        print(f"  {run.name:16s} {run.gpu:10s} {run.gpu_hours:11,.0f} {gp:7.0%} {reff:7.2f} {e:+8.1%} {b:+8.1%}")
+        print(
+            f"  {run.name:16s} {run.gpu:10s} {run.gpu_hours:11,.0f} {gp:7.0%} {reff:7.2f} {e:+8.1%} {b:+8.1%}"
+        )
     for gpu, pairs in sorted(by_gpu_h.items()):
-        print(f"  GPU {gpu:10s} rows {len(pairs):2d}: gpuwise median |error| "
-              f"{statistics.median([abs(e) for e, _ in pairs]):.1%}, 40% rule "
-              f"{statistics.median([abs(b) for _, b in pairs]):.1%}")
-    print(f"\n  median |error|: gpuwise {statistics.median([abs(x) for x in g_err]):.1%}, "
-          f"40% rule {statistics.median([abs(x) for x in b_err]):.1%}; p90 |error|: gpuwise "
-          f"{_q([abs(x) for x in g_err], 0.9):.1%}, 40% rule {_q([abs(x) for x in b_err], 0.9):.1%}")
+        print(
+            f"  GPU {gpu:10s} rows {len(pairs):2d}: gpuwise median |error| "
+            f"{statistics.median([abs(e) for e, _ in pairs]):.1%}, 40% rule "
+            f"{statistics.median([abs(b) for _, b in pairs]):.1%}"
+        )
+    print(
+        f"\n  median |error|: gpuwise {statistics.median([abs(x) for x in g_err]):.1%}, "
+        f"40% rule {statistics.median([abs(x) for x in b_err]):.1%}; p90 |error|: gpuwise "
+        f"{_q([abs(x) for x in g_err], 0.9):.1%}, 40% rule {_q([abs(x) for x in b_err], 0.9):.1%}"
+    )
     run_res = [math.log(1 + e) for e in g_err]
     srcs = [h[1] for h in hours]
-    inside_h = sum(abs(x) <= _q([abs(y) for y, t in zip(run_res, srcs, strict=True) if t != s], 0.8)
-                   for x, s in zip(run_res, srcs, strict=True))
-    print(f"  p10-p90 range holds the reported GPU-hours: {inside_h}/{len(hours)} = {inside_h / len(hours):.0%}")
+    inside_h = sum(
+        abs(x) <= _q([abs(y) for y, t in zip(run_res, srcs, strict=True) if t != s], 0.8)
+        for x, s in zip(run_res, srcs, strict=True)
+    )
+    print(
+        f"  p10-p90 range holds the reported GPU-hours: {inside_h}/{len(hours)} = {inside_h / len(hours):.0%}"
+    )
 
     if args.write_residuals:
-        path = Path(__file__).resolve().parents[1] / "src/gpuwise/estimate/data/estimate_residuals.csv"
+        path = (
+            Path(__file__).resolve().parents[1] / "src/gpuwise/estimate/data/estimate_residuals.csv"
+        )
         lines = [
             "# Leave-one-source-out residuals of gpuwise's time estimates, written by",
             "# `python benchmarks/estimate_accuracy.py --write-residuals` (do not edit by hand). The p10-p90 range",

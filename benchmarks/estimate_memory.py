@@ -35,6 +35,7 @@ torch.manual_seed(0)
 # ----------------------------------------------------------------------------------------
 # small reference implementations (eager, as Hugging Face's GPT-2 and Llama blocks compute)
 
+
 class GPT2Block(nn.Module):
     def __init__(self, h: int, a: int, dropout: float = 0.1) -> None:
         super().__init__()
@@ -73,11 +74,17 @@ class LlamaBlock(nn.Module):
         super().__init__()
         self.a, self.kv, self.d = a, kv, h // a
         self.n1, self.n2 = RMSNorm(h), RMSNorm(h)
-        self.q, self.k, self.v = nn.Linear(h, h, bias=False), nn.Linear(h, kv * self.d, bias=False), \
-            nn.Linear(h, kv * self.d, bias=False)
+        self.q, self.k, self.v = (
+            nn.Linear(h, h, bias=False),
+            nn.Linear(h, kv * self.d, bias=False),
+            nn.Linear(h, kv * self.d, bias=False),
+        )
         self.o = nn.Linear(h, h, bias=False)
-        self.gate, self.up, self.down = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False), \
-            nn.Linear(f, h, bias=False)
+        self.gate, self.up, self.down = (
+            nn.Linear(h, f, bias=False),
+            nn.Linear(h, f, bias=False),
+            nn.Linear(f, h, bias=False),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, h = x.shape
@@ -101,7 +108,11 @@ class Bottleneck(nn.Module):
         self.c2, self.b2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
         self.c3, self.b3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
         self.relu = nn.ReLU(inplace=True)
-        self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)) if down else None
+        self.down = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            if down
+            else None
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         idt = x if self.down is None else self.down(x)
@@ -111,8 +122,12 @@ class Bottleneck(nn.Module):
 
 
 def resnet50() -> nn.Module:
-    layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
-                               nn.MaxPool2d(3, 2, 1)]
+    layers: list[nn.Module] = [
+        nn.Conv2d(3, 64, 7, 2, 3, bias=False),
+        nn.BatchNorm2d(64),
+        nn.ReLU(inplace=True),
+        nn.MaxPool2d(3, 2, 1),
+    ]
     cin = 64
     for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
         for i in range(blocks):
@@ -148,38 +163,90 @@ def main() -> None:
     print(f"{'check':58s} {'measured':>14s} {'gpuwise':>14s} {'error':>8s}")
     print("-" * 98)
     # 1. parameters
-    gpt = ModelConfig(name="gpt2-mini", arch="decoder", hidden=256, layers=2, heads=4, intermediate=1024,
-                      vocab=1000, max_positions=128, learned_positions=True, tied_embeddings=True,
-                      gated_mlp=False, bias=True, norm="layernorm", dropout=True, flash_attention=False)
-    gpt_torch = nn.ModuleDict({"wte": nn.Embedding(1000, 256), "wpe": nn.Embedding(128, 256),
-                               "h": nn.ModuleList(GPT2Block(256, 4) for _ in range(2)), "ln_f": nn.LayerNorm(256)})
-    row("params: GPT-2-shaped (2 layers, h=256, tied head)", sum(p.numel() for p in gpt_torch.parameters()),
-        gpt.total_params, "params")
-    lla = ModelConfig(name="llama-mini", arch="decoder", hidden=256, layers=2, heads=8, kv_heads=2,
-                      intermediate=688, vocab=1000, max_positions=128)
-    lla_torch = nn.ModuleDict({"emb": nn.Embedding(1000, 256),
-                               "layers": nn.ModuleList(LlamaBlock(256, 8, 2, 688) for _ in range(2)),
-                               "norm": RMSNorm(256), "lm_head": nn.Linear(256, 1000, bias=False)})
-    row("params: Llama-shaped (GQA 8/2 heads, SwiGLU, untied head)",
-        sum(p.numel() for p in lla_torch.parameters()), lla.total_params, "params")
+    gpt = ModelConfig(
+        name="gpt2-mini",
+        arch="decoder",
+        hidden=256,
+        layers=2,
+        heads=4,
+        intermediate=1024,
+        vocab=1000,
+        max_positions=128,
+        learned_positions=True,
+        tied_embeddings=True,
+        gated_mlp=False,
+        bias=True,
+        norm="layernorm",
+        dropout=True,
+        flash_attention=False,
+    )
+    gpt_torch = nn.ModuleDict(
+        {
+            "wte": nn.Embedding(1000, 256),
+            "wpe": nn.Embedding(128, 256),
+            "h": nn.ModuleList(GPT2Block(256, 4) for _ in range(2)),
+            "ln_f": nn.LayerNorm(256),
+        }
+    )
+    row(
+        "params: GPT-2-shaped (2 layers, h=256, tied head)",
+        sum(p.numel() for p in gpt_torch.parameters()),
+        gpt.total_params,
+        "params",
+    )
+    lla = ModelConfig(
+        name="llama-mini",
+        arch="decoder",
+        hidden=256,
+        layers=2,
+        heads=8,
+        kv_heads=2,
+        intermediate=688,
+        vocab=1000,
+        max_positions=128,
+    )
+    lla_torch = nn.ModuleDict(
+        {
+            "emb": nn.Embedding(1000, 256),
+            "layers": nn.ModuleList(LlamaBlock(256, 8, 2, 688) for _ in range(2)),
+            "norm": RMSNorm(256),
+            "lm_head": nn.Linear(256, 1000, bias=False),
+        }
+    )
+    row(
+        "params: Llama-shaped (GQA 8/2 heads, SwiGLU, untied head)",
+        sum(p.numel() for p in lla_torch.parameters()),
+        lla.total_params,
+        "params",
+    )
 
     from gpuwise.estimate.model import get_preset
 
     rn = resnet50()
-    row("params: ResNet-50 (torchvision v1.5 layout)", sum(p.numel() for p in rn.parameters()),
-        get_preset("resnet-50").total_params, "params")
+    row(
+        "params: ResNet-50 (torchvision v1.5 layout)",
+        sum(p.numel() for p in rn.parameters()),
+        get_preset("resnet-50").total_params,
+        "params",
+    )
 
     # 2. optimizer states from a real step
     n = sum(p.numel() for p in lla_torch.parameters())
-    for name, opt_cls, kwargs, key in (("adamw", torch.optim.AdamW, {}, "adamw"),
-                                       ("sgd momentum", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}, "sgd")):
+    for name, opt_cls, kwargs, key in (
+        ("adamw", torch.optim.AdamW, {}, "adamw"),
+        ("sgd momentum", torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}, "sgd"),
+    ):
         model = lla_torch
         opt = opt_cls(model.parameters(), **kwargs)
         for p in model.parameters():
             p.grad = torch.randn_like(p)
         opt.step()
-        state = sum(t.numel() * t.element_size() for st in opt.state.values() for t in st.values()
-                    if torch.is_tensor(t) and t.dim() > 0)
+        state = sum(
+            t.numel() * t.element_size()
+            for st in opt.state.values()
+            for t in st.values()
+            if torch.is_tensor(t) and t.dim() > 0
+        )
         wl = workload_from_options(params=n, task="pretrain", precision="fp32", optimizer=key)
         est = model_state_bytes(wl, 1)["optimizer_states"]
         row(f"optimizer state bytes: torch.optim {name} (fp32)", state, est, "bytes")
@@ -192,68 +259,152 @@ def main() -> None:
     opt.step()
     grads_bf16 = [torch.zeros_like(w) for w in work]
     measured = sum(t.numel() * t.element_size() for t in work + grads_bf16 + master) + sum(
-        t.numel() * t.element_size() for st in opt.state.values() for t in st.values() if torch.is_tensor(t) and t.dim())
+        t.numel() * t.element_size()
+        for st in opt.state.values()
+        for t in st.values()
+        if torch.is_tensor(t) and t.dim()
+    )
     wl = workload_from_options(params=n, task="pretrain", precision="bf16", optimizer="adamw")
-    row("model states: bf16 + fp32 master + AdamW (16 B/param)", measured, sum(model_state_bytes(wl, 1).values()),
-        "bytes")
+    row(
+        "model states: bf16 + fp32 master + AdamW (16 B/param)",
+        measured,
+        sum(model_state_bytes(wl, 1).values()),
+        "bytes",
+    )
 
     # 3. activations saved by autograd, bf16, one block
     from dataclasses import replace
 
     for s, b in ((256, 2), (512, 1)):
-        block = GPT2Block(256, 4).to(torch.bfloat16).eval()  # eval: no dropout, autograd still records
+        block = (
+            GPT2Block(256, 4).to(torch.bfloat16).eval()
+        )  # eval: no dropout, autograd still records
         x = torch.randn(b, s, 256, dtype=torch.bfloat16, requires_grad=True)
-        row(f"activations: GPT-2 block eager attn, no dropout, s={s} b={b}", saved_activation_bytes(block, x),
-            layer_activation_bytes(replace(gpt, dropout=False), s, b, flash=False), "bytes")
+        row(
+            f"activations: GPT-2 block eager attn, no dropout, s={s} b={b}",
+            saved_activation_bytes(block, x),
+            layer_activation_bytes(replace(gpt, dropout=False), s, b, flash=False),
+            "bytes",
+        )
     block = GPT2Block(256, 4).to(torch.bfloat16).train()
     x = torch.randn(2, 256, 256, dtype=torch.bfloat16, requires_grad=True)
-    row("activations: GPT-2 block + dropout, s=256 b=2 (CPU: 2-byte masks)*", saved_activation_bytes(block, x),
-        layer_activation_bytes(gpt, 256, 2, flash=False), "bytes")
+    row(
+        "activations: GPT-2 block + dropout, s=256 b=2 (CPU: 2-byte masks)*",
+        saved_activation_bytes(block, x),
+        layer_activation_bytes(gpt, 256, 2, flash=False),
+        "bytes",
+    )
     for s, b in ((256, 2), (1024, 1)):
         block = LlamaBlock(256, 8, 2, 688).to(torch.bfloat16)
         x = torch.randn(b, s, 256, dtype=torch.bfloat16, requires_grad=True)
-        row(f"activations: Llama block SDPA (GQA, SwiGLU), s={s} b={b}", saved_activation_bytes(block, x),
-            layer_activation_bytes(lla, s, b, flash=True), "bytes")
+        row(
+            f"activations: Llama block SDPA (GQA, SwiGLU), s={s} b={b}",
+            saved_activation_bytes(block, x),
+            layer_activation_bytes(lla, s, b, flash=True),
+            "bytes",
+        )
 
     x = torch.randn(2, 3, 224, 224)
     measured = saved_activation_bytes(rn, x)
     preset = get_preset("resnet-50").activation_mib_per_sample * 2**20 * 2
-    row("activations: ResNet-50 fp32 224x224 b=2 (preset value is this measurement)", measured, preset, "bytes")
-    print("* torch on the CPU keeps dropout masks in the activation dtype (2 bytes); CUDA keeps 1-byte"
-          " bool masks, as the formula assumes.")
+    row(
+        "activations: ResNet-50 fp32 224x224 b=2 (preset value is this measurement)",
+        measured,
+        preset,
+        "bytes",
+    )
+    print(
+        "* torch on the CPU keeps dropout masks in the activation dtype (2 bytes); CUDA keeps 1-byte"
+        " bool masks, as the formula assumes."
+    )
     # 4. published figures
     gb = 2**30 / 1e9
-    print("\npublished fine-tuning figures (GB = 1e9 bytes; the PEFT README gives no batch size or sequence"
-          " length, so totals are shown for a few)")
+    print(
+        "\npublished fine-tuning figures (GB = 1e9 bytes; the PEFT README gives no batch size or sequence"
+        " length, so totals are shown for a few)"
+    )
     print(f"{'case':58s} {'published':>14s} {'gpuwise':>14s}")
     print("-" * 90)
     t5 = "t5-3b"  # T0_3B is a T5-3B fine-tune: same shape
-    states_full = sum(model_state_bytes(workload_from_options(model=t5, task="finetune", precision="fp32"), 1).values())
-    states_lora = sum(model_state_bytes(workload_from_options(model=t5, task="lora", precision="fp32", lora_rank=8,
-                                                              lora_targets="qv"), 1).values())
-    print(f"{'PEFT README: T0_3B full fine-tune (fp32 AdamW): model states only':58s} {'47.14 GB':>14s} "
-          f"{states_full / 1e9:11.2f} GB")
-    print(f"{'PEFT README: T0_3B LoRA r=8 (q, v), fp32: model states only':58s} {'14.4 GB':>14s} "
-          f"{states_lora / 1e9:11.2f} GB")
+    states_full = sum(
+        model_state_bytes(
+            workload_from_options(model=t5, task="finetune", precision="fp32"), 1
+        ).values()
+    )
+    states_lora = sum(
+        model_state_bytes(
+            workload_from_options(
+                model=t5, task="lora", precision="fp32", lora_rank=8, lora_targets="qv"
+            ),
+            1,
+        ).values()
+    )
+    print(
+        f"{'PEFT README: T0_3B full fine-tune (fp32 AdamW): model states only':58s} {'47.14 GB':>14s} "
+        f"{states_full / 1e9:11.2f} GB"
+    )
+    print(
+        f"{'PEFT README: T0_3B LoRA r=8 (q, v), fp32: model states only':58s} {'14.4 GB':>14s} "
+        f"{states_lora / 1e9:11.2f} GB"
+    )
     for b, s in ((1, 128), (4, 128), (8, 128)):
-        full = estimate_workload(workload_from_options(model=t5, task="finetune", precision="fp32", micro_batch=b,
-                                                       seq_len=s), "A100-80GB", calibration=None, suggest=False)
-        lora = estimate_workload(workload_from_options(model=t5, task="lora", precision="fp32", micro_batch=b,
-                                                       seq_len=s, lora_rank=8, lora_targets="qv"),
-                                 "A100-80GB", calibration=None, suggest=False)
-        print(f"{f'  total with activations at batch {b} x {s} tokens: full / LoRA':58s} {'':>14s} "
-              f"{full.memory.per_gpu_gib * gb:8.2f} / {lora.memory.per_gpu_gib * gb:.2f} GB")
-    llama65 = ModelConfig(name="llama-65b", arch="decoder", hidden=8192, layers=80, heads=64, intermediate=22016,
-                          vocab=32000, max_positions=2048, source="LLaMA paper Table 2")
+        full = estimate_workload(
+            workload_from_options(
+                model=t5, task="finetune", precision="fp32", micro_batch=b, seq_len=s
+            ),
+            "A100-80GB",
+            calibration=None,
+            suggest=False,
+        )
+        lora = estimate_workload(
+            workload_from_options(
+                model=t5,
+                task="lora",
+                precision="fp32",
+                micro_batch=b,
+                seq_len=s,
+                lora_rank=8,
+                lora_targets="qv",
+            ),
+            "A100-80GB",
+            calibration=None,
+            suggest=False,
+        )
+        print(
+            f"{f'  total with activations at batch {b} x {s} tokens: full / LoRA':58s} {'':>14s} "
+            f"{full.memory.per_gpu_gib * gb:8.2f} / {lora.memory.per_gpu_gib * gb:.2f} GB"
+        )
+    llama65 = ModelConfig(
+        name="llama-65b",
+        arch="decoder",
+        hidden=8192,
+        layers=80,
+        heads=64,
+        intermediate=22016,
+        vocab=32000,
+        max_positions=2048,
+        source="LLaMA paper Table 2",
+    )
     from gpuwise.estimate.workload import Workload
 
-    q = Workload(model=llama65, task="qlora", lora_rank=64, lora_targets="all-linear", seq_len=512, micro_batch=1,
-                 grad_ckpt="full")
+    q = Workload(
+        model=llama65,
+        task="qlora",
+        lora_rank=64,
+        lora_targets="all-linear",
+        seq_len=512,
+        micro_batch=1,
+        grad_ckpt="full",
+    )
     est = estimate_workload(q, "A100-80GB", calibration=None, suggest=False)
-    print(f"{'QLoRA paper: LLaMA-65B, r=64 all-linear, seq 512, ckpt':58s} {'< 48 GB':>14s} "
-          f"{est.memory.per_gpu_gib * gb:11.2f} GB")
-    print("\nbreakdown (GiB) of the QLoRA 65B case:",
-          ", ".join(f"{k} {v:.2f}" for k, v in est.memory.breakdown.items() if v))
+    print(
+        f"{'QLoRA paper: LLaMA-65B, r=64 all-linear, seq 512, ckpt':58s} {'< 48 GB':>14s} "
+        f"{est.memory.per_gpu_gib * gb:11.2f} GB"
+    )
+    print(
+        "\nbreakdown (GiB) of the QLoRA 65B case:",
+        ", ".join(f"{k} {v:.2f}" for k, v in est.memory.breakdown.items() if v),
+    )
 
 
 if __name__ == "__main__":

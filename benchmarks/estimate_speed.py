@@ -36,9 +36,14 @@ def main() -> None:
     estimate_workload(first, "H100", calibration=None, suggest=False)
     print(f"first call (fits the MFU model): {(time.perf_counter() - t) * 1e3:.1f} ms\n")
     print(f"{'workload':44s} {'suggest':>7s} {'median ms/call':>15s} {'ok':>4s} {'refused':>8s}")
-    for label, kw in (("llama-2-70b pretrain 2T tokens, ZeRO-3", dict(model="llama-2-70b", tokens="2e12", zero=3)),
-                      ("llama-2-7b finetune", dict(model="llama-2-7b", task="finetune", samples="100k")),
-                      ("mixtral-8x7b inference", dict(model="mixtral-8x7b", task="inference", requests="1M"))):
+    for label, kw in (
+        (
+            "llama-2-70b pretrain 2T tokens, ZeRO-3",
+            dict(model="llama-2-70b", tokens="2e12", zero=3),
+        ),
+        ("llama-2-7b finetune", dict(model="llama-2-7b", task="finetune", samples="100k")),
+        ("mixtral-8x7b inference", dict(model="mixtral-8x7b", task="inference", requests="1M")),
+    ):
         wl = workload_from_options(**kw)  # type: ignore[arg-type]
         for suggest in (False, True):
             ms, ok, failed = _time(wl, suggest)

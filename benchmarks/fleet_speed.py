@@ -20,15 +20,28 @@ from gpuwise.fleet.pricing import GpuPrices, PriceQuote, ReservedOption
 
 GPUS = ("H100", "A100-80GB", "L4", "L40S", "A10G")
 # illustrative $/GPU-hour for the benchmark only: on-demand, spot, 1y and 3y reserved
-PRICES = {"H100": (3.0, 1.3), "A100-80GB": (2.8, 0.9), "L4": (0.7, 0.25), "L40S": (1.5, 0.5), "A10G": (1.0, 0.36)}
+PRICES = {
+    "H100": (3.0, 1.3),
+    "A100-80GB": (2.8, 0.9),
+    "L4": (0.7, 0.25),
+    "L40S": (1.5, 0.5),
+    "A10G": (1.0, 0.36),
+}
 
 
 def prices() -> dict[str, GpuPrices]:
     out = {}
     for gpu, (od, spot) in PRICES.items():
-        out[gpu] = GpuPrices(gpu, PriceQuote(od, "bench", "-"), PriceQuote(spot, "bench", "-"),
-                             (ReservedOption("bench", 3, od * 0.55, 0.45, "bench"),
-                              ReservedOption("bench", 1, od * 0.7, 0.3, "bench")), ())
+        out[gpu] = GpuPrices(
+            gpu,
+            PriceQuote(od, "bench", "-"),
+            PriceQuote(spot, "bench", "-"),
+            (
+                ReservedOption("bench", 3, od * 0.55, 0.45, "bench"),
+                ReservedOption("bench", 1, od * 0.7, 0.3, "bench"),
+            ),
+            (),
+        )
     return out
 
 
@@ -50,7 +63,11 @@ def main() -> None:
     rows = []
     for label, peak, opts in (
         ("no caps", 64.0, FleetOptions()),
-        ("spot capacity 16 GPUs/type", 64.0, FleetOptions(spot_capacity_gpus=dict.fromkeys(GPUS, 16.0))),
+        (
+            "spot capacity 16 GPUs/type",
+            64.0,
+            FleetOptions(spot_capacity_gpus=dict.fromkeys(GPUS, 16.0)),
+        ),
         ("monthly budget", 64.0, FleetOptions(monthly_budget_usd=1e6)),
         ("commitment cap $1M", 64.0, FleetOptions(max_commitment_usd=1e6)),
         ("no caps, 10x scale (peak ~1,000 GPUs)", 640.0, FleetOptions()),
@@ -58,10 +75,17 @@ def main() -> None:
         demand = synthetic_demand(GPUS, hours=8760, seed=1, peak_gpus=peak)
         sol = solve(demand, pr, opts)
         med, worst = timed(lambda d=demand, o=opts: solve(d, pr, o), args.repeat)
-        full, _ = timed(lambda d=demand, o=opts: plan_fleet(d, pr, o, sensitivity=False), max(1, args.repeat // 2))
+        full, _ = timed(
+            lambda d=demand, o=opts: plan_fleet(d, pr, o, sensitivity=False),
+            max(1, args.repeat // 2),
+        )
         rows.append((label, sol.variables, sol.constraints, med, worst, full))
-    print(f"fleet solve: 8,760 h × {len(GPUS)} GPU types, median of {args.repeat} runs (target < 2 s)")
-    print(f"{'case':40} {'vars':>6} {'rows':>7} {'solve med s':>12} {'solve max s':>12} {'plan s':>8}")
+    print(
+        f"fleet solve: 8,760 h × {len(GPUS)} GPU types, median of {args.repeat} runs (target < 2 s)"
+    )
+    print(
+        f"{'case':40} {'vars':>6} {'rows':>7} {'solve med s':>12} {'solve max s':>12} {'plan s':>8}"
+    )
     for label, nv, nc, med, worst, full in rows:
         print(f"{label:40} {nv:>6} {nc:>7} {med:>12.3f} {worst:>12.3f} {full:>8.3f}")
 

@@ -33,16 +33,38 @@ from gpuwise.monitor.store import HistoryStore
 
 
 def eight_gpu_trace(processes: int = 50) -> dict[str, Any]:
-    gpus = [{"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-bench-{i}", "memory_total_mib": 81559} for i in range(8)]
+    gpus = [
+        {"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-bench-{i}", "memory_total_mib": 81559}
+        for i in range(8)
+    ]
     frames = []
     for f in range(10):
         per_gpu: list[dict[str, Any]] = []
         for i in range(8):
-            procs = [{"pid": 10000 + p, "memory_mib": 1000 + p, "user": f"user{p % 5}", "command": f"python job{p}.py",
-                      "workload": f"team/job{p}"} for p in range(processes) if p % 8 == i]
-            per_gpu.append({"util": (f * 10 + i) % 100, "sm_active": 0.5, "tensor_active": 0.2,
-                            "memory_used_mib": 40000 + i, "power_w": 500, "temperature_c": 60,
-                            "pcie_tx_kb_s": 1000, "pcie_rx_kb_s": 2000, "processes": procs})
+            procs = [
+                {
+                    "pid": 10000 + p,
+                    "memory_mib": 1000 + p,
+                    "user": f"user{p % 5}",
+                    "command": f"python job{p}.py",
+                    "workload": f"team/job{p}",
+                }
+                for p in range(processes)
+                if p % 8 == i
+            ]
+            per_gpu.append(
+                {
+                    "util": (f * 10 + i) % 100,
+                    "sm_active": 0.5,
+                    "tensor_active": 0.2,
+                    "memory_used_mib": 40000 + i,
+                    "power_w": 500,
+                    "temperature_c": 60,
+                    "pcie_tx_kb_s": 1000,
+                    "pcie_rx_kb_s": 2000,
+                    "processes": procs,
+                }
+            )
         frames.append({"gpus": per_gpu})
     return {"name": "bench", "interval_s": 1, "gpus": gpus, "frames": frames}
 
@@ -70,7 +92,9 @@ def bench_scrape_and_sampling() -> tuple[float, float, float]:
     return scrape_ms, read_cpu_s * 1000, core_pct
 
 
-def bench_concurrent_scrapes(scrapers: int = 64, per_scraper: int = 10) -> tuple[float, float, int, int, int]:
+def bench_concurrent_scrapes(
+    scrapers: int = 64, per_scraper: int = 10
+) -> tuple[float, float, int, int, int]:
     """p50 and p99 latency (ms) of /metrics with ``scrapers`` threads scraping at once, errors, and
     the body size plain and gzipped (bytes)."""
     import gzip
@@ -86,15 +110,35 @@ def bench_concurrent_scrapes(scrapers: int = 64, per_scraper: int = 10) -> tuple
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "bench.json"
         trace.write_text(json.dumps(eight_gpu_trace()))
-        proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "exporter", "--fake", str(trace), "--port", "0",
-                                 "--interval", "1s", "--price-usd-per-hour", "3", "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpuwise",
+                "exporter",
+                "--fake",
+                str(trace),
+                "--port",
+                "0",
+                "--interval",
+                "1s",
+                "--price-usd-per-hour",
+                "3",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         assert proc.stdout is not None
         head = ""
         while not head.rstrip().endswith("}"):  # the --json object, printed before serving
             head += proc.stdout.readline()
         url = json.loads(head)["metrics"]
-        host, port = urllib.parse.urlsplit(url).hostname or "127.0.0.1", urllib.parse.urlsplit(url).port or 9835
+        host, port = (
+            urllib.parse.urlsplit(url).hostname or "127.0.0.1",
+            urllib.parse.urlsplit(url).port or 9835,
+        )
         latencies: list[float] = []
         errors = 0
         lock = threading.Lock()
@@ -128,8 +172,9 @@ def bench_concurrent_scrapes(scrapers: int = 64, per_scraper: int = 10) -> tuple
                 th.join()
             with urllib.request.urlopen(url, timeout=10) as r:
                 plain = len(r.read())
-            with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept-Encoding": "gzip"}),
-                                        timeout=10) as r:
+            with urllib.request.urlopen(
+                urllib.request.Request(url, headers={"Accept-Encoding": "gzip"}), timeout=10
+            ) as r:
                 zipped = r.read()
             assert gzip.decompress(zipped)
         finally:
@@ -137,13 +182,20 @@ def bench_concurrent_scrapes(scrapers: int = 64, per_scraper: int = 10) -> tuple
             proc.wait(timeout=20)
     latencies.sort()
     p50 = latencies[len(latencies) // 2] * 1000 if latencies else float("nan")
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000 if latencies else float("nan")
+    p99 = (
+        latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+        if latencies
+        else float("nan")
+    )
     return p50, p99, errors, plain, len(zipped)
 
 
 def fill_month(store: HistoryStore, days: float, end_s: float) -> int:
     rng = random.Random(7)
-    gids = [store.register_gpu("node1", f"GPU-bench-{i}", i, "NVIDIA H100 80GB HBM3", 81559) for i in range(8)]
+    gids = [
+        store.register_gpu("node1", f"GPU-bench-{i}", i, "NVIDIA H100 80GB HBM3", 81559)
+        for i in range(8)
+    ]
     jobsets = [store._jobset_id((f"team/job{k}",)) for k in range(20)]
     step = 10
     t0 = int(end_s - days * 86400)
@@ -154,10 +206,19 @@ def fill_month(store: HistoryStore, days: float, end_s: float) -> int:
         hour = (ts - t0) // 3600
         for i, gid in enumerate(gids):
             busy = (hour + i) % 24 < 16  # 16 h a day busy, 8 h idle
-            batch.append((gid, ts, step, rng.randint(80, 100) * 10 if busy else rng.randint(0, 3) * 10,
-                          rng.randint(400, 700) if busy else 0, 40000 + rng.randint(0, 30000) if busy else 500,
-                          rng.randint(300, 700) if busy else 70, rng.randint(50, 75) if busy else 30,
-                          jobsets[(hour // 6 + i) % 20] if busy else None))
+            batch.append(
+                (
+                    gid,
+                    ts,
+                    step,
+                    rng.randint(80, 100) * 10 if busy else rng.randint(0, 3) * 10,
+                    rng.randint(400, 700) if busy else 0,
+                    40000 + rng.randint(0, 30000) if busy else 500,
+                    rng.randint(300, 700) if busy else 70,
+                    rng.randint(50, 75) if busy else 30,
+                    jobsets[(hour // 6 + i) % 20] if busy else None,
+                )
+            )
         if len(batch) >= 80_000:
             store.append_rows(batch)
             rows += len(batch)
@@ -182,7 +243,9 @@ def main() -> None:
             store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             size_mb = store.size_bytes() / 1e6
             prices = PriceBook(price_usd_per_hour=3.0)
-            _ = prices.offers  # load the catalog once, outside the timing (the CLI pays ~0.1 s for it)
+            _ = (
+                prices.offers
+            )  # load the catalog once, outside the timing (the CLI pays ~0.1 s for it)
             t = time.perf_counter()
             history = store.read(end - 86400, end)
             rep = build_report(history, prices)
@@ -194,16 +257,24 @@ def main() -> None:
             render_html(rep, history, doc)
             html_s = time.perf_counter() - t
     print(f"{'measure':58s} {'value':>12s} {'goal':>10s}")
-    print(f"{'render /metrics once per read, 8 GPUs + 50 processes (CPU ms)':58s} {scrape_ms:12.2f} {'≤ 5':>10s}")
+    print(
+        f"{'render /metrics once per read, 8 GPUs + 50 processes (CPU ms)':58s} {scrape_ms:12.2f} {'≤ 5':>10s}"
+    )
     print(f"{'CPU per read of 8 GPUs, fake NVML (ms)':58s} {read_ms:12.2f} {'':>10s}")
     print(f"{'1 Hz sampling + 15 s scrapes, % of one core':58s} {core_pct:12.2f} {'≤ 1':>10s}")
     print(f"{'64 concurrent scrapers × 10, loopback: p50 (ms)':58s} {p50:12.1f} {'':>10s}")
     print(f"{'64 concurrent scrapers × 10, loopback: p99 (ms)':58s} {p99:12.1f} {'≤ 50':>10s}")
     print(f"{'64 concurrent scrapers × 10, loopback: errors':58s} {errors:12d} {'0':>10s}")
-    print(f"{'/metrics body, 8 GPUs + 50 processes: plain (KB)':58s} {plain_b / 1000:12.1f} {'':>10s}")
-    print(f"{'/metrics body, 8 GPUs + 50 processes: gzip (KB)':58s} {gzip_b / 1000:12.1f} {'':>10s}")
+    print(
+        f"{'/metrics body, 8 GPUs + 50 processes: plain (KB)':58s} {plain_b / 1000:12.1f} {'':>10s}"
+    )
+    print(
+        f"{'/metrics body, 8 GPUs + 50 processes: gzip (KB)':58s} {gzip_b / 1000:12.1f} {'':>10s}"
+    )
     print(f"{f'{args.days:g} days × 8 GPUs at 10 s: rows':58s} {rows:12,d} {'':>10s}")
-    print(f"{f'{args.days:g} days × 8 GPUs at 10 s: SQLite size (MB)':58s} {size_mb:12.1f} {'≤ 100':>10s}")
+    print(
+        f"{f'{args.days:g} days × 8 GPUs at 10 s: SQLite size (MB)':58s} {size_mb:12.1f} {'≤ 100':>10s}"
+    )
     print(f"{'  (time to write them, s)':58s} {fill_s:12.1f} {'':>10s}")
     print(f"{'24-hour report: read + analyse (s)':58s} {report_s:12.3f} {'≤ 1':>10s}")
     print(f"{'24-hour report: HTML with charts on top (s)':58s} {html_s:12.3f} {'':>10s}")

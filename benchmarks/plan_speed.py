@@ -31,7 +31,7 @@ from pathlib import Path
 
 MAIN_JOB = ["--model", "llama-3.1-8b", "--task", "lora", "--tokens", "2B", "--deadline", "24h"]
 
-SKY_SCRIPT = r'''
+SKY_SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import sky
@@ -58,7 +58,7 @@ catalog.list_accelerators(gpus_only=True, name_filter=None, region_filter=None, 
 show = time.perf_counter() - t
 print(json.dumps({"import_s": t1 - t0, "optimize_s": sorted(times)[len(times) // 2], "show_gpus_s": show,
                   "chosen": str(task.best_resources)}))
-'''
+"""
 
 
 def median_time(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
@@ -82,11 +82,19 @@ def bench_in_process(runs: int) -> dict[str, float]:
     spot, reserved = load_spot_defaults(), load_reserved_terms()
     last = {}
 
-    def cold() -> None:  # a fresh estimator cache: every (GPU, count, nodes, network) searched again
-        last["plan"] = plan_offers(offers, EstimatorModel(wl), request, spot=spot, reserved=reserved)
+    def cold() -> (
+        None
+    ):  # a fresh estimator cache: every (GPU, count, nodes, network) searched again
+        last["plan"] = plan_offers(
+            offers, EstimatorModel(wl), request, spot=spot, reserved=reserved
+        )
 
-    def fixed() -> None:  # the workload's own settings, no search (what the planner did before issue 12)
-        plan_offers(offers, EstimatorModel(wl, search=False), no_search, spot=spot, reserved=reserved)
+    def fixed() -> (
+        None
+    ):  # the workload's own settings, no search (what the planner did before issue 12)
+        plan_offers(
+            offers, EstimatorModel(wl, search=False), no_search, spot=spot, reserved=reserved
+        )
 
     no_search = PlanRequest(deadline_hours=24.0, max_nodes=8, search_settings=False)
 
@@ -109,8 +117,13 @@ def bench_in_process(runs: int) -> dict[str, float]:
         "plan_incl_catalog_s": median_time(with_catalog, runs),
     }
     p = last["plan"]
-    out.update(offers=len(offers), considered=p.considered, options=len(p.options), rejected_groups=len(p.rejected),
-               settings_evaluated=p.settings_evaluated)
+    out.update(
+        offers=len(offers),
+        considered=p.considered,
+        options=len(p.options),
+        rejected_groups=len(p.rejected),
+        settings_evaluated=p.settings_evaluated,
+    )
     return out
 
 
@@ -119,8 +132,13 @@ def bench_cli(runs: int) -> float:
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "gpuwise", "plan", *MAIN_JOB, "--json"], env=env,
-                           capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [sys.executable, "-m", "gpuwise", "plan", *MAIN_JOB, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         times.append(time.perf_counter() - t)
         if r.returncode not in (0, 3):
             raise SystemExit(f"gpuwise plan failed: {r.stderr}")
@@ -134,8 +152,13 @@ def bench_sky(sky_python: str, sky_catalog: Path, runs: int) -> dict[str, object
     clouds = sorted(p.stem for p in sky_catalog.glob("*.csv"))
     table = gpu_table()
     # the GPUs gpuwise can plan (Inferentia, Trainium, ... have no datasheet row and no estimate)
-    accs = sorted({f"{o.gpu}:{int(o.gpu_count)}" for o in load_catalog().offers
-                   if o.gpu_count >= 1 and o.gpu_count == int(o.gpu_count) and table.get(o.gpu) is not None})
+    accs = sorted(
+        {
+            f"{o.gpu}:{int(o.gpu_count)}"
+            for o in load_catalog().offers
+            if o.gpu_count >= 1 and o.gpu_count == int(o.gpu_count) and table.get(o.gpu) is not None
+        }
+    )
     with tempfile.TemporaryDirectory() as home:
         root = Path(home) / ".sky" / "catalogs" / "v8"
         names: dict[str, set[str]] = {}
@@ -155,9 +178,20 @@ def bench_sky(sky_python: str, sky_catalog: Path, runs: int) -> dict[str, object
         known = {n.lower() for n in names}
         accs = [a for a in accs if a.split(":")[0].lower() in known]
         t = time.perf_counter()
-        r = subprocess.run([sky_python, "-c", SKY_SCRIPT, ",".join(c for c in clouds if c != "azure"),
-                            json.dumps(accs), str(runs)], env={**os.environ, "HOME": home},
-                           capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [
+                sky_python,
+                "-c",
+                SKY_SCRIPT,
+                ",".join(c for c in clouds if c != "azure"),
+                json.dumps(accs),
+                str(runs),
+            ],
+            env={**os.environ, "HOME": home},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         wall = time.perf_counter() - t
     if r.returncode != 0:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"}
@@ -168,7 +202,9 @@ def bench_sky(sky_python: str, sky_catalog: Path, runs: int) -> dict[str, object
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sky-python", help="a python with SkyPilot installed")
     ap.add_argument("--sky-catalog", type=Path, help="folder of SkyPilot-schema <cloud>.csv files")
@@ -178,17 +214,30 @@ def main() -> None:
 
     ip = bench_in_process(args.runs)
     cli = bench_cli(args.runs)
-    print(f"gpuwise plan speed (median of {args.runs}; {ip['offers']} catalog rows, {ip['considered']} offer x "
-          f"nodes x billing combinations priced, {ip['options']} options, {ip['rejected_groups']} rejection groups, "
-          f"{ip['settings_evaluated']} job settings evaluated by the search)")
+    print(
+        f"gpuwise plan speed (median of {args.runs}; {ip['offers']} catalog rows, {ip['considered']} offer x "
+        f"nodes x billing combinations priced, {ip['options']} options, {ip['rejected_groups']} rejection groups, "
+        f"{ip['settings_evaluated']} job settings evaluated by the search)"
+    )
     print(f"{'measure':72} {'time':>10}  target")
     rows = [
         ("load the bundled catalog (load_catalog)", ip["load_catalog_s"], ""),
-        ("plan_offers, cold cache, settings search on (all clouds/regions/billings, 1-8 nodes)", ip["plan_cold_s"],
-         "< 200 ms"),
-        ("plan_offers, cold cache, the workload's own settings (no search)", ip["plan_fixed_s"], ""),
+        (
+            "plan_offers, cold cache, settings search on (all clouds/regions/billings, 1-8 nodes)",
+            ip["plan_cold_s"],
+            "< 200 ms",
+        ),
+        (
+            "plan_offers, cold cache, the workload's own settings (no search)",
+            ip["plan_fixed_s"],
+            "",
+        ),
         ("plan_offers, warm estimator cache", ip["plan_warm_s"], ""),
-        ("gpuwise.planner.plan(): catalog load + plan, in process", ip["plan_incl_catalog_s"], "< 200 ms"),
+        (
+            "gpuwise.planner.plan(): catalog load + plan, in process",
+            ip["plan_incl_catalog_s"],
+            "< 200 ms",
+        ),
         ("CLI wall: python -m gpuwise plan <README main job> --json", cli, "< 1 s"),
     ]
     for name, secs, target in rows:
@@ -200,10 +249,14 @@ def main() -> None:
         else:
             opt = float(sky["optimize_s"])  # type: ignore[arg-type]
             show = float(sky["show_gpus_s"])  # type: ignore[arg-type]
-            print(f"{'SkyPilot optimizer, ' + str(sky['candidates']) + ' accelerator x spot candidates':72} "
-                  f"{opt * 1000:8.0f} ms  ratio to gpuwise cold plan: {opt / ip['plan_cold_s']:.1f}x")
-            print(f"{'SkyPilot list_accelerators (show-gpus --all-regions)':72} {show * 1000:8.0f} ms  "
-                  f"ratio: {show / ip['plan_cold_s']:.1f}x")
+            print(
+                f"{'SkyPilot optimizer, ' + str(sky['candidates']) + ' accelerator x spot candidates':72} "
+                f"{opt * 1000:8.0f} ms  ratio to gpuwise cold plan: {opt / ip['plan_cold_s']:.1f}x"
+            )
+            print(
+                f"{'SkyPilot list_accelerators (show-gpus --all-regions)':72} {show * 1000:8.0f} ms  "
+                f"ratio: {show / ip['plan_cold_s']:.1f}x"
+            )
             print(f"{'SkyPilot import':72} {float(sky['import_s']) * 1000:8.0f} ms")  # type: ignore[arg-type]
             print(f"SkyPilot's choice (1-hour runtime, hourly price): {sky['chosen']}")
     print(f"(total benchmark time {time.perf_counter() - t:.1f} s)")

@@ -42,7 +42,9 @@ def build(gib: float, device: str) -> tuple[torch.nn.Module, torch.optim.Optimiz
     params = int(gib * 2**30 / 4 / 3)  # fp32 weights + 2 AdamW moments
     width = 4096
     layers = max(1, params // (width * width))
-    model = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(layers)]).to(device)
+    model = torch.nn.Sequential(
+        *[torch.nn.Linear(width, width, bias=False) for _ in range(layers)]
+    ).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     for p in model.parameters():  # materialize optimizer state without a full forward
         p.grad = torch.zeros_like(p)
@@ -91,10 +93,16 @@ def fsdp_worker(gib: float, repeats: int, root: str) -> None:
     opt.zero_grad()
     local_bytes = sum(p.to_local().numel() * 4 * 3 for p in model.parameters())  # type: ignore[attr-defined]
     rss_before = _rss_gib()
-    times: dict[str, list[float]] = {"torch.save own shards (sync)": [], "DCP save (sync)": [],
-                                     "DCP async_save (thread)": [], "gpuwise Checkpointer.save": [],
-                                     "gpuwise save → committed": []}
-    with Checkpointer(os.path.join(root, "ck"), keep_last=2) as ck:  # first: its peak RSS is its own
+    times: dict[str, list[float]] = {
+        "torch.save own shards (sync)": [],
+        "DCP save (sync)": [],
+        "DCP async_save (thread)": [],
+        "gpuwise Checkpointer.save": [],
+        "gpuwise save → committed": [],
+    }
+    with Checkpointer(
+        os.path.join(root, "ck"), keep_last=2
+    ) as ck:  # first: its peak RSS is its own
         for i in range(repeats):
             t0 = time.perf_counter()
             stats = ck.save(i + 1, model=model, optimizer=opt)
@@ -121,13 +129,20 @@ def fsdp_worker(gib: float, repeats: int, root: str) -> None:
         dist.barrier()
         t0 = time.perf_counter()
         msd, osd = get_state_dict(model, opt)
-        dcp.save({"model": msd, "optim": osd}, checkpoint_id=os.path.join(root, f"dcp-sync-{i}"), process_group=pg)
+        dcp.save(
+            {"model": msd, "optim": osd},
+            checkpoint_id=os.path.join(root, f"dcp-sync-{i}"),
+            process_group=pg,
+        )
         times["DCP save (sync)"].append(time.perf_counter() - t0)
         dist.barrier()
         t0 = time.perf_counter()
         msd, osd = get_state_dict(model, opt)
-        fut = dcp.async_save({"model": msd, "optim": osd}, checkpoint_id=os.path.join(root, f"dcp-async-{i}"),
-                             process_group=pg)
+        fut = dcp.async_save(
+            {"model": msd, "optim": osd},
+            checkpoint_id=os.path.join(root, f"dcp-async-{i}"),
+            process_group=pg,
+        )
         times["DCP async_save (thread)"].append(time.perf_counter() - t0)
         getattr(fut, "upload_completion", fut).result()
         dist.barrier()
@@ -136,16 +151,20 @@ def fsdp_worker(gib: float, repeats: int, root: str) -> None:
     rows: list = [None] * world
     dist.all_gather_object(rows, row)
     if rank == 0:
-        print(f"FSDP2, {world} gloo ranks, {gib:.2f} GiB state in total, median of {repeats} saves, slowest rank")
+        print(
+            f"FSDP2, {world} gloo ranks, {gib:.2f} GiB state in total, median of {repeats} saves, slowest rank"
+        )
         print(f"{'method':<36}{'blocked s':>10}{'vs torch.save':>15}")
         base = max(r[0]["torch.save own shards (sync)"] for r in rows)
         for key in times:
             worst = max(r[0][key] for r in rows)
             print(f"{key:<36}{worst:>10.3f}{worst / base:>15.3f}")
         for r_i, (_, share, before, peak) in enumerate(rows):
-            print(f"rank {r_i}: state share {share:.3f} GiB, RSS before saves {before:.3f} GiB, "
-                  f"peak RSS after gpuwise saves {peak:.3f} GiB (added by saves: "
-                  f"{(peak - before) / share:.2f}x the share)")
+            print(
+                f"rank {r_i}: state share {share:.3f} GiB, RSS before saves {before:.3f} GiB, "
+                f"peak RSS after gpuwise saves {peak:.3f} GiB (added by saves: "
+                f"{(peak - before) / share:.2f}x the share)"
+            )
     dist.destroy_process_group()
 
 
@@ -155,7 +174,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--fsdp-ranks", type=int, nargs="*", default=None, help="run the FSDP2 table for these rank counts")
+    ap.add_argument(
+        "--fsdp-ranks",
+        type=int,
+        nargs="*",
+        default=None,
+        help="run the FSDP2 table for these rank counts",
+    )
     ap.add_argument("--fsdp-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.fsdp_worker:
@@ -169,9 +194,24 @@ def main() -> None:
         for n in args.fsdp_ranks:
             root = tempfile.mkdtemp(prefix="gpuwise-stall-fsdp-")
             try:
-                subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                f"--nproc-per-node={n}", __file__, "--fsdp-worker", "--gib", str(args.gib),
-                                "--repeats", str(args.repeats), "--dir", root], check=True)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "torch.distributed.run",
+                        "--standalone",
+                        f"--nproc-per-node={n}",
+                        __file__,
+                        "--fsdp-worker",
+                        "--gib",
+                        str(args.gib),
+                        "--repeats",
+                        str(args.repeats),
+                        "--dir",
+                        root,
+                    ],
+                    check=True,
+                )
             finally:
                 shutil.rmtree(root, ignore_errors=True)
         return
@@ -186,7 +226,9 @@ def main() -> None:
     os.remove(os.path.join(root, "sync.pt"))
     stalls, durable = [], []
     with Checkpointer(os.path.join(root, "ck"), keep_last=2) as ck:
-        for i in range(args.repeats + 1):  # the first save allocates the shared buffer: reported apart
+        for i in range(
+            args.repeats + 1
+        ):  # the first save allocates the shared buffer: reported apart
             t0 = time.perf_counter()
             stats = ck.save(i + 1, model=model, optimizer=opt)
             report = ck.wait()
@@ -198,12 +240,18 @@ def main() -> None:
             assert report is not None
     shutil.rmtree(root, ignore_errors=True) if args.dir is None else None
     s_sync, s_async = statistics.median(sync), statistics.median(stalls)
-    print(f"state: {nbytes / 2**30:.2f} GiB ({args.device}), {args.repeats} saves each, fsynced, median")
+    print(
+        f"state: {nbytes / 2**30:.2f} GiB ({args.device}), {args.repeats} saves each, fsynced, median"
+    )
     print(f"{'method':<44}{'blocked s':>10}{'vs sync':>9}")
     print(f"{'torch.save + fsync + rename (sync)':<44}{s_sync:>10.3f}{1.0:>9.2f}")
-    print(f"{'gpuwise Checkpointer.save (async stall)':<44}{s_async:>10.3f}{s_async / s_sync:>9.3f}")
+    print(
+        f"{'gpuwise Checkpointer.save (async stall)':<44}{s_async:>10.3f}{s_async / s_sync:>9.3f}"
+    )
     print(f"{'gpuwise first save (allocates buffer)':<44}{first:>10.3f}{first / s_sync:>9.3f}")
-    print(f"{'gpuwise save → committed (durable latency)':<44}{statistics.median(durable):>10.3f}{'':>9}")
+    print(
+        f"{'gpuwise save → committed (durable latency)':<44}{statistics.median(durable):>10.3f}{'':>9}"
+    )
 
 
 if __name__ == "__main__":

@@ -36,11 +36,16 @@ def main() -> None:
     ap.add_argument("--max-delay", type=float, default=0.35)
     ap.add_argument("--slow-write", type=float, default=0.02, help="GPUWISE_CKPT_SLOW_WRITE_S")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--exec", action="store_true",
-                    help="run each attempt as a fresh `python examples/train_tiny.py` process (slow start) "
-                         "instead of forking it from this process")
+    ap.add_argument(
+        "--exec",
+        action="store_true",
+        help="run each attempt as a fresh `python examples/train_tiny.py` process (slow start) "
+        "instead of forking it from this process",
+    )
     ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--fsdp", type=int, default=0, help="FSDP2 over this many gloo ranks under gpuwise run")
+    ap.add_argument(
+        "--fsdp", type=int, default=0, help="FSDP2 over this many gloo ranks under gpuwise run"
+    )
     ap.add_argument("--sigterm-share", type=float, default=0.0)
     args = ap.parse_args()
     spec = importlib.util.spec_from_file_location("train_tiny", EXAMPLE)
@@ -51,19 +56,48 @@ def main() -> None:
     how = {"command": [sys.executable, str(EXAMPLE)]} if args.exec else {"target": tiny.main}
     if args.fsdp:
         argv += ["--fsdp", "--batch", "16"]
-        how = {"command": [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", str(args.fsdp),
-                           "--restart-delay", "0s", "--", sys.executable, str(EXAMPLE)]}
+        how = {
+            "command": [
+                sys.executable,
+                "-m",
+                "gpuwise",
+                "run",
+                "--nproc-per-node",
+                str(args.fsdp),
+                "--restart-delay",
+                "0s",
+                "--",
+                sys.executable,
+                str(EXAMPLE),
+            ]
+        }
     env = {"GPUWISE_CLOUD": "none", "GPUWISE_CKPT_SLOW_WRITE_S": str(args.slow_write)}
     with tempfile.TemporaryDirectory() as ref_dir, tempfile.TemporaryDirectory() as run_dir:
         ref = reference_run([*argv, "--checkpoint-dir", ref_dir], env=env, **how)  # type: ignore[arg-type]
-        rep = run_with_kills([*argv, "--checkpoint-dir", run_dir], checkpoint_dir=run_dir, kills=args.kills,
-                             min_delay_s=args.min_delay, max_delay_s=args.max_delay, seed=args.seed, env=env,
-                             sigterm_share=args.sigterm_share, timeout_s=6 * 3600,
-                             **how)  # type: ignore[arg-type]
-    progress = [a.last_step - (a.resumed_from or 0) for a in rep.attempts if a.killed and a.last_step]
+        rep = run_with_kills(
+            [*argv, "--checkpoint-dir", run_dir],
+            checkpoint_dir=run_dir,
+            kills=args.kills,
+            min_delay_s=args.min_delay,
+            max_delay_s=args.max_delay,
+            seed=args.seed,
+            env=env,
+            sigterm_share=args.sigterm_share,
+            timeout_s=6 * 3600,
+            **how,
+        )  # type: ignore[arg-type]
+    progress = [
+        a.last_step - (a.resumed_from or 0) for a in rep.attempts if a.killed and a.last_step
+    ]
     rows = [
-        ("attempts run as", f"gpuwise run, FSDP2 on {args.fsdp} gloo ranks" if args.fsdp else
-         "fresh processes (exec)" if args.exec else "forks of this process"),
+        (
+            "attempts run as",
+            f"gpuwise run, FSDP2 on {args.fsdp} gloo ranks"
+            if args.fsdp
+            else "fresh processes (exec)"
+            if args.exec
+            else "forks of this process",
+        ),
         ("stops (SIGKILL of the process tree, or SIGTERM)", rep.kills),
         ("kills that left an uncommitted checkpoint (mid-write)", rep.mid_write_kills),
         ("resumes that skipped an invalid newest checkpoint", rep.skipped_invalid),
@@ -71,7 +105,10 @@ def main() -> None:
         ("steps whose replayed loss differed", len(rep.replay_mismatches)),
         ("loss curve equal to uninterrupted (bitwise)", rep.losses == ref.losses),
         ("final digest equal to uninterrupted", rep.digest == ref.digest),
-        ("median steps gained per killed attempt", sorted(progress)[len(progress) // 2] if progress else 0),
+        (
+            "median steps gained per killed attempt",
+            sorted(progress)[len(progress) // 2] if progress else 0,
+        ),
         ("wall time, s", round(rep.wall_s, 1)),
     ]
     width = max(len(r[0]) for r in rows)

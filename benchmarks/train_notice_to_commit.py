@@ -28,11 +28,29 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_tiny.py"
 
 def one(source: str, hidden: int, poll: float) -> tuple[float, float, int, float]:
     with FakeMetadataServer() as md, tempfile.TemporaryDirectory() as d:
-        env = {**os.environ, "GPUWISE_METADATA_URL": md.url, "GPUWISE_POLL_INTERVAL_S": str(poll),
-               "GPUWISE_CLOUD": "none" if source == "sigterm" else source}
-        proc = subprocess.Popen([sys.executable, str(EXAMPLE), "--steps", "1000000", "--every", "1000000",
-                                 "--hidden", str(hidden), "--checkpoint-dir", d],
-                                env=env, stdout=subprocess.PIPE, text=True)
+        env = {
+            **os.environ,
+            "GPUWISE_METADATA_URL": md.url,
+            "GPUWISE_POLL_INTERVAL_S": str(poll),
+            "GPUWISE_CLOUD": "none" if source == "sigterm" else source,
+        }
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(EXAMPLE),
+                "--steps",
+                "1000000",
+                "--every",
+                "1000000",
+                "--hidden",
+                str(hidden),
+                "--checkpoint-dir",
+                d,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith("loss 5 "):
@@ -47,7 +65,11 @@ def one(source: str, hidden: int, poll: float) -> tuple[float, float, int, float
         exited = time.time() - t0
         markers = list(Path(d).glob("step-*/COMMIT.json"))
         committed = (max(m.stat().st_mtime for m in markers) - t0) if markers else float("nan")
-        size = sum(p.stat().st_size for p in Path(d).glob("step-*/state.pt")) / len(markers) / 2**20 if markers else 0
+        size = (
+            sum(p.stat().st_size for p in Path(d).glob("step-*/state.pt")) / len(markers) / 2**20
+            if markers
+            else 0
+        )
         del rest
         return committed, exited, code, size
 
@@ -58,7 +80,9 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=5.0)
     args = ap.parse_args()
     print(f"train_tiny --hidden {args.hidden}, poll every {args.poll} s, notice window 30 s")
-    print(f"{'source':<10}{'state MiB':>10}{'notice→committed s':>20}{'notice→exit s':>15}{'exit code':>11}")
+    print(
+        f"{'source':<10}{'state MiB':>10}{'notice→committed s':>20}{'notice→exit s':>15}{'exit code':>11}"
+    )
     for source in ("aws", "gcp", "azure", "sigterm"):
         committed, exited, code, size = one(source, args.hidden, args.poll)
         print(f"{source:<10}{size:>10.0f}{committed:>20.2f}{exited:>15.2f}{code:>11}")

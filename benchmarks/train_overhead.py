@@ -21,14 +21,23 @@ import torch
 from gpuwise.train import resilient
 
 
-def loop(hidden: int, steps: int, every: int | None, ckpt: str) -> tuple[float, float | None, list[float], list[tuple[float, bool]]]:
+def loop(
+    hidden: int, steps: int, every: int | None, ckpt: str
+) -> tuple[float, float | None, list[float], list[tuple[float, bool]]]:
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, hidden),
-                                torch.nn.GELU(), torch.nn.Linear(hidden, 512))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(512, hidden),
+        torch.nn.GELU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.GELU(),
+        torch.nn.Linear(hidden, 512),
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(32, 512)
     kw = {"every_steps": every} if every else {"every_minutes": 1e6}
-    with resilient(model, opt, checkpoint_dir=ckpt, max_steps=steps + 10, watcher=False, **kw) as run:
+    with resilient(
+        model, opt, checkpoint_dir=ckpt, max_steps=steps + 10, watcher=False, **kw
+    ) as run:
         for _ in range(10):  # warm-up, not timed
             run.step(model(x).pow(2).mean())
         t0 = time.perf_counter()
@@ -66,18 +75,36 @@ def main() -> None:
     quiet = sorted(t for t, busy in timed if not busy)
     step = quiet[len(quiet) // 2]
     busy = [t for t, b in timed if b]
-    dip_s = sum(busy) - len(busy) * step  # steps slowed by the writer process (GIL-free, CPU-shared)
+    dip_s = (
+        sum(busy) - len(busy) * step
+    )  # steps slowed by the writer process (GIL-free, CPU-shared)
     per_save = (sum(stalls) + max(dip_s, 0.0)) / saves
-    state_mib = sum(p.numel() for p in torch.nn.Sequential(torch.nn.Linear(512, args.hidden),
-                    torch.nn.Linear(args.hidden, args.hidden), torch.nn.Linear(args.hidden, 512)).parameters()) * 12 / 2**20
+    state_mib = (
+        sum(
+            p.numel()
+            for p in torch.nn.Sequential(
+                torch.nn.Linear(512, args.hidden),
+                torch.nn.Linear(args.hidden, args.hidden),
+                torch.nn.Linear(args.hidden, 512),
+            ).parameters()
+        )
+        * 12
+        / 2**20
+    )
     assert interval is not None
     rows = [
         ("state (fp32 weights + AdamW), MiB", f"{state_mib:.0f}"),
         ("median step time, ms (no write in flight)", f"{step * 1e3:.1f}"),
         ("wall without / with checkpoints, s", f"{base:.2f} / {with_ck:.2f}"),
-        ("step-time increase while the writer runs, %", f"{100 * (sum(busy) / max(len(busy), 1) / step - 1):.1f}"),
+        (
+            "step-time increase while the writer runs, %",
+            f"{100 * (sum(busy) / max(len(busy), 1) / step - 1):.1f}",
+        ),
         (f"saves in the timed loop (every {args.every} steps)", f"{saves}"),
-        ("median stall per save (loop blocked), ms", f"{sorted(stalls)[len(stalls) // 2] * 1e3:.1f}"),
+        (
+            "median stall per save (loop blocked), ms",
+            f"{sorted(stalls)[len(stalls) // 2] * 1e3:.1f}",
+        ),
         ("cost per save to the loop (stall + slower steps), ms", f"{per_save * 1e3:.1f}"),
         ("overhead at every-N-steps, %", f"{100 * per_save / (args.every * step):.2f}"),
         ("default interval (Daly, measured stall), s", f"{interval:.0f}"),

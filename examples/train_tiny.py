@@ -36,8 +36,12 @@ def build(seed: int, hidden: int) -> tuple[torch.nn.Module, torch.utils.data.Dat
     y = (x @ w).argmax(dim=1)
     torch.manual_seed(seed)
     model = torch.nn.Sequential(
-        torch.nn.Linear(64, hidden), torch.nn.GELU(), torch.nn.Dropout(0.1),
-        torch.nn.Linear(hidden, hidden), torch.nn.GELU(), torch.nn.Dropout(0.1),
+        torch.nn.Linear(64, hidden),
+        torch.nn.GELU(),
+        torch.nn.Dropout(0.1),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.GELU(),
+        torch.nn.Dropout(0.1),
         torch.nn.Linear(hidden, 10),
     )
     return model, torch.utils.data.TensorDataset(x, y)
@@ -84,10 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grad-accum", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
-    ap.add_argument("--sync", action="store_true", help="write checkpoints in the loop (no writer process)")
+    ap.add_argument(
+        "--sync", action="store_true", help="write checkpoints in the loop (no writer process)"
+    )
     ap.add_argument("--compress", default="none", choices=["none", "zstd"])
-    ap.add_argument("--fsdp", action="store_true", help="shard model and optimizer over all ranks (FSDP2)")
-    ap.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms (GPU runs)")
+    ap.add_argument(
+        "--fsdp", action="store_true", help="shard model and optimizer over all ranks (FSDP2)"
+    )
+    ap.add_argument(
+        "--deterministic", action="store_true", help="torch.use_deterministic_algorithms (GPU runs)"
+    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
@@ -111,13 +121,25 @@ def main(argv: list[str] | None = None) -> int:
         else:
             model = torch.nn.parallel.DistributedDataParallel(model)
     sampler = gt.ResumableSampler(len(data), seed=args.seed, rank=rank, num_replicas=world)
-    loader = torch.utils.data.DataLoader(data, batch_size=args.batch, sampler=sampler, drop_last=True)
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=args.batch, sampler=sampler, drop_last=True
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1.0 + s / 100))
 
-    with gt.resilient(model, opt, scheduler=sched, checkpoint_dir=args.checkpoint_dir, max_steps=args.steps,
-                      every_steps=args.every, grad_accum=args.grad_accum, precision=args.precision,
-                      async_write=not args.sync, compress=args.compress, keep_last=2) as run:
+    with gt.resilient(
+        model,
+        opt,
+        scheduler=sched,
+        checkpoint_dir=args.checkpoint_dir,
+        max_steps=args.steps,
+        every_steps=args.every,
+        grad_accum=args.grad_accum,
+        precision=args.precision,
+        async_write=not args.sync,
+        compress=args.compress,
+        keep_last=2,
+    ) as run:
         if run.resumed_from is not None:
             restored = digest(getattr(model, "module", model), opt)
             if rank == 0:

@@ -33,12 +33,20 @@ def build(source_dir: Path) -> tuple[bytes, dict[str, object]]:
     for path in sorted(source_dir.glob("*.csv")):
         cloud = path.stem
         version = SCHEMA.get(cloud, "v8")
-        rows = read_vms_csv(path.read_text("utf-8"), cloud, f"{version}/{cloud}/vms.csv", as_of=AS_OF,
-                            source=f"bundled:skypilot-{version}/{cloud}")
+        rows = read_vms_csv(
+            path.read_text("utf-8"),
+            cloud,
+            f"{version}/{cloud}/vms.csv",
+            as_of=AS_OF,
+            source=f"bundled:skypilot-{version}/{cloud}",
+        )
         rows.sort(key=lambda o: (o.gpu, o.gpu_count, o.instance_type, o.region, o.zone or ""))
         offers += rows
-        clouds[cloud] = {"schema": version, "offers": len(rows),
-                         "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        clouds[cloud] = {
+            "schema": version,
+            "offers": len(rows),
+            "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
     data = gzip.compress(offers_to_csv(offers).encode("utf-8"), mtime=0)
     manifest = {
         "as_of": AS_OF,
@@ -50,7 +58,9 @@ def build(source_dir: Path) -> tuple[bytes, dict[str, object]]:
 
 
 def main() -> None:
-    source_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "catalog"
+    source_dir = (
+        Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "catalog"
+    )
     out = ROOT / "src" / "gpuwise" / "catalog" / "data"
     data, manifest = build(source_dir)
     (out / "offers.csv.gz").write_bytes(data)

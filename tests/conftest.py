@@ -13,13 +13,17 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 # Subprocesses (`python -m gpuwise ...`, examples) import the code under test, not an installed copy.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p
+)
 
 _CLOUD_VARS = ("AWS_", "GOOGLE_", "GCE_", "AZURE_", "SKYPILOT_", "KUBERNETES_")
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """No test sees the developer's config, SkyPilot catalog, GPUs or cloud credentials."""
     home = tmp_path_factory.mktemp("gpuwise-home")
     monkeypatch.setenv("GPUWISE_HOME", str(home))
@@ -64,5 +68,10 @@ def cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
 
 def run_module(args: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     """``python -m gpuwise ARGS`` in a subprocess, for what must be checked end to end."""
-    return subprocess.run([sys.executable, "-m", "gpuwise", *args], capture_output=True, text=True,
-                          check=False, **kwargs)  # type: ignore[call-overload]
+    return subprocess.run(
+        [sys.executable, "-m", "gpuwise", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        **kwargs,
+    )  # type: ignore[call-overload]

@@ -58,17 +58,36 @@ def test_public_names_are_pinned() -> None:
         if name[0].isupper():
             assert isinstance(value, type), f"gpuwise.{name} is {value!r}, not a class"
         else:
-            assert callable(value) and not isinstance(value, type), f"gpuwise.{name} is not a function"
+            assert callable(value) and not isinstance(value, type), (
+                f"gpuwise.{name} is not a function"
+            )
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\nprint('\\n'.join(sys.modules))"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys\nprint('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return set(out.split())
 
 
-HEAVY = {"torch", "typer", "rich", "requests", "urllib3", "httpx", "aiohttp", "prometheus_client", "pynvml",
-         "plotly", "boto3", "botocore", "fsspec"}
+HEAVY = {
+    "torch",
+    "typer",
+    "rich",
+    "requests",
+    "urllib3",
+    "httpx",
+    "aiohttp",
+    "prometheus_client",
+    "pynvml",
+    "plotly",
+    "boto3",
+    "botocore",
+    "fsspec",
+}
 
 
 def test_import_gpuwise_is_light() -> None:
@@ -77,6 +96,12 @@ def test_import_gpuwise_is_light() -> None:
 
 
 def test_core_imports_no_torch_cli_or_http() -> None:
-    core = ["gpuwise.hardware", "gpuwise.catalog", "gpuwise.estimate", "gpuwise.planner", "gpuwise.fleet"]
+    core = [
+        "gpuwise.hardware",
+        "gpuwise.catalog",
+        "gpuwise.estimate",
+        "gpuwise.planner",
+        "gpuwise.fleet",
+    ]
     loaded = _modules_after("\n".join(f"import {m}" for m in core))
     assert not {m.split(".")[0] for m in loaded} & HEAVY

@@ -89,7 +89,18 @@ _LAZY: dict[str, str] = {
 }
 
 _SUBPACKAGES = frozenset(
-    {"bench", "catalog", "doctor", "estimate", "fleet", "hardware", "monitor", "planner", "train", "units"}
+    {
+        "bench",
+        "catalog",
+        "doctor",
+        "estimate",
+        "fleet",
+        "hardware",
+        "monitor",
+        "planner",
+        "train",
+        "units",
+    }
 )
 
 __all__ = ["GpuwiseError", "InputError", "__version__", *_LAZY]

@@ -29,5 +29,6 @@ def read_user_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
-        raise DataFileError(f"{path}: not valid YAML ({parse_error_text(exc)})",
-                            hint="fix the file or remove it") from None
+        raise DataFileError(
+            f"{path}: not valid YAML ({parse_error_text(exc)})", hint="fix the file or remove it"
+        ) from None

@@ -112,8 +112,11 @@ def check_choice(value: str, choices: Iterable[str], what: str) -> str:
     """``value`` when it is one of ``choices``; else InputError ``unknown <what> 'value'`` listing them."""
     known = tuple(choices)
     if value not in known:
-        raise InputError(f"unknown {what} {value!r}", hint=f"use one of {', '.join(known)}",
-                         suggestions=did_you_mean(value, known))
+        raise InputError(
+            f"unknown {what} {value!r}",
+            hint=f"use one of {', '.join(known)}",
+            suggestions=did_you_mean(value, known),
+        )
     return value
 
 

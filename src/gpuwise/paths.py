@@ -50,7 +50,9 @@ def skypilot_catalog_root() -> Path | None:
     return Path.home() / ".sky" / "catalogs"
 
 
-def write_bytes_atomic(path: Path | str, data: bytes | memoryview, *, sync_folder: bool = False) -> None:
+def write_bytes_atomic(
+    path: Path | str, data: bytes | memoryview, *, sync_folder: bool = False
+) -> None:
     """Replace ``path`` with ``data`` all at once: a temporary file beside it, fsync, rename.
 
     A write that fails half-way (disk full, file-size limit, killed) leaves an existing file as

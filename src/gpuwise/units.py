@@ -59,17 +59,29 @@ _DURATION_HINT = "write it with a unit, e.g. 30s, 10m, 2h, 2d, 500ms, 1d12h or 1
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)", re.I)
 
 
-def check_finite(value: float, what: str, *, minimum: float | None = 0.0, strict: bool = False,
-                 maximum: float | None = None) -> float:
+def check_finite(
+    value: float,
+    what: str,
+    *,
+    minimum: float | None = 0.0,
+    strict: bool = False,
+    maximum: float | None = None,
+) -> float:
     """Return ``value`` as a float if it is finite and within bounds, else raise InputError."""
     v = float(value)
     if math.isnan(v) or math.isinf(v):
-        raise InputError(f"{what} must be a finite number, got {value!r}", hint=f"give {what} as a plain number")
+        raise InputError(
+            f"{what} must be a finite number, got {value!r}", hint=f"give {what} as a plain number"
+        )
     if minimum is not None and (v < minimum or (strict and v == minimum)):
         cmp = ">" if strict else "≥"
-        raise InputError(f"{what} must be {cmp} {minimum:g}, got {v:g}", hint=f"give a {what} {cmp} {minimum:g}")
+        raise InputError(
+            f"{what} must be {cmp} {minimum:g}, got {v:g}", hint=f"give a {what} {cmp} {minimum:g}"
+        )
     if maximum is not None and v > maximum:
-        raise InputError(f"{what} must be ≤ {maximum:g}, got {v:g}", hint=f"give a {what} ≤ {maximum:g}")
+        raise InputError(
+            f"{what} must be ≤ {maximum:g}, got {v:g}", hint=f"give a {what} ≤ {maximum:g}"
+        )
     return v
 
 
@@ -88,14 +100,20 @@ def parse_count(text: str | float | int, what: str = "value", *, allow_zero: boo
                 hint=f"write {what} as e.g. 7e9, 7B, 1.5T or 300k",
             )
         try:
-            value = float(m.group(1).replace(",", "").replace("_", "")) * _SUFFIXES[m.group(2).lower()]
+            value = (
+                float(m.group(1).replace(",", "").replace("_", "")) * _SUFFIXES[m.group(2).lower()]
+            )
         except ValueError as exc:
-            raise InputError(f"cannot read {what} {text!r} as a number",
-                             hint=f"write {what} as e.g. 7e9, 7B, 1.5T or 300k") from exc
+            raise InputError(
+                f"cannot read {what} {text!r} as a number",
+                hint=f"write {what} as e.g. 7e9, 7B, 1.5T or 300k",
+            ) from exc
     return check_finite(value, what, minimum=0.0, strict=not allow_zero)
 
 
-def parse_duration_seconds(text: str | float | int, what: str = "duration", *, allow_zero: bool = False) -> float:
+def parse_duration_seconds(
+    text: str | float | int, what: str = "duration", *, allow_zero: bool = False
+) -> float:
     """Parse a duration people type into seconds: ``30s``, ``10m``, ``2h``, ``1d12h``, ``500ms``, ``48 hours``.
 
     The one rule for every duration in gpuwise: **text needs a unit**. A bare ``"2"`` is an
@@ -117,7 +135,7 @@ def parse_duration_seconds(text: str | float | int, what: str = "duration", *, a
         raise InputError(f"{what} {text.strip()!r} has no unit", hint=_DURATION_HINT)
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
-        if s[pos:m.start()].strip():
+        if s[pos : m.start()].strip():
             break
         unit = m.group(2)
         if unit not in _DURATION_UNITS_S:
@@ -130,7 +148,9 @@ def parse_duration_seconds(text: str | float | int, what: str = "duration", *, a
     raise InputError(f"cannot read {what} {text!r}", hint=_DURATION_HINT)
 
 
-def parse_duration_hours(text: str | float | int, what: str = "duration", *, allow_zero: bool = False) -> float:
+def parse_duration_hours(
+    text: str | float | int, what: str = "duration", *, allow_zero: bool = False
+) -> float:
     """:func:`parse_duration_seconds` in hours (``"90m"`` → 1.5); a Python number is taken as hours."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return check_finite(float(text), what, strict=not allow_zero)
@@ -144,7 +164,9 @@ def parse_money_usd(text: str | float | int, what: str = "amount") -> float:
     try:
         return parse_count(text, what)
     except InputError as exc:  # the count hint ("7B parameters") reads oddly for money
-        raise InputError(exc.message, hint=f"write {what} in US dollars, e.g. 2000, $2,000 or 2k") from None
+        raise InputError(
+            exc.message, hint=f"write {what} in US dollars, e.g. 2000, $2,000 or 2k"
+        ) from None
 
 
 def parse_fraction(text: str | float, what: str = "fraction") -> float:
@@ -156,5 +178,7 @@ def parse_fraction(text: str | float, what: str = "fraction") -> float:
             value = parse_count(text, what)
         return check_finite(value, what, minimum=0.0, maximum=1.0)
     except InputError as exc:  # the count hint ("7B parameters") reads oddly for a fraction
-        raise InputError(exc.message, hint=f"write {what} as a fraction from 0 to 1 or a percentage, e.g. 0.6 or 60%") \
-            from None
+        raise InputError(
+            exc.message,
+            hint=f"write {what} as a fraction from 0 to 1 or a percentage, e.g. 0.6 or 60%",
+        ) from None

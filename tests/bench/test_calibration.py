@@ -13,13 +13,20 @@ from gpuwise.paths import config_dir
 
 
 def _report(gpu: str | None = "H100", **ratios: float) -> BenchReport:
-    device = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", gpu, 8, "2.13.0", "12.8", "570.86.15", "9.0")
-    results = tuple(BenchResult(name.replace("_", "."), 100.0 * r, "TFLOP/s", 100.0, r) for name, r in ratios.items())
+    device = DeviceInfo(
+        "cuda", "NVIDIA H100 80GB HBM3", gpu, 8, "2.13.0", "12.8", "570.86.15", "9.0"
+    )
+    results = tuple(
+        BenchResult(name.replace("_", "."), 100.0 * r, "TFLOP/s", 100.0, r)
+        for name, r in ratios.items()
+    )
     return BenchReport(device, False, results, extras={"cuda_context_gib": 0.52})
 
 
 def test_entry_has_the_estimators_keys() -> None:
-    entry = calibration_entry(_report(matmul_bf16=0.8, matmul_fp8=0.6, memory_copy=0.9, train_gpt_amp=0.41))
+    entry = calibration_entry(
+        _report(matmul_bf16=0.8, matmul_fp8=0.6, memory_copy=0.9, train_gpt_amp=0.41)
+    )
     assert entry["matmul_efficiency"] == {"bf16": 0.8, "fp8": 0.6}
     assert entry["memory_bandwidth_efficiency"] == 0.9
     assert entry["mfu"] == 0.41
@@ -33,12 +40,22 @@ def test_ratio_above_one_is_capped() -> None:
 def test_write_merges_and_keeps_other_gpus(tmp_path: Path) -> None:
     path = config_dir() / "calibration.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"version": 1, "gpus": {"A100-80GB": {"mfu": 0.5},
-                                                         "H100": {"mfu_by_model": {"llama-2-7b": 0.48}}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "gpus": {"A100-80GB": {"mfu": 0.5}, "H100": {"mfu_by_model": {"llama-2-7b": 0.48}}},
+            }
+        )
+    )
     written = write_calibration(_report(matmul_bf16=0.8, train_gpt_amp=0.4))
     assert written == path
     doc = json.loads(path.read_text())
-    assert doc["version"] == 1 and doc["device"] == "NVIDIA H100 80GB HBM3" and doc["measured_at"].endswith("Z")
+    assert (
+        doc["version"] == 1
+        and doc["device"] == "NVIDIA H100 80GB HBM3"
+        and doc["measured_at"].endswith("Z")
+    )
     assert doc["gpus"]["A100-80GB"] == {"mfu": 0.5}
     h100 = doc["gpus"]["H100"]
     assert h100["mfu_by_model"] == {"llama-2-7b": 0.48} and h100["mfu"] == 0.4
@@ -72,7 +89,11 @@ def test_calibrate_changes_what_estimate_reports(cli) -> None:  # type: ignore[n
     cal = load_calibration()
     assert cal is not None
     h100 = cal.for_gpu("H100")
-    assert h100 is not None and h100.mfu == pytest.approx(0.2) and h100.matmul_efficiency == {"bf16": 0.7}
+    assert (
+        h100 is not None
+        and h100.mfu == pytest.approx(0.2)
+        and h100.matmul_efficiency == {"bf16": 0.7}
+    )
 
     after = cli("estimate", "--params", "1B", "--gpu", "H100", "--json")
     assert after.code == 0, after.stderr
@@ -91,32 +112,51 @@ def test_quick_run_never_writes_calibration(cli) -> None:  # type: ignore[no-unt
     assert not (config_dir() / "calibration.json").exists()
 
 
-def _report_on(kind: str, name: str, gpu: str | None, *, quick: bool = False, **ratios: float) -> BenchReport:
+def _report_on(
+    kind: str, name: str, gpu: str | None, *, quick: bool = False, **ratios: float
+) -> BenchReport:
     device = DeviceInfo(kind, name, gpu, 1 if kind == "cuda" else 0, "2.13.0", None)
-    results = tuple(BenchResult(n.replace("_", "."), 100.0 * r, "TFLOP/s", 100.0, r) for n, r in ratios.items())
+    results = tuple(
+        BenchResult(n.replace("_", "."), 100.0 * r, "TFLOP/s", 100.0, r) for n, r in ratios.items()
+    )
     return BenchReport(device, quick, results)
 
 
-@pytest.mark.parametrize(("report", "message"), [
-    (_report_on("cpu", "AMD EPYC 7R13 Processor", "H100", matmul_fp32=0.01), "CPU run cannot calibrate H100"),
-    (_report_on("cuda", "NVIDIA A100-SXM4-80GB", "H100", matmul_bf16=0.8), "not H100"),
-    (_report_on("cuda", "NVIDIA H100 80GB HBM3", "H100", quick=True, matmul_bf16=0.8), "--quick"),
-])
-def test_calibration_is_written_only_from_a_full_run_on_the_gpu_it_names(report: BenchReport, message: str) -> None:
+@pytest.mark.parametrize(
+    ("report", "message"),
+    [
+        (
+            _report_on("cpu", "AMD EPYC 7R13 Processor", "H100", matmul_fp32=0.01),
+            "CPU run cannot calibrate H100",
+        ),
+        (_report_on("cuda", "NVIDIA A100-SXM4-80GB", "H100", matmul_bf16=0.8), "not H100"),
+        (
+            _report_on("cuda", "NVIDIA H100 80GB HBM3", "H100", quick=True, matmul_bf16=0.8),
+            "--quick",
+        ),
+    ],
+)
+def test_calibration_is_written_only_from_a_full_run_on_the_gpu_it_names(
+    report: BenchReport, message: str
+) -> None:
     with pytest.raises(InputError, match=message):
         write_calibration(report)
     assert not (config_dir() / "calibration.json").exists()
 
 
 def test_a_run_on_the_named_gpu_writes() -> None:
-    path = write_calibration(_report_on("cuda", "NVIDIA A100-SXM4-80GB", "A100-80GB", matmul_bf16=0.85))
+    path = write_calibration(
+        _report_on("cuda", "NVIDIA A100-SXM4-80GB", "A100-80GB", matmul_bf16=0.85)
+    )
     assert json.loads(path.read_text())["gpus"]["A100-80GB"]["matmul_efficiency"] == {"bf16": 0.85}
 
 
 def test_implausible_figures_are_not_written() -> None:
     """A measurement far above the datasheet (wrong GPU, broken timer) is refused before writing."""
     device = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", "H100", 8, "2.13.0", "12.8")
-    report = BenchReport(device, False, (BenchResult("matmul.bf16", 1500.0, "TFLOP/s", 989.5, 1.52),))
+    report = BenchReport(
+        device, False, (BenchResult("matmul.bf16", 1500.0, "TFLOP/s", 989.5, 1.52),)
+    )
     with pytest.raises(DataFileError, match="above the datasheet peak"):
         write_calibration(report)
     assert not (config_dir() / "calibration.json").exists()

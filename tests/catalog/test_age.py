@@ -29,7 +29,10 @@ def test_price_age_is_the_oldest_price_used() -> None:
     age = price_age([offer("2026-11-20", "a"), offer("2026-09", "b")], today=today)
     assert (age.oldest_as_of, age.newest_as_of, age.age_days) == ("2026-09", "2026-11-20", 84)
     assert age.stale and "84 days old" in (age.warning() or "")
-    assert age.to_dict()["prices_as_of"] == "2026-09" and age.to_dict()["price_sources"] == ["a", "b"]
+    assert age.to_dict()["prices_as_of"] == "2026-09" and age.to_dict()["price_sources"] == [
+        "a",
+        "b",
+    ]
     fresh = price_age([offer("2026-11-20")], today=today)
     assert not fresh.stale and fresh.warning() is None and "4 days old" in fresh.line()
     assert price_age([offer("2026-11-20")], today=today, max_age_days=3).stale
@@ -40,8 +43,9 @@ def test_price_age_is_the_oldest_price_used() -> None:
 
 def _catalog(tmp_path: Path, as_of: str) -> Path:
     path = tmp_path / "old.csv"
-    path.write_text(",".join(OFFER_COLUMNS) + "\n"
-                    f"onprem,dc1,,box1,H100,8,80,64,512,20,8,x86_64,quote,{as_of}\n")
+    path.write_text(
+        ",".join(OFFER_COLUMNS) + f"\nonprem,dc1,,box1,H100,8,80,64,512,20,8,x86_64,quote,{as_of}\n"
+    )
     return path
 
 
@@ -52,7 +56,11 @@ def test_offers_and_gpus_show_the_age_and_warn_when_old(cli, tmp_path: Path) -> 
     assert "Prices as of 2020-01-01" in r.stdout and "days old" in r.stdout
     assert "warning: prices are" in r.stderr and "catalog update --fetch" in r.stderr
     doc = cli("offers", "--catalog", old, "--json").json()
-    assert doc["prices_as_of"] == "2020-01-01" and doc["prices_stale"] is True and doc["prices_age_days"] > 2000
+    assert (
+        doc["prices_as_of"] == "2020-01-01"
+        and doc["prices_stale"] is True
+        and doc["prices_age_days"] > 2000
+    )
     assert cli("offers", "--catalog", old, "--max-price-age", "100000d").stderr == ""
     g = cli("gpus", "--catalog", old, "--json")
     assert g.json()["prices_as_of"] == "2020-01-01" and "warning" in g.stderr
@@ -62,13 +70,16 @@ def test_offers_and_gpus_show_the_age_and_warn_when_old(cli, tmp_path: Path) -> 
     assert "0 days old" in r.stdout and r.stderr == ""
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["offers", "--gpu", ""], "--gpu is empty"),
-    (["offers", "--gpu", "  "], "--gpu is empty"),
-    (["offers", "--max-price-age", "soon"], "cannot read --max-price-age"),
-    (["gpus", "--max-price-age", "-3d"], "--max-price-age"),
-    (["offers", "--max-price-age", "30"], "--max-price-age"),  # durations carry a unit
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["offers", "--gpu", ""], "--gpu is empty"),
+        (["offers", "--gpu", "  "], "--gpu is empty"),
+        (["offers", "--max-price-age", "soon"], "cannot read --max-price-age"),
+        (["gpus", "--max-price-age", "-3d"], "--max-price-age"),
+        (["offers", "--max-price-age", "30"], "--max-price-age"),  # durations carry a unit
+    ],
+)
 def test_bad_input(cli, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
     r = cli(*args)
     assert r.code == 2 and message in r.stderr
@@ -87,12 +98,24 @@ def test_offers_spot_shows_spot_price_per_gpu_hour(cli) -> None:  # type: ignore
 
 def test_plan_fleet_and_report_carry_the_price_age(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     old = _catalog(tmp_path, "2020-01-01")
-    plan = cli("plan", "--model", "gpt2", "--task", "lora", "--tokens", "20M", "--catalog", old, "--json")
+    plan = cli(
+        "plan", "--model", "gpt2", "--task", "lora", "--tokens", "20M", "--catalog", old, "--json"
+    )
     assert plan.code == 0, plan.stderr
     assert plan.json()["prices_as_of"] == "2020-01-01" and "warning: prices are" in plan.stderr
     text = cli("plan", "--model", "gpt2", "--task", "lora", "--tokens", "20M", "--limit", "1")
     assert "Prices as of 2026-11" in text.stdout  # the bundled snapshot's month
-    fleet = cli("fleet", "--profile", "--profile-gpus", "H100", "--profile-hours", "168", "--catalog", old, "--json")
+    fleet = cli(
+        "fleet",
+        "--profile",
+        "--profile-gpus",
+        "H100",
+        "--profile-hours",
+        "168",
+        "--catalog",
+        old,
+        "--json",
+    )
     assert fleet.code == 0, fleet.stderr
     assert fleet.json()["prices_as_of"] == "2020-01-01" and fleet.json()["prices_stale"] is True
     report = cli("report", "--fake", "idle", "--json")
@@ -100,4 +123,9 @@ def test_plan_fleet_and_report_carry_the_price_age(cli, tmp_path: Path) -> None:
     assert report.json()["prices_as_of"] == "2026-11"
     configured = cli("report", "--fake", "idle", "--price-usd-per-hour", "2", "--json").json()
     assert "prices_as_of" not in configured  # the user's own price: no catalog age to report
-    assert cli("plan", "--model", "gpt2", "--task", "lora", "--tokens", "20M", "--max-price-age", "x").code == 2
+    assert (
+        cli(
+            "plan", "--model", "gpt2", "--task", "lora", "--tokens", "20M", "--max-price-age", "x"
+        ).code
+        == 2
+    )

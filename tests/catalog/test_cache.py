@@ -15,8 +15,11 @@ from gpuwise.catalog.sources import BundledSnapshot, UserStore, layer_sources, s
 
 
 def _write_store(offers: list, factor: int = 2) -> Path:
-    big = [dataclasses.replace(o, region=f"{o.region}-c{i}" if i else o.region, source=f"test:{i}")
-           for i in range(factor) for o in offers]
+    big = [
+        dataclasses.replace(o, region=f"{o.region}-c{i}" if i else o.region, source=f"test:{i}")
+        for i in range(factor)
+        for o in offers
+    ]
     # one row left without source/as_of, so the origin fallback is part of what is cached
     big[-1] = dataclasses.replace(big[-1], source="", as_of="")
     path = store_path()
@@ -45,7 +48,9 @@ def test_cached_store_gives_the_same_offers_in_the_same_order(bundled: list) -> 
     assert second[0][-1].source == str(path) and second[0][-1].as_of == "unknown"
     # derived values and hashing behave as on parsed offers
     assert {o.key for o in second[0]} == {o.key for o in first[0]}
-    assert [o.on_demand_usd_per_gpu_hour for o in second[0]] == [o.on_demand_usd_per_gpu_hour for o in first[0]]
+    assert [o.on_demand_usd_per_gpu_hour for o in second[0]] == [
+        o.on_demand_usd_per_gpu_hour for o in first[0]
+    ]
     with pytest.raises(dataclasses.FrozenInstanceError):
         second[0][0].cloud = "x"  # type: ignore[misc]
 
@@ -55,14 +60,27 @@ def test_catalog_and_query_answers_match_the_plain_path(bundled: list) -> None:
     load_catalog()  # writes the cache
     fast = load_catalog()
     # the plain path: both layers parsed from CSV, no cache, no skipped snapshot
-    plain = layer_sources([_Plain("bundled", BundledSnapshot().read()),
-                           _Plain("store", (_plain(path), str(path), max(o.as_of for o in _plain(path))))], per_cloud=True)
+    plain = layer_sources(
+        [
+            _Plain("bundled", BundledSnapshot().read()),
+            _Plain("store", (_plain(path), str(path), max(o.as_of for o in _plain(path)))),
+        ],
+        per_cloud=True,
+    )
     assert fast.offers == plain.offers
     assert fast.layers == plain.layers
     assert [(la.kind, la.rows, la.note) for la in fast.layers] == [
-        ("bundled", 0, "superseded by a later source"), ("store", len(fast.offers), "")]
-    for q in (OfferQuery(gpu="H100", count=8), OfferQuery(clouds=("aws",), region="us-*"), OfferQuery(spot=True)):
-        assert sort_offers(query_offers(fast.offers, q)) == sort_offers(query_offers(plain.offers, q))
+        ("bundled", 0, "superseded by a later source"),
+        ("store", len(fast.offers), ""),
+    ]
+    for q in (
+        OfferQuery(gpu="H100", count=8),
+        OfferQuery(clouds=("aws",), region="us-*"),
+        OfferQuery(spot=True),
+    ):
+        assert sort_offers(query_offers(fast.offers, q)) == sort_offers(
+            query_offers(plain.offers, q)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,13 +119,16 @@ def test_changed_store_is_reparsed_not_served_from_a_stale_cache(bundled: list) 
     assert cache_path("store").read_bytes() != old_cache  # rebuilt for the new file
 
 
-@pytest.mark.parametrize("damage", [
-    lambda b: b[: len(b) // 2],                          # truncated
-    lambda b: b"not a pickle at all",                    # garbage
-    lambda b: b"",                                       # empty
-    lambda b: pickle.dumps({"format": 999}),             # another format
-    lambda b: pickle.dumps(dataclasses.replace),         # a function reference: refused, never called
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b[: len(b) // 2],  # truncated
+        lambda b: b"not a pickle at all",  # garbage
+        lambda b: b"",  # empty
+        lambda b: pickle.dumps({"format": 999}),  # another format
+        lambda b: pickle.dumps(dataclasses.replace),  # a function reference: refused, never called
+    ],
+)
 def test_corrupt_cache_is_ignored_and_rebuilt(bundled: list, damage) -> None:  # type: ignore[no-untyped-def]
     path = _write_store(bundled)
     UserStore().read()
@@ -134,7 +155,9 @@ def test_catalog_update_writes_the_cache(tmp_path: Path, bundled: list) -> None:
     from gpuwise.catalog.update import update_store
 
     src = tmp_path / "mine.csv"
-    src.write_text(offers_to_csv([dataclasses.replace(o, cloud="onprem", source="mine") for o in bundled[:4]]))
+    src.write_text(
+        offers_to_csv([dataclasses.replace(o, cloud="onprem", source="mine") for o in bundled[:4]])
+    )
     update_store(CsvFile(src))
     assert cache_path("store").is_file()
     cached = pickle.loads(cache_path("store").read_bytes())

@@ -61,13 +61,22 @@ class FixtureServer:
         elif path == "/spot-advisor-data.json":
             f = FIXTURES / "spot-advisor-data.json"
         elif path == "/azure/api/retail/prices":
-            return (FIXTURES / "azure" / "page1.json").read_text().replace("{BASE}", self.base).encode()
+            return (
+                (FIXTURES / "azure" / "page1.json")
+                .read_text()
+                .replace("{BASE}", self.base)
+                .encode()
+            )
         elif path == "/azure/page2":
             f = FIXTURES / "azure" / "page2.json"
         elif parts[0] == "aws" and len(parts) == 3:
             f = FIXTURES / "aws-price-list" / parts[1] / parts[2]
         elif parts[0] == "gpuhunt" and len(parts) == 3 and parts[2] == "version":
-            return GPUHUNT_VERSION.encode() if (FIXTURES / "gpuhunt" / f"{parts[1]}.csv").is_file() else None
+            return (
+                GPUHUNT_VERSION.encode()
+                if (FIXTURES / "gpuhunt" / f"{parts[1]}.csv").is_file()
+                else None
+            )
         elif parts[0] == "gpuhunt" and len(parts) == 4 and parts[3] == "catalog.zip":
             buf = io.BytesIO()
             with zipfile.ZipFile(buf, "w") as zf:
@@ -118,43 +127,67 @@ def test_fetch_imports_every_source_and_info_lists_them(cli, server: FixtureServ
     by = {s["source"]: s for s in doc["sources"]}
     assert set(by) == set(ALL)
     assert {d["cloud"] for d in by["skypilot"]["clouds"]} == {"aws", "lambda"}
-    assert by["aws-spot-advisor"]["spot_risks"] == 5  # 4 GPU Linux rows in us-east-1 + 1 in us-west-2; m5 skipped
-    assert by["aws-price-list"]["reserved_prices"] == 4  # p5 + p4d × 1y/3y; Windows, all-upfront, convertible skipped
+    assert (
+        by["aws-spot-advisor"]["spot_risks"] == 5
+    )  # 4 GPU Linux rows in us-east-1 + 1 in us-west-2; m5 skipped
+    assert (
+        by["aws-price-list"]["reserved_prices"] == 4
+    )  # p5 + p4d × 1y/3y; Windows, all-upfront, convertible skipped
     assert by["azure-prices"]["reserved_prices"] == 2
-    assert any("Standard_ND96isr_H200_v5" in n for n in by["azure-prices"]["notes"])  # unknown SKU, said so
+    assert any(
+        "Standard_ND96isr_H200_v5" in n for n in by["azure-prices"]["notes"]
+    )  # unknown SKU, said so
     assert by["gpuhunt"]["version"] == f"runpod@{GPUHUNT_VERSION} lambdalabs@{GPUHUNT_VERSION}"
 
     info = cli("catalog", "info", "--json").json()
     fetched = {f["source"]: f for f in info["fetched"]}
     assert set(fetched) == set(ALL)
-    assert fetched["aws-price-list"]["as_of"] == "2026-11-20" and fetched["aws-price-list"]["age_days"] is not None
+    assert (
+        fetched["aws-price-list"]["as_of"] == "2026-11-20"
+        and fetched["aws-price-list"]["age_days"] is not None
+    )
     assert fetched["gpuhunt"]["as_of"] == "2026-11-20"
     assert "runpod" in info["clouds"]
     text = cli("catalog", "info").stdout
     assert "Fetched into the store" in text and "aws-spot-advisor" in text
 
     # offers carry their source and date; Azure spot and on-demand from the retail API merged into one row
-    (az,) = cli("offers", "--cloud", "azure", "--region", "eastus", "--gpu", "A100-80GB-PCIE", "--json").json()["offers"]
+    (az,) = cli(
+        "offers", "--cloud", "azure", "--region", "eastus", "--gpu", "A100-80GB-PCIE", "--json"
+    ).json()["offers"]
     assert az["on_demand_usd_per_hour"] == 3.673 and az["spot_usd_per_hour"] == 0.52
     assert az["source"].startswith("azure-prices:")
-    rp = cli("offers", "--cloud", "runpod", "--gpu", "H100", "--count", "1", "--json").json()["offers"]
-    assert rp[0]["spot_usd_per_hour"] == 1.75 and rp[0]["source"] == f"gpuhunt:runpod@{GPUHUNT_VERSION}"
+    rp = cli("offers", "--cloud", "runpod", "--gpu", "H100", "--count", "1", "--json").json()[
+        "offers"
+    ]
+    assert (
+        rp[0]["spot_usd_per_hour"] == 1.75
+        and rp[0]["source"] == f"gpuhunt:runpod@{GPUHUNT_VERSION}"
+    )
     assert rp[0]["as_of"] == "2026-11-20"
     # no stray CPU rows, and previous copies are kept on the next fetch
-    assert not [o for o in cli("offers", "--cloud", "aws", "--limit", "0", "--json").json()["offers"]
-                if o["instance_type"] == "m5.large"]
+    assert not [
+        o
+        for o in cli("offers", "--cloud", "aws", "--limit", "0", "--json").json()["offers"]
+        if o["instance_type"] == "m5.large"
+    ]
     offers_csv = store_files()["offers.csv"]
     r = cli("catalog", "update", "--fetch", "aws-spot-advisor", "aws-price-list", "--json")
     assert r.code == 0, r.stderr
     files = store_files()
     assert {"spot_risk.prev.csv", "reserved_prices.prev.csv"} <= set(files)
-    assert files["offers.csv"] == offers_csv  # bands and reserved prices only: the offers are not rewritten
+    assert (
+        files["offers.csv"] == offers_csv
+    )  # bands and reserved prices only: the offers are not rewritten
     assert cli("catalog", "update", "--fetch", "skypilot").code == 0
     assert store_files()["offers.prev.csv"] == offers_csv
 
 
-def test_gpuhunt_reads_gpuhunt_catalog_dir_without_network(cli, server: FixtureServer,  # type: ignore[no-untyped-def]
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpuhunt_reads_gpuhunt_catalog_dir_without_network(
+    cli,
+    server: FixtureServer,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("GPUHUNT_CATALOG_DIR", str(FIXTURES / "gpuhunt"))
     monkeypatch.setenv("GPUHUNT_CATALOG_URL", "http://127.0.0.1:9/unused")
     r = cli("catalog", "update", "--fetch", "gpuhunt", "--json")
@@ -168,6 +201,7 @@ def test_gpuhunt_reads_gpuhunt_catalog_dir_without_network(cli, server: FixtureS
 def _status(code: int) -> Override:
     def handle(h: BaseHTTPRequestHandler) -> None:
         h.send_error(code)
+
     return handle
 
 
@@ -194,6 +228,7 @@ def _body(data: bytes, *, length: bool = True) -> Override:
         h.end_headers()
         h.wfile.write(data)
         h.close_connection = True
+
     return handle
 
 
@@ -213,33 +248,79 @@ FAILURES = {
     "truncated": ("aws-spot-advisor", "/spot-advisor-data.json", lambda: _truncated, "cut short"),
     "http-500": ("aws-spot-advisor", "/spot-advisor-data.json", lambda: _status(500), "HTTP 500"),
     "http-404": ("skypilot", "/skypilot/v8/lambda/vms.csv", lambda: _status(404), "HTTP 404"),
-    "missing-column": ("skypilot", "/skypilot/v8/aws/vms.csv",
-                       lambda: _body(_replace(SKY_AWS, ",Price,", ",Cost,")), "missing column(s) Price"),
-    "wrong-type-advisor": ("aws-spot-advisor", "/spot-advisor-data.json",
-                           lambda: _body(_replace(ADVISOR, '"r": 4', '"r": "high"')), "is not a range index"),
-    "wrong-type-price-list": ("aws-price-list", "/aws/us-east-1/index.json",
-                              lambda: _body(_replace(PRICE_LIST, '"37.0000000000"', '"abc"')), "is not a number"),
-    "negative-azure-price": ("azure-prices", "/azure/page2",
-                             lambda: _body(json.dumps({"Items": [{**json.loads(AZ1.read_text())["Items"][0],
-                                                                  "retailPrice": -3}]}).encode()),
-                             "not a valid price"),
-    "nan-gpuhunt-price": ("gpuhunt", "/gpuhunt/runpod/version", lambda: _body(b"../../etc"), "unexpected format"),
-    "not-json": ("aws-price-list", "/aws/us-east-1/index.json", lambda: _body(b"<html>maintenance</html>"),
-                 "not valid JSON"),
-    "huge": ("aws-spot-advisor", "/spot-advisor-data.json", lambda: _body(b"[" + b"0," * 600_000 + b"0]"),
-             "over the"),
-    "huge-no-length": ("aws-spot-advisor", "/spot-advisor-data.json",
-                       lambda: _body(b"[" + b"0," * 600_000 + b"0]", length=False), "more than"),
-    "foreign-next-page": ("azure-prices", "/azure/api/retail/prices",
-                          lambda: _body(json.dumps({"Items": [], "NextPageLink": "http://example.invalid/x"}).encode()),
-                          "another host"),
+    "missing-column": (
+        "skypilot",
+        "/skypilot/v8/aws/vms.csv",
+        lambda: _body(_replace(SKY_AWS, ",Price,", ",Cost,")),
+        "missing column(s) Price",
+    ),
+    "wrong-type-advisor": (
+        "aws-spot-advisor",
+        "/spot-advisor-data.json",
+        lambda: _body(_replace(ADVISOR, '"r": 4', '"r": "high"')),
+        "is not a range index",
+    ),
+    "wrong-type-price-list": (
+        "aws-price-list",
+        "/aws/us-east-1/index.json",
+        lambda: _body(_replace(PRICE_LIST, '"37.0000000000"', '"abc"')),
+        "is not a number",
+    ),
+    "negative-azure-price": (
+        "azure-prices",
+        "/azure/page2",
+        lambda: _body(
+            json.dumps(
+                {"Items": [{**json.loads(AZ1.read_text())["Items"][0], "retailPrice": -3}]}
+            ).encode()
+        ),
+        "not a valid price",
+    ),
+    "nan-gpuhunt-price": (
+        "gpuhunt",
+        "/gpuhunt/runpod/version",
+        lambda: _body(b"../../etc"),
+        "unexpected format",
+    ),
+    "not-json": (
+        "aws-price-list",
+        "/aws/us-east-1/index.json",
+        lambda: _body(b"<html>maintenance</html>"),
+        "not valid JSON",
+    ),
+    "huge": (
+        "aws-spot-advisor",
+        "/spot-advisor-data.json",
+        lambda: _body(b"[" + b"0," * 600_000 + b"0]"),
+        "over the",
+    ),
+    "huge-no-length": (
+        "aws-spot-advisor",
+        "/spot-advisor-data.json",
+        lambda: _body(b"[" + b"0," * 600_000 + b"0]", length=False),
+        "more than",
+    ),
+    "foreign-next-page": (
+        "azure-prices",
+        "/azure/api/retail/prices",
+        lambda: _body(
+            json.dumps({"Items": [], "NextPageLink": "http://example.invalid/x"}).encode()
+        ),
+        "another host",
+    ),
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "http-500" else c
-                                  for c in sorted(FAILURES)])
-def test_failures_leave_the_store_unchanged(cli, server: FixtureServer, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
-                                            case: str) -> None:
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c == "http-500" else c for c in sorted(FAILURES)],
+)
+def test_failures_leave_the_store_unchanged(
+    cli,
+    server: FixtureServer,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+    case: str,
+) -> None:
     assert cli("catalog", "update", "--fetch", *ALL).code == 0
     before = store_files()
     offers_before = cli("offers", "--limit", "0", "--json").json()["offers"]
@@ -257,8 +338,11 @@ def test_failures_leave_the_store_unchanged(cli, server: FixtureServer, monkeypa
     assert cli("offers", "--limit", "0", "--json").json()["offers"] == offers_before
 
 
-def test_timeout_is_retried_then_refused(cli, server: FixtureServer,  # type: ignore[no-untyped-def]
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_timeout_is_retried_then_refused(
+    cli,
+    server: FixtureServer,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("GPUWISE_FETCH_TIMEOUT_S", "0.3")
     server.overrides["/spot-advisor-data.json"] = _slow
     r = cli("catalog", "update", "--fetch", "aws-spot-advisor")
@@ -289,7 +373,9 @@ def test_no_network_fails_with_one_line_and_the_fix(cli, monkeypatch: pytest.Mon
     with socket.socket() as s:  # a port with nobody listening: connection refused, as offline
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setenv("GPUWISE_AWS_SPOT_ADVISOR_URL", f"http://127.0.0.1:{port}/spot-advisor-data.json")
+    monkeypatch.setenv(
+        "GPUWISE_AWS_SPOT_ADVISOR_URL", f"http://127.0.0.1:{port}/spot-advisor-data.json"
+    )
     r = cli("catalog", "update", "--fetch", "aws-spot-advisor")
     assert r.code == 2
     (line,) = r.stderr.strip().splitlines()
@@ -303,14 +389,19 @@ def test_unknown_source_is_refused(cli) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
-def test_reserved_prices_make_a_flat_year_reserve_without_a_flag(cli, server: FixtureServer,  # type: ignore[no-untyped-def]
-                                                                 tmp_path: Path) -> None:
+def test_reserved_prices_make_a_flat_year_reserve_without_a_flag(
+    cli,
+    server: FixtureServer,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     demand = tmp_path / "flat.csv"
     start = 1_767_225_600  # 2026-01-01T00:00Z
     import datetime as dt
 
-    rows = [f"{dt.datetime.fromtimestamp(start + 3600 * h, dt.timezone.utc).isoformat()},H100,8,false"
-            for h in range(8760)]
+    rows = [
+        f"{dt.datetime.fromtimestamp(start + 3600 * h, dt.timezone.utc).isoformat()},H100,8,false"
+        for h in range(8760)
+    ]
     demand.write_text("timestamp,gpu,gpus,interruptible\n" + "\n".join(rows) + "\n")
     before = cli("fleet", "--demand", demand, "--cloud", "aws", "--json")
     assert before.code == 0, before.stderr
@@ -333,9 +424,25 @@ def test_advisor_bands_give_instance_types_different_spot_risk(cli, server: Fixt
     g6 = spot.for_instance("aws", "us-east-1", "g6.xlarge")
     assert (g5.band, g6.band) == ("<5%", ">20%")
     assert g5.mtbf_hours > g6.mtbf_hours
-    assert spot.for_instance("aws", "eu-west-1", "g5.xlarge").band is None  # not in the file: the cloud default
-    r = cli("plan", "--model", "gpt2", "--task", "lora", "--tokens", "20M", "--cloud", "aws",
-            "--billing", "spot", "--json", "--limit", "0")
+    assert (
+        spot.for_instance("aws", "eu-west-1", "g5.xlarge").band is None
+    )  # not in the file: the cloud default
+    r = cli(
+        "plan",
+        "--model",
+        "gpt2",
+        "--task",
+        "lora",
+        "--tokens",
+        "20M",
+        "--cloud",
+        "aws",
+        "--billing",
+        "spot",
+        "--json",
+        "--limit",
+        "0",
+    )
     assert r.code == 0, r.stderr
     by_type = {o["instance_type"]: o for o in r.json()["options"] if o["nodes"] == 1}
     # (g5.xlarge's A10G has no published bf16 peak, so plan cannot estimate it)
@@ -349,7 +456,10 @@ def test_dry_run_fetches_and_reports_but_writes_nothing(cli, server: FixtureServ
     r = cli("catalog", "update", "--fetch", "skypilot", "aws-price-list", "--dry-run", "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
-    assert doc["dry_run"] is True and {s["source"] for s in doc["sources"]} == {"skypilot", "aws-price-list"}
+    assert doc["dry_run"] is True and {s["source"] for s in doc["sources"]} == {
+        "skypilot",
+        "aws-price-list",
+    }
     assert store_files() == {}
     r = cli("catalog", "update", "skypilot")  # a source name without --fetch
     assert r.code == 2 and "source names go with --fetch" in r.stderr

@@ -8,9 +8,18 @@ from gpuwise.catalog import Offer, OfferQuery, cheapest_per_gpu, query_offers, s
 from gpuwise.errors import InputError
 
 
-def offer(cloud: str, region: str, gpu: str, n: float, price: float | None, spot: float | None = None,
-          itype: str = "t") -> Offer:
-    return Offer(cloud, region, None, itype, gpu, n, 80.0, 8, 64, price, spot, "x86_64", "test", "2026")
+def offer(
+    cloud: str,
+    region: str,
+    gpu: str,
+    n: float,
+    price: float | None,
+    spot: float | None = None,
+    itype: str = "t",
+) -> Offer:
+    return Offer(
+        cloud, region, None, itype, gpu, n, 80.0, 8, 64, price, spot, "x86_64", "test", "2026"
+    )
 
 
 CATALOG = [
@@ -23,24 +32,36 @@ CATALOG = [
 ]
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    (OfferQuery(gpu="H100", count=8), {"p5", "8x"}),
-    (OfferQuery(gpu="h100", region="us-*"), {"p5", "8x", "1x"}),
-    (OfferQuery(gpu="H100", spot=True), {"p5"}),  # eu-west-1 spot is no discount; lambda has none
-    (OfferQuery(max_price_usd_per_hour=3.3), {"1x", "g2", "g6f"}),
-    (OfferQuery(spot=True, max_price_usd_per_hour=0.1), {"g6f"}),  # cap applies to the spot price
-    (OfferQuery(clouds=("lambda",)), {"8x", "1x"}),
-    (OfferQuery(min_count=2), {"p5", "8x"}),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        (OfferQuery(gpu="H100", count=8), {"p5", "8x"}),
+        (OfferQuery(gpu="h100", region="us-*"), {"p5", "8x", "1x"}),
+        (
+            OfferQuery(gpu="H100", spot=True),
+            {"p5"},
+        ),  # eu-west-1 spot is no discount; lambda has none
+        (OfferQuery(max_price_usd_per_hour=3.3), {"1x", "g2", "g6f"}),
+        (
+            OfferQuery(spot=True, max_price_usd_per_hour=0.1),
+            {"g6f"},
+        ),  # cap applies to the spot price
+        (OfferQuery(clouds=("lambda",)), {"8x", "1x"}),
+        (OfferQuery(min_count=2), {"p5", "8x"}),
+    ],
+)
 def test_query(query: OfferQuery, expected: set[str]) -> None:
     assert {o.instance_type for o in query_offers(CATALOG, query)} == expected
 
 
-@pytest.mark.parametrize(("query", "message"), [
-    (OfferQuery(gpu="H1000"), "unknown GPU 'H1000'"),
-    (OfferQuery(clouds=("lamda",)), "unknown cloud 'lamda'"),
-    (OfferQuery(region="mars-*"), "no region matches"),
-])
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (OfferQuery(gpu="H1000"), "unknown GPU 'H1000'"),
+        (OfferQuery(clouds=("lamda",)), "unknown cloud 'lamda'"),
+        (OfferQuery(region="mars-*"), "no region matches"),
+    ],
+)
 def test_bad_names_get_did_you_mean(query: OfferQuery, message: str) -> None:
     with pytest.raises(InputError, match=message):
         query_offers(CATALOG, query)

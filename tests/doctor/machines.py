@@ -31,7 +31,10 @@ def h100_text(*replacements: tuple[str, str], count: int = 1) -> str:
 
 
 def _pci(addr: str, vendor: str, klass: str) -> dict[str, str]:
-    return {f"/sys/bus/pci/devices/{addr}/vendor": vendor + "\n", f"/sys/bus/pci/devices/{addr}/class": klass + "\n"}
+    return {
+        f"/sys/bus/pci/devices/{addr}/vendor": vendor + "\n",
+        f"/sys/bus/pci/devices/{addr}/class": klass + "\n",
+    }
 
 
 def healthy_node() -> FixtureProbe:
@@ -54,17 +57,31 @@ def healthy_node() -> FixtureProbe:
         cpus=32,
         disks={"/": DiskUsage(500 * GIB, 400 * GIB), "/dev/shm": DiskUsage(64 * GIB, 64 * GIB)},
         gpu_info=parse_nvidia_smi_q(h100_text()),
-        torch_info=TorchInfo(installed=True, version="2.4.1+cu124", cuda_runtime="12.4", cuda_available=True,
-                             device_count=2, nccl_version="2.20.5"),
+        torch_info=TorchInfo(
+            installed=True,
+            version="2.4.1+cu124",
+            cuda_runtime="12.4",
+            cuda_available=True,
+            device_count=2,
+            nccl_version="2.20.5",
+        ),
     )
 
 
 def cpu_box() -> FixtureProbe:
     """A GPU-less machine: the healthy node without driver, PCI GPUs or CUDA torch."""
     node = healthy_node()
-    files = {k: v for k, v in node.files.items() if "nvidia" not in k and "0000:18" not in k and "0000:2a" not in k}
-    return dataclasses.replace(node, files=files, gpu_info=FixtureProbe().gpu_info,
-                               torch_info=TorchInfo(installed=True, version="2.13.0+cpu", cuda_runtime=None))
+    files = {
+        k: v
+        for k, v in node.files.items()
+        if "nvidia" not in k and "0000:18" not in k and "0000:2a" not in k
+    }
+    return dataclasses.replace(
+        node,
+        files=files,
+        gpu_info=FixtureProbe().gpu_info,
+        torch_info=TorchInfo(installed=True, version="2.13.0+cpu", cuda_runtime=None),
+    )
 
 
 Change = Callable[[FixtureProbe], FixtureProbe]
@@ -80,6 +97,7 @@ def with_env(**env: str) -> Change:
 
 def with_files(files: dict[str, str | None]) -> Change:
     """Set (or with None, delete) file texts by absolute path."""
+
     def change(p: FixtureProbe) -> FixtureProbe:
         new = dict(p.files)
         for path, text in files.items():
@@ -88,6 +106,7 @@ def with_files(files: dict[str, str | None]) -> Change:
             else:
                 new[path] = text
         return dataclasses.replace(p, files=new)
+
     return change
 
 

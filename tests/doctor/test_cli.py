@@ -15,14 +15,27 @@ def test_json_on_this_machine_says_no_gpu_and_checks_the_rest(cli) -> None:  # t
     doc = r.json()
     assert doc["gpu_present"] is False
     by_name = {c["name"]: c for c in doc["checks"]}
-    assert set(by_name) >= {"nvidia-driver", "cuda-compat", "shm", "disk", "memory", "gpu-ecc", "nccl-socket-ifname"}
-    assert by_name["nvidia-driver"]["status"] == "skip" and "no NVIDIA GPU" in by_name["nvidia-driver"]["finding"]
+    assert set(by_name) >= {
+        "nvidia-driver",
+        "cuda-compat",
+        "shm",
+        "disk",
+        "memory",
+        "gpu-ecc",
+        "nccl-socket-ifname",
+    }
+    assert (
+        by_name["nvidia-driver"]["status"] == "skip"
+        and "no NVIDIA GPU" in by_name["nvidia-driver"]["finding"]
+    )
     assert by_name["memory"]["status"] in ("ok", "warn")
     assert all(set(c) == {"name", "status", "finding", "fix"} for c in doc["checks"])
 
 
 def test_replayed_broken_node_fails_with_exit_3(cli) -> None:  # type: ignore[no-untyped-def]
-    r = cli("doctor", "--json", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/")
+    r = cli(
+        "doctor", "--json", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/"
+    )
     assert r.code == 3
     by_name = {c["name"]: c for c in r.json()["checks"]}  # type: ignore[union-attr]
     assert by_name["cuda-compat"]["status"] == "fail"
@@ -66,25 +79,52 @@ def test_replay_json_matches_golden(cli) -> None:  # type: ignore[no-untyped-def
     import os
 
     golden = Path(__file__).parent / "golden" / "replay-broken-node.json"
-    r = cli("doctor", "--json", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/")
+    r = cli(
+        "doctor", "--json", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/"
+    )
     current = json.dumps(r.json(), indent=2, ensure_ascii=False) + "\n"
     if os.environ.get("GPUWISE_UPDATE_GOLDEN"):
         golden.write_text(current, "utf-8")
     assert current == golden.read_text("utf-8")
 
 
-@pytest.mark.parametrize(("layout", "needle"), [
-    ({}, "not a recorded machine"),                                      # an empty folder: was diagnosed as a machine
-    ({"facts.json": b'{"cpu_count": '}, "not valid JSON"),                # truncated: was JSONDecodeError, exit 1
-    ({"facts.json": b"[1, 2]"}, "expected a JSON object, got list"),      # wrong type: was AttributeError, exit 1
-    ({"facts.json": b'{"cpu_count": "many"}'}, "unexpected content"),     # wrong field type: was ValueError, exit 1
-    ({"facts.json": b'{"torch": {"bogus": 1}}'}, "unexpected keyword"),   # unknown torch field: was TypeError, exit 1
-    ({"facts.json": b'{"disk": {"/": [1]}}'}, "unexpected content"),      # [total] without free: was IndexError, exit 1
-    ({"fs/proc/meminfo": b"\xaf\xff\x00"}, "not UTF-8 text"),             # binary file: was UnicodeDecodeError, exit 1
-    ({"commands/nvidia-smi -q.txt": b"\xff\xfe"}, "not UTF-8 text"),      # binary command output
-])
-def test_malformed_recordings_exit_2_naming_the_file(cli, tmp_path: Path, layout: dict[str, bytes],  # type: ignore[no-untyped-def]
-                                                     needle: str) -> None:
+@pytest.mark.parametrize(
+    ("layout", "needle"),
+    [
+        ({}, "not a recorded machine"),  # an empty folder: was diagnosed as a machine
+        (
+            {"facts.json": b'{"cpu_count": '},
+            "not valid JSON",
+        ),  # truncated: was JSONDecodeError, exit 1
+        (
+            {"facts.json": b"[1, 2]"},
+            "expected a JSON object, got list",
+        ),  # wrong type: was AttributeError, exit 1
+        (
+            {"facts.json": b'{"cpu_count": "many"}'},
+            "unexpected content",
+        ),  # wrong field type: was ValueError, exit 1
+        (
+            {"facts.json": b'{"torch": {"bogus": 1}}'},
+            "unexpected keyword",
+        ),  # unknown torch field: was TypeError, exit 1
+        (
+            {"facts.json": b'{"disk": {"/": [1]}}'},
+            "unexpected content",
+        ),  # [total] without free: was IndexError, exit 1
+        (
+            {"fs/proc/meminfo": b"\xaf\xff\x00"},
+            "not UTF-8 text",
+        ),  # binary file: was UnicodeDecodeError, exit 1
+        ({"commands/nvidia-smi -q.txt": b"\xff\xfe"}, "not UTF-8 text"),  # binary command output
+    ],
+)
+def test_malformed_recordings_exit_2_naming_the_file(
+    cli,
+    tmp_path: Path,
+    layout: dict[str, bytes],  # type: ignore[no-untyped-def]
+    needle: str,
+) -> None:
     for rel, content in layout.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(content)
@@ -103,13 +143,17 @@ def test_missing_checkpoint_dir_is_bad_input_not_a_failed_check(cli, tmp_path: P
 
 def test_the_table_keeps_brackets_in_fixes(cli) -> None:  # type: ignore[no-untyped-def]
     # rich read "[train]" in "pip install 'gpuwise[train]'" as markup and printed "gpuwise'"
-    r = cli("doctor", "--no-torch", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/")
+    r = cli(
+        "doctor", "--no-torch", "--replay", FIXTURES / "replay-broken-node", "--checkpoint-dir", "/"
+    )
     assert "pip install 'gpuwise[train]'" in r.stdout
 
 
 def test_only_inlines_the_fixes_a_fix_refers_to(cli) -> None:  # type: ignore[no-untyped-def]
     replay = FIXTURES / "replay-broken-node"
-    alone = cli("doctor", "--json", "--replay", replay, "--only", "torch-cuda", "--checkpoint-dir", "/").json()
+    alone = cli(
+        "doctor", "--json", "--replay", replay, "--only", "torch-cuda", "--checkpoint-dir", "/"
+    ).json()
     full = cli("doctor", "--json", "--replay", replay, "--checkpoint-dir", "/").json()
     by_name = {c["name"]: c for c in full["checks"]}
     [torch_cuda] = alone["checks"]
@@ -117,4 +161,6 @@ def test_only_inlines_the_fixes_a_fix_refers_to(cli) -> None:  # type: ignore[no
     # the checks it points at were not run: their fixes come along instead of a dangling reference
     assert by_name["cuda-compat"]["fix"] in torch_cuda["fix"]
     assert "nvidia-driver (ok)" in torch_cuda["fix"]
-    assert by_name["torch-cuda"]["fix"] == torch_cuda["fix"].split(" [")[0]  # unchanged when all are shown
+    assert (
+        by_name["torch-cuda"]["fix"] == torch_cuda["fix"].split(" [")[0]
+    )  # unchanged when all are shown

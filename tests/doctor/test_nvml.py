@@ -17,8 +17,13 @@ INFO = read_nvml()
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}
 
 
-def _fake(gpu: dict[str, Any] | None = None, frame: dict[str, Any] | None = None, **kw: Any) -> FakeNvml:
-    doc = {"gpus": [{**H100, **(gpu or {})}, H100], "frames": [{"gpus": [{"util": 90, **(frame or {})}, {"util": 90}]}]}
+def _fake(
+    gpu: dict[str, Any] | None = None, frame: dict[str, Any] | None = None, **kw: Any
+) -> FakeNvml:
+    doc = {
+        "gpus": [{**H100, **(gpu or {})}, H100],
+        "frames": [{"gpus": [{"util": 90, **(frame or {})}, {"util": 90}]}],
+    }
     return FakeNvml(parse_trace(doc, "fake"), **kw)
 
 
@@ -30,27 +35,40 @@ def _check(check: str, lib: FakeNvml) -> Any:
 
 def test_fake_gpu_reads_like_a_driver() -> None:
     info = read_nvml(_fake())
-    assert info.available and info.driver_version == "550.54.15" and info.cuda_driver_version == "12.4"
+    assert (
+        info.available and info.driver_version == "550.54.15" and info.cuda_driver_version == "12.4"
+    )
     d = info.devices[0]
-    assert d.uuid and d.uuid.startswith("GPU-") and d.utilization_gpu_ratio == pytest.approx(0.9)  # a ratio
-    assert (d.pcie_gen_current, d.pcie_width_max, d.persistence_mode, d.ecc_enabled) == (5, 16, True, True)
+    assert (
+        d.uuid and d.uuid.startswith("GPU-") and d.utilization_gpu_ratio == pytest.approx(0.9)
+    )  # a ratio
+    assert (d.pcie_gen_current, d.pcie_width_max, d.persistence_mode, d.ecc_enabled) == (
+        5,
+        16,
+        True,
+        True,
+    )
     assert driver_version(_fake()) == "550.54.15"  # what bench records
 
 
-@pytest.mark.parametrize(("check", "gpu", "frame", "status", "text"), [
-    ("gpu-throttle", {}, {}, "ok", "no thermal or hardware clock throttling"),
-    ("gpu-throttle", {}, {"throttle": 0x40}, "fail", "hardware thermal slowdown"),
-    ("gpu-throttle", {}, {"throttle": 0x20}, "warn", "software thermal slowdown"),
-    ("gpu-throttle", {}, {"throttle": 0x4}, "ok", "at the power limit"),
-    ("gpu-pcie", {"pcie_width": 4}, {}, "fail", "PCIe link x4 of x16"),
-    ("gpu-pcie", {"pcie_gen": 3}, {}, "warn", "PCIe gen 3 of 5 while busy"),
-    ("gpu-persistence", {"persistence_mode": False}, {}, "warn", "persistence mode is off"),
-    ("gpu-ecc", {}, {"ecc_uncorrected": 2}, "fail", "2 uncorrectable ECC error"),
-    ("gpu-ecc", {}, {"remap_failed": True}, "fail", "row remapping failed"),
-    ("gpu-ecc", {"retired_pages_pending": True}, {}, "fail", "page retirement is pending"),
-])
-def test_gpu_checks_on_the_fake(check: str, gpu: dict[str, Any], frame: dict[str, Any], status: str,
-                                text: str) -> None:
+@pytest.mark.parametrize(
+    ("check", "gpu", "frame", "status", "text"),
+    [
+        ("gpu-throttle", {}, {}, "ok", "no thermal or hardware clock throttling"),
+        ("gpu-throttle", {}, {"throttle": 0x40}, "fail", "hardware thermal slowdown"),
+        ("gpu-throttle", {}, {"throttle": 0x20}, "warn", "software thermal slowdown"),
+        ("gpu-throttle", {}, {"throttle": 0x4}, "ok", "at the power limit"),
+        ("gpu-pcie", {"pcie_width": 4}, {}, "fail", "PCIe link x4 of x16"),
+        ("gpu-pcie", {"pcie_gen": 3}, {}, "warn", "PCIe gen 3 of 5 while busy"),
+        ("gpu-persistence", {"persistence_mode": False}, {}, "warn", "persistence mode is off"),
+        ("gpu-ecc", {}, {"ecc_uncorrected": 2}, "fail", "2 uncorrectable ECC error"),
+        ("gpu-ecc", {}, {"remap_failed": True}, "fail", "row remapping failed"),
+        ("gpu-ecc", {"retired_pages_pending": True}, {}, "fail", "page retirement is pending"),
+    ],
+)
+def test_gpu_checks_on_the_fake(
+    check: str, gpu: dict[str, Any], frame: dict[str, Any], status: str, text: str
+) -> None:
     r = _check(check, _fake(gpu, frame))
     assert (r.status, text in r.finding) == (status, True), r
 
@@ -61,11 +79,21 @@ def test_a_lost_gpu_is_named() -> None:
     assert info.devices[1].name == "NVIDIA H100 80GB HBM3"
 
 
-@pytest.mark.parametrize(("error", "words"), [("LibraryNotFound", "Not Found"), ("DriverNotLoaded", "Driver Not Loaded"),
-                                             ("LibRmVersionMismatch", "mismatch")])
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        ("LibraryNotFound", "Not Found"),
+        ("DriverNotLoaded", "Driver Not Loaded"),
+        ("LibRmVersionMismatch", "mismatch"),
+    ],
+)
 def test_init_failures_say_why(error: str, words: str) -> None:
     info = read_nvml(_fake(init_error=error))
-    assert not info.available and info.devices == () and words.lower() in (info.nvml_error or "").lower()
+    assert (
+        not info.available
+        and info.devices == ()
+        and words.lower() in (info.nvml_error or "").lower()
+    )
 
 
 def test_driver_mismatch_fails_the_driver_check() -> None:
@@ -104,7 +132,9 @@ def test_gpu_proof_detection_reads_through_the_same_layer() -> None:
     from gpuwise.bench.proof.detect import read_nvml as proof_read_nvml
 
     facts = proof_read_nvml(_fake())
-    assert isinstance(facts, NvmlFacts) and facts.driver == "550.54.15" and facts.cuda_driver == "12.4"
+    assert (
+        isinstance(facts, NvmlFacts) and facts.driver == "550.54.15" and facts.cuda_driver == "12.4"
+    )
     assert facts.gpu_name == "NVIDIA H100 80GB HBM3" and facts.gpus[0]["pcie_width"] == 16
     assert facts.gpus[0]["power_limit_w"] is None  # not in the fake: None, the rest still read
     reason = proof_read_nvml(_fake(init_error="DriverNotLoaded"))

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 _FIELDS_MEMORY = ("per_gpu_gib", "capacity_gib", "fits", "breakdown")
-_FIELDS_TOP = ("flops_total", "mfu", "mfu_basis", "tokens_per_second", "wall_hours", "gpu_hours", "suggestions")
+_FIELDS_TOP = (
+    "flops_total",
+    "mfu",
+    "mfu_basis",
+    "tokens_per_second",
+    "wall_hours",
+    "gpu_hours",
+    "suggestions",
+)
 
 
 def _check_fields(doc: Any) -> None:
@@ -25,14 +33,25 @@ def _check_fields(doc: Any) -> None:
     ("args", "check"),
     [
         # the four commands of issue 3's "Done when"
-        (("--model", "llama-2-7b", "--task", "finetune", "--gpu", "A100-80GB"),
-         lambda d: not d["memory"]["fits"] and d["suggestions"]),  # full FT of 7B needs ~16 B/param: no fit
-        (("--params", "7e9", "--tokens", "2e12", "--gpu", "A100-80GB", "--task", "pretrain"),
-         lambda d: d["gpu_hours"] > 1e5 and d["flops_total"] > 8e22),  # Llama 2 7B: 184,320 GPU-hours
-        (("--model", "llama-2-70b", "--task", "qlora", "--gpu", "A100-80GB"),
-         lambda d: d["memory"]["fits"] and d["memory"]["per_gpu_gib"] < 80),  # QLoRA: 70B on one GPU
-        (("--model", "llama-3.1-8b", "--task", "inference", "--gpu", "L4", "--micro-batch", "4"),
-         lambda d: d["inference"]["latency_per_output_token_ms"] > 0 and d["memory"]["breakdown"]["kv_cache"] > 0),
+        (
+            ("--model", "llama-2-7b", "--task", "finetune", "--gpu", "A100-80GB"),
+            lambda d: not d["memory"]["fits"] and d["suggestions"],
+        ),  # full FT of 7B needs ~16 B/param: no fit
+        (
+            ("--params", "7e9", "--tokens", "2e12", "--gpu", "A100-80GB", "--task", "pretrain"),
+            lambda d: d["gpu_hours"] > 1e5 and d["flops_total"] > 8e22,
+        ),  # Llama 2 7B: 184,320 GPU-hours
+        (
+            ("--model", "llama-2-70b", "--task", "qlora", "--gpu", "A100-80GB"),
+            lambda d: d["memory"]["fits"] and d["memory"]["per_gpu_gib"] < 80,
+        ),  # QLoRA: 70B on one GPU
+        (
+            ("--model", "llama-3.1-8b", "--task", "inference", "--gpu", "L4", "--micro-batch", "4"),
+            lambda d: (
+                d["inference"]["latency_per_output_token_ms"] > 0
+                and d["memory"]["breakdown"]["kv_cache"] > 0
+            ),
+        ),
     ],
 )
 def test_done_when_commands(cli: Any, args: tuple[str, ...], check: Any) -> None:
@@ -51,12 +70,38 @@ def test_human_output_says_by_how_much_and_ranks_fixes(cli: Any) -> None:
 
 
 def test_human_output_for_inference_and_multi_node(cli: Any) -> None:
-    r = cli("estimate", "--model", "mixtral-8x7b", "--task", "inference", "--gpu", "H100", "--gpus", "2",
-            "--tensor-parallel", "2")
+    r = cli(
+        "estimate",
+        "--model",
+        "mixtral-8x7b",
+        "--task",
+        "inference",
+        "--gpu",
+        "H100",
+        "--gpus",
+        "2",
+        "--tensor-parallel",
+        "2",
+    )
     assert r.code == 0, r.stderr
     assert "latency per output token" in r.stdout
-    r = cli("estimate", "--model", "llama-2-70b", "--tokens", "1e11", "--gpu", "H100", "--gpus", "64",
-            "--zero", "3", "--grad-ckpt", "full", "--inter-node-gbps", "3200")
+    r = cli(
+        "estimate",
+        "--model",
+        "llama-2-70b",
+        "--tokens",
+        "1e11",
+        "--gpu",
+        "H100",
+        "--gpus",
+        "64",
+        "--zero",
+        "3",
+        "--grad-ckpt",
+        "full",
+        "--inter-node-gbps",
+        "3200",
+    )
     assert r.code == 0, r.stderr
     assert "8 nodes" in r.stdout
 
@@ -65,8 +110,17 @@ def test_list_models(cli: Any) -> None:
     r = cli("estimate", "--list-models", "--json")
     assert r.code == 0
     names = {row["name"] for row in r.json()}
-    assert {"gpt2", "bert-base", "t5-3b", "llama-2-70b", "llama-3.1-405b", "mixtral-8x7b", "qwen2.5-7b",
-            "resnet-50", "vit-b-16"} <= names
+    assert {
+        "gpt2",
+        "bert-base",
+        "t5-3b",
+        "llama-2-70b",
+        "llama-3.1-405b",
+        "mixtral-8x7b",
+        "qwen2.5-7b",
+        "resnet-50",
+        "vit-b-16",
+    } <= names
 
 
 @pytest.mark.parametrize(
@@ -76,7 +130,10 @@ def test_list_models(cli: Any) -> None:
         ("--model", "llama-2-7b", "--tokens", "-1e9"),  # negative
         ("--model", "llama-2-7b", "--micro-batch", "1e12"),  # absurd
         ("--params", "1e30"),  # absurd
-        ("--params", "1"),  # below the assumed shape's embedding: FLOPs/s and hours came out negative
+        (
+            "--params",
+            "1",
+        ),  # below the assumed shape's embedding: FLOPs/s and hours came out negative
         ("--params", "1M"),  # same (hidden 256: the 32k-token embedding alone has 8.2M parameters)
         ("--params", "nan"),  # not a number
         ("--model", "llama-2-7b", "--gpus", "0"),  # no GPUs
@@ -87,11 +144,25 @@ def test_list_models(cli: Any) -> None:
         ("--model", "llama-2-7b", "--zero", "4"),  # no ZeRO-4
         ("--model", "llama-2-7b", "--gpu", "Z100"),  # unknown GPU
         ("--model", "gpt2", "--seq-len", "4096"),  # beyond GPT-2's learned positions
-        ("--model", "llama-2-7b", "--tensor-parallel", "3", "--gpus", "3"),  # TP does not divide heads
+        (
+            "--model",
+            "llama-2-7b",
+            "--tensor-parallel",
+            "3",
+            "--gpus",
+            "3",
+        ),  # TP does not divide heads
         ("--model", "llama-2-7b", "--gpus", "8", "--tensor-parallel", "16"),  # TP > GPUs
         ("--model", "llama-2-7b", "--inter-node-gbps", "-1"),  # negative bandwidth
         (),  # no model at all
-        ("--model", "llama-2-7b", "--samples", "10k", "--tokens", "1e9"),  # both sizes: --samples was ignored
+        (
+            "--model",
+            "llama-2-7b",
+            "--samples",
+            "10k",
+            "--tokens",
+            "1e9",
+        ),  # both sizes: --samples was ignored
     ],
 )
 def test_bad_input_exits_2_with_a_fix(cli: Any, args: tuple[str, ...]) -> None:
@@ -111,8 +182,11 @@ def test_unknown_preset_says_did_you_mean(cli: Any) -> None:
     [
         ("{oops", "not valid JSON"),  # malformed
         ('{"name": "squad", "split": "train"}', "does not look like a transformer"),  # unrelated
-        ('{"model_type": "llama", "hidden_size": 4000, "num_hidden_layers": 2, "num_attention_heads": 3,'
-         ' "vocab_size": 10}', "do not divide"),  # heads do not divide hidden
+        (
+            '{"model_type": "llama", "hidden_size": 4000, "num_hidden_layers": 2, "num_attention_heads": 3,'
+            ' "vocab_size": 10}',
+            "do not divide",
+        ),  # heads do not divide hidden
     ],
 )
 def test_bad_config_json_exits_2(cli: Any, tmp_path: Path, content: str, message: str) -> None:
@@ -124,9 +198,20 @@ def test_bad_config_json_exits_2(cli: Any, tmp_path: Path, content: str, message
 
 def test_config_json_model_runs(cli: Any, tmp_path: Path) -> None:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
-                                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                                "vocab_size": 32000, "max_position_embeddings": 32768}))
+    path.write_text(
+        json.dumps(
+            {
+                "model_type": "mistral",
+                "hidden_size": 4096,
+                "intermediate_size": 14336,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "vocab_size": 32000,
+                "max_position_embeddings": 32768,
+            }
+        )
+    )
     r = cli("estimate", "--model", path, "--task", "lora", "--gpu", "L40S", "--json")
     assert r.code == 0, r.stderr
     assert r.json()["params_total"] == 7_241_732_096
@@ -143,7 +228,9 @@ def test_calibration_flag_and_bad_calibration(cli: Any, tmp_path: Path) -> None:
     assert r.code == 2 and "mfu" in r.stderr
     binary = tmp_path / "binary.json"
     binary.write_bytes(b"\xf6\xff\x00")
-    r = cli("estimate", "--model", "gpt2", "--calibration", binary, "--json")  # was "check the file's permissions"
+    r = cli(
+        "estimate", "--model", "gpt2", "--calibration", binary, "--json"
+    )  # was "check the file's permissions"
     assert r.code == 2 and "not UTF-8 text" in r.stderr and "permissions" not in r.stderr
     # both flags: the file used to be ignored without a word
     r = cli("estimate", "--model", "gpt2", "--calibration", good, "--no-calibration", "--json")
@@ -151,7 +238,9 @@ def test_calibration_flag_and_bad_calibration(cli: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("entry", [{"mfu": 0}, {"mfu": 1.2}, {"matmul_tflops": {"bf16": 1500.0}}])
-def test_implausible_default_calibration_is_refused_in_one_line(cli: Any, entry: dict[str, Any]) -> None:
+def test_implausible_default_calibration_is_refused_in_one_line(
+    cli: Any, entry: dict[str, Any]
+) -> None:
     """The user's own calibration.json (read without a flag) with an implausible figure: exit 2, one line, the fix."""
     from gpuwise.paths import config_dir
 

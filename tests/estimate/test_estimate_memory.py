@@ -39,12 +39,18 @@ def test_zero_model_states_match_the_zero_paper(zero: int, expected_gb: float) -
 @pytest.mark.parametrize(
     ("kwargs", "bytes_per_param"),
     [
-        ({"precision": "bf16", "optimizer": "adamw"}, 16.0),  # 2 + 2 + 4 master + 8 Adam (ZeRO K = 12)
+        (
+            {"precision": "bf16", "optimizer": "adamw"},
+            16.0,
+        ),  # 2 + 2 + 4 master + 8 Adam (ZeRO K = 12)
         ({"precision": "fp32", "optimizer": "adamw"}, 16.0),  # 4 + 4 + 8, no master copy
         ({"precision": "bf16", "optimizer": "adamw8bit"}, 10.0),  # 2 + 2 + 4 + 2 (two 8-bit states)
         ({"precision": "bf16", "optimizer": "sgd"}, 12.0),  # 2 + 2 + 4 + 4 (momentum)
         ({"precision": "fp32", "optimizer": "sgd"}, 12.0),  # 4 + 4 + 4
-        ({"precision": "bf16", "optimizer": "adamw", "cpu_offload": True}, 4.0),  # states + master on CPU
+        (
+            {"precision": "bf16", "optimizer": "adamw", "cpu_offload": True},
+            4.0,
+        ),  # states + master on CPU
     ],
 )
 def test_model_state_bytes_per_parameter(kwargs: dict[str, object], bytes_per_param: float) -> None:
@@ -53,8 +59,20 @@ def test_model_state_bytes_per_parameter(kwargs: dict[str, object], bytes_per_pa
 
 def _gpt(h: int = 1024, a: int = 16, **kw: object) -> ModelConfig:
     """A GPT-3-style block: MHA, 4h GeLU MLP, dropout, biases — Korthikanti's setting."""
-    return ModelConfig(name="gpt", arch="decoder", hidden=h, layers=24, heads=a, intermediate=4 * h, vocab=51200,
-                       gated_mlp=False, bias=True, norm="layernorm", dropout=True, **kw)  # type: ignore[arg-type]
+    return ModelConfig(
+        name="gpt",
+        arch="decoder",
+        hidden=h,
+        layers=24,
+        heads=a,
+        intermediate=4 * h,
+        vocab=51200,
+        gated_mlp=False,
+        bias=True,
+        norm="layernorm",
+        dropout=True,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -62,7 +80,11 @@ def _gpt(h: int = 1024, a: int = 16, **kw: object) -> ModelConfig:
     [
         # Korthikanti et al. 2022, Table 2 (s = 2048, b = 4, h = 1024, a = 16 → 5as/h = 160)
         (1, False, 34 + 5 * 16 * 2048 / 1024),  # no parallelism: 34 + 5as/h
-        (4, False, 10 + 24 / 4 + 5 * 16 * 2048 / (1024 * 4)),  # tensor parallel t: 10 + 24/t + 5as/(ht)
+        (
+            4,
+            False,
+            10 + 24 / 4 + 5 * 16 * 2048 / (1024 * 4),
+        ),  # tensor parallel t: 10 + 24/t + 5as/(ht)
         (1, True, 34.0),  # score matrix never stored (FlashAttention / selective recompute)
         (8, True, 10 + 24 / 8),  # TP 8 + selective: the as² term is gone
     ],
@@ -70,7 +92,9 @@ def _gpt(h: int = 1024, a: int = 16, **kw: object) -> ModelConfig:
 def test_activation_bytes_per_layer_match_korthikanti(tp: int, flash: bool, per_sbh: float) -> None:
     s, b, h, a = 2048, 4, 1024, 16
     lse = 4 * a / tp / h if flash else 0.0  # fused attention's fp32 log-sum-exp per head and token
-    assert layer_activation_bytes(_gpt(), s, b, tp=tp, flash=flash) == pytest.approx(s * b * h * (per_sbh + lse))
+    assert layer_activation_bytes(_gpt(), s, b, tp=tp, flash=flash) == pytest.approx(
+        s * b * h * (per_sbh + lse)
+    )
 
 
 def test_llama_block_activations_generalise_korthikanti() -> None:
@@ -87,7 +111,9 @@ def test_full_recompute_keeps_layer_inputs_plus_one_layer() -> None:
 
     s, h, L = 2048, 4096, 32
     one_layer = layer_activation_bytes(wl.model, s, 1)
-    assert activation_bytes(wl) == 2 * s * h * L + one_layer  # 2·sbh per layer (Korthikanti Table 2)
+    assert (
+        activation_bytes(wl) == 2 * s * h * L + one_layer
+    )  # 2·sbh per layer (Korthikanti Table 2)
 
 
 def test_kv_cache_llama31_8b_is_128_kib_per_token() -> None:
@@ -97,7 +123,9 @@ def test_kv_cache_llama31_8b_is_128_kib_per_token() -> None:
 
 
 def test_kv_cache_fp8_halves_and_tensor_parallel_splits() -> None:
-    base = workload_from_options(model="llama-2-70b", task="inference", prompt_len=1000, output_len=24)
+    base = workload_from_options(
+        model="llama-2-70b", task="inference", prompt_len=1000, output_len=24
+    )
     fp8 = base.with_changes(precision="fp8")
     tp8 = base.with_changes(tensor_parallel=8)
     assert kv_cache_bytes(fp8) == kv_cache_bytes(base) / 2
@@ -109,7 +137,11 @@ def test_qlora_base_weights_are_4_127_bits_for_linear_layers() -> None:
     m = wl.model
     w = model_state_bytes(wl, 1)["weights"]
     adapters = m.lora_params(16, "all-linear") * 2  # QLoRA keeps adapters in bf16 (qlora.py)
-    expected = m.linear_params * QLORA_BITS_PER_PARAM / 8 + (m.total_params - m.linear_params) * 2 + adapters
+    expected = (
+        m.linear_params * QLORA_BITS_PER_PARAM / 8
+        + (m.total_params - m.linear_params) * 2
+        + adapters
+    )
     assert w == pytest.approx(expected)
     assert pytest.approx(4.127) == QLORA_BITS_PER_PARAM  # Dettmers et al. 2023, Sec. 3
 
@@ -118,7 +150,9 @@ def test_lora_has_no_gradients_or_states_for_the_frozen_base() -> None:
     wl = workload_from_options(model="llama-2-7b", task="lora", lora_rank=8, lora_targets="qv")
     st = model_state_bytes(wl, 1)
     n = 32 * 8 * 2 * 8192  # adapter params (see test_lora_adapter_params)
-    assert st["gradients"] == n * 4 and st["optimizer_states"] == n * 8 and st["master_weights"] == 0
+    assert (
+        st["gradients"] == n * 4 and st["optimizer_states"] == n * 8 and st["master_weights"] == 0
+    )
 
 
 def test_logits_are_bsv_times_compute_copy_fp32_copy_and_fp32_grad() -> None:
@@ -142,8 +176,17 @@ def test_comm_buffers(zero: int, dp: int, expected: float) -> None:
 def test_breakdown_has_every_term_and_overheads() -> None:
     wl = workload_from_options(model="llama-2-7b", task="finetune")
     br = memory_breakdown_bytes(wl, 1)
-    assert set(br) == {"weights", "gradients", "optimizer_states", "master_weights", "activations", "logits",
-                       "comm_buffers", "allocator_overhead", "cuda_context"}
+    assert set(br) == {
+        "weights",
+        "gradients",
+        "optimizer_states",
+        "master_weights",
+        "activations",
+        "logits",
+        "comm_buffers",
+        "allocator_overhead",
+        "cuda_context",
+    }
     allocated = sum(v for k, v in br.items() if k not in ("allocator_overhead", "cuda_context"))
     assert br["allocator_overhead"] == pytest.approx(0.05 * allocated)
     assert br["cuda_context"] == 0.5 * 2**30
@@ -162,7 +205,9 @@ def test_workload_checks_reject_bad_combinations() -> None:
     with pytest.raises(InputError):
         Workload(model=m, tokens=float("nan"))
     with pytest.raises(InputError, match="not both"):
-        Workload(model=m, tokens=1e9, samples=1e4)  # run size given twice: tokens used to win silently
+        Workload(
+            model=m, tokens=1e9, samples=1e4
+        )  # run size given twice: tokens used to win silently
 
 
 def test_torchtitan_selective_op_keeps_the_saved_matmul_and_attention_outputs() -> None:
@@ -171,10 +216,14 @@ def test_torchtitan_selective_op_keeps_the_saved_matmul_and_attention_outputs() 
     rebuilt at a time in the backward pass."""
     from gpuwise.estimate.memory import activation_bytes, selective_op_saved_bytes_per_token
 
-    wl = workload_from_options(model="llama-2-7b", task="pretrain", grad_ckpt="selective-op", seq_len=4096)
+    wl = workload_from_options(
+        model="llama-2-7b", task="pretrain", grad_ckpt="selective-op", seq_len=4096
+    )
     m, s = wl.model, 4096
     h, f, heads = 4096, 11008, 32
-    per_tok = 2 * h + 2 * h + 2 * f + 2 * h + 2 * h + 4 * heads  # Q, V, gate, MLP out, attention out, lse
+    per_tok = (
+        2 * h + 2 * h + 2 * f + 2 * h + 2 * h + 4 * heads
+    )  # Q, V, gate, MLP out, attention out, lse
     assert selective_op_saved_bytes_per_token(m) == per_tok
     expected = s * (per_tok + 2 * h) * 32 + layer_activation_bytes(m, s, 1) + 2 * 2 * s * h
     assert activation_bytes(wl) == expected
@@ -186,7 +235,9 @@ def test_torchtitan_selective_op_keeps_the_saved_matmul_and_attention_outputs() 
 def test_torchtitan_selective_layer_recomputes_every_second_block() -> None:
     from gpuwise.estimate.memory import activation_bytes
 
-    wl = workload_from_options(model="llama-2-7b", task="pretrain", grad_ckpt="selective-layer", seq_len=4096)
+    wl = workload_from_options(
+        model="llama-2-7b", task="pretrain", grad_ckpt="selective-layer", seq_len=4096
+    )
     s, h = 4096, 4096
     block = layer_activation_bytes(wl.model, s, 1)
     assert activation_bytes(wl) == pytest.approx(16 * block + 16 * 2 * s * h + block)

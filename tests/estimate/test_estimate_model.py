@@ -74,21 +74,74 @@ def test_unknown_preset_suggests_close_names() -> None:
 
 
 # Real key names of Hugging Face config.json files (trimmed to the fields gpuwise reads).
-_LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-              "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
-              "max_position_embeddings": 4096, "tie_word_embeddings": False, "hidden_act": "silu"}
-_MIXTRAL = {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "num_local_experts": 8,
-            "num_experts_per_tok": 2, "max_position_embeddings": 32768, "tie_word_embeddings": False}
-_QWEN25 = {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-           "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
-           "max_position_embeddings": 131072, "tie_word_embeddings": False}
-_GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024, "n_ctx": 1024,
-         "vocab_size": 50257, "n_inner": None, "activation_function": "gelu_new"}
-_BERT = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-         "intermediate_size": 3072, "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2}
-_T5_3B = {"model_type": "t5", "d_model": 1024, "d_kv": 128, "d_ff": 16384, "num_heads": 32, "num_layers": 24,
-          "vocab_size": 32128, "relative_attention_num_buckets": 32, "feed_forward_proj": "relu"}
+_LLAMA2_7B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+}
+_MIXTRAL = {
+    "model_type": "mixtral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 32000,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "max_position_embeddings": 32768,
+    "tie_word_embeddings": False,
+}
+_QWEN25 = {
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
+}
+_GPT2 = {
+    "model_type": "gpt2",
+    "n_embd": 768,
+    "n_layer": 12,
+    "n_head": 12,
+    "n_positions": 1024,
+    "n_ctx": 1024,
+    "vocab_size": 50257,
+    "n_inner": None,
+    "activation_function": "gelu_new",
+}
+_BERT = {
+    "model_type": "bert",
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "vocab_size": 30522,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+}
+_T5_3B = {
+    "model_type": "t5",
+    "d_model": 1024,
+    "d_kv": 128,
+    "d_ff": 16384,
+    "num_heads": 32,
+    "num_layers": 24,
+    "vocab_size": 32128,
+    "relative_attention_num_buckets": 32,
+    "feed_forward_proj": "relu",
+}
 
 
 @pytest.mark.parametrize(
@@ -102,13 +155,17 @@ _T5_3B = {"model_type": "t5", "d_model": 1024, "d_kv": 128, "d_ff": 16384, "num_
         (_T5_3B, "t5-3b"),  # T5: d_model / d_kv / d_ff, decoder layers default to num_layers
     ],
 )
-def test_hf_config_gives_the_presets_param_count(tmp_path: Path, cfg: dict[str, object], preset: str) -> None:
+def test_hf_config_gives_the_presets_param_count(
+    tmp_path: Path, cfg: dict[str, object], preset: str
+) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     m = parse_hf_config(path)
     assert m.total_params == get_preset(preset).total_params
     assert resolve_model(str(path), None).total_params == m.total_params
-    assert resolve_model(str(tmp_path), None).total_params == m.total_params  # a model folder works too
+    assert (
+        resolve_model(str(tmp_path), None).total_params == m.total_params
+    )  # a model folder works too
 
 
 @pytest.mark.parametrize(
@@ -116,18 +173,36 @@ def test_hf_config_gives_the_presets_param_count(tmp_path: Path, cfg: dict[str, 
     [
         ("{not json", "not valid JSON"),  # malformed
         ("[1, 2]", "expected a JSON object"),  # JSON but not an object
-        ('{"name": "my dataset", "rows": 10}', "does not look like a transformer"),  # unrelated file
-        ('{"hidden_size": 4096, "num_hidden_layers": 32}', "missing field 'num_attention_heads'"),  # incomplete
-        ('{"hidden_size": -4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
-         "non-negative integer"),  # negative
-        ('{"hidden_size": "big", "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
-         "non-negative integer"),  # wrong type
-        ('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 30,'
-         ' "vocab_size": 1}', "do not divide hidden size"),  # heads do not divide hidden
-        ('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,'
-         ' "num_key_value_heads": 5, "vocab_size": 1}', "KV heads"),  # kv heads do not divide heads
-        ('{"hidden_size": 1e12, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
-         "absurdly large"),  # absurd
+        (
+            '{"name": "my dataset", "rows": 10}',
+            "does not look like a transformer",
+        ),  # unrelated file
+        (
+            '{"hidden_size": 4096, "num_hidden_layers": 32}',
+            "missing field 'num_attention_heads'",
+        ),  # incomplete
+        (
+            '{"hidden_size": -4096, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
+            "non-negative integer",
+        ),  # negative
+        (
+            '{"hidden_size": "big", "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
+            "non-negative integer",
+        ),  # wrong type
+        (
+            '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 30,'
+            ' "vocab_size": 1}',
+            "do not divide hidden size",
+        ),  # heads do not divide hidden
+        (
+            '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,'
+            ' "num_key_value_heads": 5, "vocab_size": 1}',
+            "KV heads",
+        ),  # kv heads do not divide heads
+        (
+            '{"hidden_size": 1e12, "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 1}',
+            "absurdly large",
+        ),  # absurd
     ],
 )
 def test_bad_config_files_name_the_problem(tmp_path: Path, content: str, message: str) -> None:
@@ -168,11 +243,14 @@ def test_lora_adapter_params(targets: str, expected: int) -> None:
     assert get_preset("llama-2-7b").lora_params(8, targets) == expected
 
 
-@pytest.mark.parametrize("params", [
-    3e7,   # about the smallest the Llama-like shape can hold (its embedding is ~25M)
-    1e8,   # a small model
-    7e9,   # the usual
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        3e7,  # about the smallest the Llama-like shape can hold (its embedding is ~25M)
+        1e8,  # a small model
+        7e9,  # the usual
+    ],
+)
 def test_params_only_shapes_give_positive_flops(params: float) -> None:
     from gpuwise.estimate.model import resolve_model
 
@@ -181,15 +259,32 @@ def test_params_only_shapes_give_positive_flops(params: float) -> None:
     assert 0 < cfg.matmul_params < params
 
 
-@pytest.mark.parametrize(("content", "error", "message"), [
-    # thousands of nested brackets raised RecursionError: an internal error, exit 1
-    ("[" * 100_000 + "]" * 100_000, DataFileError, "nested too deeply"),
-    ('{"a":' * 100_000 + "1" + "}" * 100_000, DataFileError, "nested too deeply"),
-    # a text model with no vocabulary was estimated as if it had no embeddings
-    (json.dumps({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
-                 "intermediate_size": 11008, "vocab_size": 0}), DataFileError, "'vocab_size' must be > 0"),
-])
-def test_hostile_config_files_are_refused(tmp_path: Path, content: str, error: type[Exception], message: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "error", "message"),
+    [
+        # thousands of nested brackets raised RecursionError: an internal error, exit 1
+        ("[" * 100_000 + "]" * 100_000, DataFileError, "nested too deeply"),
+        ('{"a":' * 100_000 + "1" + "}" * 100_000, DataFileError, "nested too deeply"),
+        # a text model with no vocabulary was estimated as if it had no embeddings
+        (
+            json.dumps(
+                {
+                    "model_type": "llama",
+                    "hidden_size": 4096,
+                    "num_attention_heads": 32,
+                    "num_hidden_layers": 32,
+                    "intermediate_size": 11008,
+                    "vocab_size": 0,
+                }
+            ),
+            DataFileError,
+            "'vocab_size' must be > 0",
+        ),
+    ],
+)
+def test_hostile_config_files_are_refused(
+    tmp_path: Path, content: str, error: type[Exception], message: str
+) -> None:
     path = tmp_path / "config.json"
     path.write_text(content)
     with pytest.raises(error, match=message):

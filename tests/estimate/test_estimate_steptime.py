@@ -38,8 +38,14 @@ def test_validation_set_is_data_from_enough_independent_sources() -> None:
 
 def test_the_issues_fsdp_configurations_on_80gb_gpus_fit() -> None:
     """llm-foundry: FSDP full shard, no recompute, micro-batch 2-24 on 80 GB GPUs ran; gpuwise must agree."""
-    rows = [r for r in load_measured_runs() if r.source_id == "foundry" and r.workload.grad_ckpt == "none"
-            and r.workload.micro_batch >= 2 and find_gpu(r.gpu).memory_gib == 80]
+    rows = [
+        r
+        for r in load_measured_runs()
+        if r.source_id == "foundry"
+        and r.workload.grad_ckpt == "none"
+        and r.workload.micro_batch >= 2
+        and find_gpu(r.gpu).memory_gib == 80
+    ]
     assert len(rows) >= 8
     for r in rows:
         est = _est(r.workload, r.gpu, r.gpus)
@@ -50,7 +56,11 @@ def test_torchtitan_selective_ac_configurations_that_ran_fit() -> None:
     """torchtitan docs/performance.md: Llama 2 13B (selective layer / op AC, local batch 2) and
     Llama 2 70B (selective op AC, local batch 1) ran on 64 A100-80GB with FSDP2; 70B with selective
     op AC at local batch 2 went OOM."""
-    rows = [r for r in load_measured_runs() if r.workload.grad_ckpt in ("selective-op", "selective-layer")]
+    rows = [
+        r
+        for r in load_measured_runs()
+        if r.workload.grad_ckpt in ("selective-op", "selective-layer")
+    ]
     assert len(rows) >= 5
     for r in rows:
         est = _est(r.workload, r.gpu, r.gpus)
@@ -71,7 +81,9 @@ def test_fp8_speeds_up_only_the_matmuls_it_covers() -> None:
 
 
 def test_qlora_pays_its_dequantisation() -> None:
-    lora = workload_from_options(model="llama-2-7b", task="lora", seq_len=2048, grad_ckpt="full", samples="1000")
+    lora = workload_from_options(
+        model="llama-2-7b", task="lora", seq_len=2048, grad_ckpt="full", samples="1000"
+    )
     qlora = lora.with_changes(task="qlora")
     a, b = _est(lora, "A100-80GB", 1), _est(qlora, "A100-80GB", 1)
     ratio = b.step_time_s / a.step_time_s
@@ -151,7 +163,8 @@ def test_framework_factor_is_fitted_only_to_the_rows_it_is_given() -> None:
     shipped = default_efficiency()
     assert shipped.rows == full.rows and shipped.intervals and 0.3 < shipped.run_efficiency <= 1.0
     assert replace(shipped, run_efficiency=1.0).factor("H100", "transformer-train") == full.factor(
-        "H100", "transformer-train")
+        "H100", "transformer-train"
+    )
 
 
 def test_fused_kernels_drop_the_fp32_copies() -> None:
@@ -163,7 +176,9 @@ def test_fused_kernels_drop_the_fp32_copies() -> None:
     assert logits_bytes(wl) == s * b * v * (2 + 4 + 4)
     assert logits_bytes(fused) == s * b * v * 2
     # each of the 2 RMSNorms per layer keeps its 16-bit input only (no fp32 copy): 4·h bytes less per norm
-    assert activation_bytes(wl) - activation_bytes(fused) == pytest.approx(32 * 2 * 4 * 4096 * s * b)
+    assert activation_bytes(wl) - activation_bytes(fused) == pytest.approx(
+        32 * 2 * 4 * 4096 * s * b
+    )
 
 
 def test_sequence_parallel_splits_the_whole_block() -> None:
@@ -178,17 +193,49 @@ def test_sequence_parallel_splits_the_whole_block() -> None:
 
 
 def test_json_keeps_its_fields_and_adds_the_new_ones(cli: Any) -> None:
-    r = cli("estimate", "--model", "llama-2-7b", "--gpu", "H100", "--gpus", "8", "--tokens", "1e9",
-            "--no-calibration", "--json")
+    r = cli(
+        "estimate",
+        "--model",
+        "llama-2-7b",
+        "--gpu",
+        "H100",
+        "--gpus",
+        "8",
+        "--tokens",
+        "1e9",
+        "--no-calibration",
+        "--json",
+    )
     assert r.code == 0, r.stderr
     doc = r.json()
-    for key in ("memory", "flops_total", "mfu", "mfu_compute", "mfu_basis", "scaling_efficiency", "comm_time_s",
-                "samples_per_second", "gpu_hours", "suggestions", "notes",
-                "step_time_s", "tokens_per_second", "goodput", "wall_hours", "wall_hours_p10", "wall_hours_p90",
-                "step_parts"):
+    for key in (
+        "memory",
+        "flops_total",
+        "mfu",
+        "mfu_compute",
+        "mfu_basis",
+        "scaling_efficiency",
+        "comm_time_s",
+        "samples_per_second",
+        "gpu_hours",
+        "suggestions",
+        "notes",
+        "step_time_s",
+        "tokens_per_second",
+        "goodput",
+        "wall_hours",
+        "wall_hours_p10",
+        "wall_hours_p90",
+        "step_parts",
+    ):
         assert key in doc, key
     assert doc["wall_hours_p10"] < doc["wall_hours"] < doc["wall_hours_p90"]
-    assert set(doc["step_parts"]) >= {"matmul_s", "attention_s", "memory_bound_s", "framework_factor"}
+    assert set(doc["step_parts"]) >= {
+        "matmul_s",
+        "attention_s",
+        "memory_bound_s",
+        "framework_factor",
+    }
 
 
 def test_published_runs_always_pay_the_whole_run_efficiency() -> None:
@@ -203,6 +250,12 @@ def test_published_runs_always_pay_the_whole_run_efficiency() -> None:
     _, full_goodput = run_gpu_hours(run, eff)
     _, tiny_goodput = run_gpu_hours(tiny, eff)
     assert full_goodput < 0.5 and tiny_goodput < 0.5
-    plain = _est(Workload(model=tiny.model, task="pretrain", tokens=tiny.tokens, seq_len=tiny.seq_len, zero=3),
-                 tiny.gpu, tiny.gpus or 8, efficiency=eff)
+    plain = _est(
+        Workload(
+            model=tiny.model, task="pretrain", tokens=tiny.tokens, seq_len=tiny.seq_len, zero=3
+        ),
+        tiny.gpu,
+        tiny.gpus or 8,
+        efficiency=eff,
+    )
     assert plain.goodput > 0.5  # a user's small job is not a whole published run

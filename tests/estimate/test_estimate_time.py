@@ -44,11 +44,16 @@ def test_lora_flops_skip_frozen_weight_gradients() -> None:
         ("none", 1.0),  # no recompute
         # full: one more forward (2N + 4·L·H·Q·T) on top of 6N + 12·L·H·Q·T → exactly 6/8 = 0.75
         ("full", 0.75),
-        ("selective", 1 / (1 + 0.1 / 3)),  # a tenth of full recompute's overhead (Korthikanti abstract)
+        (
+            "selective",
+            1 / (1 + 0.1 / 3),
+        ),  # a tenth of full recompute's overhead (Korthikanti abstract)
     ],
 )
 def test_recompute_lowers_mfu_by_the_extra_forward(mode: str, expected: float) -> None:
-    assert recompute_factor(get_preset("llama-2-7b"), 4096, "pretrain", mode) == pytest.approx(expected)
+    assert recompute_factor(get_preset("llama-2-7b"), 4096, "pretrain", mode) == pytest.approx(
+        expected
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,16 +61,25 @@ def test_recompute_lowers_mfu_by_the_extra_forward(mode: str, expected: float) -
     [
         (1e9, 1, 8, 0.0),  # one GPU: nothing to reduce
         (1e9, 8, 8, 2 * 7 / 8 * 1e9 / 300e9),  # one node of 8 over 300 GB/s: 2(n-1)/n·S/B
-        (1e9, 16, 8, 2 * 7 / 8 * 1e9 / 300e9 + 2 * 1 / 2 * 1e9 / 50e9),  # + 2 nodes over 50 GB/s each
+        (
+            1e9,
+            16,
+            8,
+            2 * 7 / 8 * 1e9 / 300e9 + 2 * 1 / 2 * 1e9 / 50e9,
+        ),  # + 2 nodes over 50 GB/s each
     ],
 )
 def test_hierarchical_ring_allreduce(size: float, n: int, gpn: int, expected_s: float) -> None:
-    net = Network(gpus_per_node=gpn, intra_node_gb_s=300.0, inter_node_gb_s=50.0, intra_kind="NVLink")
+    net = Network(
+        gpus_per_node=gpn, intra_node_gb_s=300.0, inter_node_gb_s=50.0, intra_kind="NVLink"
+    )
     assert allreduce_seconds(size, n, net) == pytest.approx(expected_s)
 
 
 def test_time_is_flops_over_gpus_peak_and_mfu_divided_by_goodput() -> None:
-    wl = workload_from_options(model="llama-2-7b", task="pretrain", tokens="1e11", zero=1, micro_batch=2)
+    wl = workload_from_options(
+        model="llama-2-7b", task="pretrain", tokens="1e11", zero=1, micro_batch=2
+    )
     est = estimate_workload(wl, "H100", 64, calibration=None)
     stepping = est.flops_total / (64 * est.peak_tflops * 1e12 * est.mfu) / 3600
     assert 0.5 < est.goodput < 1.0
@@ -87,13 +101,17 @@ def test_mfu_model_fits_the_published_runs_and_penalises_newer_gpus() -> None:
 
 def test_pcie_scales_worse_than_nvlink_and_nodes_worse_than_one_node() -> None:
     # DDP with short sequences: the gradient all-reduce outlasts the backward pass on PCIe
-    wl = workload_from_options(model="llama-2-7b", task="pretrain", tokens="1e10", seq_len=512, global_batch=8)
+    wl = workload_from_options(
+        model="llama-2-7b", task="pretrain", tokens="1e10", seq_len=512, global_batch=8
+    )
     sxm = estimate_workload(wl, "A100-80GB", 8, calibration=None)
     pcie = estimate_workload(wl, "A100-80GB-PCIE", 8, calibration=None)
     assert sxm.scaling_efficiency > pcie.scaling_efficiency
     assert pcie.comm_time_s > 0
     one = estimate_workload(wl, "H100", 8, calibration=None)
-    four = estimate_workload(wl, "H100", 32, gpus_per_node=8, inter_node_gbit_s=100, calibration=None)
+    four = estimate_workload(
+        wl, "H100", 32, gpus_per_node=8, inter_node_gbit_s=100, calibration=None
+    )
     assert four.scaling_efficiency < one.scaling_efficiency
     assert four.nodes == 4 and "Gbit/s" in four.interconnect
 
@@ -103,9 +121,22 @@ def test_calibration_file_overrides_the_fitted_mfu(tmp_path: Path, isolated_env:
     before = estimate_workload(wl, "H100", calibration=None)
     cfg = isolated_env / "config"
     cfg.mkdir(parents=True, exist_ok=True)
-    (cfg / "calibration.json").write_text(json.dumps({
-        "version": 1, "measured_at": "2026-11-21T06:00:00Z", "device": "NVIDIA H100 80GB HBM3",
-        "gpus": {"H100": {"mfu": 0.2, "cuda_context_gib": 1.5, "memory_bandwidth_efficiency": 0.8}}}))
+    (cfg / "calibration.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "measured_at": "2026-11-21T06:00:00Z",
+                "device": "NVIDIA H100 80GB HBM3",
+                "gpus": {
+                    "H100": {
+                        "mfu": 0.2,
+                        "cuda_context_gib": 1.5,
+                        "memory_bandwidth_efficiency": 0.8,
+                    }
+                },
+            }
+        )
+    )
     after = estimate_workload(wl, "H100")  # default: reads <config dir>/calibration.json
     assert after.mfu_compute == pytest.approx(0.2)
     assert "calibrated" in after.mfu_basis and "calibrated" not in before.mfu_basis
@@ -114,9 +145,14 @@ def test_calibration_file_overrides_the_fitted_mfu(tmp_path: Path, isolated_env:
     other_gpu = estimate_workload(wl, "A100-80GB")  # only the calibrated GPU changes
     assert "calibrated" not in other_gpu.mfu_basis
     by_model = tmp_path / "cal.json"
-    by_model.write_text(json.dumps({"version": 1, "gpus": {"h100-sxm": {"mfu": 0.2,
-                                                                          "mfu_by_model": {"llama-2-7b": 0.5}}}}))
-    assert estimate_workload(wl, "H100", calibration=str(by_model)).mfu_compute == pytest.approx(0.5)
+    by_model.write_text(
+        json.dumps(
+            {"version": 1, "gpus": {"h100-sxm": {"mfu": 0.2, "mfu_by_model": {"llama-2-7b": 0.5}}}}
+        )
+    )
+    assert estimate_workload(wl, "H100", calibration=str(by_model)).mfu_compute == pytest.approx(
+        0.5
+    )
 
 
 @pytest.mark.parametrize(
@@ -128,9 +164,18 @@ def test_calibration_file_overrides_the_fitted_mfu(tmp_path: Path, isolated_env:
         ({"version": 1, "gpus": {"H100": {"mfu": 1.7}}}, "in (0, 1)"),  # impossible fraction
         ({"version": 1, "gpus": {"H100": {"mfu": float("nan")}}}, "in (0, 1)"),  # NaN
         ({"version": 1, "gpus": {"H100": {"mfu": 0}}}, "in (0, 1)"),  # no work done
-        ({"version": 1, "gpus": {"H100": {"mfu": 1.0}}}, "in (0, 1)"),  # every FLOP useful: implausible
-        ({"version": 1, "gpus": {"H100": {"matmul_tflops": {"bf16": 2000}}}}, "above the datasheet peak"),
-        ({"version": 1, "gpus": {"H100": {"memory_bandwidth_tb_s": 9.0}}}, "above the datasheet peak"),
+        (
+            {"version": 1, "gpus": {"H100": {"mfu": 1.0}}},
+            "in (0, 1)",
+        ),  # every FLOP useful: implausible
+        (
+            {"version": 1, "gpus": {"H100": {"matmul_tflops": {"bf16": 2000}}}},
+            "above the datasheet peak",
+        ),
+        (
+            {"version": 1, "gpus": {"H100": {"memory_bandwidth_tb_s": 9.0}}},
+            "above the datasheet peak",
+        ),
         ([], "expected a JSON object"),  # wrong shape
     ],
 )
@@ -152,14 +197,18 @@ def test_inference_decode_is_bandwidth_bound_at_batch_one() -> None:
     inf = est.inference
     assert inf is not None and inf.decode_bound == "memory"
     weights = 6_738_415_616 * 2
-    kv_avg = 2 * 2 * 32 * 32 * 128 * (128 + 64)  # KV bytes at the average context of the decode phase
+    kv_avg = (
+        2 * 2 * 32 * 32 * 128 * (128 + 64)
+    )  # KV bytes at the average context of the decode phase
     assert inf.latency_per_output_token_ms == pytest.approx((weights + kv_avg) / 2.039e12 * 1000)
     assert est.tokens_per_second == pytest.approx(1000 / inf.latency_per_output_token_ms)
     assert inf.prefill_tokens_per_second > 50 * est.tokens_per_second  # prefill is compute-bound
 
 
 def test_inference_max_batch_fills_memory_left_after_weights() -> None:
-    wl = workload_from_options(model="llama-3.1-8b", task="inference", prompt_len=2048, output_len=2048)
+    wl = workload_from_options(
+        model="llama-3.1-8b", task="inference", prompt_len=2048, output_len=2048
+    )
     est = estimate_workload(wl, "H100", calibration=None)
     inf = est.inference
     assert inf is not None
@@ -181,7 +230,9 @@ def test_suggestions_fit_and_are_ranked_by_speed_cost() -> None:
 
 
 def test_a_smaller_micro_batch_keeps_the_global_batch() -> None:
-    wl = workload_from_options(model="gpt2-xl", task="finetune", micro_batch=64, seq_len=1024, global_batch=256)
+    wl = workload_from_options(
+        model="gpt2-xl", task="finetune", micro_batch=64, seq_len=1024, global_batch=256
+    )
     est = estimate_workload(wl, "A100-80GB", 4, calibration=None)
     mb = [s for s in est.suggestions if "micro_batch" in s.changes]
     assert mb and all(s.changes["global_batch"] == 256 for s in mb)
@@ -215,7 +266,15 @@ def test_estimate_json_has_the_issue_fields() -> None:
     d = estimate_workload(wl, "A100-80GB", 64, calibration=None).to_dict()
     for key in ("per_gpu_gib", "capacity_gib", "fits", "breakdown"):
         assert key in d["memory"]
-    for key in ("flops_total", "mfu", "mfu_basis", "tokens_per_second", "wall_hours", "gpu_hours", "suggestions"):
+    for key in (
+        "flops_total",
+        "mfu",
+        "mfu_basis",
+        "tokens_per_second",
+        "wall_hours",
+        "gpu_hours",
+        "suggestions",
+    ):
         assert key in d
     assert all(math.isfinite(v) for v in d["memory"]["breakdown"].values())
 
@@ -225,22 +284,32 @@ def test_core_modules_import_no_torch_typer_or_rich() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, gpuwise.estimate as e; from gpuwise.estimate import workload_from_options as w;"
-            "e.estimate_workload(w(model='gpt2'), 'H100', calibration=None);"
-            "print(sorted(m for m in ('torch','typer','rich','requests','httpx','click') if m in sys.modules))")
+    code = (
+        "import sys, gpuwise.estimate as e; from gpuwise.estimate import workload_from_options as w;"
+        "e.estimate_workload(w(model='gpt2'), 'H100', calibration=None);"
+        "print(sorted(m for m in ('torch','typer','rich','requests','httpx','click') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_encoder_vit_and_cnn_inference_is_one_forward_pass() -> None:
-    bert = estimate_workload(workload_from_options(model="bert-large", task="inference", prompt_len=128,
-                                                   micro_batch=32), "T4", calibration=None)
+    bert = estimate_workload(
+        workload_from_options(model="bert-large", task="inference", prompt_len=128, micro_batch=32),
+        "T4",
+        calibration=None,
+    )
     assert bert.inference is not None and bert.inference.decode_tokens_per_second == 0.0
     assert bert.memory.breakdown["kv_cache"] == 0.0
     assert bert.tokens_per_second == pytest.approx(bert.samples_per_second * 128)
-    vit = estimate_workload(workload_from_options(model="vit-b-16", task="inference", micro_batch=8,
-                                                  requests="1M"), "L4", calibration=None)
-    assert vit.workload.effective_seq_len == 197  # 14 x 14 patches + [CLS], whatever --prompt-len says
+    vit = estimate_workload(
+        workload_from_options(model="vit-b-16", task="inference", micro_batch=8, requests="1M"),
+        "L4",
+        calibration=None,
+    )
+    assert (
+        vit.workload.effective_seq_len == 197
+    )  # 14 x 14 patches + [CLS], whatever --prompt-len says
     assert vit.wall_hours == pytest.approx(1e6 / vit.samples_per_second / 3600)
 
 
@@ -249,58 +318,105 @@ def test_cnn_mfu_comes_from_published_resnet_runs() -> None:
 
     mfu, rows = cnn_mfu()
     assert rows == 5 and 0.15 < mfu < 0.3  # DeepLearningExamples ResNet-50: 15-24% of the fp16 peak
-    est = estimate_workload(workload_from_options(model="resnet-50", task="inference", precision="fp16",
-                                                  micro_batch=256), "V100", calibration=None)
+    est = estimate_workload(
+        workload_from_options(
+            model="resnet-50", task="inference", precision="fp16", micro_batch=256
+        ),
+        "V100",
+        calibration=None,
+    )
     # V100 AMP inference, batch 256: 3,382 images/s published
     assert est.samples_per_second == pytest.approx(3382, rel=0.1)
-    train = estimate_workload(workload_from_options(model="resnet-50", task="finetune", precision="fp16",
-                                                    micro_batch=256, samples="1.28M"), "V100", calibration=None)
+    train = estimate_workload(
+        workload_from_options(
+            model="resnet-50", task="finetune", precision="fp16", micro_batch=256, samples="1.28M"
+        ),
+        "V100",
+        calibration=None,
+    )
     # activations measured on the CPU (82.1 MiB/sample fp32) halve in 16 bit: 256 x 41 MiB
     assert train.memory.breakdown["activations"] == pytest.approx(256 * 82.1 / 2 / 1024)
 
 
 def test_bf16_on_a_gpu_without_bf16_is_estimated_in_fp16() -> None:
-    est = estimate_workload(workload_from_options(model="gpt2", task="finetune"), "V100", calibration=None)
+    est = estimate_workload(
+        workload_from_options(model="gpt2", task="finetune"), "V100", calibration=None
+    )
     assert est.workload.precision == "fp16" and est.peak_tflops == 125  # V100 fp16 tensor peak
     assert any("no bf16" in n for n in est.notes)
 
 
 def test_fp32_that_does_not_fit_is_offered_mixed_precision() -> None:
-    wl = workload_from_options(model="gpt2-xl", task="finetune", precision="fp32", micro_batch=4, seq_len=1024)
+    wl = workload_from_options(
+        model="gpt2-xl", task="finetune", precision="fp32", micro_batch=4, seq_len=1024
+    )
     est = estimate_workload(wl, "A10", calibration=None)
     assert not est.memory.fits
     # no single change fits 24 GiB: the combination starts with mixed precision (it is faster)
     combo = [s for s in est.suggestions if " + " in s.fix]
-    assert combo and combo[0].fix.startswith("mixed precision") and combo[0].changes["precision"] == "bf16"
+    assert (
+        combo
+        and combo[0].fix.startswith("mixed precision")
+        and combo[0].changes["precision"] == "bf16"
+    )
     assert any("--gpu" in s.fix for s in est.suggestions)  # and a bigger GPU
 
 
 def test_calibrated_bandwidth_slows_decode_by_its_efficiency(tmp_path: Path) -> None:
     wl = workload_from_options(model="llama-2-7b", task="inference", prompt_len=128, output_len=128)
     path = tmp_path / "cal.json"
-    path.write_text(json.dumps({"version": 1, "gpus": {"A100-80GB": {"memory_bandwidth_efficiency": 0.8,
-                                                                     "matmul_efficiency": {"bf16": 0.7}}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "gpus": {
+                    "A100-80GB": {
+                        "memory_bandwidth_efficiency": 0.8,
+                        "matmul_efficiency": {"bf16": 0.7},
+                    }
+                },
+            }
+        )
+    )
     plain = estimate_workload(wl, "A100-80GB", calibration=None)
     cal = estimate_workload(wl, "A100-80GB", calibration=load_calibration(path))
     assert plain.inference is not None and cal.inference is not None
-    assert cal.inference.latency_per_output_token_ms == pytest.approx(plain.inference.latency_per_output_token_ms / 0.8)
+    assert cal.inference.latency_per_output_token_ms == pytest.approx(
+        plain.inference.latency_per_output_token_ms / 0.8
+    )
     assert "calibrated" in cal.inference.bandwidth_basis
     # prefill uses the measured matmul efficiency (0.7) instead of the A100's MAMF fraction (0.869)
     assert cal.mfu_compute / plain.mfu_compute == pytest.approx(0.7 / 0.869)
     assert cal.inference.time_to_first_token_s == pytest.approx(
-        plain.inference.time_to_first_token_s * plain.mfu_compute / cal.mfu_compute)
+        plain.inference.time_to_first_token_s * plain.mfu_compute / cal.mfu_compute
+    )
 
 
-@pytest.mark.parametrize(("global_batch", "micro_batch", "gpus", "used"), [
-    (3, 2, 1, 4),     # 1.5 micro-batches per step is impossible: rounded up to 2 (was estimated as 1.5 steps)
-    (8, 1, 32, 32),   # fewer sequences than GPUs: every rank runs at least one micro-batch
-    (10, 1, 8, 16),   # 8 GPUs × 1.25 accumulation steps → 2 steps
-    (64, 2, 8, 64),   # already a multiple: unchanged, no note
-])
-def test_global_batch_is_whole_micro_batches_per_rank(global_batch: int, micro_batch: int, gpus: int,
-                                                      used: int) -> None:
-    wl = workload_from_options(model="llama-2-7b", task="pretrain", tokens="1e10", seq_len=512,
-                               micro_batch=micro_batch, global_batch=global_batch)
+@pytest.mark.parametrize(
+    ("global_batch", "micro_batch", "gpus", "used"),
+    [
+        (
+            3,
+            2,
+            1,
+            4,
+        ),  # 1.5 micro-batches per step is impossible: rounded up to 2 (was estimated as 1.5 steps)
+        (8, 1, 32, 32),  # fewer sequences than GPUs: every rank runs at least one micro-batch
+        (10, 1, 8, 16),  # 8 GPUs × 1.25 accumulation steps → 2 steps
+        (64, 2, 8, 64),  # already a multiple: unchanged, no note
+    ],
+)
+def test_global_batch_is_whole_micro_batches_per_rank(
+    global_batch: int, micro_batch: int, gpus: int, used: int
+) -> None:
+    wl = workload_from_options(
+        model="llama-2-7b",
+        task="pretrain",
+        tokens="1e10",
+        seq_len=512,
+        micro_batch=micro_batch,
+        global_batch=global_batch,
+    )
     est = estimate_workload(wl, "H100", gpus, calibration=None, suggest=False)
     assert est.workload.global_batch == used
     noted = [n for n in est.notes if "--global-batch" in n]

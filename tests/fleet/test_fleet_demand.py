@@ -9,13 +9,16 @@ from gpuwise.errors import DataFileError
 from gpuwise.fleet.demand import demand_to_csv, parse_demand_csv, synthetic_demand
 
 HEADER = "timestamp,gpu,gpus,interruptible\n"
-GOOD = HEADER + """2026-01-01T00:00:00,H100,2,false
+GOOD = (
+    HEADER
+    + """2026-01-01T00:00:00,H100,2,false
 2026-01-01T00:00:00,H100,5,true
 2026-01-01T01:00:00,H100,3,false
 2026-01-01T01:00:00,H100,0,true
 2026-01-01T02:00:00Z,h100,1,no
 2026-01-01T02:00:00+00:00,H100,4,yes
 """
+)
 
 
 def test_parse_good_file() -> None:
@@ -33,32 +36,45 @@ def test_round_trip() -> None:
     assert np.array_equal(back.firm, d.firm) and np.array_equal(back.interruptible, d.interruptible)
 
 
-@pytest.mark.parametrize(("text", "needles"), [
-    # a gap: hour 01:00 missing for the firm series
-    (HEADER + "2026-01-01T00:00:00,H100,1,false\n2026-01-01T02:00:00,H100,1,false\n",
-     ["d.csv", "gap", "2026-01-01T01:00:00", "after row 2"]),
-    # the same hour twice
-    (HEADER + "2026-01-01T00:00:00,H100,1,false\n2026-01-01T00:00:00,H100,2,false\n",
-     ["d.csv, row 3", "duplicate hour", "first at row 2"]),
-    # negative demand
-    (HEADER + "2026-01-01T00:00:00,H100,-1,false\n", ["d.csv, row 2, column gpus", "≥ 0"]),
-    # NaN demand
-    (HEADER + "2026-01-01T00:00:00,H100,nan,false\n", ["row 2, column gpus"]),
-    # unknown GPU, with a suggestion
-    (HEADER + "2026-01-01T00:00:00,H1000,1,false\n", ["row 2, column gpu", "unknown GPU 'H1000'", "did you mean"]),
-    # malformed timestamp
-    (HEADER + "yesterday,H100,1,false\n", ["row 2, column timestamp", "not an ISO time"]),
-    # not on the hour
-    (HEADER + "2026-01-01T00:30:00,H100,1,false\n", ["row 2, column timestamp", "not on the hour"]),
-    # bad boolean
-    (HEADER + "2026-01-01T00:00:00,H100,1,maybe\n", ["row 2, column interruptible"]),
-    # missing column
-    ("timestamp,gpu,gpus\n2026-01-01T00:00:00,H100,1\n", ["missing column(s) interruptible"]),
-    # empty cell
-    (HEADER + "2026-01-01T00:00:00,,1,false\n", ["row 2, column gpu: empty"]),
-    # header only
-    (HEADER, ["no rows"]),
-])
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        # a gap: hour 01:00 missing for the firm series
+        (
+            HEADER + "2026-01-01T00:00:00,H100,1,false\n2026-01-01T02:00:00,H100,1,false\n",
+            ["d.csv", "gap", "2026-01-01T01:00:00", "after row 2"],
+        ),
+        # the same hour twice
+        (
+            HEADER + "2026-01-01T00:00:00,H100,1,false\n2026-01-01T00:00:00,H100,2,false\n",
+            ["d.csv, row 3", "duplicate hour", "first at row 2"],
+        ),
+        # negative demand
+        (HEADER + "2026-01-01T00:00:00,H100,-1,false\n", ["d.csv, row 2, column gpus", "≥ 0"]),
+        # NaN demand
+        (HEADER + "2026-01-01T00:00:00,H100,nan,false\n", ["row 2, column gpus"]),
+        # unknown GPU, with a suggestion
+        (
+            HEADER + "2026-01-01T00:00:00,H1000,1,false\n",
+            ["row 2, column gpu", "unknown GPU 'H1000'", "did you mean"],
+        ),
+        # malformed timestamp
+        (HEADER + "yesterday,H100,1,false\n", ["row 2, column timestamp", "not an ISO time"]),
+        # not on the hour
+        (
+            HEADER + "2026-01-01T00:30:00,H100,1,false\n",
+            ["row 2, column timestamp", "not on the hour"],
+        ),
+        # bad boolean
+        (HEADER + "2026-01-01T00:00:00,H100,1,maybe\n", ["row 2, column interruptible"]),
+        # missing column
+        ("timestamp,gpu,gpus\n2026-01-01T00:00:00,H100,1\n", ["missing column(s) interruptible"]),
+        # empty cell
+        (HEADER + "2026-01-01T00:00:00,,1,false\n", ["row 2, column gpu: empty"]),
+        # header only
+        (HEADER, ["no rows"]),
+    ],
+)
 def test_bad_files_name_file_row_column(text: str, needles: list[str]) -> None:
     with pytest.raises(DataFileError) as exc:
         parse_demand_csv(text, "d.csv")

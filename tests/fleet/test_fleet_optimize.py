@@ -25,14 +25,25 @@ from gpuwise.units import HOURS_PER_YEAR
 
 
 def prices(gpu: str, od: float, spot: float | None, reserved: list[tuple[int, float]]) -> GpuPrices:
-    opts = tuple(ReservedOption(f"c{i}", term, rate, 1 - rate / od, "test")
-                 for i, (term, rate) in enumerate(reserved))
-    return GpuPrices(gpu, PriceQuote(od, "c0", "r"), None if spot is None else PriceQuote(spot, "c0", "r"),
-                     opts, ())
+    opts = tuple(
+        ReservedOption(f"c{i}", term, rate, 1 - rate / od, "test")
+        for i, (term, rate) in enumerate(reserved)
+    )
+    return GpuPrices(
+        gpu,
+        PriceQuote(od, "c0", "r"),
+        None if spot is None else PriceQuote(spot, "c0", "r"),
+        opts,
+        (),
+    )
 
 
-def demand(firm: list[list[float]], flex: list[list[float]], gpus: tuple[str, ...] = ("H100",),
-           start: dt.datetime = dt.datetime(2026, 1, 1)) -> Demand:
+def demand(
+    firm: list[list[float]],
+    flex: list[list[float]],
+    gpus: tuple[str, ...] = ("H100",),
+    start: dt.datetime = dt.datetime(2026, 1, 1),
+) -> Demand:
     return Demand(start, gpus, np.array(firm, dtype=float), np.array(flex, dtype=float), "test")
 
 
@@ -42,8 +53,10 @@ def demand(firm: list[list[float]], flex: list[list[float]], gpus: tuple[str, ..
 def brute_force(d: Demand, pr: dict[str, GpuPrices], opt: FleetOptions) -> float:
     """Enumerate every whole reservation and every whole hourly split; min cost under the caps."""
     months, month_of = d.month_index()
-    per_gpu_opts = [[(g, i) for i, o in enumerate(pr[gpu].reserved) if o.term_years in opt.terms]
-                    for g, gpu in enumerate(d.gpus)]
+    per_gpu_opts = [
+        [(g, i) for i, o in enumerate(pr[gpu].reserved) if o.term_years in opt.terms]
+        for g, gpu in enumerate(d.gpus)
+    ]
     keys = [k for opts in per_gpu_opts for k in opts]
     peaks = [math.ceil(d.total[g].max()) for g in range(len(d.gpus))]
     best = math.inf
@@ -54,14 +67,21 @@ def brute_force(d: Demand, pr: dict[str, GpuPrices], opt: FleetOptions) -> float
             continue
         if opt.max_reserved_gpus is not None and sum(combo) > opt.max_reserved_gpus:
             continue
-        commit = sum(n * pr[d.gpus[g]].reserved[i].usd_per_gpu_hour * HOURS_PER_YEAR * pr[d.gpus[g]].reserved[i].term_years
-                     for (g, i), n in counts.items())
+        commit = sum(
+            n
+            * pr[d.gpus[g]].reserved[i].usd_per_gpu_hour
+            * HOURS_PER_YEAR
+            * pr[d.gpus[g]].reserved[i].term_years
+            for (g, i), n in counts.items()
+        )
         if opt.max_commitment_usd is not None and commit > opt.max_commitment_usd + 1e-6:
             continue
         month_cost = np.zeros(len(months))
         for g, gpu in enumerate(d.gpus):
             p = pr[gpu]
-            rate = sum(n * p.reserved[i].usd_per_gpu_hour for (gg, i), n in counts.items() if gg == g)
+            rate = sum(
+                n * p.reserved[i].usd_per_gpu_hour for (gg, i), n in counts.items() if gg == g
+            )
             cap_useful = opt.spot_capacity_gpus.get(gpu, math.inf) / (1 + opt.spot_overhead)
             for h in range(d.hours):
                 f, x, r = int(d.firm[g, h]), int(d.interruptible[g, h]), total_r[g]
@@ -107,20 +127,35 @@ def random_instance(rng: np.random.Generator, n_gpus: int) -> tuple[Demand, dict
 def test_matches_brute_force(seed: int) -> None:
     rng = np.random.default_rng(seed)
     d, pr = random_instance(rng, n_gpus=1 + seed % 2)
-    uncapped = FleetOptions(spot_overhead=float(rng.choice([0.0, 0.1, 0.5])),
-                            spot_capacity_gpus={g: float(rng.integers(0, 3)) for g in d.gpus if rng.random() < 0.5})
+    uncapped = FleetOptions(
+        spot_overhead=float(rng.choice([0.0, 0.1, 0.5])),
+        spot_capacity_gpus={g: float(rng.integers(0, 3)) for g in d.gpus if rng.random() < 0.5},
+    )
     best = brute_force(d, pr, uncapped)
     # each cap set between "binding" and "loose", from the uncapped optimum
     caps = [
         uncapped,
-        FleetOptions(spot_overhead=uncapped.spot_overhead, spot_capacity_gpus=uncapped.spot_capacity_gpus,
-                     max_reserved_gpus=int(rng.integers(0, 3))),
-        FleetOptions(spot_overhead=uncapped.spot_overhead, spot_capacity_gpus=uncapped.spot_capacity_gpus,
-                     max_commitment_usd=float(rng.uniform(0, 3)) * HOURS_PER_YEAR),
-        FleetOptions(spot_overhead=uncapped.spot_overhead, spot_capacity_gpus=uncapped.spot_capacity_gpus,
-                     monthly_budget_usd=best * float(rng.uniform(0.5, 1.0)), terms=(1,)),
-        FleetOptions(spot_overhead=uncapped.spot_overhead, spot_capacity_gpus=uncapped.spot_capacity_gpus,
-                     budget_usd=best * 1.01),
+        FleetOptions(
+            spot_overhead=uncapped.spot_overhead,
+            spot_capacity_gpus=uncapped.spot_capacity_gpus,
+            max_reserved_gpus=int(rng.integers(0, 3)),
+        ),
+        FleetOptions(
+            spot_overhead=uncapped.spot_overhead,
+            spot_capacity_gpus=uncapped.spot_capacity_gpus,
+            max_commitment_usd=float(rng.uniform(0, 3)) * HOURS_PER_YEAR,
+        ),
+        FleetOptions(
+            spot_overhead=uncapped.spot_overhead,
+            spot_capacity_gpus=uncapped.spot_capacity_gpus,
+            monthly_budget_usd=best * float(rng.uniform(0.5, 1.0)),
+            terms=(1,),
+        ),
+        FleetOptions(
+            spot_overhead=uncapped.spot_overhead,
+            spot_capacity_gpus=uncapped.spot_capacity_gpus,
+            budget_usd=best * 1.01,
+        ),
     ]
     for opt in caps:
         expected = brute_force(d, pr, opt)
@@ -132,7 +167,11 @@ def test_matches_brute_force(seed: int) -> None:
         assert got.objective_usd == pytest.approx(expected, rel=1e-7, abs=1e-7), opt
         # the reported objective is what the dispatch really costs
         disp = dispatch(d, pr, got.counts, opt)
-        real = disp.reserved_usd_per_hour.sum() * d.hours + disp.spot_usd.sum() + disp.on_demand_usd.sum()
+        real = (
+            disp.reserved_usd_per_hour.sum() * d.hours
+            + disp.spot_usd.sum()
+            + disp.on_demand_usd.sum()
+        )
         assert real == pytest.approx(expected, rel=1e-7, abs=1e-7)
 
 
@@ -144,8 +183,12 @@ def test_cost_curve_matches_dispatch(seed: int) -> None:
     ks = np.arange(8, dtype=float)
     curve = cost_curve(d.firm[0], d.interruptible[0], _curve(pr["H100"], opt), ks)
     for k in range(8):
-        p1 = prices("H100", pr["H100"].on_demand.usd_per_gpu_hour,
-                    None if pr["H100"].spot is None else pr["H100"].spot.usd_per_gpu_hour, [(1, 0.0)])
+        p1 = prices(
+            "H100",
+            pr["H100"].on_demand.usd_per_gpu_hour,
+            None if pr["H100"].spot is None else pr["H100"].spot.usd_per_gpu_hour,
+            [(1, 0.0)],
+        )
         disp = dispatch(d, {"H100": p1}, {("H100", 0): k}, opt)
         assert curve[k] == pytest.approx(disp.spot_usd.sum() + disp.on_demand_usd.sum())
 
@@ -232,7 +275,13 @@ def test_sensitivity_rows() -> None:
     plan = plan_fleet(d, {"H100": prices("H100", 3.0, None, [(1, 2.0)])})
     assert [(c.count) for c in plan.commitments] == [12]
     names = [s.name for s in plan.sensitivity]
-    assert names == ["demand -20%", "demand +20%", "spot price +25%", "spot price +50%", "spot price +100%"]
+    assert names == [
+        "demand -20%",
+        "demand +20%",
+        "spot price +25%",
+        "spot price +50%",
+        "spot price +100%",
+    ]
     down, up = plan.sensitivity[0], plan.sensitivity[1]
     assert down.reserved_utilization == pytest.approx(0.8)  # 9.6 of 12 reserved GPUs busy
     assert down.cost_usd == pytest.approx(12 * 48 * 2.0)
@@ -255,20 +304,29 @@ def test_huge_and_fractional_demand_stays_small_and_exact() -> None:
     # hour at $3, a quarter hour of spot at $1.075, a full hour at $3); the next saves only $3.
     assert sol.counts == {("H100", 0): 2_000_001}
     disp = dispatch(d, pr, sol.counts, FleetOptions())
-    assert sol.objective_usd == pytest.approx(disp.reserved_usd_per_hour.sum() * 3 + disp.on_demand_usd.sum()
-                                              + disp.spot_usd.sum())
+    assert sol.objective_usd == pytest.approx(
+        disp.reserved_usd_per_hour.sum() * 3 + disp.on_demand_usd.sum() + disp.spot_usd.sum()
+    )
 
 
-@pytest.mark.parametrize(("hours", "terms", "extrapolated"), [
-    (48, (1, 3), True),                         # 2 days of demand, a 3-year reservation proposed
-    (48, (1,), True),                           # even 1 year outlasts 2 days
-    (int(3 * HOURS_PER_YEAR) + 24, (3,), False),  # the demand covers the whole term
-])
-def test_a_term_longer_than_the_demand_is_flagged_as_extrapolated(hours: int, terms: tuple[int, ...],
-                                                                 extrapolated: bool) -> None:
+@pytest.mark.parametrize(
+    ("hours", "terms", "extrapolated"),
+    [
+        (48, (1, 3), True),  # 2 days of demand, a 3-year reservation proposed
+        (48, (1,), True),  # even 1 year outlasts 2 days
+        (int(3 * HOURS_PER_YEAR) + 24, (3,), False),  # the demand covers the whole term
+    ],
+)
+def test_a_term_longer_than_the_demand_is_flagged_as_extrapolated(
+    hours: int, terms: tuple[int, ...], extrapolated: bool
+) -> None:
     d = demand([[8] * hours], [[0] * hours])
-    plan = plan_fleet(d, {"H100": prices("H100", 3.0, 2.5, [(1, 2.0), (3, 1.5)])}, FleetOptions(terms=terms),
-                      sensitivity=False)
+    plan = plan_fleet(
+        d,
+        {"H100": prices("H100", 3.0, 2.5, [(1, 2.0), (3, 1.5)])},
+        FleetOptions(terms=terms),
+        sensitivity=False,
+    )
     assert plan.commitments  # flat demand: reserving is cheapest
     assert plan.extrapolated is extrapolated
     said = [n for n in plan.notes if n.startswith("extrapolated:")]

@@ -19,12 +19,14 @@ def test_cash_purchase_hand_case() -> None:
     assert r.own.power_usd == pytest.approx(12_614.4)
     assert r.own.depreciation_usd == pytest.approx(200_000)
     assert r.own_cost_usd == pytest.approx(212_614.4)
-    assert r.cloud_cost_usd == pytest.approx({
-        "on-demand": 2.0 * 8 * HOURS_3Y * 0.5,  # 210,240: pay only busy hours
-        "spot": 0.5 * 1.1 * 8 * HOURS_3Y * 0.5,  # 57,816: overhead included
-        "reserved-1y": 1.2 * 8 * HOURS_3Y,  # 252,288: every hour
-        "reserved-3y": None,
-    })
+    assert r.cloud_cost_usd == pytest.approx(
+        {
+            "on-demand": 2.0 * 8 * HOURS_3Y * 0.5,  # 210,240: pay only busy hours
+            "spot": 0.5 * 1.1 * 8 * HOURS_3Y * 0.5,  # 57,816: overhead included
+            "reserved-1y": 1.2 * 8 * HOURS_3Y,  # 252,288: every hour
+            "reserved-3y": None,
+        }
+    )
     # owning = renting on demand at 212,614.4 / (2 × 8 × 26,280)
     assert r.break_even_utilization == pytest.approx(212_614.4 / 420_480)
     # monthly: reserved rent 7,008 vs own 200,000 up front + 350.4/month → month 31
@@ -36,8 +38,15 @@ def test_cash_purchase_hand_case() -> None:
 
 
 def test_residual_and_opex_hand_case() -> None:
-    own = OwnCosts(server_price_usd=100_000, usd_per_kwh=0.0, depreciation_years=5, residual_fraction=0.2,
-                   colocation_usd_per_month=1_000, staff_usd_per_year=10_000, maintenance_fraction_per_year=0.05)
+    own = OwnCosts(
+        server_price_usd=100_000,
+        usd_per_kwh=0.0,
+        depreciation_years=5,
+        residual_fraction=0.2,
+        colocation_usd_per_month=1_000,
+        staff_usd_per_year=10_000,
+        maintenance_fraction_per_year=0.05,
+    )
     r = compute_tco("H100", 8, 3, 1.0, own, CloudRates(3.0, None, None, None), tdp_w=700)
     assert r.own.depreciation_usd == pytest.approx(80_000 * 3 / 5)
     assert r.own.colocation_usd == pytest.approx(36_000)
@@ -56,12 +65,15 @@ def test_financed_purchase_interest() -> None:
     assert r.monthly_own_cash_usd[12] == pytest.approx(12 * payment)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"server_price_usd": -1, "usd_per_kwh": 0.1},  # negative price
-    {"server_price_usd": float("nan"), "usd_per_kwh": 0.1},  # NaN
-    {"server_price_usd": 1e5, "usd_per_kwh": 0.1, "pue": 0.5},  # PUE below 1
-    {"server_price_usd": 1e5, "usd_per_kwh": float("inf")},  # infinite tariff
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"server_price_usd": -1, "usd_per_kwh": 0.1},  # negative price
+        {"server_price_usd": float("nan"), "usd_per_kwh": 0.1},  # NaN
+        {"server_price_usd": 1e5, "usd_per_kwh": 0.1, "pue": 0.5},  # PUE below 1
+        {"server_price_usd": 1e5, "usd_per_kwh": float("inf")},  # infinite tariff
+    ],
+)
 def test_bad_own_costs(kwargs: dict[str, float]) -> None:
     with pytest.raises(InputError):
         OwnCosts(**kwargs)  # type: ignore[arg-type]

@@ -27,7 +27,11 @@ def test_hand_computed_ranking_and_sensitivity() -> None:
     norm = {n.metric: n.normalized for n in r.normalization}
     assert norm["m1"] == {"X": 0.0, "Y": 1.0, "Z": 0.5}  # (x − 10) / (20 − 10)
     assert norm["m2"] == {"X": 0.5, "Y": 0.0, "Z": 1.0}  # (10 − x) / (10 − 0)
-    assert [(s.vendor, round(s.score, 9)) for s in r.ranking] == [("Z", 0.7), ("Y", 0.6), ("X", 0.2)]
+    assert [(s.vendor, round(s.score, 9)) for s in r.ranking] == [
+        ("Z", 0.7),
+        ("Y", 0.6),
+        ("X", 0.2),
+    ]
     assert r.ranking[0].by_dimension == pytest.approx({"a": 0.3, "b": 0.4})
     # Z = 1 − 0.5 w_a and Y = w_a cross at w_a = 2/3; symmetric for b at 1/3
     sens = {s.dimension: s for s in r.sensitivity}
@@ -46,15 +50,24 @@ def test_weights_must_sum_to_one_unless_normalized() -> None:
     assert any("rescaled" in n for n in crit.notes)
 
 
-@pytest.mark.parametrize(("mutate", "needle"), [
-    (lambda d: d["vendors"][0]["values"].pop("m1"), "no value for a.m1"),  # missing, nothing to fill
-    (lambda d: d["vendors"][0]["values"].update(m1="fast"), "not a finite number"),  # not a number
-    (lambda d: d["vendors"][0]["values"].update(m3=1), "not a metric"),  # unknown metric
-    (lambda d: d["criteria"]["a"]["m1"].update(direction="up"), "direction"),  # bad direction
-    (lambda d: d["weights"].update(a=-0.6, b=1.6), "negative"),  # negative weight
-    (lambda d: d["vendors"].pop() and d["vendors"].pop(), "at least two vendors"),  # one vendor
-    (lambda d: d["weights"].pop("b"), "do not match"),  # weight missing for a dimension
-])
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (
+            lambda d: d["vendors"][0]["values"].pop("m1"),
+            "no value for a.m1",
+        ),  # missing, nothing to fill
+        (
+            lambda d: d["vendors"][0]["values"].update(m1="fast"),
+            "not a finite number",
+        ),  # not a number
+        (lambda d: d["vendors"][0]["values"].update(m3=1), "not a metric"),  # unknown metric
+        (lambda d: d["criteria"]["a"]["m1"].update(direction="up"), "direction"),  # bad direction
+        (lambda d: d["weights"].update(a=-0.6, b=1.6), "negative"),  # negative weight
+        (lambda d: d["vendors"].pop() and d["vendors"].pop(), "at least two vendors"),  # one vendor
+        (lambda d: d["weights"].pop("b"), "do not match"),  # weight missing for a dimension
+    ],
+)
 def test_bad_documents(mutate: Any, needle: str) -> None:
     d = doc()
     mutate(d)
@@ -67,21 +80,37 @@ def test_equal_values_normalize_to_one() -> None:
     for v in d["vendors"]:
         v["values"]["m1"] = 7
     r = score_vendors(parse_criteria(d, "v.yaml"))
-    assert next(n for n in r.normalization if n.metric == "m1").normalized == {"X": 1.0, "Y": 1.0, "Z": 1.0}
+    assert next(n for n in r.normalization if n.metric == "m1").normalized == {
+        "X": 1.0,
+        "Y": 1.0,
+        "Z": 1.0,
+    }
 
 
-@pytest.mark.parametrize(("vendor", "needle", "suggestion"), [
-    # an unknown gpu: was "unknown GPU 'H10'" without the file or the vendor
-    ({"gpu": "H10", "cloud": "aws"}, r"v\.yaml: vendors\[0\] \(X\): unknown GPU 'H10'", "H100"),
-    # an unknown cloud: was "no value for ... usd_per_gpu_hour", which hid the typo
-    ({"gpu": "H100", "cloud": "awz"}, r"v\.yaml: vendors\[0\] \(X\): unknown cloud 'awz'", "aws"),
-])
-def test_filled_values_name_the_vendor_and_suggest(vendor: dict[str, str], needle: str, suggestion: str) -> None:
+@pytest.mark.parametrize(
+    ("vendor", "needle", "suggestion"),
+    [
+        # an unknown gpu: was "unknown GPU 'H10'" without the file or the vendor
+        ({"gpu": "H10", "cloud": "aws"}, r"v\.yaml: vendors\[0\] \(X\): unknown GPU 'H10'", "H100"),
+        # an unknown cloud: was "no value for ... usd_per_gpu_hour", which hid the typo
+        (
+            {"gpu": "H100", "cloud": "awz"},
+            r"v\.yaml: vendors\[0\] \(X\): unknown cloud 'awz'",
+            "aws",
+        ),
+    ],
+)
+def test_filled_values_name_the_vendor_and_suggest(
+    vendor: dict[str, str], needle: str, suggestion: str
+) -> None:
     from gpuwise.catalog import load_catalog
     from gpuwise.fleet.vendors import catalog_filler
 
-    d = {"weights": {"cost": 1.0}, "criteria": {"cost": {"usd_per_gpu_hour": {"direction": "lower"}}},
-         "vendors": [{"name": "X", **vendor}, {"name": "Y", "values": {"usd_per_gpu_hour": 2.0}}]}
+    d = {
+        "weights": {"cost": 1.0},
+        "criteria": {"cost": {"usd_per_gpu_hour": {"direction": "lower"}}},
+        "vendors": [{"name": "X", **vendor}, {"name": "Y", "values": {"usd_per_gpu_hour": 2.0}}],
+    }
     fill = catalog_filler(load_catalog().offers, {})
     with pytest.raises(DataFileError, match=needle) as exc:
         parse_criteria(d, "v.yaml", fill=fill)

@@ -36,9 +36,23 @@ def wait_for(probe: Callable[[], T | None], timeout_s: float = 60.0, what: str =
 
 
 def _busy(mib: int, pid: int, workload: str, sm: float) -> dict[str, Any]:
-    return {"util": 90, "sm_active": sm, "tensor_active": sm / 2, "memory_used_mib": mib, "power_w": 500,
-            "temperature_c": 60, "processes": [{"pid": pid, "memory_mib": mib - 500, "user": "u",
-                                                "command": "python x.py", "workload": workload}]}
+    return {
+        "util": 90,
+        "sm_active": sm,
+        "tensor_active": sm / 2,
+        "memory_used_mib": mib,
+        "power_w": 500,
+        "temperature_c": 60,
+        "processes": [
+            {
+                "pid": pid,
+                "memory_mib": mib - 500,
+                "user": "u",
+                "command": "python x.py",
+                "workload": workload,
+            }
+        ],
+    }
 
 
 def day_trace() -> dict[str, Any]:
@@ -49,16 +63,38 @@ def day_trace() -> dict[str, Any]:
     GPU 1: 24 h a small job at SM-active 0.10 (active) peaking at 10,000 MiB.
         → allocated 24, active 24, idle 0; cost $72, wasted $0; downsize + MIG advice.
     """
-    idle_nb = {"util": 0, "sm_active": 0.0, "memory_used_mib": 20000, "power_w": 80, "temperature_c": 35,
-               "processes": [{"pid": 7, "memory_mib": 19500, "user": "nb", "command": "jupyter", "workload": "nb/jupyter"}]}
+    idle_nb = {
+        "util": 0,
+        "sm_active": 0.0,
+        "memory_used_mib": 20000,
+        "power_w": 80,
+        "temperature_c": 35,
+        "processes": [
+            {
+                "pid": 7,
+                "memory_mib": 19500,
+                "user": "nb",
+                "command": "jupyter",
+                "workload": "nb/jupyter",
+            }
+        ],
+    }
     empty = {"util": 0, "sm_active": 0.0, "memory_used_mib": 0, "power_w": 70, "temperature_c": 30}
     small = _busy(10000, 9, "small/job", 0.10)
-    return {"name": "day", "interval_s": 3600, "host": "testhost",
-            "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-day-0", "memory_total_mib": 81559},
-                     {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-day-1", "memory_total_mib": 81559}],
-            "frames": [{"repeat": 8, "gpus": [_busy(60000, 5, "train/llm", 0.6), small]},
-                       {"repeat": 4, "gpus": [idle_nb, small]},
-                       {"repeat": 12, "gpus": [empty, small]}]}
+    return {
+        "name": "day",
+        "interval_s": 3600,
+        "host": "testhost",
+        "gpus": [
+            {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-day-0", "memory_total_mib": 81559},
+            {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-day-1", "memory_total_mib": 81559},
+        ],
+        "frames": [
+            {"repeat": 8, "gpus": [_busy(60000, 5, "train/llm", 0.6), small]},
+            {"repeat": 4, "gpus": [idle_nb, small]},
+            {"repeat": 12, "gpus": [empty, small]},
+        ],
+    }
 
 
 @pytest.fixture(name="wait_for")

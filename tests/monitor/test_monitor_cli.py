@@ -24,7 +24,9 @@ def test_monitor_records_and_report_reads_the_db(cli: Any, tmp_path: Path) -> No
     rep = r.json()
     assert rep["source"] == f"sqlite:{db}"
     assert len(rep["gpus"]) == 2
-    assert [g["allocated_hours"] for g in rep["gpus"]] == pytest.approx([2 / 3600, 2 / 3600])  # 2 × 1 s rows
+    assert [g["allocated_hours"] for g in rep["gpus"]] == pytest.approx(
+        [2 / 3600, 2 / 3600]
+    )  # 2 × 1 s rows
 
 
 def test_monitor_default_db_is_in_the_data_dir(cli: Any, isolated_env: Path) -> None:
@@ -48,17 +50,37 @@ def test_exporter_once_prints_metrics(cli: Any) -> None:
 
 def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> None:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "exporter", "--fake", "xid", "--port", str(port),
-                             "--interval", "0.1s", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpuwise",
+            "exporter",
+            "--fake",
+            "xid",
+            "--port",
+            str(port),
+            "--interval",
+            "0.1s",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
-        info = json.loads(proc.stdout.readline() + "".join(iter(lambda: proc.stdout.readline(), "}\n")) + "}")
+        info = json.loads(
+            proc.stdout.readline() + "".join(iter(lambda: proc.stdout.readline(), "}\n")) + "}"
+        )
         assert info["url"] == f"http://127.0.0.1:{port}"
 
         def lost() -> bool:
             with urllib.request.urlopen(info["metrics"], timeout=5) as resp:
-                return 'gpuwise_gpu_up{gpu="1"' in (text := resp.read().decode()) and "} 0.0" in text.split(
-                    'gpuwise_gpu_up{gpu="1"', 1)[1].split("\n", 1)[0]
+                return (
+                    'gpuwise_gpu_up{gpu="1"' in (text := resp.read().decode())
+                    and "} 0.0" in text.split('gpuwise_gpu_up{gpu="1"', 1)[1].split("\n", 1)[0]
+                )
 
         wait_for(lost, 30, "GPU 1 to be reported lost while the exporter keeps serving")
     finally:
@@ -68,27 +90,42 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["report", "--fake", "idel"], "unknown fake scenario 'idel' — To fix: use one of"),      # typo
-    (["report", "--fake", "idle", "--since", "-1h"], "cannot read --since"),                   # negative
-    (["report", "--fake", "idle", "--since", "nan"], "--since must be a finite number"),
-    (["report", "--fake", "idle", "--since", "forever"], "cannot read --since"),
-    (["report", "--fake", "idle", "--since", "100000000h"], "longer than 10 years"),          # huge
-    (["report", "--fake", "idle", "--until", "1e20"], "--until must be ≤"),
-    (["report", "--fake", "idle", "--until", "10", "--since", "1h"], "the window starts before 1970"),
-    (["report", "--fake", "idle", "--price-usd-per-hour", "-3"], "must be ≥ 0"),
-    (["report", "--fake", "idle", "--instance-type", "p9.huge"], "instance type 'p9.huge' is not in the catalog"),
-    (["report", "--prometheus", "ftp://x"], "--prometheus must be an http(s) URL"),
-    (["report", "--fake", "idle", "--db", "x.sqlite"], "give only one of --db, --prometheus and --fake"),
-    (["report", "--db", "/nonexistent/h.sqlite"], "no history at /nonexistent/h.sqlite"),
-    (["report", "--prometheus", "http://127.0.0.1:9"], "cannot query Prometheus"),
-    (["monitor", "--fake", "idle", "--reads", "0"], "--reads must be ≥ 1"),
-    (["monitor", "--fake", "idle", "--interval", "0s"], "--interval must be > 0"),
-    (["monitor", "--fake", "idle", "--interval", "0.5s"], "--interval must be ≥ 1 s"),
-    (["exporter", "--fake", "idle", "--port", "99999"], "--port must be 0-65535"),
-    (["exporter", "--fake", "/nonexistent/trace.json"], "cannot read trace"),
-    (["exporter", "--fake", "idle", "--port", "0", "--instance-type", "p9.huge"], "instance type 'p9.huge' is not"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["report", "--fake", "idel"], "unknown fake scenario 'idel' — To fix: use one of"),  # typo
+        (["report", "--fake", "idle", "--since", "-1h"], "cannot read --since"),  # negative
+        (["report", "--fake", "idle", "--since", "nan"], "--since must be a finite number"),
+        (["report", "--fake", "idle", "--since", "forever"], "cannot read --since"),
+        (["report", "--fake", "idle", "--since", "100000000h"], "longer than 10 years"),  # huge
+        (["report", "--fake", "idle", "--until", "1e20"], "--until must be ≤"),
+        (
+            ["report", "--fake", "idle", "--until", "10", "--since", "1h"],
+            "the window starts before 1970",
+        ),
+        (["report", "--fake", "idle", "--price-usd-per-hour", "-3"], "must be ≥ 0"),
+        (
+            ["report", "--fake", "idle", "--instance-type", "p9.huge"],
+            "instance type 'p9.huge' is not in the catalog",
+        ),
+        (["report", "--prometheus", "ftp://x"], "--prometheus must be an http(s) URL"),
+        (
+            ["report", "--fake", "idle", "--db", "x.sqlite"],
+            "give only one of --db, --prometheus and --fake",
+        ),
+        (["report", "--db", "/nonexistent/h.sqlite"], "no history at /nonexistent/h.sqlite"),
+        (["report", "--prometheus", "http://127.0.0.1:9"], "cannot query Prometheus"),
+        (["monitor", "--fake", "idle", "--reads", "0"], "--reads must be ≥ 1"),
+        (["monitor", "--fake", "idle", "--interval", "0s"], "--interval must be > 0"),
+        (["monitor", "--fake", "idle", "--interval", "0.5s"], "--interval must be ≥ 1 s"),
+        (["exporter", "--fake", "idle", "--port", "99999"], "--port must be 0-65535"),
+        (["exporter", "--fake", "/nonexistent/trace.json"], "cannot read trace"),
+        (
+            ["exporter", "--fake", "idle", "--port", "0", "--instance-type", "p9.huge"],
+            "instance type 'p9.huge' is not",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(cli: Any, args: list[str], needle: str) -> None:
     r = cli(*args)
     assert r.code == 2, (r.stdout, r.stderr)
@@ -122,7 +159,9 @@ def test_without_nvml_the_commands_say_how_to_fix(cli: Any) -> None:
 def _limit_file_size() -> None:  # runs in the child: files may not grow past 20 kB
     import resource
 
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+    signal.signal(
+        signal.SIGXFSZ, signal.SIG_IGN
+    )  # a write past the limit fails with EFBIG instead of killing
     resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
 
 
@@ -131,8 +170,13 @@ def test_report_html_failed_write_keeps_the_old_report(tmp_path: Path) -> None:
     # a failed --html write used to truncate the previous report and leave 20 kB of half an HTML page
     out = tmp_path / "report.html"
     out.write_text("last week's report\n")
-    r = subprocess.run([sys.executable, "-m", "gpuwise", "report", "--fake", "idle", "--html", str(out)],
-                       capture_output=True, text=True, check=False, preexec_fn=_limit_file_size)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuwise", "report", "--fake", "idle", "--html", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=_limit_file_size,
+    )
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("error: cannot write") and r.stderr.count("\n") == 1
     assert out.read_text() == "last week's report\n"

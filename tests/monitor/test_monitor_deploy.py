@@ -16,15 +16,23 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package prometheus)")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool is not installed (Debian package prometheus)"
+)
 
 
 @pytest.mark.slow
 @needs_promtool
 @pytest.mark.slow
 def test_rules_pass_promtool_unit_tests() -> None:
-    r = subprocess.run([PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"], cwd=DEPLOY / "prometheus",  # type: ignore[list-item]
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"],
+        cwd=DEPLOY / "prometheus",  # type: ignore[list-item]
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SUCCESS" in r.stdout + r.stderr
 
@@ -34,10 +42,18 @@ def test_rules_pass_promtool_unit_tests() -> None:
 def test_promtool_unit_tests_catch_day_scaled_rules(tmp_path: Path) -> None:
     """The same unit tests fail on the old `avg_over_time(x[1d]) * 24` rules, which turned 2 hours
     at $10/h into $240 of waste."""
-    shutil.copy(REPO / "tests/monitor/fixtures/rules_avg_over_time_1d.yml", tmp_path / "gpuwise-rules.yml")
+    shutil.copy(
+        REPO / "tests/monitor/fixtures/rules_avg_over_time_1d.yml", tmp_path / "gpuwise-rules.yml"
+    )
     shutil.copy(DEPLOY / "prometheus/gpuwise-rules.test.yml", tmp_path)
-    r = subprocess.run([PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"], cwd=tmp_path,  # type: ignore[list-item]
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [PROMTOOL, "test", "rules", "gpuwise-rules.test.yml"],
+        cwd=tmp_path,  # type: ignore[list-item]
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "FAILED" in out
     assert 'gpuwise:gpu_wasted_usd:1d", time: 2h' in out and "2.4E+02" in out
@@ -45,9 +61,18 @@ def test_promtool_unit_tests_catch_day_scaled_rules(tmp_path: Path) -> None:
 
 @needs_promtool
 def test_rules_and_example_config_check() -> None:
-    for args in (["check", "rules", "gpuwise-rules.yml"], ["check", "config", "prometheus.example.yml"]):
-        r = subprocess.run([PROMTOOL, *args], cwd=DEPLOY / "prometheus", capture_output=True, text=True,  # type: ignore[list-item]
-                           timeout=60, check=False)
+    for args in (
+        ["check", "rules", "gpuwise-rules.yml"],
+        ["check", "config", "prometheus.example.yml"],
+    ):
+        r = subprocess.run(
+            [PROMTOOL, *args],
+            cwd=DEPLOY / "prometheus",
+            capture_output=True,
+            text=True,  # type: ignore[list-item]
+            timeout=60,
+            check=False,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -55,12 +80,28 @@ def test_every_alert_the_issue_asks_for_is_there() -> None:
     rules = yaml.safe_load((DEPLOY / "prometheus/gpuwise-rules.yml").read_text())
     alerts = {r["alert"]: r for g in rules["groups"] for r in g["rules"] if "alert" in r}
     records = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
-    assert {"GpuwiseGpuMemoryHigh", "GpuwiseGpuAllocatedIdle", "GpuwiseGpuTemperatureHigh",
-            "GpuwiseGpuThermalThrottling", "GpuwiseXidError", "GpuwiseExporterDown"} <= set(alerts)
-    assert alerts["GpuwiseGpuMemoryHigh"]["for"] == "10m" and "0.85" in alerts["GpuwiseGpuMemoryHigh"]["expr"]
-    assert alerts["GpuwiseGpuAllocatedIdle"]["for"] == "1h" and "0.05" in alerts["GpuwiseGpuAllocatedIdle"]["expr"]
-    assert {"gpuwise:gpu_hours_active:1d", "gpuwise:gpu_hours_idle:1d", "gpuwise:gpu_cost_usd:1d",
-            "gpuwise:gpu_wasted_usd:1d"} <= records
+    assert {
+        "GpuwiseGpuMemoryHigh",
+        "GpuwiseGpuAllocatedIdle",
+        "GpuwiseGpuTemperatureHigh",
+        "GpuwiseGpuThermalThrottling",
+        "GpuwiseXidError",
+        "GpuwiseExporterDown",
+    } <= set(alerts)
+    assert (
+        alerts["GpuwiseGpuMemoryHigh"]["for"] == "10m"
+        and "0.85" in alerts["GpuwiseGpuMemoryHigh"]["expr"]
+    )
+    assert (
+        alerts["GpuwiseGpuAllocatedIdle"]["for"] == "1h"
+        and "0.05" in alerts["GpuwiseGpuAllocatedIdle"]["expr"]
+    )
+    assert {
+        "gpuwise:gpu_hours_active:1d",
+        "gpuwise:gpu_hours_idle:1d",
+        "gpuwise:gpu_cost_usd:1d",
+        "gpuwise:gpu_wasted_usd:1d",
+    } <= records
 
 
 def _exported_names() -> set[str]:
@@ -90,7 +131,9 @@ def _metric_names(expr: str) -> set[str]:
 def test_dashboard_panels_query_series_that_exist() -> None:
     dash = json.loads((DEPLOY / "grafana/gpuwise-dashboard.json").read_text())
     rules = yaml.safe_load((DEPLOY / "prometheus/gpuwise-rules.yml").read_text())
-    known = _exported_names() | {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
+    known = _exported_names() | {
+        r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r
+    }
     titles = " ".join(p["title"].lower() for p in dash["panels"])
     for topic in ("utilization", "memory", "power", "temperature", "cost", "wasted"):
         assert topic in titles, topic
@@ -104,7 +147,9 @@ def test_dashboard_panels_query_series_that_exist() -> None:
 
 def test_rules_use_only_series_that_exist() -> None:
     rules = yaml.safe_load((DEPLOY / "prometheus/gpuwise-rules.yml").read_text())
-    known = _exported_names() | {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
+    known = _exported_names() | {
+        r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r
+    }
     for g in rules["groups"]:
         for r in g["rules"]:
             assert not _metric_names(r["expr"]) - known, r
@@ -125,7 +170,13 @@ def _k8s_validate(obj: dict[str, Any], type_name: str, path: str = "") -> None:
         for key, item in obj.items():
             _k8s_validate(item, type_name[5:-1].split(", ", 1)[1], f"{path}.{key}")
         return
-    primitive = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": (str, int, dict, list)}
+    primitive = {
+        "str": str,
+        "int": int,
+        "bool": bool,
+        "float": (int, float),
+        "object": (str, int, dict, list),
+    }
     if type_name in primitive:
         assert isinstance(obj, primitive[type_name]), f"{path}: expected {type_name}, got {obj!r}"  # type: ignore[arg-type]
         return
@@ -142,8 +193,12 @@ def _k8s_validate(obj: dict[str, Any], type_name: str, path: str = "") -> None:
     client.ApiClient().deserialize(_Response(), type_name)  # raises on a missing required field
 
 
-_MODELS = {"Namespace": "V1Namespace", "DaemonSet": "V1DaemonSet", "Service": "V1Service",
-           "PriorityClass": "V1PriorityClass"}
+_MODELS = {
+    "Namespace": "V1Namespace",
+    "DaemonSet": "V1DaemonSet",
+    "Service": "V1Service",
+    "PriorityClass": "V1PriorityClass",
+}
 KUBECTL = shutil.which("kubectl")
 
 
@@ -152,8 +207,11 @@ def _merge(base: Any, patch: Any) -> Any:
     by name, other lists are replaced."""
     if isinstance(base, dict) and isinstance(patch, dict):
         return {**base, **{k: _merge(base[k], v) if k in base else v for k, v in patch.items()}}
-    if isinstance(base, list) and isinstance(patch, list) and all(isinstance(x, dict) and "name" in x
-                                                                  for x in base + patch):
+    if (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and all(isinstance(x, dict) and "name" in x for x in base + patch)
+    ):
         out = {x["name"]: x for x in base}
         for x in patch:
             out[x["name"]] = _merge(out[x["name"]], x) if x["name"] in out else x
@@ -166,11 +224,20 @@ def _render(overlay: str | None) -> dict[str, dict[str, Any]]:
     applying its patches to the base here."""
     k8s = DEPLOY / "kubernetes"
     if overlay is not None and KUBECTL:
-        out = subprocess.run([KUBECTL, "kustomize", str(k8s / "overlays" / overlay)], capture_output=True, text=True,
-                             timeout=60, check=True).stdout
+        out = subprocess.run(
+            [KUBECTL, "kustomize", str(k8s / "overlays" / overlay)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         return {d["kind"]: d for d in yaml.safe_load_all(out)}
     base = yaml.safe_load((k8s / "base/kustomization.yaml").read_text())
-    docs = {d["kind"]: d for f in base["resources"] for d in yaml.safe_load_all((k8s / "base" / f).read_text())}
+    docs = {
+        d["kind"]: d
+        for f in base["resources"]
+        for d in yaml.safe_load_all((k8s / "base" / f).read_text())
+    }
     if overlay is not None:
         kust = yaml.safe_load((k8s / "overlays" / overlay / "kustomization.yaml").read_text())
         for p in kust["patches"]:
@@ -187,7 +254,10 @@ def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -
         _k8s_validate(doc, _MODELS[kind], kind)
     ds, ns, pc = docs["DaemonSet"], docs["Namespace"], docs["PriorityClass"]
     pod = ds["spec"]["template"]["spec"]
-    assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        ds["spec"]["selector"]["matchLabels"].items()
+        <= ds["spec"]["template"]["metadata"]["labels"].items()
+    )
     assert docs["Service"]["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
     assert pod["hostPID"] is True  # NVML reports host PIDs
     # hostPID is outside Pod Security "baseline": the namespace must allow it
@@ -201,13 +271,18 @@ def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert container["ports"][0]["containerPort"] == 9835 and "0.0.0.0" in container["args"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
     keys = {e["key"] for t in terms for e in t["matchExpressions"]}
     if overlay == "gke":
         assert keys == {"cloud.google.com/gke-accelerator"}  # GKE's stock GPU node label
         mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
         vols = {v["name"]: v for v in pod["volumes"]}
-        assert vols[mounts["/usr/local/nvidia"]["name"]]["hostPath"]["path"] == "/home/kubernetes/bin/nvidia"
+        assert (
+            vols[mounts["/usr/local/nvidia"]["name"]]["hostPath"]["path"]
+            == "/home/kubernetes/bin/nvidia"
+        )
         assert env["LD_LIBRARY_PATH"]["value"] == "/usr/local/nvidia/lib64"
     elif overlay == "gpu-operator":
         assert pod["runtimeClassName"] == "nvidia" and keys == {"nvidia.com/gpu.present"}
@@ -219,7 +294,10 @@ def test_podmonitor_selects_the_exporter_pods() -> None:
     pm = yaml.safe_load((DEPLOY / "kubernetes/monitoring/podmonitor.yaml").read_text())
     ds = _render(None)["DaemonSet"]
     assert pm["apiVersion"] == "monitoring.coreos.com/v1" and pm["kind"] == "PodMonitor"
-    assert pm["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        pm["spec"]["selector"]["matchLabels"].items()
+        <= ds["spec"]["template"]["metadata"]["labels"].items()
+    )
     ports = {p["name"] for p in ds["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert {e["port"] for e in pm["spec"]["podMetricsEndpoints"]} <= ports
 
@@ -239,12 +317,24 @@ def test_exporter_image_command_runs_in_a_plain_venv() -> None:
     user = re.search(r"^USER (\S+)$", text, re.M)
     assert user is not None and user.group(1) not in ("root", "0")
     code = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    assert "torch" not in code and "[" not in code.split("pip install --no-cache-dir .")[1].split("\n")[0]
+    assert (
+        "torch" not in code
+        and "[" not in code.split("pip install --no-cache-dir .")[1].split("\n")[0]
+    )
     assert "COPY src ./src" in code
-    assert entry == ["gpuwise"] and cmd == _render(None)["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert (
+        entry == ["gpuwise"]
+        and cmd == _render(None)["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "gpuwise", *cmd, "--fake", "idle", "--once"], capture_output=True,
-                       text=True, timeout=120, check=False, env={**__import__("os").environ, "NODE_NAME": "node-a"})
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuwise", *cmd, "--fake", "idle", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**__import__("os").environ, "NODE_NAME": "node-a"},
+    )
     assert r.returncode == 0, r.stderr
     assert 'gpuwise_gpu_up{gpu="0",host="fake-idle"' in r.stdout  # a trace names its host

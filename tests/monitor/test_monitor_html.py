@@ -13,16 +13,35 @@ from typing import Any
 import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="the chromium binary is not installed (Debian package chromium)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="the chromium binary is not installed (Debian package chromium)"
+)
 
 
 def _chromium(page: Path, tmp: Path) -> tuple[str, list[str]]:
     """(DOM after scripts ran, console lines) for ``page`` opened offline in headless Chromium."""
     assert CHROMIUM is not None
-    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp}",
-                        "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     # Chromium logs every console message of the page as ":CONSOLE(line)] "text", source: ..."
     console = [line for line in r.stderr.splitlines() if re.search(r":CONSOLE[:(]", line)]
@@ -67,20 +86,38 @@ class _Numbers(HTMLParser):
 def test_console_detector_sees_errors(tmp_path: Path) -> None:
     """The check below is only worth something if a broken page fails it."""
     page = tmp_path / "broken.html"
-    page.write_text("<html><body><script>console.error('boom'); notDefined();</script></body></html>")
+    page.write_text(
+        "<html><body><script>console.error('boom'); notDefined();</script></body></html>"
+    )
     _, console = _chromium(page, tmp_path / "profile")
     assert any("boom" in line for line in console) and any("notDefined" in line for line in console)
 
 
 @pytest.mark.slow
-def test_html_report_renders_offline_and_matches_json(cli: Any, tmp_path: Path, day_trace_file: Path) -> None:
+def test_html_report_renders_offline_and_matches_json(
+    cli: Any, tmp_path: Path, day_trace_file: Path
+) -> None:
     html = tmp_path / "report.html"
-    r = cli("report", "--fake", day_trace_file, "--since", "24h", "--price-usd-per-hour", "3", "--until",
-            "1800000000", "--html", html, "--json")
+    r = cli(
+        "report",
+        "--fake",
+        day_trace_file,
+        "--since",
+        "24h",
+        "--price-usd-per-hour",
+        "3",
+        "--until",
+        "1800000000",
+        "--html",
+        html,
+        "--json",
+    )
     assert r.code == 0, r.stderr
     doc = r.json()
     text = html.read_text()
-    assert "https://" not in re.sub(r"<script>.*?</script>", "", text, flags=re.S)  # no CDN, no web fonts
+    assert "https://" not in re.sub(
+        r"<script>.*?</script>", "", text, flags=re.S
+    )  # no CDN, no web fonts
 
     dom, console = _chromium(html, tmp_path / "profile")
     assert console == [], console
@@ -97,14 +134,28 @@ def test_html_report_renders_offline_and_matches_json(cli: Any, tmp_path: Path, 
         assert shown.lstrip("$") == f"{doc[field]:.2f}"
     # per GPU
     for g in doc["gpus"]:
-        row = {f: (v, t) for table, uuid, f, v, t in parser.found if table == "gpus" and uuid == g["uuid"]}
-        for field in ("allocated_hours", "active_hours", "idle_hours", "cost_usd", "wasted_usd", "peak_memory_fraction"):
+        row = {
+            f: (v, t)
+            for table, uuid, f, v, t in parser.found
+            if table == "gpus" and uuid == g["uuid"]
+        }
+        for field in (
+            "allocated_hours",
+            "active_hours",
+            "idle_hours",
+            "cost_usd",
+            "wasted_usd",
+            "peak_memory_fraction",
+        ):
             value, shown = row[field]
             assert float(value) == pytest.approx(g[field], abs=1e-9), field
-            expected = f"{g[field] * 100:.0f}%" if field == "peak_memory_fraction" else f"{g[field]:.2f}"
+            expected = (
+                f"{g[field] * 100:.0f}%" if field == "peak_memory_fraction" else f"{g[field]:.2f}"
+            )
             assert shown.lstrip("$") == expected, field
     # recommendations, in the JSON order
     shown_savings = [v for table, _, f, v, _ in parser.found if table == "recommendations"]
     assert [float(v) if v else None for v in shown_savings] == pytest.approx(
-        [r["saving_usd_per_month"] for r in doc["recommendations"]])
+        [r["saving_usd_per_month"] for r in doc["recommendations"]]
+    )
     assert doc["idle_hours"] == pytest.approx(16) and doc["wasted_usd"] == pytest.approx(48)

@@ -23,9 +23,14 @@ from gpuwise.monitor.report import build_report
 
 REPO = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus")
-pytestmark = [pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed "
-                                 "(Debian package prometheus); this test runs a real server"),
-              pytest.mark.slow]  # the server takes seconds to start and scrape
+pytestmark = [
+    pytest.mark.skipif(
+        PROMETHEUS is None,
+        reason="the prometheus binary is not installed "
+        "(Debian package prometheus); this test runs a real server",
+    ),
+    pytest.mark.slow,
+]  # the server takes seconds to start and scrape
 
 
 def _api(base: str, path: str, **params: str) -> Any:
@@ -42,26 +47,42 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Exp
     from tests.monitor.conftest import free_port, wait_for
 
     tmp = tmp_path_factory.mktemp("prom")
-    exp = Exporter(FakeGpuReader.from_scenario("idle"), port=free_port(), interval_s=0.2,
-                   prices=PriceBook(price_usd_per_hour=3.0))
+    exp = Exporter(
+        FakeGpuReader.from_scenario("idle"),
+        port=free_port(),
+        interval_s=0.2,
+        prices=PriceBook(price_usd_per_hour=3.0),
+    )
     exp.start()
     # the shipped rules, evaluated every second instead of every minute so the test need not wait
     rules = (REPO / "deploy/prometheus/gpuwise-rules.yml").read_text()
     assert "    interval: 1m\n" in rules
-    (tmp / "gpuwise-rules.yml").write_text(rules.replace("    interval: 1m\n", "    interval: 1s\n"))
+    (tmp / "gpuwise-rules.yml").write_text(
+        rules.replace("    interval: 1m\n", "    interval: 1s\n")
+    )
     target = exp.url.removeprefix("http://")
     (tmp / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         "rule_files: [gpuwise-rules.yml]\n"
-        f"scrape_configs:\n  - job_name: gpuwise\n    static_configs: [{{targets: ['{target}']}}]\n")
+        f"scrape_configs:\n  - job_name: gpuwise\n    static_configs: [{{targets: ['{target}']}}]\n"
+    )
     port = free_port()
     started = time.time()
     log = (tmp / "prometheus.log").open("w")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                            stdout=subprocess.DEVNULL, stderr=log)
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
+
         def target_up() -> bool:
             doc = _api(base, "/api/v1/targets")
             active = doc["data"]["activeTargets"] if doc else []
@@ -85,17 +106,22 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Exp
         exp.stop()
 
 
-@pytest.mark.parametrize(("query", "gpus"), [
-    ("gpuwise_gpu_utilization_ratio", {"0", "1"}),
-    ("gpuwise_gpu_memory_used_bytes", {"0", "1"}),
-    ("gpuwise_gpu_power_watts", {"0", "1"}),
-    ("gpuwise_gpu_temperature_celsius", {"0", "1"}),
-    ("gpuwise_gpu_cost_usd_per_hour", {"0", "1"}),
-    ("gpuwise_gpu_up == 1", {"0", "1"}),
-    ("gpuwise_gpu_allocation_info", {"0"}),           # only GPU 0 runs a workload
-    ("gpuwise_process_gpu_memory_bytes", {"0"}),
-])
-def test_query_api_returns_the_expected_series(scraped: tuple[str, Exporter, float], query: str, gpus: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("query", "gpus"),
+    [
+        ("gpuwise_gpu_utilization_ratio", {"0", "1"}),
+        ("gpuwise_gpu_memory_used_bytes", {"0", "1"}),
+        ("gpuwise_gpu_power_watts", {"0", "1"}),
+        ("gpuwise_gpu_temperature_celsius", {"0", "1"}),
+        ("gpuwise_gpu_cost_usd_per_hour", {"0", "1"}),
+        ("gpuwise_gpu_up == 1", {"0", "1"}),
+        ("gpuwise_gpu_allocation_info", {"0"}),  # only GPU 0 runs a workload
+        ("gpuwise_process_gpu_memory_bytes", {"0"}),
+    ],
+)
+def test_query_api_returns_the_expected_series(
+    scraped: tuple[str, Exporter, float], query: str, gpus: set[str]
+) -> None:
     base, _, _ = scraped
     result = _api(base, "/api/v1/query", query=query)["data"]["result"]
     assert {r["metric"]["gpu"] for r in result} == gpus
@@ -108,7 +134,9 @@ def test_query_api_returns_the_expected_series(scraped: tuple[str, Exporter, flo
 
 def test_cost_series_value(scraped: tuple[str, Exporter, float]) -> None:
     base, _, _ = scraped
-    result = _api(base, "/api/v1/query", query="sum(gpuwise_gpu_cost_usd_per_hour)")["data"]["result"]
+    result = _api(base, "/api/v1/query", query="sum(gpuwise_gpu_cost_usd_per_hour)")["data"][
+        "result"
+    ]
     assert float(result[0]["value"][1]) == pytest.approx(6.0)
 
 
@@ -134,6 +162,8 @@ def test_report_reads_history_from_prometheus(scraped: tuple[str, Exporter, floa
     assert {s.index for s in history.gpus} == {0, 1}
     report = build_report(history, PriceBook(price_usd_per_hour=3.0))
     by_index = {g.index: g for g in report.gpus}
-    assert by_index[1].active_hours == 0 and by_index[1].allocated_hours > 0  # the empty GPU is all idle
+    assert (
+        by_index[1].active_hours == 0 and by_index[1].allocated_hours > 0
+    )  # the empty GPU is all idle
     assert by_index[0].peak_memory_fraction == pytest.approx(61000 / 81559, rel=1e-3)
     assert report.wasted_usd == pytest.approx(report.idle_hours * 3.0)

@@ -19,17 +19,39 @@ END = 1_800_000_000.0
 
 
 def _offer(gpu: str, usd_per_hour: float, count: float = 1, instance: str = "x") -> Offer:
-    return Offer("testcloud", "r1", None, instance, gpu, count, None, 8, 64, usd_per_hour, None, "x86_64", "test", "2026-11")
+    return Offer(
+        "testcloud",
+        "r1",
+        None,
+        instance,
+        gpu,
+        count,
+        None,
+        8,
+        64,
+        usd_per_hour,
+        None,
+        "x86_64",
+        "test",
+        "2026-11",
+    )
 
 
 # A tiny catalog: L4 (24 GiB) at $0.80, A100-80GB at $2.50, H200 (141 GiB) at $5.00 per GPU-hour.
-OFFERS = (_offer("L4", 0.80, instance="l4-1"), _offer("A100-80GB", 2.50, instance="a100-1"),
-          _offer("H200", 40.0, 8, instance="h200-8"))
+OFFERS = (
+    _offer("L4", 0.80, instance="l4-1"),
+    _offer("A100-80GB", 2.50, instance="a100-1"),
+    _offer("H200", 40.0, 8, instance="h200-8"),
+)
 
 
-def _report(trace: dict[str, Any], price: float | None = 3.0, offers: tuple[Offer, ...] = OFFERS) -> Any:
+def _report(
+    trace: dict[str, Any], price: float | None = 3.0, offers: tuple[Offer, ...] = OFFERS
+) -> Any:
     reader = FakeGpuReader(parse_trace(trace, "test"))
-    return build_report(replay_history(reader, 86400, END), PriceBook(price_usd_per_hour=price, offers=offers))
+    return build_report(
+        replay_history(reader, 86400, END), PriceBook(price_usd_per_hour=price, offers=offers)
+    )
 
 
 def test_known_hours_and_dollars() -> None:
@@ -39,7 +61,9 @@ def test_known_hours_and_dollars() -> None:
     assert (g0.cost_usd, g0.wasted_usd) == pytest.approx((72, 48))
     assert (g1.allocated_hours, g1.active_hours, g1.idle_hours) == pytest.approx((24, 24, 0))
     assert (g1.cost_usd, g1.wasted_usd) == pytest.approx((72, 0))
-    assert (r.allocated_hours, r.idle_hours, r.cost_usd, r.wasted_usd) == pytest.approx((48, 16, 144, 48))
+    assert (r.allocated_hours, r.idle_hours, r.cost_usd, r.wasted_usd) == pytest.approx(
+        (48, 16, 144, 48)
+    )
     assert r.waste_fraction == pytest.approx(1 / 3)
     assert g0.peak_memory_fraction == pytest.approx(60000 / 81559)
     assert g0.memory_headroom_gib == pytest.approx((81559 - 60000) / 1024)
@@ -55,8 +79,16 @@ def test_idle_stretches_say_who_held_the_gpu() -> None:
 def test_workloads_split_hours_and_cost() -> None:
     w = {u.workload: u for u in _report(day_trace()).workloads}
     assert set(w) == {"train/llm", "nb/jupyter", "small/job"}
-    assert (w["nb/jupyter"].allocated_hours, w["nb/jupyter"].idle_hours, w["nb/jupyter"].wasted_usd) == pytest.approx((4, 4, 12))
-    assert (w["train/llm"].active_hours, w["train/llm"].cost_usd, w["train/llm"].wasted_usd) == pytest.approx((8, 24, 0))
+    assert (
+        w["nb/jupyter"].allocated_hours,
+        w["nb/jupyter"].idle_hours,
+        w["nb/jupyter"].wasted_usd,
+    ) == pytest.approx((4, 4, 12))
+    assert (
+        w["train/llm"].active_hours,
+        w["train/llm"].cost_usd,
+        w["train/llm"].wasted_usd,
+    ) == pytest.approx((8, 24, 0))
 
 
 def test_right_sizing_in_dollars() -> None:
@@ -70,7 +102,9 @@ def test_right_sizing_in_dollars() -> None:
     assert mig.target == "1g.20gb" and mig.saving_usd_per_month == pytest.approx(3.0 * 6 / 7 * 730)
     # GPU 0: the notebook held it idle for 4 h of 24 → stop it; saves 4/24 of a month of GPU-hours
     stop = recs[(0, "stop-idle-workload")]
-    assert "nb/jupyter" in stop.reason and stop.saving_usd_per_month == pytest.approx(4 / 24 * 730 * 3.0)
+    assert "nb/jupyter" in stop.reason and stop.saving_usd_per_month == pytest.approx(
+        4 / 24 * 730 * 3.0
+    )
     assert (0, "downsize") not in recs  # 74 % peak memory: no smaller GPU
     # sorted by saving, largest first
     savings = [r.saving_usd_per_month or 0 for r in _report(day_trace()).recommendations]
@@ -79,8 +113,15 @@ def test_right_sizing_in_dollars() -> None:
 
 def test_full_memory_asks_for_a_bigger_gpu_or_the_estimator() -> None:
     trace = day_trace()
-    trace["frames"] = [{"repeat": 24, "gpus": [{"util": 99, "sm_active": 0.7, "memory_used_mib": 78000},
-                                               {"util": 99, "sm_active": 0.7, "memory_used_mib": 1000}]}]
+    trace["frames"] = [
+        {
+            "repeat": 24,
+            "gpus": [
+                {"util": 99, "sm_active": 0.7, "memory_used_mib": 78000},
+                {"util": 99, "sm_active": 0.7, "memory_used_mib": 1000},
+            ],
+        }
+    ]
     up = [r for r in _report(trace).recommendations if r.action == "upsize"]
     assert [r.gpu_index for r in up] == [0]
     assert up[0].target is not None and up[0].target.startswith("H200")
@@ -112,15 +153,27 @@ def test_catalog_price_of_the_instance_type() -> None:
     assert r.gpus[0].usd_per_hour == 2.50 and "a100-1" in r.gpus[0].price_source
 
 
-@pytest.mark.parametrize(("env", "kwargs", "needle"), [
-    # a bad environment value used to be reported as "GPU price per hour", with no hint where it came from
-    ({"GPUWISE_GPU_PRICE_USD_PER_HOUR": "abc"}, {}, "cannot read GPUWISE_GPU_PRICE_USD_PER_HOUR 'abc'"),
-    ({}, {"price_usd_per_hour": "abc"}, "cannot read --price-usd-per-hour 'abc'"),  # the flag
-    ({"GPUWISE_INSTANCE_TYPE": "bogus"}, {}, "'bogus' (from GPUWISE_INSTANCE_TYPE) is not in the catalog"),
-    ({}, {"instance_type": "bogus"}, "instance type 'bogus' is not in the catalog"),  # the flag
-])
-def test_bad_price_settings_name_their_source(monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
-                                              kwargs: dict[str, str], needle: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "kwargs", "needle"),
+    [
+        # a bad environment value used to be reported as "GPU price per hour", with no hint where it came from
+        (
+            {"GPUWISE_GPU_PRICE_USD_PER_HOUR": "abc"},
+            {},
+            "cannot read GPUWISE_GPU_PRICE_USD_PER_HOUR 'abc'",
+        ),
+        ({}, {"price_usd_per_hour": "abc"}, "cannot read --price-usd-per-hour 'abc'"),  # the flag
+        (
+            {"GPUWISE_INSTANCE_TYPE": "bogus"},
+            {},
+            "'bogus' (from GPUWISE_INSTANCE_TYPE) is not in the catalog",
+        ),
+        ({}, {"instance_type": "bogus"}, "instance type 'bogus' is not in the catalog"),  # the flag
+    ],
+)
+def test_bad_price_settings_name_their_source(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], kwargs: dict[str, str], needle: str
+) -> None:
     from gpuwise.errors import InputError
 
     for name, value in env.items():
@@ -134,14 +187,23 @@ def test_json_document_has_the_contract_fields() -> None:
     doc = report_to_dict(_report(day_trace()))
     json.dumps(doc, allow_nan=False)
     for g in doc["gpus"]:  # type: ignore[union-attr]
-        assert {"allocated_hours", "active_hours", "idle_hours", "cost_usd", "wasted_usd", "peak_memory_fraction"} <= set(g)
+        assert {
+            "allocated_hours",
+            "active_hours",
+            "idle_hours",
+            "cost_usd",
+            "wasted_usd",
+            "peak_memory_fraction",
+        } <= set(g)
     for r in doc["recommendations"]:  # type: ignore[union-attr]
         assert {"action", "reason", "saving_usd_per_month"} <= set(r)
 
 
 @pytest.mark.slow
 def test_cli_report_over_a_replayed_day(cli: Any, day_trace_file: Path) -> None:
-    r = cli("report", "--fake", day_trace_file, "--since", "24h", "--price-usd-per-hour", "3", "--json")
+    r = cli(
+        "report", "--fake", day_trace_file, "--since", "24h", "--price-usd-per-hour", "3", "--json"
+    )
     assert r.code == 0, r.stderr
     doc = r.json()
     assert [g["idle_hours"] for g in doc["gpus"]] == pytest.approx([16, 0])
@@ -151,6 +213,10 @@ def test_cli_report_over_a_replayed_day(cli: Any, day_trace_file: Path) -> None:
 
 def test_example_trace_gives_its_documented_answer(cli: Any) -> None:
     example = Path(__file__).resolve().parents[2] / "examples/monitor/day-trace.yaml"
-    doc = cli("report", "--fake", example, "--since", "24h", "--price-usd-per-hour", "3", "--json").json()
-    assert (doc["allocated_hours"], doc["active_hours"], doc["idle_hours"]) == pytest.approx((24, 8, 16))
+    doc = cli(
+        "report", "--fake", example, "--since", "24h", "--price-usd-per-hour", "3", "--json"
+    ).json()
+    assert (doc["allocated_hours"], doc["active_hours"], doc["idle_hours"]) == pytest.approx(
+        (24, 8, 16)
+    )
     assert (doc["cost_usd"], doc["wasted_usd"]) == pytest.approx((72, 48))

@@ -33,11 +33,16 @@ def test_wal_mode_and_round_trip(tmp_path: Path) -> None:
     with HistoryStore(tmp_path / "h.sqlite") as store:
         _record(store, "idle", 5, 10)
         h = store.read(T0, T0 + 50)
-    assert sqlite3.connect(tmp_path / "h.sqlite").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert (
+        sqlite3.connect(tmp_path / "h.sqlite").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    )
     by = {s.index: s for s in h.gpus}
     assert len(by[0]) == 5 and list(by[0].duration_s) == [10] * 5
     assert by[0].workloads[0] == ("alice/train",) and by[1].workloads[0] == ()
-    assert by[0].memory_used_bytes[0] == 61000 * 1024**2 and by[0].memory_total_bytes == 81559 * 1024**2
+    assert (
+        by[0].memory_used_bytes[0] == 61000 * 1024**2
+        and by[0].memory_total_bytes == 81559 * 1024**2
+    )
     assert by[0].utilization_ratio[0] == pytest.approx(0.97)
     assert by[0].sm_active_ratio[1] == pytest.approx(0.62)
 
@@ -48,7 +53,9 @@ def test_recorded_history_gives_the_same_report_as_the_replay(tmp_path: Path) ->
     with HistoryStore(tmp_path / "h.sqlite") as store:
         _record(store, "idle", 144, 600)
         stored = build_report(store.read(T0, T0 + 86400), prices)
-    replayed = build_report(replay_history(FakeGpuReader.from_scenario("idle"), 86400, T0 + 86400), prices)
+    replayed = build_report(
+        replay_history(FakeGpuReader.from_scenario("idle"), 86400, T0 + 86400), prices
+    )
     for a, b in zip(stored.gpus, replayed.gpus, strict=True):
         # the first read has no GPM sample yet: that 10-minute frame falls back to utilization
         assert a.allocated_hours == pytest.approx(b.allocated_hours)
@@ -59,14 +66,15 @@ def test_recorded_history_gives_the_same_report_as_the_replay(tmp_path: Path) ->
 
 def test_retention_and_downsampling(tmp_path: Path) -> None:
     with HistoryStore(tmp_path / "h.sqlite") as store:
-        _record(store, "leak", 120, 10)              # 20 minutes of 10 s samples, memory climbing
+        _record(store, "leak", 120, 10)  # 20 minutes of 10 s samples, memory climbing
         before = store.read(T0, T0 + 1200)
-        deleted, folded = store.maintain(now_s=T0 + 1200 + 86400, retention_s=10 * 86400,
-                                         downsample_after_s=86400, bucket_s=300)
+        deleted, folded = store.maintain(
+            now_s=T0 + 1200 + 86400, retention_s=10 * 86400, downsample_after_s=86400, bucket_s=300
+        )
         after = store.read(T0, T0 + 1200)
         assert deleted == 0 and folded == 120
         s0, s1 = before.gpus[0], after.gpus[0]
-        assert len(s1) == 4                           # four 5-minute rows
+        assert len(s1) == 4  # four 5-minute rows
         assert s1.duration_s.sum() == s0.duration_s.sum()  # hours are kept
         assert s1.memory_used_bytes.max() == s0.memory_used_bytes.max()  # the peak survives
         store.maintain(now_s=T0 + 1200 + 11 * 86400, retention_s=10 * 86400)
@@ -80,13 +88,18 @@ def test_unusable_database_is_a_storage_error(tmp_path: Path) -> None:
         HistoryStore(bad)
 
 
-@pytest.mark.parametrize(("schema", "needle"), [
-    # another program's database: was "internal error: OperationalError: no such column: ts" (exit 1)
-    ("CREATE TABLE samples (x INTEGER)", "table samples lacks column(s) gpu, ts"),
-    # a database with no gpuwise tables: gpuwise used to add its tables (and WAL mode) to it
-    ("CREATE TABLE invoices (id INTEGER, usd REAL)", "tables invoices; none of gpuwise's"),
-])
-def test_someone_elses_sqlite_file_is_refused_untouched(tmp_path: Path, schema: str, needle: str) -> None:
+@pytest.mark.parametrize(
+    ("schema", "needle"),
+    [
+        # another program's database: was "internal error: OperationalError: no such column: ts" (exit 1)
+        ("CREATE TABLE samples (x INTEGER)", "table samples lacks column(s) gpu, ts"),
+        # a database with no gpuwise tables: gpuwise used to add its tables (and WAL mode) to it
+        ("CREATE TABLE invoices (id INTEGER, usd REAL)", "tables invoices; none of gpuwise's"),
+    ],
+)
+def test_someone_elses_sqlite_file_is_refused_untouched(
+    tmp_path: Path, schema: str, needle: str
+) -> None:
     path = tmp_path / "other.sqlite"
     with sqlite3.connect(path) as db:
         db.execute(schema)
@@ -100,7 +113,9 @@ def test_someone_elses_sqlite_file_is_refused_untouched(tmp_path: Path, schema: 
 
 def test_empty_file_and_own_history_still_open(tmp_path: Path) -> None:
     empty = tmp_path / "empty.sqlite"
-    empty.write_bytes(b"")  # a 0-byte file is an empty SQLite database: gpuwise may create its tables
+    empty.write_bytes(
+        b""
+    )  # a 0-byte file is an empty SQLite database: gpuwise may create its tables
     with HistoryStore(empty):
         pass
     with HistoryStore(empty) as store:  # reopening its own file passes the schema check

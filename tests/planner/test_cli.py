@@ -11,8 +11,20 @@ import pytest
 import yaml
 
 MAIN = ("plan", "--model", "llama-3.1-8b", "--task", "lora", "--tokens", "2B", "--deadline", "24h")
-OPTION_FIELDS = {"cloud", "region", "instance_type", "gpu", "gpu_count", "nodes", "billing", "price_usd_per_hour",
-                 "hours", "cost_usd", "fits", "p_meet_deadline"}
+OPTION_FIELDS = {
+    "cloud",
+    "region",
+    "instance_type",
+    "gpu",
+    "gpu_count",
+    "nodes",
+    "billing",
+    "price_usd_per_hour",
+    "hours",
+    "cost_usd",
+    "fits",
+    "p_meet_deadline",
+}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +52,7 @@ def test_main_job_json_fields(main_json: dict) -> None:  # type: ignore[type-arg
         assert o["cost_usd"] == pytest.approx(o["price_usd_per_hour"] * o["hours"], rel=1e-9)
         assert o["per_gpu_memory_gib"] <= o["capacity_gib"]
     costs = [o["cost_usd"] for o in doc["options"]]
-    assert all(a <= b + 1e-6 for a, b in itertools.pairwise(costs))   # ranked by cost
+    assert all(a <= b + 1e-6 for a, b in itertools.pairwise(costs))  # ranked by cost
     assert doc["pareto"] and all(p["on_pareto_front"] for p in doc["pareto"])
     assert doc["rejected"] and all(r["reason"] for r in doc["rejected"])
     # the bundled reserved.yaml has no known discounts: reserved billing is rejected with a reason
@@ -62,26 +74,52 @@ def test_main_job_table(cli) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_impossible_deadline_exit_code_3(cli) -> None:  # type: ignore[no-untyped-def]
-    r = cli("plan", "--model", "llama-3.1-70b", "--task", "pretrain", "--tokens", "1T", "--deadline", "2h",
-            "--zero", "3", "--json")
+    r = cli(
+        "plan",
+        "--model",
+        "llama-3.1-70b",
+        "--task",
+        "pretrain",
+        "--tokens",
+        "1T",
+        "--deadline",
+        "2h",
+        "--zero",
+        "3",
+        "--json",
+    )
     assert r.code == 3, r.stderr
     doc = r.json()
     assert doc["options"] == [] and doc["reason"] == "no option meets the deadline"
     assert doc["nearest_miss"].startswith("fastest possible: ")
-    table = cli("plan", "--model", "llama-3.1-70b", "--task", "pretrain", "--tokens", "1T", "--deadline", "2h",
-                "--zero", "3")
+    table = cli(
+        "plan",
+        "--model",
+        "llama-3.1-70b",
+        "--task",
+        "pretrain",
+        "--tokens",
+        "1T",
+        "--deadline",
+        "2h",
+        "--zero",
+        "3",
+    )
     assert table.code == 3 and "Nearest miss — fastest possible" in table.stdout
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (("--cloud", "awz"), "did you mean 'aws'"),
-    (("--region", "us-eats-1"), "did you mean 'us-east-1'"),
-    (("--gpu", "H10O"), "did you mean"),
-    (("--billing", "spto"), "did you mean 'spot'"),
-    (("--objective", "cheap"), "unknown objective"),
-    (("--export", "skypilt"), "did you mean 'skypilot'"),
-    (("--skypilot-candidates", "anyof"), "did you mean 'any_of'"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--cloud", "awz"), "did you mean 'aws'"),
+        (("--region", "us-eats-1"), "did you mean 'us-east-1'"),
+        (("--gpu", "H10O"), "did you mean"),
+        (("--billing", "spto"), "did you mean 'spot'"),
+        (("--objective", "cheap"), "unknown objective"),
+        (("--export", "skypilt"), "did you mean 'skypilot'"),
+        (("--skypilot-candidates", "anyof"), "did you mean 'any_of'"),
+    ],
+)
 def test_unknown_names_get_did_you_mean(cli, args: tuple[str, ...], needle: str) -> None:  # type: ignore[no-untyped-def]
     r = cli(*MAIN, *args)
     assert r.code == 2
@@ -89,12 +127,26 @@ def test_unknown_names_get_did_you_mean(cli, args: tuple[str, ...], needle: str)
     assert "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ("--deadline", "-5h"), ("--deadline", "nan"), ("--deadline", "soon"), ("--budget", "lots"),
-    ("--budget", "-1"), ("--max-gpus", "0"), ("--max-nodes", "0"), ("--confidence", "2"),
-    ("--spot-mtbf", "0h"), ("--checkpoint-bandwidth", "0"), ("--limit", "-1"), ("--max-zero", "7"),
-    ("--checkpoint-size", "inf"), ("--max-nodes", "65"), ("--inter-node-gbps", "0"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--deadline", "-5h"),
+        ("--deadline", "nan"),
+        ("--deadline", "soon"),
+        ("--budget", "lots"),
+        ("--budget", "-1"),
+        ("--max-gpus", "0"),
+        ("--max-nodes", "0"),
+        ("--confidence", "2"),
+        ("--spot-mtbf", "0h"),
+        ("--checkpoint-bandwidth", "0"),
+        ("--limit", "-1"),
+        ("--max-zero", "7"),
+        ("--checkpoint-size", "inf"),
+        ("--max-nodes", "65"),
+        ("--inter-node-gbps", "0"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(cli, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
     r = cli(*MAIN, *args)
     assert r.code == 2, (r.code, r.stderr)
@@ -105,7 +157,7 @@ def test_contradictory_constraints_do_not_crash(cli) -> None:  # type: ignore[no
     r = cli(*MAIN, "--budget", "1", "--json")
     assert r.code == 3
     assert r.json()["nearest_miss"].startswith("cheapest possible: ")
-    r = cli(*MAIN, "--cloud", "lambda", "--billing", "spot", "--json")   # Lambda sells no spot
+    r = cli(*MAIN, "--cloud", "lambda", "--billing", "spot", "--json")  # Lambda sells no spot
     assert r.code == 3 and r.json()["options"] == []
 
 
@@ -120,8 +172,10 @@ def test_export_skypilot_prints_yaml(cli) -> None:  # type: ignore[no-untyped-de
     jsonschema.validate(doc["resources"], schemas["resources"])
     assert doc["name"] == "gpuwise-llama-3-1-8b-lora"
     assert doc["run"].endswith("finetune.py --lora")
-    assert "wins on" in r.stderr   # the table goes to stderr when YAML owns stdout
-    any_of = yaml.safe_load(cli(*MAIN, "--export", "skypilot", "--skypilot-candidates", "any-of").stdout)
+    assert "wins on" in r.stderr  # the table goes to stderr when YAML owns stdout
+    any_of = yaml.safe_load(
+        cli(*MAIN, "--export", "skypilot", "--skypilot-candidates", "any-of").stdout
+    )
     jsonschema.validate(any_of["resources"], schemas["resources"])
     assert "any_of" in any_of["resources"] and "ordered" not in any_of["resources"]
 
@@ -152,7 +206,9 @@ def test_library_plan_is_a_plain_function() -> None:
     assert all(o.nodes == 1 for o in plan.options)
 
 
-@pytest.mark.parametrize(("values", "text"), [([], ""), ([2, 3, 4, 7], "2–4, 7"), ([8], "8"), ([5, 3, 4], "3–5")])
+@pytest.mark.parametrize(
+    ("values", "text"), [([], ""), ([2, 3, 4, 7], "2–4, 7"), ([8], "8"), ([5, 3, 4], "3–5")]
+)
 def test_node_ranges(values: list[int], text: str) -> None:
     from gpuwise.cli.plan import _ranges
 
@@ -162,7 +218,11 @@ def test_node_ranges(values: list[int], text: str) -> None:
 def test_table_collapses_node_counts(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli(*MAIN, "--limit", "3")
     assert r.code == 0
-    assert "3 of " in r.stdout and "choices" in r.stdout and "other node counts and regions folded" in r.stdout
+    assert (
+        "3 of " in r.stdout
+        and "choices" in r.stdout
+        and "other node counts and regions folded" in r.stdout
+    )
     # piped output is not forced wide: every line fits 80 columns
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
 
@@ -175,13 +235,17 @@ def test_reserved_with_a_user_discount(cli, isolated_env: Path) -> None:  # type
     assert r.code == 0, r.stderr
     doc = r.json()
     reserved = [o for o in doc["options"] if o["billing"] == "reserved-1y"]
-    on_demand = {(o["instance_type"], o["region"], o["nodes"]): o for o in doc["options"] if o["billing"] == "on-demand"}
+    on_demand = {
+        (o["instance_type"], o["region"], o["nodes"]): o
+        for o in doc["options"]
+        if o["billing"] == "on-demand"
+    }
     assert reserved
     for o in reserved:
         od = on_demand.get((o["instance_type"], o["region"], o["nodes"]))
         if od is not None:
             assert o["price_usd_per_hour"] == pytest.approx(0.6 * od["price_usd_per_hour"])
-    assert doc["options"][0]["billing"] == "reserved-1y"   # 40% off wins on cost
+    assert doc["options"][0]["billing"] == "reserved-1y"  # 40% off wins on cost
 
 
 def test_main_job_end_to_end_in_a_subprocess() -> None:

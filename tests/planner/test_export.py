@@ -20,10 +20,25 @@ from .toy import NO_STARTUP, ToyModel
 SCHEMAS = json.loads((Path(__file__).parent / "data" / "skypilot_schemas.json").read_text())
 
 
-def offer(cloud: str, region: str, itype: str, gpu: str, count: float, od: float, spot: float | None) -> Offer:
-    return Offer(cloud=cloud, region=region, zone=None, instance_type=itype, gpu=gpu, gpu_count=count,
-                 gpu_memory_gib=None, vcpus=None, memory_gib=None, on_demand_usd_per_hour=od,
-                 spot_usd_per_hour=spot, arch="x86_64", source="test", as_of="2026-11")
+def offer(
+    cloud: str, region: str, itype: str, gpu: str, count: float, od: float, spot: float | None
+) -> Offer:
+    return Offer(
+        cloud=cloud,
+        region=region,
+        zone=None,
+        instance_type=itype,
+        gpu=gpu,
+        gpu_count=count,
+        gpu_memory_gib=None,
+        vcpus=None,
+        memory_gib=None,
+        on_demand_usd_per_hour=od,
+        spot_usd_per_hour=spot,
+        arch="x86_64",
+        source="test",
+        as_of="2026-11",
+    )
 
 
 OFFERS = [
@@ -36,7 +51,9 @@ OFFERS = [
 
 def make_plan(**req: Any):  # type: ignore[no-untyped-def]
     request = PlanRequest(**{"max_nodes": 2, **req})
-    return plan_offers(OFFERS, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP)
+    return plan_offers(
+        OFFERS, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP
+    )
 
 
 def validate_skypilot(doc: dict[str, Any]) -> None:
@@ -97,20 +114,33 @@ def test_skypilot_export_validates_and_carries_the_ranking() -> None:
     doc = skypilot_task(plan, bucket="my-ckpts", command="python train.py --lr 3e-4")
     validate_skypilot(doc)
     ordered = doc["resources"]["ordered"]
-    assert ordered[0] == {"infra": "aws/us-east-1", "instance_type": "p4d.24xlarge", "use_spot": True}
+    assert ordered[0] == {
+        "infra": "aws/us-east-1",
+        "instance_type": "p4d.24xlarge",
+        "use_spot": True,
+    }
     # spot: A100 $150 (us-east-1), $162.50 (us-west-2), H100 $166.67, A100 on GCP $175, then on-demand
     assert [(c["infra"], c["instance_type"], c["use_spot"]) for c in ordered[:5]] == [
-        ("aws/us-east-1", "p4d.24xlarge", True), ("aws/us-west-2", "p4d.24xlarge", True),
-        ("aws/us-east-1", "p5.48xlarge", True), ("gcp/us-central1", "a2-highgpu-8g", True),
-        ("gcp/us-central1", "a2-highgpu-8g", False)]
+        ("aws/us-east-1", "p4d.24xlarge", True),
+        ("aws/us-west-2", "p4d.24xlarge", True),
+        ("aws/us-east-1", "p5.48xlarge", True),
+        ("gcp/us-central1", "a2-highgpu-8g", True),
+        ("gcp/us-central1", "a2-highgpu-8g", False),
+    ]
     assert doc["num_nodes"] == 1
     assert doc["resources"]["job_recovery"]["strategy"] == "EAGER_NEXT_REGION"
     assert doc["file_mounts"]["/checkpoints"] == {"name": "my-ckpts", "mode": "MOUNT_CACHED"}
     # torchrun is gpuwise run's job; the VM gets gpuwise and the user's code from setup and workdir
     assert doc["run"] == "gpuwise run --nproc-per-node 8 -- python train.py --lr 3e-4"
-    assert doc["workdir"] == "." and "GPUWISE_PIP_SPEC" in doc["setup"] and "gpuwise[train]==" in doc["setup"]
+    assert (
+        doc["workdir"] == "."
+        and "GPUWISE_PIP_SPEC" in doc["setup"]
+        and "gpuwise[train]==" in doc["setup"]
+    )
     assert "requirements.txt" in doc["setup"]
-    assert doc["resources"]["job_recovery"]["max_restarts_on_errors"] == 0  # a failing program is not relaunched
+    assert (
+        doc["resources"]["job_recovery"]["max_restarts_on_errors"] == 0
+    )  # a failing program is not relaunched
     assert yaml.safe_load(to_yaml(doc)) == doc
     validate_skypilot(skypilot_task(plan, mode="any_of", command="bash run.sh"))
 
@@ -122,7 +152,11 @@ def test_skypilot_multi_node_candidates_share_the_node_count() -> None:
     assert doc["num_nodes"] == 2
     # fastest first; equal hours (A100 ×16) → cheaper first; p4d is one option in two regions
     assert [c["instance_type"] for c in doc["resources"]["ordered"]] == [
-        "p5.48xlarge", "a2-highgpu-8g", "p4d.24xlarge", "p4d.24xlarge"]
+        "p5.48xlarge",
+        "a2-highgpu-8g",
+        "p4d.24xlarge",
+        "p4d.24xlarge",
+    ]
 
 
 def test_skypilot_itself_accepts_the_export(tmp_path: Path) -> None:
@@ -143,18 +177,24 @@ def test_k8s_single_node_is_a_job() -> None:
     pod = doc["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
-    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
     keys = {e["key"]: e["values"] for t in terms for e in t["matchExpressions"]}
-    assert keys == {"cloud.google.com/gke-accelerator": ["nvidia-tesla-a100"],
-                    "nvidia.com/gpu.product": ["NVIDIA-A100-SXM4-40GB"]}
-    assert "preferredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["nodeAffinity"]  # spot won
+    assert keys == {
+        "cloud.google.com/gke-accelerator": ["nvidia-tesla-a100"],
+        "nvidia.com/gpu.product": ["NVIDIA-A100-SXM4-40GB"],
+    }
+    assert (
+        "preferredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["nodeAffinity"]
+    )  # spot won
     assert pod["terminationGracePeriodSeconds"] == grace_period_seconds(plan.winner)
     assert pod["terminationGracePeriodSeconds"] >= 60
     assert container["command"][-1] == "exec gpuwise run --nproc-per-node 8 -- python train.py"
     assert container["image"] == "ghcr.io/me/train:1"
     default = k8s_manifest(plan)["spec"]["template"]["spec"]["containers"][0]["image"]
     assert default.startswith("gpuwise-job:")  # users build it from deploy/docker/job.Dockerfile
-    assert pod["restartPolicy"] == "Never"   # required by the pod failure policy
+    assert pod["restartPolicy"] == "Never"  # required by the pod failure policy
     rule = doc["spec"]["podFailurePolicy"]["rules"][0]
     assert rule["action"] == "Ignore" and rule["onPodConditions"][0]["type"] == "DisruptionTarget"
     assert yaml.safe_load(to_yaml(doc)) == doc
@@ -178,11 +218,16 @@ def test_k8s_multi_node_is_a_pytorchjob() -> None:
     specs = doc["spec"]["pytorchReplicaSpecs"]
     assert specs["Master"]["replicas"] == 1 and specs["Worker"]["replicas"] == 1
     pod = specs["Worker"]["template"]["spec"]
-    assert pod["containers"][0]["name"] == "pytorch"   # the training operator looks for this name
+    assert pod["containers"][0]["name"] == "pytorch"  # the training operator looks for this name
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt-pvc"}} in pod["volumes"]
+    assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt-pvc"}} in pod[
+        "volumes"
+    ]
     # the operator's PET_*/MASTER_* variables give gpuwise run the node count, rank and rendezvous
-    assert pod["containers"][0]["command"][-1] == "exec gpuwise run --nproc-per-node 8 -- python train.py"
+    assert (
+        pod["containers"][0]["command"][-1]
+        == "exec gpuwise run --nproc-per-node 8 -- python train.py"
+    )
     assert "torchrun" not in pod["containers"][0]["command"][-1]
 
 
@@ -191,11 +236,11 @@ def test_the_strict_validator_catches_mistakes() -> None:
 
     plan = make_plan(max_nodes=1)
     doc = k8s_manifest(plan)
-    doc["spec"]["template"]["spec"]["containers"][0]["resource"] = {}   # typo
+    doc["spec"]["template"]["spec"]["containers"][0]["resource"] = {}  # typo
     with pytest.raises(AssertionError, match="unknown field"):
         strict_model(doc, V1Job)
     doc = k8s_manifest(plan)
-    del doc["spec"]["template"]["spec"]["containers"][0]["name"]      # required
+    del doc["spec"]["template"]["spec"]["containers"][0]["name"]  # required
     with pytest.raises(ValueError):
         strict_model(doc, V1Job)
 

@@ -31,14 +31,33 @@ pytestmark = pytest.mark.slow
 
 
 def _offers() -> list[Offer]:
-    return [Offer(cloud="aws", region="us-east-1", zone=None, instance_type="p4d.24xlarge", gpu="A100",
-                  gpu_count=8, gpu_memory_gib=None, vcpus=96.0, memory_gib=1152.0, on_demand_usd_per_hour=32.0,
-                  spot_usd_per_hour=None, arch="x86_64", source="test", as_of="2026-11")]
+    return [
+        Offer(
+            cloud="aws",
+            region="us-east-1",
+            zone=None,
+            instance_type="p4d.24xlarge",
+            gpu="A100",
+            gpu_count=8,
+            gpu_memory_gib=None,
+            vcpus=96.0,
+            memory_gib=1152.0,
+            on_demand_usd_per_hour=32.0,
+            spot_usd_per_hour=None,
+            arch="x86_64",
+            source="test",
+            as_of="2026-11",
+        )
+    ]
 
 
 def _task(nodes: int, command: str) -> dict[str, object]:
-    request = PlanRequest(max_nodes=nodes, billings=("on-demand",), objective="time" if nodes > 1 else "cost")
-    plan = plan_offers(_offers(), ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP)
+    request = PlanRequest(
+        max_nodes=nodes, billings=("on-demand",), objective="time" if nodes > 1 else "cost"
+    )
+    plan = plan_offers(
+        _offers(), ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP
+    )
     assert plan.winner is not None and plan.winner.nodes == nodes
     return skypilot_task(plan, command=command)
 
@@ -69,17 +88,26 @@ def _names_exist(script: str, env: dict[str, str]) -> None:
         words = shlex.split(line)
         if not words or words[0] in ("set", "if", "then", "fi", "exec"):
             continue
-        assert shutil.which(words[0], path=env["PATH"]), f"the export runs {words[0]!r}, which does not exist"
+        assert shutil.which(words[0], path=env["PATH"]), (
+            f"the export runs {words[0]!r}, which does not exist"
+        )
 
 
 def _setup(task: dict[str, object], workdir: Path, env: dict[str, str]) -> None:
-    r = subprocess.run(["bash", "-c", str(task["setup"])], cwd=workdir, env=env, capture_output=True, text=True,
-                       timeout=600, check=False)
+    r = subprocess.run(
+        ["bash", "-c", str(task["setup"])],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_one_node_task_sets_up_and_trains(venv: Path, tmp_path: Path) -> None:
-    workdir = tmp_path / "work"   # what SkyPilot syncs from `workdir: .`
+    workdir = tmp_path / "work"  # what SkyPilot syncs from `workdir: .`
     workdir.mkdir()
     shutil.copy(ROOT / "examples" / "train_tiny.py", workdir / "train_tiny.py")
     ckpt = tmp_path / "checkpoints"
@@ -87,24 +115,48 @@ def test_one_node_task_sets_up_and_trains(venv: Path, tmp_path: Path) -> None:
     # the toy plan's winner has 8 GPUs per node; on this CPU box one worker stands for them
     run = str(task["run"]).replace("--nproc-per-node 8", "--nproc-per-node 1")
     envs = {str(k): str(v) for k, v in dict(task["envs"]).items()}  # type: ignore[call-overload]
-    env = _env(venv, {**envs, "GPUWISE_CHECKPOINT_DIR": str(ckpt), "SKYPILOT_NUM_NODES": "1",
-                      "SKYPILOT_NODE_RANK": "0", "SKYPILOT_NODE_IPS": "127.0.0.1",
-                      "SKYPILOT_NUM_GPUS_PER_NODE": "1"})
+    env = _env(
+        venv,
+        {
+            **envs,
+            "GPUWISE_CHECKPOINT_DIR": str(ckpt),
+            "SKYPILOT_NUM_NODES": "1",
+            "SKYPILOT_NODE_RANK": "0",
+            "SKYPILOT_NODE_IPS": "127.0.0.1",
+            "SKYPILOT_NUM_GPUS_PER_NODE": "1",
+        },
+    )
     _setup(task, workdir, env)
     _names_exist(run, env)
-    r = subprocess.run(["bash", "-c", run], cwd=workdir, env=env, capture_output=True, text=True, timeout=600,
-                       check=False)
+    r = subprocess.run(
+        ["bash", "-c", run],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "digest " in r.stdout
-    installed = subprocess.run([str(venv / "bin" / "python"), "-c", "import gpuwise; print(gpuwise.__file__)"],
-                               env=env, capture_output=True, text=True, check=True).stdout
-    assert str(venv) in installed   # the venv's own gpuwise ran, not the source tree's
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import gpuwise; print(gpuwise.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert str(venv) in installed  # the venv's own gpuwise ran, not the source tree's
 
 
 def test_two_node_task_on_loopback(venv: Path, tmp_path: Path) -> None:
     """Needs `gpuwise run --nnodes` reading SKYPILOT_* (issue 15's branch)."""
-    help_text = subprocess.run([sys.executable, "-m", "gpuwise", "run", "--help"], capture_output=True, text=True,
-                               check=False).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "gpuwise", "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     if "--nnodes" not in help_text:
         pytest.skip("gpuwise run has no multi-node mode on this branch (needs issue 15 merged)")
     workdir = tmp_path / "work"
@@ -112,16 +164,30 @@ def test_two_node_task_on_loopback(venv: Path, tmp_path: Path) -> None:
     shutil.copy(ROOT / "examples" / "train_tiny.py", workdir / "train_tiny.py")
     task = _task(2, "python train_tiny.py --steps 12 --hidden 32 --checkpoint-dir CKPT")
     run = str(task["run"]).replace("--nproc-per-node 8", "--nproc-per-node 1")
-    base = {"SKYPILOT_NUM_NODES": "2", "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.1", "SKYPILOT_NUM_GPUS_PER_NODE": "1"}
+    base = {
+        "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.1",
+        "SKYPILOT_NUM_GPUS_PER_NODE": "1",
+    }
     env0 = _env(venv, {**base, "SKYPILOT_NODE_RANK": "0"})
     _setup(task, workdir, env0)
     _names_exist(run, env0)
     procs = []
     for rank in (0, 1):
         ckpt = tmp_path / f"ckpt{rank}"
-        env = _env(venv, {**base, "SKYPILOT_NODE_RANK": str(rank), "GPUWISE_CHECKPOINT_DIR": str(ckpt)})
-        procs.append(subprocess.Popen(["bash", "-c", run.replace("CKPT", str(ckpt))], cwd=workdir, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        env = _env(
+            venv, {**base, "SKYPILOT_NODE_RANK": str(rank), "GPUWISE_CHECKPOINT_DIR": str(ckpt)}
+        )
+        procs.append(
+            subprocess.Popen(
+                ["bash", "-c", run.replace("CKPT", str(ckpt))],
+                cwd=workdir,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert "digest " in outs[0]

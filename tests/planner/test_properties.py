@@ -17,24 +17,58 @@ SPOT = load_spot_defaults()
 offers_st = st.lists(
     st.builds(
         lambda cloud, region, gpu, count, od, disc: Offer(
-            cloud=cloud, region=region, zone=None, instance_type=f"{gpu.lower()}-x{count}", gpu=gpu,
-            gpu_count=count, gpu_memory_gib=None, vcpus=None, memory_gib=None, on_demand_usd_per_hour=od,
-            spot_usd_per_hour=None if disc is None else od * disc, arch="x86_64", source="t", as_of="t"),
-        st.sampled_from(["aws", "gcp"]), st.sampled_from(["r1", "r2"]), st.sampled_from(["H100", "A100", "A10G"]),
-        st.sampled_from([1, 2, 4, 8]), st.floats(0.5, 100), st.one_of(st.none(), st.floats(0.1, 0.9))),
-    min_size=1, max_size=8, unique_by=lambda o: (o.cloud, o.region, o.instance_type))
+            cloud=cloud,
+            region=region,
+            zone=None,
+            instance_type=f"{gpu.lower()}-x{count}",
+            gpu=gpu,
+            gpu_count=count,
+            gpu_memory_gib=None,
+            vcpus=None,
+            memory_gib=None,
+            on_demand_usd_per_hour=od,
+            spot_usd_per_hour=None if disc is None else od * disc,
+            arch="x86_64",
+            source="t",
+            as_of="t",
+        ),
+        st.sampled_from(["aws", "gcp"]),
+        st.sampled_from(["r1", "r2"]),
+        st.sampled_from(["H100", "A100", "A10G"]),
+        st.sampled_from([1, 2, 4, 8]),
+        st.floats(0.5, 100),
+        st.one_of(st.none(), st.floats(0.1, 0.9)),
+    ),
+    min_size=1,
+    max_size=8,
+    unique_by=lambda o: (o.cloud, o.region, o.instance_type),
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(offers=offers_st, objective=st.sampled_from(["cost", "time", "balanced"]),
-       deadline=st.one_of(st.none(), st.floats(0.5, 200)), budget=st.one_of(st.none(), st.floats(10, 5000)))
-def test_plan_invariants(offers: list[Offer], objective: str, deadline: float | None, budget: float | None) -> None:
-    request = PlanRequest(max_nodes=3, objective=objective, deadline_hours=deadline,  # type: ignore[arg-type]
-                          budget_usd=budget, billings=("on-demand", "spot"))
+@given(
+    offers=offers_st,
+    objective=st.sampled_from(["cost", "time", "balanced"]),
+    deadline=st.one_of(st.none(), st.floats(0.5, 200)),
+    budget=st.one_of(st.none(), st.floats(10, 5000)),
+)
+def test_plan_invariants(
+    offers: list[Offer], objective: str, deadline: float | None, budget: float | None
+) -> None:
+    request = PlanRequest(
+        max_nodes=3,
+        objective=objective,
+        deadline_hours=deadline,  # type: ignore[arg-type]
+        budget_usd=budget,
+        billings=("on-demand", "spot"),
+    )
     plan = plan_offers(offers, ToyModel(), request, spot=SPOT, reserved={}, startup=NO_STARTUP)
     opts = plan.options
-    key = {"cost": lambda o: o.cost_usd, "time": lambda o: o.hours,
-           "balanced": lambda o: o.cost_usd * o.hours}[objective]
+    key = {
+        "cost": lambda o: o.cost_usd,
+        "time": lambda o: o.hours,
+        "balanced": lambda o: o.cost_usd * o.hours,
+    }[objective]
     assert all(key(a) <= key(b) * (1 + 1e-9) + 1e-6 for a, b in itertools.pairwise(opts))
     assert [o.rank for o in opts] == list(range(1, len(opts) + 1))
     for o in opts:
@@ -42,11 +76,15 @@ def test_plan_invariants(offers: list[Offer], objective: str, deadline: float | 
         assert budget is None or o.cost_usd <= budget
         if deadline is not None:
             assert o.p_meet_deadline is not None
-            assert o.hours <= deadline if o.billing != "spot" else o.p_meet_deadline >= request.confidence
+            assert (
+                o.hours <= deadline
+                if o.billing != "spot"
+                else o.p_meet_deadline >= request.confidence
+            )
     front = plan.pareto
     for p in front:  # nothing strictly better on both axes
         assert not any(o.cost_usd < p.cost_usd and o.hours < p.hours for o in opts)
-    for o in opts:   # everything off the front is weakly dominated by the front
+    for o in opts:  # everything off the front is weakly dominated by the front
         if not o.on_pareto_front:
             assert any(p.cost_usd <= o.cost_usd and p.hours <= o.hours for p in front)
     assert (not opts) == (plan.reason is not None)

@@ -19,36 +19,70 @@ from gpuwise.planner.spot import spot_outcome
 from .toy import NO_STARTUP, ToyModel
 
 
-def offer(cloud: str, region: str, itype: str, gpu: str, count: float, od: float | None,
-          spot: float | None = None, zone: str | None = None) -> Offer:
-    return Offer(cloud=cloud, region=region, zone=zone, instance_type=itype, gpu=gpu, gpu_count=count,
-                 gpu_memory_gib=None, vcpus=None, memory_gib=None, on_demand_usd_per_hour=od,
-                 spot_usd_per_hour=spot, arch="x86_64", source="test", as_of="2026-11")
+def offer(
+    cloud: str,
+    region: str,
+    itype: str,
+    gpu: str,
+    count: float,
+    od: float | None,
+    spot: float | None = None,
+    zone: str | None = None,
+) -> Offer:
+    return Offer(
+        cloud=cloud,
+        region=region,
+        zone=zone,
+        instance_type=itype,
+        gpu=gpu,
+        gpu_count=count,
+        gpu_memory_gib=None,
+        vcpus=None,
+        memory_gib=None,
+        on_demand_usd_per_hour=od,
+        spot_usd_per_hour=spot,
+        arch="x86_64",
+        source="test",
+        as_of="2026-11",
+    )
 
 
-A100X8 = offer("aws", "us-east-1", "p4d.24xlarge", "A100", 8, 32.0)        # 12.5 h, $400
-H100X8 = offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0)         # 4.17 h, $408.33
-A10GX4 = offer("aws", "us-east-1", "g5.12xlarge", "A10G", 4, 5.672)        # fits only on 2 nodes
+A100X8 = offer("aws", "us-east-1", "p4d.24xlarge", "A100", 8, 32.0)  # 12.5 h, $400
+H100X8 = offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0)  # 4.17 h, $408.33
+A10GX4 = offer("aws", "us-east-1", "g5.12xlarge", "A10G", 4, 5.672)  # fits only on 2 nodes
 CATALOG = [A100X8, H100X8, A10GX4]
 
 
 def run(offers: list[Offer], reserved: dict | None = None, **req: object):  # type: ignore[no-untyped-def]
     request = PlanRequest(**{"max_nodes": 2, "billings": ("on-demand",), **req})  # type: ignore[arg-type]
-    return plan_offers(offers, ToyModel(), request, spot=load_spot_defaults(), reserved=reserved or {}, startup=NO_STARTUP)
+    return plan_offers(
+        offers,
+        ToyModel(),
+        request,
+        spot=load_spot_defaults(),
+        reserved=reserved or {},
+        startup=NO_STARTUP,
+    )
 
 
 def names(plan) -> list[tuple[str, int, int]]:  # type: ignore[no-untyped-def]
     return [(o.gpu, o.gpu_count, o.nodes) for o in plan.options]
 
 
-@pytest.mark.parametrize(("objective", "want"), [
-    # cost: $400 (A100×8) < $408.33 (H100×8) < $444.44 (A100×16) < $453.70 (H100×16) < $525.19 (A10G×8)
-    ("cost", [("A100", 8, 1), ("H100", 8, 1), ("A100", 8, 2), ("H100", 8, 2), ("A10G", 4, 2)]),
-    # time: 2.31 h < 4.17 h < 6.94 h < 12.5 h < 46.3 h
-    ("time", [("H100", 8, 2), ("H100", 8, 1), ("A100", 8, 2), ("A100", 8, 1), ("A10G", 4, 2)]),
-    # balanced = cost × hours: 1050 < 1701 < 3086 < 5000 < 24316
-    ("balanced", [("H100", 8, 2), ("H100", 8, 1), ("A100", 8, 2), ("A100", 8, 1), ("A10G", 4, 2)]),
-])
+@pytest.mark.parametrize(
+    ("objective", "want"),
+    [
+        # cost: $400 (A100×8) < $408.33 (H100×8) < $444.44 (A100×16) < $453.70 (H100×16) < $525.19 (A10G×8)
+        ("cost", [("A100", 8, 1), ("H100", 8, 1), ("A100", 8, 2), ("H100", 8, 2), ("A10G", 4, 2)]),
+        # time: 2.31 h < 4.17 h < 6.94 h < 12.5 h < 46.3 h
+        ("time", [("H100", 8, 2), ("H100", 8, 1), ("A100", 8, 2), ("A100", 8, 1), ("A10G", 4, 2)]),
+        # balanced = cost × hours: 1050 < 1701 < 3086 < 5000 < 24316
+        (
+            "balanced",
+            [("H100", 8, 2), ("H100", 8, 1), ("A100", 8, 2), ("A100", 8, 1), ("A10G", 4, 2)],
+        ),
+    ],
+)
 def test_ranking_by_objective(objective: str, want: list[tuple[str, int, int]]) -> None:
     plan = run(CATALOG, objective=objective)
     assert names(plan) == want
@@ -81,11 +115,14 @@ def test_what_does_not_fit_is_rejected_with_the_numbers() -> None:
     assert no_fit[0].nodes == (1,)
 
 
-@pytest.mark.parametrize(("deadline", "winner"), [
-    (13.0, ("A100", 8, 1)),   # everything but A10G meets 13 h: cheapest wins
-    (5.0, ("H100", 8, 1)),    # only H100 setups finish within 5 h
-    (3.0, ("H100", 8, 2)),    # only 2 nodes of H100 finish within 3 h
-])
+@pytest.mark.parametrize(
+    ("deadline", "winner"),
+    [
+        (13.0, ("A100", 8, 1)),  # everything but A10G meets 13 h: cheapest wins
+        (5.0, ("H100", 8, 1)),  # only H100 setups finish within 5 h
+        (3.0, ("H100", 8, 2)),  # only 2 nodes of H100 finish within 3 h
+    ],
+)
 def test_deadline_filters_then_cost_ranks(deadline: float, winner: tuple[str, int, int]) -> None:
     plan = run(CATALOG, deadline_hours=deadline)
     assert names(plan)[0] == winner
@@ -98,7 +135,9 @@ def test_impossible_deadline_gives_no_options_and_the_nearest_miss() -> None:
     assert plan.options == () and plan.pareto == ()
     assert plan.reason == "no option meets the deadline"
     assert plan.nearest_miss is not None
-    assert plan.nearest_miss.startswith("fastest possible: 2.3 h on 16×H100 (aws p5.48xlarge ×2, on-demand")
+    assert plan.nearest_miss.startswith(
+        "fastest possible: 2.3 h on 16×H100 (aws p5.48xlarge ×2, on-demand"
+    )
     assert plan.to_dict()["options"] == []
 
 
@@ -113,20 +152,29 @@ def test_budget() -> None:
 
 
 def test_deadline_and_budget_together_can_contradict() -> None:
-    plan = run(CATALOG, deadline_hours=5.0, budget_usd=401)  # fast ones cost > $401, cheap one is slow
+    plan = run(
+        CATALOG, deadline_hours=5.0, budget_usd=401
+    )  # fast ones cost > $401, cheap one is slow
     assert plan.options == ()
     assert plan.reason == "no option that meets the deadline is within the budget"
-    assert (plan.nearest_miss or "").startswith("cheapest possible: $408 on 8×H100 (aws p5.48xlarge, on-demand)")
+    assert (plan.nearest_miss or "").startswith(
+        "cheapest possible: $408 on 8×H100 (aws p5.48xlarge, on-demand)"
+    )
 
 
 def test_max_gpus_caps_nodes() -> None:
     small = run(CATALOG, max_gpus=4)
     assert [r.reason for r in small.rejected if r.kind == "max-gpus"] == [
         "A100 ×8: more GPUs per node than the 4 GPUs allowed in total",
-        "H100 ×8: more GPUs per node than the 4 GPUs allowed in total"]
+        "H100 ×8: more GPUs per node than the 4 GPUs allowed in total",
+    ]
     plan = run(CATALOG, max_gpus=8)
     assert all(o.total_gpus <= 8 for o in plan.options)
-    assert names(plan) == [("A100", 8, 1), ("H100", 8, 1), ("A10G", 4, 2)]  # 2 × 4 A10G = 8 GPUs is allowed
+    assert names(plan) == [
+        ("A100", 8, 1),
+        ("H100", 8, 1),
+        ("A10G", 4, 2),
+    ]  # 2 × 4 A10G = 8 GPUs is allowed
 
 
 def test_availability_zones_collapse_and_equal_regions_merge() -> None:
@@ -140,9 +188,9 @@ def test_availability_zones_collapse_and_equal_regions_merge() -> None:
     plan = run(offers, max_nodes=1, billings=("on-demand", "spot"), spot_mtbf_hours=1e12)
     rows = [(o.cloud, o.billing, o.regions, o.price_usd_per_hour, o.zones) for o in plan.options]
     assert rows == [
-        ("aws", "spot", ("us-east-1",), 10.0, 2),              # cheapest AZ of us-east-1
+        ("aws", "spot", ("us-east-1",), 10.0, 2),  # cheapest AZ of us-east-1
         ("aws", "spot", ("us-west-2",), 11.0, 1),
-        ("lambda", "on-demand", ("us-south-1", "us-west-1"), 30.0, 2),   # same price: one row
+        ("lambda", "on-demand", ("us-south-1", "us-west-1"), 30.0, 2),  # same price: one row
         ("aws", "on-demand", ("us-east-1", "us-west-2"), 32.0, 3),
     ]
     assert any(r.kind == "no-price" and r.cloud == "lambda" for r in plan.rejected)
@@ -152,8 +200,15 @@ def test_spot_wins_when_safe_and_loses_when_risky() -> None:
     offers = [offer("aws", "us-east-1", "p4d.24xlarge", "A100", 8, 32.0, 12.0)]
     safe = run(offers, max_nodes=1, billings=("on-demand", "spot"), spot_mtbf_hours=1e6)
     assert [o.billing for o in safe.options] == ["spot", "on-demand"]
-    risky = run(offers, max_nodes=1, billings=("on-demand", "spot"), spot_mtbf_hours=0.05,
-                checkpoint_gib=50, checkpoint_bandwidth_gb_s=0.05, restart_hours=0.5)
+    risky = run(
+        offers,
+        max_nodes=1,
+        billings=("on-demand", "spot"),
+        spot_mtbf_hours=0.05,
+        checkpoint_gib=50,
+        checkpoint_bandwidth_gb_s=0.05,
+        restart_hours=0.5,
+    )
     assert [o.billing for o in risky.options] == ["on-demand", "spot"]
     spot = risky.options[1]
     # the option's hours are the closed-form expectation of the spot model
@@ -166,10 +221,25 @@ def test_spot_wins_when_safe_and_loses_when_risky() -> None:
 
 def test_spot_deadline_uses_the_probability() -> None:
     offers = [offer("aws", "us-east-1", "p4d.24xlarge", "A100", 8, 32.0, 12.0)]
-    plan = run(offers, max_nodes=1, billings=("spot",), spot_mtbf_hours=20.0, deadline_hours=14.0,
-               checkpoint_gib=10, restart_hours=0.2)
-    strict = run(offers, max_nodes=1, billings=("spot",), spot_mtbf_hours=20.0, deadline_hours=14.0,
-                 checkpoint_gib=10, restart_hours=0.2, confidence=0.999)
+    plan = run(
+        offers,
+        max_nodes=1,
+        billings=("spot",),
+        spot_mtbf_hours=20.0,
+        deadline_hours=14.0,
+        checkpoint_gib=10,
+        restart_hours=0.2,
+    )
+    strict = run(
+        offers,
+        max_nodes=1,
+        billings=("spot",),
+        spot_mtbf_hours=20.0,
+        deadline_hours=14.0,
+        checkpoint_gib=10,
+        restart_hours=0.2,
+        confidence=0.999,
+    )
     if plan.options:
         p = plan.options[0].p_meet_deadline
         assert p is not None and 0.9 <= p < 0.999
@@ -179,17 +249,24 @@ def test_spot_deadline_uses_the_probability() -> None:
 
 def test_reserved_is_priced_where_the_discount_is_known() -> None:
     terms = {("aws", 1): ReservedTerm("aws", 1, 0.4, "test"), ("aws", 3): None}
-    plan = run([A100X8], reserved=terms, max_nodes=1, billings=("on-demand", "reserved-1y", "reserved-3y"))
-    assert [(o.billing, o.price_usd_per_hour) for o in plan.options] == [("reserved-1y", pytest.approx(19.2)),
-                                                                        ("on-demand", 32.0)]
+    plan = run(
+        [A100X8], reserved=terms, max_nodes=1, billings=("on-demand", "reserved-1y", "reserved-3y")
+    )
+    assert [(o.billing, o.price_usd_per_hour) for o in plan.options] == [
+        ("reserved-1y", pytest.approx(19.2)),
+        ("on-demand", 32.0),
+    ]
     unknown = [r for r in plan.rejected if r.kind == "reserved-unknown"]
     assert [(r.cloud, r.billing) for r in unknown] == [("aws", "reserved-3y")]
     assert "discount unknown" in unknown[0].reason
 
 
 def test_unknown_accelerators_and_fractional_gpus_are_rejected_not_fatal() -> None:
-    offers = [A100X8, offer("aws", "us-east-1", "inf2.xlarge", "Inferentia2", 1, 0.76),
-              offer("aws", "us-east-1", "g6f.large", "L4", 0.125, 0.2)]
+    offers = [
+        A100X8,
+        offer("aws", "us-east-1", "inf2.xlarge", "Inferentia2", 1, 0.76),
+        offer("aws", "us-east-1", "g6f.large", "L4", 0.125, 0.2),
+    ]
     plan = run(offers, max_nodes=1)
     kinds = {r.kind: r.reason for r in plan.rejected}
     assert kinds["no-estimate"].startswith("Inferentia2: cannot estimate")
@@ -197,33 +274,47 @@ def test_unknown_accelerators_and_fractional_gpus_are_rejected_not_fatal() -> No
     assert names(plan) == [("A100", 8, 1)]
 
 
-@pytest.mark.parametrize(("field", "value", "suggestion"), [
-    ("clouds", ("awz",), "aws"),
-    ("regions", ("us-eats-1",), "us-east-1"),
-    ("gpus", ("H10O",), "H100"),
-])
-def test_unknown_names_get_did_you_mean(field: str, value: tuple[str, ...], suggestion: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "suggestion"),
+    [
+        ("clouds", ("awz",), "aws"),
+        ("regions", ("us-eats-1",), "us-east-1"),
+        ("gpus", ("H10O",), "H100"),
+    ],
+)
+def test_unknown_names_get_did_you_mean(
+    field: str, value: tuple[str, ...], suggestion: str
+) -> None:
     with pytest.raises(InputError) as info:
         run(CATALOG, **{field: value})
     assert suggestion in info.value.suggestions
 
 
 def test_filters_that_leave_nothing_give_a_reason_not_a_crash() -> None:
-    plan = run(CATALOG, gpus=("L4",))   # a known GPU with no offer here
+    plan = run(CATALOG, gpus=("L4",))  # a known GPU with no offer here
     assert plan.options == () and plan.reason == "no offer matches the cloud/region/GPU filters"
 
 
 def test_explanation_names_the_winner_and_the_losers() -> None:
     plan = run(CATALOG, deadline_hours=5.0)
     text = "\n".join(plan.explanation)
-    assert plan.explanation[0].startswith("8×H100 (aws p5.48xlarge, on-demand) wins on lowest expected cost")
+    assert plan.explanation[0].startswith(
+        "8×H100 (aws p5.48xlarge, on-demand) wins on lowest expected cost"
+    )
     assert "Rejected: A10G ×4: does not fit (needs 35 GiB/GPU, has 24)" in text
     assert "misses the 5.0 h deadline" in text
 
 
 def test_bad_requests_are_input_errors() -> None:
-    for kwargs in ({"deadline_hours": -1}, {"deadline_hours": math.nan}, {"budget_usd": math.inf},
-                   {"max_gpus": 0}, {"objective": "cheap"}, {"billings": ("spto",)}, {"confidence": 1.5},
-                   {"max_nodes": 0}):
+    for kwargs in (
+        {"deadline_hours": -1},
+        {"deadline_hours": math.nan},
+        {"budget_usd": math.inf},
+        {"max_gpus": 0},
+        {"objective": "cheap"},
+        {"billings": ("spto",)},
+        {"confidence": 1.5},
+        {"max_nodes": 0},
+    ):
         with pytest.raises(InputError):
             PlanRequest(**kwargs)  # type: ignore[arg-type]

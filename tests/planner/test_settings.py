@@ -14,20 +14,43 @@ from gpuwise.planner.settings import as_given, search_inference, search_training
 from .toy import NO_STARTUP
 
 
-def offer(cloud: str, region: str, itype: str, gpu: str, count: float, od: float, *, zone: str | None = None,
-          spot: float | None = None) -> Offer:
-    return Offer(cloud=cloud, region=region, zone=zone, instance_type=itype, gpu=gpu, gpu_count=count,
-                 gpu_memory_gib=None, vcpus=96.0, memory_gib=1024.0, on_demand_usd_per_hour=od,
-                 spot_usd_per_hour=spot, arch="x86_64", source="test", as_of="2026-11")
+def offer(
+    cloud: str,
+    region: str,
+    itype: str,
+    gpu: str,
+    count: float,
+    od: float,
+    *,
+    zone: str | None = None,
+    spot: float | None = None,
+) -> Offer:
+    return Offer(
+        cloud=cloud,
+        region=region,
+        zone=zone,
+        instance_type=itype,
+        gpu=gpu,
+        gpu_count=count,
+        gpu_memory_gib=None,
+        vcpus=96.0,
+        memory_gib=1024.0,
+        on_demand_usd_per_hour=od,
+        spot_usd_per_hour=spot,
+        arch="x86_64",
+        source="test",
+        as_of="2026-11",
+    )
 
 
-LORA_8B = workload_from_options(model="llama-3.1-8b", task="lora", tokens="2B", seq_len=4096, micro_batch=4,
-                                global_batch=64)
+LORA_8B = workload_from_options(
+    model="llama-3.1-8b", task="lora", tokens="2B", seq_len=4096, micro_batch=4, global_batch=64
+)
 
 
 def test_recompute_makes_a_24_gib_gpu_fit_and_keeps_the_global_batch() -> None:
     spec = find_gpu("A10G")
-    assert as_given(LORA_8B, spec, 4, 1, 40, None).estimate is None   # as given: does not fit
+    assert as_given(LORA_8B, spec, 4, 1, 40, None).estimate is None  # as given: does not fit
     found = search_training(LORA_8B, spec, 4, 1, 40, None)
     assert found.estimate is not None and found.settings is not None
     s = found.settings
@@ -49,7 +72,9 @@ def test_the_search_is_never_slower_than_the_settings_as_given() -> None:
 
 def test_70b_inference_uses_tensor_parallelism_on_8_h100() -> None:
     wl = workload_from_options(model="llama-3.1-70b", task="inference", requests="100000")
-    assert as_given(wl, find_gpu("H100"), 8, 1, 3200, None).estimate is None   # 140 GB of weights on one GPU
+    assert (
+        as_given(wl, find_gpu("H100"), 8, 1, 3200, None).estimate is None
+    )  # 140 GB of weights on one GPU
     found = search_inference(wl, find_gpu("H100"), 8, 1, 3200, None, max_batch=64)
     assert found.settings is not None and found.settings.tensor_parallel >= 2
     assert found.settings.micro_batch > 1 and found.settings.describe().startswith("TP ")
@@ -57,14 +82,22 @@ def test_70b_inference_uses_tensor_parallelism_on_8_h100() -> None:
 
 def test_70b_inference_cost_falls_as_the_batch_may_grow() -> None:
     wl = workload_from_options(model="llama-3.1-70b", task="inference", requests="100000")
-    offers = [offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0),
-              offer("aws", "us-east-1", "p5en.48xlarge", "H200", 8, 110.0)]
+    offers = [
+        offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0),
+        offer("aws", "us-east-1", "p5en.48xlarge", "H200", 8, 110.0),
+    ]
     costs = []
     for batch in (1, 8, 64):
         request = PlanRequest(max_nodes=1, billings=("on-demand",), max_batch=batch)
-        plan = plan_offers(offers, EstimatorModel(wl, max_batch=batch), request, spot=load_spot_defaults(),
-                           reserved={}, startup=NO_STARTUP)
-        h100 = next(o for o in plan.options if o.gpu == "H100")   # 8×H100 is offered (with TP)
+        plan = plan_offers(
+            offers,
+            EstimatorModel(wl, max_batch=batch),
+            request,
+            spot=load_spot_defaults(),
+            reserved={},
+            startup=NO_STARTUP,
+        )
+        h100 = next(o for o in plan.options if o.gpu == "H100")  # 8×H100 is offered (with TP)
         assert h100.settings is not None and h100.settings["tensor_parallel"] >= 2
         costs.append(plan.options[0].cost_usd)
     assert costs[0] > costs[1] > costs[2]
@@ -72,10 +105,16 @@ def test_70b_inference_cost_falls_as_the_batch_may_grow() -> None:
 
 def test_instances_have_their_own_network() -> None:
     p5 = instance_network("aws", "p5.48xlarge")
-    assert p5.inter_node_gbit_s == 3200 and p5.fabric == "efa" and p5.rdma_resource == ("vpc.amazonaws.com/efa", 32)
+    assert (
+        p5.inter_node_gbit_s == 3200
+        and p5.fabric == "efa"
+        and p5.rdma_resource == ("vpc.amazonaws.com/efa", 32)
+    )
     nc = instance_network("azure", "Standard_NC24ads_A100_v4")
     assert nc.inter_node_gbit_s == 20 and nc.fabric == "tcp" and "learn.microsoft.com" in nc.source
-    assert instance_network("aws", "g5.xlarge").inter_node_gbit_s == 10   # the family glob after exact rows
+    assert (
+        instance_network("aws", "g5.xlarge").inter_node_gbit_s == 10
+    )  # the family glob after exact rows
     assert instance_network("aws", "g5.48xlarge").fabric == "efa"
     unknown = instance_network("lambda", "gpu_8x_h100_sxm5")
     assert unknown is UNKNOWN and not unknown.known and "conservative" in unknown.describe()
@@ -86,28 +125,48 @@ def test_zero3_across_1_gpu_instances_is_timed_with_their_own_network() -> None:
     offers = [offer("azure", "eastus", "Standard_NC24ads_A100_v4", "A100-80GB-PCIE", 1, 3.67)]
     common = {"max_nodes": 3, "billings": ("on-demand",), "search_settings": False}
     spot, model = load_spot_defaults(), EstimatorModel(wl, search=False)
-    own = plan_offers(offers, model, PlanRequest(**common), spot=spot, reserved={}, startup=NO_STARTUP)
-    fast = plan_offers(offers, model, PlanRequest(**common, inter_node_gbit_s=400), spot=spot, reserved={},
-                       startup=NO_STARTUP)
+    own = plan_offers(
+        offers, model, PlanRequest(**common), spot=spot, reserved={}, startup=NO_STARTUP
+    )
+    fast = plan_offers(
+        offers,
+        model,
+        PlanRequest(**common, inter_node_gbit_s=400),
+        spot=spot,
+        reserved={},
+        startup=NO_STARTUP,
+    )
     three = next(o for o in own.options if o.nodes == 3)
     three_fast = next(o for o in fast.options if o.nodes == 3)
     assert three.network == "20 Gbit/s TCP" and three_fast.network.startswith("400 Gbit/s")
-    assert three.hours > 2 * three_fast.hours   # weight all-gathers over 20 Gbit/s, not 400
+    assert three.hours > 2 * three_fast.hours  # weight all-gathers over 20 Gbit/s, not 400
 
 
 def test_fixed_costs_are_added_to_every_option() -> None:
     offers = [offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0)]
-    request = PlanRequest(max_nodes=2, billings=("on-demand",), provision_hours=0.5, startup_hours=0.0,
-                          download_gbit_s=8.0)
-    plan = plan_offers(offers, EstimatorModel(LORA_8B), request, spot=load_spot_defaults(), reserved={})
+    request = PlanRequest(
+        max_nodes=2,
+        billings=("on-demand",),
+        provision_hours=0.5,
+        startup_hours=0.0,
+        download_gbit_s=8.0,
+    )
+    plan = plan_offers(
+        offers, EstimatorModel(LORA_8B), request, spot=load_spot_defaults(), reserved={}
+    )
     for o in plan.options:
         # 0.5 h provisioning + (8 GiB image + 16 GB bf16 weights) at 8 Gbit/s
         download_h = (8 * 2**30 + 8.03e9 * 2) * 8 / 8e9 / 3600  # Llama 3.1 8B: 8.03 B parameters
         assert o.fixed_hours == pytest.approx(0.5 + download_h, rel=0.01)
         assert o.hours == pytest.approx(o.failure_free_hours + o.fixed_hours)
         assert o.cost_usd == pytest.approx(o.price_usd_per_hour * o.hours)
-    assert not any("fixed costs" in a for a in plan.assumptions)   # all three were given
-    default = plan_offers(offers, EstimatorModel(LORA_8B), PlanRequest(max_nodes=1, billings=("on-demand",)),
-                          spot=load_spot_defaults(), reserved={})
+    assert not any("fixed costs" in a for a in plan.assumptions)  # all three were given
+    default = plan_offers(
+        offers,
+        EstimatorModel(LORA_8B),
+        PlanRequest(max_nodes=1, billings=("on-demand",)),
+        spot=load_spot_defaults(),
+        reserved={},
+    )
     assert any("fixed costs" in a and "placeholder" in a for a in default.assumptions)
     assert default.options[0].fixed_hours > 0

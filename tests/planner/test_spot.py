@@ -20,22 +20,28 @@ from gpuwise.planner.spot import (
 )
 
 
-@pytest.mark.parametrize(("mtbf_h", "dump_min", "want_min", "tol_min"), [
-    (24.0, 5.0, 117.0, 1.0),   # Daly 2006, FGCS 22(3): M = 24 h, δ = 5 min → 117 min
-    (6.0, 5.0, 57.0, 1.0),     # M = 6 h → 57 min
-    (0.25, 5.0, 9.1, 0.1),     # M = 15 min → 9.1 min
-])
-def test_daly_interval_reproduces_the_papers_examples(mtbf_h: float, dump_min: float, want_min: float,
-                                                       tol_min: float) -> None:
+@pytest.mark.parametrize(
+    ("mtbf_h", "dump_min", "want_min", "tol_min"),
+    [
+        (24.0, 5.0, 117.0, 1.0),  # Daly 2006, FGCS 22(3): M = 24 h, δ = 5 min → 117 min
+        (6.0, 5.0, 57.0, 1.0),  # M = 6 h → 57 min
+        (0.25, 5.0, 9.1, 0.1),  # M = 15 min → 9.1 min
+    ],
+)
+def test_daly_interval_reproduces_the_papers_examples(
+    mtbf_h: float, dump_min: float, want_min: float, tol_min: float
+) -> None:
     assert daly_interval_hours(dump_min / 60, mtbf_h) * 60 == pytest.approx(want_min, abs=tol_min)
 
 
 def test_daly_limits() -> None:
-    assert daly_interval_hours(1.0, math.inf) == math.inf      # no failures: no periodic checkpoint
-    assert daly_interval_hours(3.0, 1.0) == 1.0                # δ ≥ 2M: checkpoint every M
+    assert daly_interval_hours(1.0, math.inf) == math.inf  # no failures: no periodic checkpoint
+    assert daly_interval_hours(3.0, 1.0) == 1.0  # δ ≥ 2M: checkpoint every M
     assert daly_interval_hours(0.0, 10.0) == 0.0
     # for δ ≪ M Daly tends to Young's √(2δM)
-    assert daly_interval_hours(1e-4, 1e3) == pytest.approx(young_interval_hours(1e-4, 1e3), rel=1e-3)
+    assert daly_interval_hours(1e-4, 1e3) == pytest.approx(
+        young_interval_hours(1e-4, 1e3), rel=1e-3
+    )
 
 
 def test_monthly_probability_to_rate() -> None:
@@ -47,13 +53,20 @@ def test_monthly_probability_to_rate() -> None:
         monthly_probability_to_rate(float("nan"))
 
 
-@pytest.mark.parametrize(("work", "rate", "c", "r", "tau"), [
-    (100.0, 0.05, 0.1, 0.2, 10.0),   # W a multiple of τ: 10 segments
-    (12.0, 0.5, 0.01, 0.05, 0.5),    # hot pool
-    (7.0, 0.01, 0.0, 1.0, 3.5),      # free checkpoints, slow restarts
-])
-def test_expected_time_equals_the_closed_form(work: float, rate: float, c: float, r: float, tau: float) -> None:
-    out = spot_outcome(work, rate_per_hour=rate, checkpoint_hours=c, restart_hours=r, interval_hours=tau)
+@pytest.mark.parametrize(
+    ("work", "rate", "c", "r", "tau"),
+    [
+        (100.0, 0.05, 0.1, 0.2, 10.0),  # W a multiple of τ: 10 segments
+        (12.0, 0.5, 0.01, 0.05, 0.5),  # hot pool
+        (7.0, 0.01, 0.0, 1.0, 3.5),  # free checkpoints, slow restarts
+    ],
+)
+def test_expected_time_equals_the_closed_form(
+    work: float, rate: float, c: float, r: float, tau: float
+) -> None:
+    out = spot_outcome(
+        work, rate_per_hour=rate, checkpoint_hours=c, restart_hours=r, interval_hours=tau
+    )
     n = work / tau
     closed = n * (1 / rate + r) * (math.exp(rate * (tau + c)) - 1)
     assert out.expected_hours == pytest.approx(closed, rel=1e-12)
@@ -77,7 +90,9 @@ def test_overhead_matches_youngs_first_order_waste() -> None:
     assert out.expected_hours / w - 1 == pytest.approx(waste, rel=0.05)
 
 
-def _simulate(work: float, rate: float, c: float, r: float, tau: float, runs: int, seed: int) -> np.ndarray:
+def _simulate(
+    work: float, rate: float, c: float, r: float, tau: float, runs: int, seed: int
+) -> np.ndarray:
     """Monte Carlo of the renewal process the closed form describes."""
     rng = np.random.default_rng(seed)
     n_full = math.floor(work / tau)
@@ -122,7 +137,9 @@ def test_deadline_probability_is_close_to_simulation() -> None:
     out = spot_outcome(work, rate_per_hour=rate, checkpoint_hours=c, restart_hours=r)
     sim = _simulate(work, rate, c, r, out.interval_hours, runs=4000, seed=2)
     for deadline in (out.failure_free_hours + 0.5, out.expected_hours, out.expected_hours + 1.0):
-        assert p_meet_deadline(out, work, deadline) == pytest.approx((sim <= deadline).mean(), abs=0.06)
+        assert p_meet_deadline(out, work, deadline) == pytest.approx(
+            (sim <= deadline).mean(), abs=0.06
+        )
 
 
 def test_deadline_probability_is_monotone() -> None:
@@ -153,20 +170,25 @@ def test_bundled_spot_defaults_have_sources() -> None:
 def test_user_spot_file_overrides_key_by_key(isolated_env) -> None:  # type: ignore[no-untyped-def]
     cfg = isolated_env / "config"
     cfg.mkdir()
-    (cfg / "spot.yaml").write_text("clouds:\n  aws: {monthly_interruption_probability: 0.5}\nrestart_minutes: 3\n")
+    (cfg / "spot.yaml").write_text(
+        "clouds:\n  aws: {monthly_interruption_probability: 0.5}\nrestart_minutes: 3\n"
+    )
     spot = load_spot_defaults()
     assert spot.for_cloud("aws").monthly_interruption_probability == 0.5
-    assert spot.for_cloud("aws").notice_seconds == 120      # kept from the bundled file
+    assert spot.for_cloud("aws").notice_seconds == 120  # kept from the bundled file
     assert spot.restart_hours == pytest.approx(0.05)
 
 
-@pytest.mark.parametrize("text", [
-    "clouds:\n  aws: {monthly_interruption_probability: 1.5}\n",   # not a probability
-    "clouds:\n  aws: {monthly_interruption_probability: .nan}\n",
-    "restart_minutes: -1\n",
-    "[unclosed\n",                                                  # not YAML
-    "- a list\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "clouds:\n  aws: {monthly_interruption_probability: 1.5}\n",  # not a probability
+        "clouds:\n  aws: {monthly_interruption_probability: .nan}\n",
+        "restart_minutes: -1\n",
+        "[unclosed\n",  # not YAML
+        "- a list\n",
+    ],
+)
 def test_bad_user_spot_file_is_a_data_file_error(isolated_env, text: str) -> None:  # type: ignore[no-untyped-def]
     cfg = isolated_env / "config"
     cfg.mkdir()

@@ -14,11 +14,31 @@ from .test_export import validate_skypilot
 from .toy import NO_STARTUP, ToyModel
 
 
-def offer(zone: str, spot: float, *, region: str = "us-east-1", itype: str = "p5.48xlarge",
-          gpu: str = "H100", count: int = 8) -> Offer:
-    return Offer(cloud="aws", region=region, zone=zone, instance_type=itype, gpu=gpu, gpu_count=count,
-                 gpu_memory_gib=None, vcpus=192.0, memory_gib=2048.0, on_demand_usd_per_hour=98.0,
-                 spot_usd_per_hour=spot, arch="x86_64", source="test", as_of="2026-11")
+def offer(
+    zone: str,
+    spot: float,
+    *,
+    region: str = "us-east-1",
+    itype: str = "p5.48xlarge",
+    gpu: str = "H100",
+    count: int = 8,
+) -> Offer:
+    return Offer(
+        cloud="aws",
+        region=region,
+        zone=zone,
+        instance_type=itype,
+        gpu=gpu,
+        gpu_count=count,
+        gpu_memory_gib=None,
+        vcpus=192.0,
+        memory_gib=2048.0,
+        on_demand_usd_per_hour=98.0,
+        spot_usd_per_hour=spot,
+        arch="x86_64",
+        source="test",
+        as_of="2026-11",
+    )
 
 
 # the README job's case: a Local Zone at 62% of the region's other zone
@@ -28,7 +48,9 @@ NORMAL = offer("use1-az6", 21.0)
 
 def plan(offers: list[Offer], **req: Any):  # type: ignore[no-untyped-def]
     request = PlanRequest(**{"max_nodes": 2, "billings": ("spot",), "spot_mtbf_hours": 1e6, **req})
-    return plan_offers(offers, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP)
+    return plan_offers(
+        offers, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP
+    )
 
 
 def test_an_outlier_zone_price_is_set_aside() -> None:
@@ -38,11 +60,14 @@ def test_an_outlier_zone_price_is_set_aside() -> None:
     assert w.zones_set_aside == ("use1-atl2-az1",)
 
 
-@pytest.mark.parametrize(("prices", "chosen"), [
-    ((20.0, 21.0), 20.0),    # zones within 25% of each other: the cheapest is a normal price
-    ((13.0, 21.0, 22.0), 21.0),  # one far below two others: set aside
-    ((13.0,), 13.0),         # a single zone has nothing to be an outlier against
-])
+@pytest.mark.parametrize(
+    ("prices", "chosen"),
+    [
+        ((20.0, 21.0), 20.0),  # zones within 25% of each other: the cheapest is a normal price
+        ((13.0, 21.0, 22.0), 21.0),  # one far below two others: set aside
+        ((13.0,), 13.0),  # a single zone has nothing to be an outlier against
+    ],
+)
 def test_outlier_rule(prices: tuple[float, ...], chosen: float) -> None:
     offers = [offer(f"use1-az{i}", p) for i, p in enumerate(prices)]
     w = plan(offers).winner
@@ -52,7 +77,12 @@ def test_outlier_rule(prices: tuple[float, ...], chosen: float) -> None:
 def test_an_allowed_outlier_is_pinned_in_the_export() -> None:
     p = plan([LOCAL, NORMAL], allow_zone_outliers=True)
     w = p.winner
-    assert w is not None and w.price_usd_per_hour == 13.0 and w.zone_pinned and w.zone == "use1-atl2-az1"
+    assert (
+        w is not None
+        and w.price_usd_per_hour == 13.0
+        and w.zone_pinned
+        and w.zone == "use1-atl2-az1"
+    )
     doc = skypilot_task(p)
     validate_skypilot(doc)
     assert doc["resources"]["ordered"][0]["infra"] == "aws/us-east-1/use1-atl2-az1"
@@ -64,8 +94,10 @@ def test_k8s_requests_cpu_memory_and_efa_for_multi_node_aws() -> None:
     doc = k8s_manifest(p)
     container = doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     res = container["resources"]
-    assert res["limits"]["vpc.amazonaws.com/efa"] == "32"   # p5: without EFA, NCCL falls back to TCP
-    assert res["requests"]["cpu"] == "172" and res["requests"]["memory"] == "1843Gi"   # 90% of 192 vCPU, 2 TiB
+    assert res["limits"]["vpc.amazonaws.com/efa"] == "32"  # p5: without EFA, NCCL falls back to TCP
+    assert (
+        res["requests"]["cpu"] == "172" and res["requests"]["memory"] == "1843Gi"
+    )  # 90% of 192 vCPU, 2 TiB
     assert res["requests"]["nvidia.com/gpu"] == "8"
 
 
@@ -73,6 +105,12 @@ def test_spot_on_a_scarce_gpu_carries_a_capacity_note() -> None:
     from gpuwise.planner.startup import load_startup_defaults
 
     request = PlanRequest(max_nodes=1, billings=("spot",), spot_mtbf_hours=1e6)
-    p = plan_offers([NORMAL], ToyModel(), request, spot=load_spot_defaults(), reserved={},
-                    startup=load_startup_defaults())
+    p = plan_offers(
+        [NORMAL],
+        ToyModel(),
+        request,
+        spot=load_spot_defaults(),
+        reserved={},
+        startup=load_startup_defaults(),
+    )
     assert p.winner is not None and "scarce" in (p.winner.capacity_note or "")

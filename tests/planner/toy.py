@@ -15,8 +15,9 @@ from gpuwise.planner.model import Evaluation
 from gpuwise.planner.network import InstanceNetwork
 from gpuwise.planner.startup import StartupCosts
 
-NO_STARTUP = StartupCosts(provision_hours=0.0, image_gib=0.0, download_gbit_s=1.0, startup_hours=0.0,
-                          scarce_gpus=())
+NO_STARTUP = StartupCosts(
+    provision_hours=0.0, image_gib=0.0, download_gbit_s=1.0, startup_hours=0.0, scarce_gpus=()
+)
 """No fixed costs: the toy tests' hours and costs are the model's own."""
 
 
@@ -28,22 +29,33 @@ class ToyModel:
     """Unsharded memory per GPU (activations, buffers)."""
     gpu_hours: float = 100.0
     """GPU-hours on a speed-1.0 GPU."""
-    speed: Mapping[str, float] = field(default_factory=lambda: {"H100": 3.0, "A100": 1.0, "A10G": 0.3, "L4": 0.25})
+    speed: Mapping[str, float] = field(
+        default_factory=lambda: {"H100": 3.0, "A100": 1.0, "A10G": 0.3, "L4": 0.25}
+    )
     """Relative speed per GPU model; models not listed cannot be estimated."""
-    capacity: Mapping[str, float] = field(default_factory=lambda: {"H100": 80.0, "A100": 40.0, "A10G": 24.0, "L4": 24.0})
+    capacity: Mapping[str, float] = field(
+        default_factory=lambda: {"H100": 80.0, "A100": 40.0, "A10G": 24.0, "L4": 24.0}
+    )
     node_efficiency: float = 0.9
     """Throughput factor per extra node (0.9 → 2 nodes run at 90%)."""
     checkpoint_gib: float = 50.0
 
-    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork) -> Evaluation:
+    def evaluate(
+        self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork
+    ) -> Evaluation:
         if gpu not in self.speed:
             raise HardwareError(f"unknown GPU {gpu!r}", hint="toy model")
         n = gpus_per_node * nodes
         need = self.state_gib / n + self.fixed_gib
         eff = self.node_efficiency ** (nodes - 1)
         hours = self.gpu_hours / (n * self.speed[gpu] * eff)
-        return Evaluation(fits=need <= self.capacity[gpu], per_gpu_memory_gib=need,
-                          capacity_gib=self.capacity[gpu], hours=hours, checkpoint_gib=self.checkpoint_gib)
+        return Evaluation(
+            fits=need <= self.capacity[gpu],
+            per_gpu_memory_gib=need,
+            capacity_gib=self.capacity[gpu],
+            hours=hours,
+            checkpoint_gib=self.checkpoint_gib,
+        )
 
     def describe(self) -> Mapping[str, Any]:
         return {"model": "toy", "state_gib": self.state_gib, "gpu_hours": self.gpu_hours}

@@ -31,11 +31,17 @@ class S3:
         self._cls = ThreadedMotoServer
         self.server: Any = None
         self.url = f"http://127.0.0.1:{self.port}"
-        self.options = {"key": "testing", "secret": "testing", "skip_instance_cache": True,
-                        "client_kwargs": {"endpoint_url": self.url, "region_name": "us-east-1"},
-                        "config_kwargs": {"connect_timeout": 1, "read_timeout": 5,
-                                          "retries": {"max_attempts": 1}},
-                        }
+        self.options = {
+            "key": "testing",
+            "secret": "testing",
+            "skip_instance_cache": True,
+            "client_kwargs": {"endpoint_url": self.url, "region_name": "us-east-1"},
+            "config_kwargs": {
+                "connect_timeout": 1,
+                "read_timeout": 5,
+                "retries": {"max_attempts": 1},
+            },
+        }
 
     def start(self) -> None:
         self.server = self._cls(ip_address="127.0.0.1", port=self.port, verbose=False)
@@ -49,8 +55,13 @@ class S3:
     def make_bucket(self, name: str) -> None:
         import boto3
 
-        boto3.client("s3", endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=name)
+        boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_bucket(Bucket=name)
 
 
 @pytest.fixture
@@ -72,4 +83,3 @@ def tiny() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-

@@ -36,21 +36,33 @@ def _fresh() -> tuple[torch.nn.Module, torch.optim.Optimizer, Any, Any]:
     torch.manual_seed(123)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    return model, opt, torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5), torch.amp.GradScaler("cpu")
+    return (
+        model,
+        opt,
+        torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5),
+        torch.amp.GradScaler("cpu"),
+    )
 
 
 def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+    return all(
+        torch.equal(x, y)
+        for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    )
 
 
-@pytest.mark.parametrize(("where", "async_write", "compress"), [
-    ("local", True, "none"),    # the default: background writer process
-    ("local", False, "zstd"),   # synchronous, compressed
-    ("memory", True, "none"),   # memory:// is always written in-process
-    ("s3", True, "zstd"),       # real S3 API (moto on loopback), object-store commit order
-])
-def test_round_trip_restores_everything(where: str, async_write: bool, compress: str, tmp_path: Path,
-                                        request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(
+    ("where", "async_write", "compress"),
+    [
+        ("local", True, "none"),  # the default: background writer process
+        ("local", False, "zstd"),  # synchronous, compressed
+        ("memory", True, "none"),  # memory:// is always written in-process
+        ("s3", True, "zstd"),  # real S3 API (moto on loopback), object-store commit order
+    ],
+)
+def test_round_trip_restores_everything(
+    where: str, async_write: bool, compress: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     opts: dict[str, Any] = {}
     if where == "local":
         url = str(tmp_path / "ck")
@@ -64,8 +76,15 @@ def test_round_trip_restores_everything(where: str, async_write: bool, compress:
     np.random.seed(7)
     torch.manual_seed(7)
     with Checkpointer(url, storage_options=opts, async_write=async_write, compress=compress) as ck:  # type: ignore[arg-type]
-        ck.save(Progress(3, epoch=1, batch_in_epoch=5, tokens_seen=99), model=model, optimizer=opt,
-                scheduler=sched, scaler=scaler, extras={"note": "hi", "losses": [1.5, 0.5]}, block=True)
+        ck.save(
+            Progress(3, epoch=1, batch_in_epoch=5, tokens_seen=99),
+            model=model,
+            optimizer=opt,
+            scheduler=sched,
+            scaler=scaler,
+            extras={"note": "hi", "losses": [1.5, 0.5]},
+            block=True,
+        )
         expected = (random.random(), float(np.random.rand()), float(torch.rand(1)))
         m2, o2, s2, sc2 = _fresh()
         restored = ck.restore(model=m2, optimizer=o2, scheduler=s2, scaler=sc2)
@@ -87,14 +106,18 @@ def test_nothing_to_restore_returns_none(tmp_path: Path) -> None:
         assert ck.restore(model=torch.nn.Linear(2, 2)) is None
 
 
-@pytest.mark.parametrize("damage", [
-    "no-marker",        # killed between shard and marker
-    "bad-checksum",     # shard changed after the commit (bit rot, partial overwrite)
-    "truncated-shard",  # shard cut short
-    "garbage-marker",   # marker half-written by a non-atomic store
-])
-def test_damaged_newest_falls_back_to_previous_and_says_so(damage: str, tmp_path: Path,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "no-marker",  # killed between shard and marker
+        "bad-checksum",  # shard changed after the commit (bit rot, partial overwrite)
+        "truncated-shard",  # shard cut short
+        "garbage-marker",  # marker half-written by a non-atomic store
+    ],
+)
+def test_damaged_newest_falls_back_to_previous_and_says_so(
+    damage: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     model, *_ = _model()
     root = tmp_path / "ck"
     with Checkpointer(root, async_write=False) as ck:
@@ -120,19 +143,29 @@ def test_damaged_newest_falls_back_to_previous_and_says_so(damage: str, tmp_path
     assert restored is not None and restored.step == 1
     assert len(restored.skipped) == 1 and "step-000000002" in restored.skipped[0]
     assert "falling back" in caplog.text
-    assert not torch.equal(m2[0].weight, model[0].weight)  # the damaged, newer weights were not used
+    assert not torch.equal(
+        m2[0].weight, model[0].weight
+    )  # the damaged, newer weights were not used
 
 
 class Custom:
     """An arbitrary pickled object: what weights_only=True refuses to unpickle."""
 
 
-@pytest.mark.parametrize("value", [
-    Custom(),               # an arbitrary pickled object
-    np.float64(0.5),        # a NumPy scalar: the silent restart-from-scratch of the bug report
-])
-def test_extras_that_weights_only_refuses_fail_at_save_by_name(value: object, tmp_path: Path) -> None:
-    with Checkpointer(tmp_path / "ck", async_write=False) as ck, pytest.raises(CheckpointError, match=r"extras\['obj'\]"):
+@pytest.mark.parametrize(
+    "value",
+    [
+        Custom(),  # an arbitrary pickled object
+        np.float64(0.5),  # a NumPy scalar: the silent restart-from-scratch of the bug report
+    ],
+)
+def test_extras_that_weights_only_refuses_fail_at_save_by_name(
+    value: object, tmp_path: Path
+) -> None:
+    with (
+        Checkpointer(tmp_path / "ck", async_write=False) as ck,
+        pytest.raises(CheckpointError, match=r"extras\['obj'\]"),
+    ):
         ck.save(1, model=torch.nn.Linear(2, 2), extras={"obj": value})
     assert Checkpointer(tmp_path / "ck").committed_steps() == []
 
@@ -146,14 +179,18 @@ def test_weights_only_refuses_pickled_objects_loudly(tmp_path: Path) -> None:
         Checkpointer(tmp_path / "ck").load_latest()
 
 
-@pytest.mark.parametrize(("keep_last", "keep_every", "steps", "kept"), [
-    (2, None, [1, 2, 3, 4, 5], [4, 5]),           # the last two
-    (3, None, [1, 2, 3, 4, 5], [3, 4, 5]),        # the last three
-    (2, 2, [1, 2, 3, 4, 5], [2, 4, 5]),           # plus every 2nd forever
-    (2, 10, [5, 10, 15, 20, 25], [10, 20, 25]),   # milestones survive
-])
-def test_retention(keep_last: int, keep_every: int | None, steps: list[int], kept: list[int],
-                   tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("keep_last", "keep_every", "steps", "kept"),
+    [
+        (2, None, [1, 2, 3, 4, 5], [4, 5]),  # the last two
+        (3, None, [1, 2, 3, 4, 5], [3, 4, 5]),  # the last three
+        (2, 2, [1, 2, 3, 4, 5], [2, 4, 5]),  # plus every 2nd forever
+        (2, 10, [5, 10, 15, 20, 25], [10, 20, 25]),  # milestones survive
+    ],
+)
+def test_retention(
+    keep_last: int, keep_every: int | None, steps: list[int], kept: list[int], tmp_path: Path
+) -> None:
     with Checkpointer(tmp_path / "ck", keep_last=keep_last, keep_every=keep_every) as ck:
         for s in steps:
             ck.save(s, model=torch.nn.Linear(2, 2), block=True)
@@ -193,7 +230,7 @@ def test_marker_lists_checksums_and_is_written_last(tmp_path: Path) -> None:
     folder = tmp_path / "ck" / step_dir(7)
     marker = json.loads((folder / MARKER).read_text())
     assert marker["step"] == 7 and marker["compression"] == "zstd"
-    (name, info), = marker["files"].items()
+    ((name, info),) = marker["files"].items()
     assert name == "state.pt.zst" and info["bytes"] == (folder / name).stat().st_size
     assert (folder / MARKER).stat().st_mtime_ns >= (folder / name).stat().st_mtime_ns
     assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
@@ -210,15 +247,19 @@ def test_retention_counts_only_intact_checkpoints(tmp_path: Path) -> None:
         shard = root / step_dir(30) / "state.pt"
         shard.write_bytes(shard.read_bytes()[:100])  # damaged after its commit
         ck.save(40, model=model)
-    assert sorted(int(p.name.split("-")[1]) for p in root.iterdir()) == [20, 40]  # 30 pruned, 20 kept
+    assert sorted(int(p.name.split("-")[1]) for p in root.iterdir()) == [
+        20,
+        40,
+    ]  # 30 pruned, 20 kept
     shard = root / step_dir(40) / "state.pt"
     shard.write_bytes(shard.read_bytes()[:100])
     restored = Checkpointer(root).restore(model=model)
     assert restored is not None and restored.step == 20
 
 
-def test_a_failed_prune_does_not_fail_the_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failed_prune_does_not_fail_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     from gpuwise.errors import StorageError
     from gpuwise.train.storage import Storage
 

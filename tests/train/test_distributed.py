@@ -35,8 +35,21 @@ def _free_port() -> int:
 
 
 def _run(nproc: int, *args: str, timeout: int = 400) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", str(nproc), "--restart-delay", "0s",
-           "--", sys.executable, EXAMPLE, *TINY, *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpuwise",
+        "run",
+        "--nproc-per-node",
+        str(nproc),
+        "--restart-delay",
+        "0s",
+        "--",
+        sys.executable,
+        EXAMPLE,
+        *TINY,
+        *args,
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
     assert r.returncode == 0, r.stderr[-4000:]
     return r
@@ -62,27 +75,57 @@ def test_fsdp2_shards_are_written_by_every_rank_and_committed_last(tmp_path: Pat
     assert all(len(info["sha256"]) == 64 for info in marker["files"].values())
 
 
-def test_fsdp2_resume_after_sigkills_and_sigterms_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+def test_fsdp2_resume_after_sigkills_and_sigterms_equals_an_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
     args = ["--fsdp", "--steps", "400", "--every", "3"]
     ref = _run(2, *args, "--checkpoint-dir", str(tmp_path / "ref"))
     ckpt = str(tmp_path / "run")
-    command = [sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", "2", "--restart-delay", "0s", "--",
-               sys.executable, EXAMPLE, *TINY]
-    report = run_with_kills([*args, "--checkpoint-dir", ckpt], checkpoint_dir=ckpt, kills=3, command=command,
-                            min_delay_s=8.0, max_delay_s=16.0, seed=3, sigterm_share=0.34,
-                            env={"GPUWISE_CLOUD": "none"}, timeout_s=900)
+    command = [
+        sys.executable,
+        "-m",
+        "gpuwise",
+        "run",
+        "--nproc-per-node",
+        "2",
+        "--restart-delay",
+        "0s",
+        "--",
+        sys.executable,
+        EXAMPLE,
+        *TINY,
+    ]
+    report = run_with_kills(
+        [*args, "--checkpoint-dir", ckpt],
+        checkpoint_dir=ckpt,
+        kills=3,
+        command=command,
+        min_delay_s=8.0,
+        max_delay_s=16.0,
+        seed=3,
+        sigterm_share=0.34,
+        env={"GPUWISE_CLOUD": "none"},
+        timeout_s=900,
+    )
     assert report.kills == 3
-    assert report.losses == _losses(ref.stdout), (report.attempts, [o[-400:] for o in report.outputs])
+    assert report.losses == _losses(ref.stdout), (
+        report.attempts,
+        [o[-400:] for o in report.outputs],
+    )
     assert report.replay_mismatches == ()
-    assert report.digest == _digest(ref.stdout)          # gathered full model + optimizer state
+    assert report.digest == _digest(ref.stdout)  # gathered full model + optimizer state
 
 
-@pytest.mark.parametrize(("saved", "resumed"), [
-    (4, 2),   # the issue's case: a spot loss halves the job
-    (2, 1),   # down to one process (DCP reshards into a plain module)
-])
-def test_a_checkpoint_saved_on_n_ranks_restores_the_same_state_on_fewer(saved: int, resumed: int,
-                                                                        tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("saved", "resumed"),
+    [
+        (4, 2),  # the issue's case: a spot loss halves the job
+        (2, 1),  # down to one process (DCP reshards into a plain module)
+    ],
+)
+def test_a_checkpoint_saved_on_n_ranks_restores_the_same_state_on_fewer(
+    saved: int, resumed: int, tmp_path: Path
+) -> None:
     ckpt = str(tmp_path / "ck")
     first = _run(saved, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", ckpt)
     again = _run(resumed, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", ckpt)
@@ -90,33 +133,77 @@ def test_a_checkpoint_saved_on_n_ranks_restores_the_same_state_on_fewer(saved: i
     assert _digest(again.stdout, "restored-digest") == _digest(first.stdout)
 
 
-def test_ddp_sync_writes_end_without_deadlock_when_the_last_step_is_a_save_step(tmp_path: Path) -> None:
+def test_ddp_sync_writes_end_without_deadlock_when_the_last_step_is_a_save_step(
+    tmp_path: Path,
+) -> None:
     """Bug: rank 0 knew step 6 committed, rank 1 did not and waited alone in a gather."""
-    r = _run(2, "--sync", "--steps", "6", "--every", "3", "--checkpoint-dir", str(tmp_path / "ck"), timeout=300)
+    r = _run(
+        2,
+        "--sync",
+        "--steps",
+        "6",
+        "--every",
+        "3",
+        "--checkpoint-dir",
+        str(tmp_path / "ck"),
+        timeout=300,
+    )
     assert "loss 6 " in r.stdout and _digest(r.stdout)
 
 
 def _workers_of(proc: subprocess.Popen[str]) -> list[psutil.Process]:
     """The training processes (train_tiny.py) under one ``gpuwise run``."""
-    return [p for p in psutil.Process(proc.pid).children(recursive=True)
-            if any(EXAMPLE in part for part in p.cmdline())]
+    return [
+        p
+        for p in psutil.Process(proc.pid).children(recursive=True)
+        if any(EXAMPLE in part for part in p.cmdline())
+    ]
 
 
-@pytest.mark.parametrize("per_node", [
-    1,   # 2 nodes x 1 process
-    2,   # 2 nodes x 2 processes (the issue's shape; 4 workers)
-])
-def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(per_node: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "per_node",
+    [
+        1,  # 2 nodes x 1 process
+        2,  # 2 nodes x 2 processes (the issue's shape; 4 workers)
+    ],
+)
+def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
+    per_node: int, tmp_path: Path
+) -> None:
     args = ["--fsdp", "--steps", "40", "--every", "2"]
     ref = _run(2 * per_node, *args, "--checkpoint-dir", str(tmp_path / "ref"))
     ckpt = tmp_path / "run"
     port = _free_port()
     nodes = []
     for rank in (0, 1):
-        cmd = [sys.executable, "-m", "gpuwise", "run", "--nnodes", "2", "--node-rank", str(rank),
-               "--rdzv-endpoint", f"127.0.0.1:{port}", "--nproc-per-node", str(per_node), "--restart-delay", "1s",
-               "--", sys.executable, EXAMPLE, *TINY, *args, "--checkpoint-dir", str(ckpt)]
-        nodes.append(subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        cmd = [
+            sys.executable,
+            "-m",
+            "gpuwise",
+            "run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(rank),
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--nproc-per-node",
+            str(per_node),
+            "--restart-delay",
+            "1s",
+            "--",
+            sys.executable,
+            EXAMPLE,
+            *TINY,
+            *args,
+            "--checkpoint-dir",
+            str(ckpt),
+        ]
+        nodes.append(
+            subprocess.Popen(
+                cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     try:
         deadline = time.monotonic() + 300
         while not list(ckpt.glob("step-*/COMMIT.json")):  # training is under way on both nodes
@@ -133,14 +220,20 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(per_node:
                 n.kill()
     for n, (_, err) in zip(nodes, outs, strict=True):
         assert n.returncode == 0, err[-4000:]
-        assert re.search(r"attempt 1 crashed", err) and re.search(r"attempt \d+ done", err), err[-3000:]
-    out = outs[0][0] + outs[1][0]  # global rank 0 prints; the rendezvous decides which node holds it
-    assert re.search(r"^resumed \d+$", out, re.M)           # the restart resumed from a committed step
+        assert re.search(r"attempt 1 crashed", err) and re.search(r"attempt \d+ done", err), err[
+            -3000:
+        ]
+    out = (
+        outs[0][0] + outs[1][0]
+    )  # global rank 0 prints; the rendezvous decides which node holds it
+    assert re.search(r"^resumed \d+$", out, re.M)  # the restart resumed from a committed step
     assert _digest(out) == _digest(ref.stdout)
     assert _losses(out).items() <= _losses(ref.stdout).items()
 
 
-def test_a_damaged_shard_of_one_rank_falls_back_to_the_previous_sharded_checkpoint(tmp_path: Path) -> None:
+def test_a_damaged_shard_of_one_rank_falls_back_to_the_previous_sharded_checkpoint(
+    tmp_path: Path,
+) -> None:
     ckpt = tmp_path / "ck"
     _run(2, "--fsdp", "--steps", "4", "--every", "2", "--checkpoint-dir", str(ckpt))
     shard = ckpt / "step-000000004" / "__1_0.distcp"

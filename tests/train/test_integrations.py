@@ -11,9 +11,11 @@ import torch
 
 from gpuwise.train import EXIT_PREEMPTED, PreemptionWatcher
 
-pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
-              pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-              pytest.mark.filterwarnings("ignore::FutureWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+]
 
 
 def _outcome_under_gpuwise_run(run_dir: Path) -> str:
@@ -23,7 +25,9 @@ def _outcome_under_gpuwise_run(run_dir: Path) -> str:
     return _classify(1, _read_progress(str(run_dir)), signalled=False)
 
 
-def test_lightning_saves_on_notice_stops_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lightning_saves_on_notice_stops_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     monkeypatch.setenv("GPUWISE_RUN_DIR", str(run_dir))
@@ -48,8 +52,14 @@ def test_lightning_saves_on_notice_stops_and_resumes(tmp_path: Path, monkeypatch
 
     data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
     loader = torch.utils.data.DataLoader(data, batch_size=4)
-    kw = {"accelerator": "cpu", "logger": False, "enable_progress_bar": False, "enable_checkpointing": False,
-          "enable_model_summary": False, "max_steps": 12}
+    kw = {
+        "accelerator": "cpu",
+        "logger": False,
+        "enable_progress_bar": False,
+        "enable_checkpointing": False,
+        "enable_model_summary": False,
+        "max_steps": 12,
+    }
     cb = LightningPreemptionCallback(tmp_path, watcher=watcher)
     trainer = lightning.Trainer(callbacks=[cb], **kw)
     trainer.fit(Tiny(), loader)
@@ -64,7 +74,9 @@ def test_lightning_saves_on_notice_stops_and_resumes(tmp_path: Path, monkeypatch
     assert trainer2.global_step == 12 and not cb2.preempted and cb2.exit_code == 0
 
 
-def test_hf_trainer_saves_on_notice_and_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_trainer_saves_on_notice_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     monkeypatch.setenv("GPUWISE_RUN_DIR", str(run_dir))
@@ -86,14 +98,23 @@ def test_hf_trainer_saves_on_notice_and_stops(tmp_path: Path, monkeypatch: pytes
             return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
 
     data = [{"x": torch.randn(4), "labels": torch.randn(1)} for _ in range(64)]
-    args = transformers.TrainingArguments(output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=4,
-                                          save_strategy="no", report_to=[], use_cpu=True, logging_strategy="no",
-                                          disable_tqdm=True)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=20,
+        per_device_train_batch_size=4,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
     cb = HFPreemptionCallback(watcher=watcher)
     trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=data, callbacks=[cb])
     trainer.train()
     assert cb.preempted and cb.exit_code == EXIT_PREEMPTED
     assert trainer.state.global_step == 4
     assert os.path.isdir(tmp_path / "checkpoint-4")
-    assert transformers.trainer_utils.get_last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-4")
+    assert transformers.trainer_utils.get_last_checkpoint(str(tmp_path)) == str(
+        tmp_path / "checkpoint-4"
+    )
     assert _outcome_under_gpuwise_run(run_dir) == "preempted"

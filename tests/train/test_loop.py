@@ -30,16 +30,23 @@ def _setup(seed: int = 0) -> tuple[torch.nn.Module, Any, Any, Any]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 / (1 + s))
     g = torch.Generator().manual_seed(1)
-    data = torch.utils.data.TensorDataset(torch.randn(96, 16, generator=g), torch.randn(96, 1, generator=g))
-    loader = torch.utils.data.DataLoader(data, batch_size=8, sampler=ResumableSampler(96, seed=3), drop_last=True)
+    data = torch.utils.data.TensorDataset(
+        torch.randn(96, 16, generator=g), torch.randn(96, 1, generator=g)
+    )
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=8, sampler=ResumableSampler(96, seed=3), drop_last=True
+    )
     return model, opt, sched, loader
 
 
-def _train(ckpt: str, max_steps: int, stop_at: int | None = None, **kw: Any) -> tuple[list[float], torch.nn.Module, int]:
+def _train(
+    ckpt: str, max_steps: int, stop_at: int | None = None, **kw: Any
+) -> tuple[list[float], torch.nn.Module, int]:
     model, opt, sched, loader = _setup()
     losses: list[float] = []
-    with resilient(model, opt, scheduler=sched, checkpoint_dir=ckpt, max_steps=max_steps, watcher=False,
-                   **kw) as run:
+    with resilient(
+        model, opt, scheduler=sched, checkpoint_dir=ckpt, max_steps=max_steps, watcher=False, **kw
+    ) as run:
         for x, y in run.batches(loader):
             with run.autocast():
                 loss = torch.nn.functional.mse_loss(model(x).float(), y)
@@ -50,19 +57,26 @@ def _train(ckpt: str, max_steps: int, stop_at: int | None = None, **kw: Any) -> 
     return losses, model, run.resumed_from or 0
 
 
-@pytest.mark.parametrize("kw", [
-    {"precision": "fp32"},
-    {"precision": "bf16"},
-    {"precision": "fp16"},                                      # GradScaler state must round-trip
-    {"precision": "fp32", "grad_accum": 3},                      # resume at an optimizer-step boundary
-    {"precision": "fp32", "activation_checkpointing": (Block,)},  # recompute in backward
-    {"precision": "fp32", "compress": "zstd", "clip_grad_norm": 0.5},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"precision": "fp32"},
+        {"precision": "bf16"},
+        {"precision": "fp16"},  # GradScaler state must round-trip
+        {"precision": "fp32", "grad_accum": 3},  # resume at an optimizer-step boundary
+        {"precision": "fp32", "activation_checkpointing": (Block,)},  # recompute in backward
+        {"precision": "fp32", "compress": "zstd", "clip_grad_norm": 0.5},
+    ],
+)
 @pytest.mark.slow
 def test_interrupted_and_resumed_equals_uninterrupted(kw: dict[str, Any], tmp_path: Path) -> None:
     ref_losses, ref_model, _ = _train(str(tmp_path / "ref"), 20, every_steps=4, **kw)
-    first, _, _ = _train(str(tmp_path / "run"), 20, stop_at=9, every_steps=4, **kw)  # "crash" after step 9
-    second, model, resumed = _train(str(tmp_path / "run"), 20, every_steps=4, **kw)  # resumes from 4 or 8
+    first, _, _ = _train(
+        str(tmp_path / "run"), 20, stop_at=9, every_steps=4, **kw
+    )  # "crash" after step 9
+    second, model, resumed = _train(
+        str(tmp_path / "run"), 20, every_steps=4, **kw
+    )  # resumes from 4 or 8
     assert resumed in (4, 8)  # a periodic save is skipped while the previous write is in flight
     assert len(ref_losses) == 20
     assert first[:resumed] + second == ref_losses
@@ -72,13 +86,16 @@ def test_interrupted_and_resumed_equals_uninterrupted(kw: dict[str, Any], tmp_pa
 
 def test_default_interval_is_young_daly_from_the_measured_stall(tmp_path: Path) -> None:
     model, opt, _, loader = _setup()
-    with resilient(model, opt, checkpoint_dir=str(tmp_path / "c"), max_steps=3, watcher=False,
-                   mtbf_hours=1e-3) as run:  # a failure every 3.6 s → save very often
+    with resilient(
+        model, opt, checkpoint_dir=str(tmp_path / "c"), max_steps=3, watcher=False, mtbf_hours=1e-3
+    ) as run:  # a failure every 3.6 s → save very often
         for x, y in run.batches(loader):
             run.step(torch.nn.functional.mse_loss(model(x), y))
         assert run.interval_s < 5
     model, opt, _, loader = _setup()
-    with resilient(model, opt, checkpoint_dir=str(tmp_path / "d"), max_steps=2, watcher=False) as run:
+    with resilient(
+        model, opt, checkpoint_dir=str(tmp_path / "d"), max_steps=2, watcher=False
+    ) as run:
         for x, y in run.batches(loader):
             run.step(torch.nn.functional.mse_loss(model(x), y))
         assert 60 < run.interval_s <= 1800  # Spot-advisor MTBF: minutes, capped at 30 min
@@ -87,9 +104,18 @@ def test_default_interval_is_young_daly_from_the_measured_stall(tmp_path: Path) 
 def test_notice_saves_and_exits_with_the_preemption_code(tmp_path: Path) -> None:
     model, opt, _, loader = _setup()
     watcher = PreemptionWatcher(cloud="none", signals=())
-    with pytest.raises(SystemExit) as exc, resilient(model, opt, checkpoint_dir=str(tmp_path / "c"), max_steps=50,
-                                                     every_steps=100, watcher=watcher,
-                                                     exit_on_preemption=True) as run:
+    with (
+        pytest.raises(SystemExit) as exc,
+        resilient(
+            model,
+            opt,
+            checkpoint_dir=str(tmp_path / "c"),
+            max_steps=50,
+            every_steps=100,
+            watcher=watcher,
+            exit_on_preemption=True,
+        ) as run,
+    ):
         for x, y in run.batches(loader):
             run.step(torch.nn.functional.mse_loss(model(x), y))
             if run.global_step == 7:
@@ -100,25 +126,35 @@ def test_notice_saves_and_exits_with_the_preemption_code(tmp_path: Path) -> None
     assert run.checkpointer.committed_steps() == [8]
 
 
-@pytest.mark.parametrize(("kw", "match"), [
-    ({"max_steps": 0}, "max_steps"),
-    ({"max_steps": 5, "grad_accum": 0}, "grad_accum"),
-    ({"max_steps": 5, "precision": "fp8"}, "precision"),
-    ({"max_steps": 5, "every_minutes": float("nan")}, "every_minutes"),
-])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"max_steps": 0}, "max_steps"),
+        ({"max_steps": 5, "grad_accum": 0}, "grad_accum"),
+        ({"max_steps": 5, "precision": "fp8"}, "precision"),
+        ({"max_steps": 5, "every_minutes": float("nan")}, "every_minutes"),
+    ],
+)
 def test_bad_options_are_input_errors(kw: dict[str, Any], match: str, tmp_path: Path) -> None:
     model, opt, *_ = _setup()
-    with pytest.raises(InputError, match=match), resilient(model, opt, checkpoint_dir=str(tmp_path), **kw):
+    with (
+        pytest.raises(InputError, match=match),
+        resilient(model, opt, checkpoint_dir=str(tmp_path), **kw),
+    ):
         pass
 
 
 def test_without_torch_the_error_names_the_extra(tmp_path: Path) -> None:
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "from gpuwise.errors import MissingExtraError\n"
-            "import gpuwise.train as t\n"
-            "t.FakeMetadataServer; t.PreemptionWatcher  # these need no torch\n"
-            "try:\n    t.Checkpointer\nexcept MissingExtraError as e:\n    print(e)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=60)
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from gpuwise.errors import MissingExtraError\n"
+        "import gpuwise.train as t\n"
+        "t.FakeMetadataServer; t.PreemptionWatcher  # these need no torch\n"
+        "try:\n    t.Checkpointer\nexcept MissingExtraError as e:\n    print(e)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=60
+    )
     assert "pip install 'gpuwise[train]'" in r.stdout, r.stderr
 
 
@@ -144,8 +180,13 @@ print("cleanup ran after step", run.global_step, flush=True)
 def test_preemption_exits_75_after_the_code_that_follows_the_block(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(CLEANUP)
-    r = subprocess.run([sys.executable, str(script), str(tmp_path / "c")], capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "GPUWISE_CLOUD": "none"})
+    r = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPUWISE_CLOUD": "none"},
+    )
     assert r.returncode == EXIT_PREEMPTED, r.stderr[-2000:]
     assert "cleanup ran after step 4" in r.stdout  # the user's eval/cleanup was not skipped
 
@@ -161,11 +202,17 @@ def test_first_save_comes_after_the_first_step_not_the_interval(tmp_path: Path) 
 def _batch_sampler_run(ckpt: str, max_steps: int, stop_at: int | None) -> list[list[float]]:
     model, opt, _, _ = _setup()
     g = torch.Generator().manual_seed(1)
-    data = torch.utils.data.TensorDataset(torch.arange(96, dtype=torch.float32).unsqueeze(1) + 0 * torch.randn(96, 1, generator=g))
-    batches = torch.utils.data.BatchSampler(ResumableSampler(96, seed=3), batch_size=8, drop_last=True)
+    data = torch.utils.data.TensorDataset(
+        torch.arange(96, dtype=torch.float32).unsqueeze(1) + 0 * torch.randn(96, 1, generator=g)
+    )
+    batches = torch.utils.data.BatchSampler(
+        ResumableSampler(96, seed=3), batch_size=8, drop_last=True
+    )
     loader = torch.utils.data.DataLoader(data, batch_sampler=batches)
     seen: list[list[float]] = []
-    with resilient(model, opt, checkpoint_dir=ckpt, max_steps=max_steps, watcher=False, every_steps=3) as run:
+    with resilient(
+        model, opt, checkpoint_dir=ckpt, max_steps=max_steps, watcher=False, every_steps=3
+    ) as run:
         for (x,) in run.batches(loader):
             seen.append(x.squeeze(1).tolist())
             run.step(model[0].lin.weight.sum() * 0 + x.sum() * 0 + model(torch.zeros(1, 16)).sum())

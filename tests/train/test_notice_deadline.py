@@ -98,19 +98,32 @@ class HangingProxy:
                 s.close()
 
 
-def test_a_notice_with_s3_hung_exits_75_in_the_grace_period_with_a_local_commit(s3, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_notice_with_s3_hung_exits_75_in_the_grace_period_with_a_local_commit(
+    s3, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     proxy = HangingProxy(s3.port)
-    opts = {**s3.options, "client_kwargs": {**s3.options["client_kwargs"], "endpoint_url": proxy.url}}
+    opts = {
+        **s3.options,
+        "client_kwargs": {**s3.options["client_kwargs"], "endpoint_url": proxy.url},
+    }
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     local = tmp_path / "local"
     grace_s = 20
-    env = {**os.environ, "GPUWISE_CLOUD": "none", "GPUWISE_GRACE_PERIOD_S": str(grace_s),
-           "AWS_EC2_METADATA_DISABLED": "true"}
+    env = {
+        **os.environ,
+        "GPUWISE_CLOUD": "none",
+        "GPUWISE_GRACE_PERIOD_S": str(grace_s),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
     err_path = tmp_path / "stderr.txt"
     with open(err_path, "w") as err_file:  # files, not pipes: a full pipe would block the child
-        proc = subprocess.Popen([sys.executable, str(script), str(local), json.dumps(opts)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=err_file)
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(local), json.dumps(opts)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+        )
     try:
         from gpuwise.train import Checkpointer
 
@@ -122,7 +135,9 @@ def test_a_notice_with_s3_hung_exits_75_in_the_grace_period_with_a_local_commit(
         proxy.hang()
         proc.send_signal(signal.SIGTERM)
         noticed = time.monotonic()
-        proc.wait(timeout=grace_s + 30)  # generous: the process must not be alive long after the window
+        proc.wait(
+            timeout=grace_s + 30
+        )  # generous: the process must not be alive long after the window
         waited = time.monotonic() - noticed
         err = err_path.read_text()
     finally:
@@ -135,6 +150,11 @@ def test_a_notice_with_s3_hung_exits_75_in_the_grace_period_with_a_local_commit(
     assert steps, err[-3000:]  # the notice save is committed on local disk
     assert "did not finish before the deadline" in err
     # the next start prefers the newer local copy over the last step that reached S3
-    again = subprocess.run([sys.executable, str(script), str(local), json.dumps(s3.options)], env=env,
-                           capture_output=True, text=True, timeout=240)
+    again = subprocess.run(
+        [sys.executable, str(script), str(local), json.dumps(s3.options)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert f"resumed {steps[0]}" in again.stdout, again.stderr[-3000:]

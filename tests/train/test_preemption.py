@@ -62,7 +62,9 @@ def test_auto_detects_the_first_cloud_that_answers(md: FakeMetadataServer) -> No
 
 
 def test_aws_rebalance_asks_for_a_save_but_not_a_stop(md: FakeMetadataServer) -> None:
-    with PreemptionWatcher(cloud="aws", metadata_url=md.url, poll_interval_s=0.05, signals=()) as watcher:
+    with PreemptionWatcher(
+        cloud="aws", metadata_url=md.url, poll_interval_s=0.05, signals=()
+    ) as watcher:
         md.rebalance()
         assert _wait_for(watcher.save_requested)
         assert not watcher.should_stop()
@@ -74,15 +76,19 @@ def test_aws_rebalance_asks_for_a_save_but_not_a_stop(md: FakeMetadataServer) ->
         assert watcher.save_requested()  # the final save is asked for again
 
 
-@pytest.mark.parametrize(("method", "path", "headers", "code"), [
-    ("GET", "/latest/meta-data/spot/instance-action", {}, 401),                  # IMDSv2: no token
-    ("PUT", "/latest/api/token", {}, 400),                                        # token without TTL
-    ("GET", "/computeMetadata/v1/instance/preempted", {}, 403),                   # no Metadata-Flavor
-    ("GET", "/metadata/scheduledevents?api-version=2020-07-01", {}, 400),         # no Metadata: true
-    ("GET", "/computeMetadata/v1/instance/preempted", {"Metadata-Flavor": "Google"}, 200),
-])
-def test_fake_server_enforces_each_protocols_headers(method: str, path: str, headers: dict[str, str], code: int,
-                                                    md: FakeMetadataServer) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "code"),
+    [
+        ("GET", "/latest/meta-data/spot/instance-action", {}, 401),  # IMDSv2: no token
+        ("PUT", "/latest/api/token", {}, 400),  # token without TTL
+        ("GET", "/computeMetadata/v1/instance/preempted", {}, 403),  # no Metadata-Flavor
+        ("GET", "/metadata/scheduledevents?api-version=2020-07-01", {}, 400),  # no Metadata: true
+        ("GET", "/computeMetadata/v1/instance/preempted", {"Metadata-Flavor": "Google"}, 200),
+    ],
+)
+def test_fake_server_enforces_each_protocols_headers(
+    method: str, path: str, headers: dict[str, str], code: int, md: FakeMetadataServer
+) -> None:
     req = urllib.request.Request(md.url + path, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
@@ -93,8 +99,10 @@ def test_fake_server_enforces_each_protocols_headers(method: str, path: str, hea
 
 
 def test_gcp_wait_for_change_hangs_until_the_notice(md: FakeMetadataServer) -> None:
-    req = urllib.request.Request(md.url + "/computeMetadata/v1/instance/preempted?wait_for_change=true",
-                                 headers={"Metadata-Flavor": "Google"})
+    req = urllib.request.Request(
+        md.url + "/computeMetadata/v1/instance/preempted?wait_for_change=true",
+        headers={"Metadata-Flavor": "Google"},
+    )
     t0 = time.monotonic()
     import threading
 
@@ -106,8 +114,9 @@ def test_gcp_wait_for_change_hangs_until_the_notice(md: FakeMetadataServer) -> N
 
 def test_azure_document_lists_the_preempt_event(md: FakeMetadataServer) -> None:
     md.preempt(notice_s=30)
-    req = urllib.request.Request(md.url + "/metadata/scheduledevents?api-version=2020-07-01",
-                                 headers={"Metadata": "true"})
+    req = urllib.request.Request(
+        md.url + "/metadata/scheduledevents?api-version=2020-07-01", headers={"Metadata": "true"}
+    )
     with urllib.request.urlopen(req, timeout=5) as resp:
         doc = json.loads(resp.read())
     (event,) = doc["Events"]
@@ -115,9 +124,13 @@ def test_azure_document_lists_the_preempt_event(md: FakeMetadataServer) -> None:
 
 
 def test_control_endpoint_triggers_from_another_process(md: FakeMetadataServer) -> None:
-    urllib.request.urlopen(urllib.request.Request(md.url + "/_gpuwise/preempt?notice_s=5", method="POST"), timeout=5)
+    urllib.request.urlopen(
+        urllib.request.Request(md.url + "/_gpuwise/preempt?notice_s=5", method="POST"), timeout=5
+    )
     assert md.preempt_at is not None
-    urllib.request.urlopen(urllib.request.Request(md.url + "/_gpuwise/clear", method="POST"), timeout=5)
+    urllib.request.urlopen(
+        urllib.request.Request(md.url + "/_gpuwise/clear", method="POST"), timeout=5
+    )
     assert md.preempt_at is None
 
 
@@ -131,10 +144,14 @@ def test_start_never_waits_for_a_silent_metadata_server() -> None:
         server.listen(8)
         server.settimeout(60)
         url = f"http://127.0.0.1:{server.getsockname()[1]}"
-        watcher = PreemptionWatcher(cloud="aws", metadata_url=url, signals=(), probe_timeout_s=5).start()
+        watcher = PreemptionWatcher(
+            cloud="aws", metadata_url=url, signals=(), probe_timeout_s=5
+        ).start()
         conn, _ = server.accept()  # the probe reached the server after start() had returned ...
         try:
-            assert watcher.detected_cloud is None and not watcher.should_stop()  # ... and is still waiting
+            assert (
+                watcher.detected_cloud is None and not watcher.should_stop()
+            )  # ... and is still waiting
             assert watcher._thread is not None and watcher._thread.is_alive()
         finally:
             conn.close()
@@ -183,14 +200,28 @@ def test_fake_server_command_line_rehearsal() -> None:
     import sys
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwise.train.fake_metadata", "--port", str(port),
-                             "--preempt-after", "0.2", "--notice", "30"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpuwise.train.fake_metadata",
+            "--port",
+            str(port),
+            "--preempt-after",
+            "0.2",
+            "--notice",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         assert f"GPUWISE_METADATA_URL=http://127.0.0.1:{port}" in proc.stdout.readline()
         assert proc.stdout.readline().strip() == "preemption announced"
-        watcher = PreemptionWatcher(cloud="gcp", metadata_url=f"http://127.0.0.1:{port}", poll_interval_s=0.05,
-                                    signals=())
+        watcher = PreemptionWatcher(
+            cloud="gcp", metadata_url=f"http://127.0.0.1:{port}", poll_interval_s=0.05, signals=()
+        )
         with watcher:
             assert _wait_for(watcher.should_stop)
     finally:

@@ -37,12 +37,18 @@ def _fraction(value: float | None) -> float | None:
 def calibration_entry(report: BenchReport) -> dict[str, Any]:
     """The per-GPU calibration object for ``report`` (only what was measured)."""
     entry: dict[str, Any] = {}
-    eff = {r.name.split(".", 1)[1]: f for r in report.results
-           if r.name.startswith("matmul.") and (f := _fraction(r.ratio)) is not None}
+    eff = {
+        r.name.split(".", 1)[1]: f
+        for r in report.results
+        if r.name.startswith("matmul.") and (f := _fraction(r.ratio)) is not None
+    }
     if eff:
         entry["matmul_efficiency"] = eff
-        entry["matmul_tflops"] = {r.name.split(".", 1)[1]: round(r.value, 3) for r in report.results
-                                  if r.name.startswith("matmul.")}
+        entry["matmul_tflops"] = {
+            r.name.split(".", 1)[1]: round(r.value, 3)
+            for r in report.results
+            if r.name.startswith("matmul.")
+        }
     copy = report.get("memory.copy")
     if copy is not None and (f := _fraction(copy.ratio)) is not None:
         entry["memory_bandwidth_efficiency"] = f
@@ -53,8 +59,10 @@ def calibration_entry(report: BenchReport) -> dict[str, Any]:
     if "cuda_context_gib" in report.extras:
         entry["cuda_context_gib"] = round(report.extras["cuda_context_gib"], 3)
     mode = "quick" if report.quick else "full"
-    entry["notes"] = (f"gpuwise bench ({mode}) on {report.device.name} ({report.device.kind}), "
-                      f"torch {report.device.torch_version}")
+    entry["notes"] = (
+        f"gpuwise bench ({mode}) on {report.device.name} ({report.device.kind}), "
+        f"torch {report.device.torch_version}"
+    )
     return entry
 
 
@@ -69,22 +77,32 @@ def _check_device(report: BenchReport) -> str:
 
     named = report.device.gpu
     if named is None:
-        raise InputError("nothing to calibrate: the benchmarks ran without a GPU model to compare with",
-                         hint="run on a GPU, or name the model the figures are for with --gpu NAME")
+        raise InputError(
+            "nothing to calibrate: the benchmarks ran without a GPU model to compare with",
+            hint="run on a GPU, or name the model the figures are for with --gpu NAME",
+        )
     if report.quick:
-        raise InputError("calibration is never written from `bench --quick` (small sizes check the code path, "
-                         "not the hardware)", hint="rerun `gpuwise bench --calibrate` without --quick")
+        raise InputError(
+            "calibration is never written from `bench --quick` (small sizes check the code path, "
+            "not the hardware)",
+            hint="rerun `gpuwise bench --calibrate` without --quick",
+        )
     if report.device.kind != "cuda":
-        raise InputError(f"a {report.device.kind.upper()} run cannot calibrate {named}: the figures were not "
-                         "measured on that GPU", hint=f"run `gpuwise bench --calibrate` on a machine with {named}")
+        raise InputError(
+            f"a {report.device.kind.upper()} run cannot calibrate {named}: the figures were not "
+            "measured on that GPU",
+            hint=f"run `gpuwise bench --calibrate` on a machine with {named}",
+        )
     try:
         ran_on = find_gpu(report.device.name).name
     except (HardwareError, InputError):
         ran_on = None
     if ran_on != named:
-        raise InputError(f"this run measured {report.device.name!r}, not {named}: calibration is written only "
-                         "for the GPU it ran on",
-                         hint="drop --gpu (gpuwise then uses the GPU it finds), or run on the GPU you name")
+        raise InputError(
+            f"this run measured {report.device.name!r}, not {named}: calibration is written only "
+            "for the GPU it ran on",
+            hint="drop --gpu (gpuwise then uses the GPU it finds), or run on the GPU you name",
+        )
     return named
 
 
@@ -98,8 +116,14 @@ def write_calibration(report: BenchReport, path: Path | None = None) -> Path:
     entry = calibration_entry(report)
     measured = set(entry) - {"notes"}
     if not measured:
-        raise InputError("nothing to calibrate: no measured figure has a datasheet peak to compare with",
-                         hint="include the matmul, memory or train groups (drop --only)")
-    return write_gpu_entry(gpu, entry, device=report.device.name,
-                           measured_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                           path=path)
+        raise InputError(
+            "nothing to calibrate: no measured figure has a datasheet peak to compare with",
+            hint="include the matmul, memory or train groups (drop --only)",
+        )
+    return write_gpu_entry(
+        gpu,
+        entry,
+        device=report.device.name,
+        measured_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        path=path,
+    )

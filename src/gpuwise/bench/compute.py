@@ -28,7 +28,12 @@ def pcie_x16_gb_s(gen: int | None) -> float | None:
 def _dtype(precision: str) -> Any:
     import torch
 
-    return {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    return {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+    }[precision]
 
 
 def matmul_tflops(device: Any, precision: str, n: int, iters: int) -> float:
@@ -59,7 +64,9 @@ def fp8_supported(device: Any) -> str | None:
     import torch
 
     if getattr(device, "type", "cpu") != "cuda":
-        return "fp8 matmul needs an NVIDIA GPU with compute capability ≥ 8.9 (Ada, Hopper, Blackwell)"
+        return (
+            "fp8 matmul needs an NVIDIA GPU with compute capability ≥ 8.9 (Ada, Hopper, Blackwell)"
+        )
     if torch.cuda.get_device_capability(device) < (8, 9):
         cc = ".".join(map(str, torch.cuda.get_device_capability(device)))
         return f"fp8 matmul needs compute capability ≥ 8.9; this GPU has {cc}"
@@ -72,10 +79,15 @@ def _fp8_tflops(device: Any, n: int, iters: int) -> float:
     import torch
 
     a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
-    b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # _scaled_mm wants column-major B
+    b = (
+        torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()
+    )  # _scaled_mm wants column-major B
     one = torch.tensor(1.0, device=device)
-    seconds = best_seconds(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
-                           device, iters=iters)
+    seconds = best_seconds(
+        lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+        device,
+        iters=iters,
+    )
     return 2 * n**3 / seconds / 1e12
 
 
@@ -103,8 +115,9 @@ def transfer_gb_s(device: Any, nbytes: int, iters: int, *, to_device: bool, pinn
     return nbytes / seconds / 1e9
 
 
-def _allreduce_worker(rank: int, world: int, init_file: str, nbytes: int, iters: int, out_file: str,
-                      backend: str) -> None:
+def _allreduce_worker(
+    rank: int, world: int, init_file: str, nbytes: int, iters: int, out_file: str, backend: str
+) -> None:
     import torch
     import torch.distributed as dist
 
@@ -113,7 +126,9 @@ def _allreduce_worker(rank: int, world: int, init_file: str, nbytes: int, iters:
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        x = torch.ones(nbytes // 2, dtype=torch.bfloat16 if backend == "nccl" else torch.float16, device=device)
+        x = torch.ones(
+            nbytes // 2, dtype=torch.bfloat16 if backend == "nccl" else torch.float16, device=device
+        )
         seconds = best_seconds(lambda: dist.all_reduce(x), device, iters=iters)
         if rank == 0:
             with open(out_file, "w") as f:
@@ -132,8 +147,12 @@ def allreduce_bus_gb_s(world: int, nbytes: int, iters: int, backend: str = "nccl
 
     with tempfile.TemporaryDirectory(prefix="gpuwise-nccl-") as tmp:
         init_file, out_file = os.path.join(tmp, "init"), os.path.join(tmp, "seconds")
-        mp.spawn(_allreduce_worker, args=(world, init_file, nbytes, iters, out_file, backend),  # type: ignore[attr-defined,no-untyped-call]
-                 nprocs=world, join=True)
+        mp.spawn(  # type: ignore[attr-defined,no-untyped-call]
+            _allreduce_worker,
+            args=(world, init_file, nbytes, iters, out_file, backend),
+            nprocs=world,
+            join=True,
+        )
         with open(out_file) as f:
             seconds = float(f.read())
     return nbytes / seconds / 1e9 * 2 * (world - 1) / world

@@ -27,8 +27,10 @@ class BenchResult:
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.value) or self.value < 0:
-            raise InputError(f"bench result {self.name}: {self.value!r} is not a finite number ≥ 0",
-                             hint="this is a bug in the benchmark; rerun with --debug")
+            raise InputError(
+                f"bench result {self.name}: {self.value!r} is not a finite number ≥ 0",
+                hint="this is a bug in the benchmark; rerun with --debug",
+            )
 
 
 def compare(name: str, value: float, unit: str, peak: float | None, note: str = "") -> BenchResult:

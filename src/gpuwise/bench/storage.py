@@ -44,13 +44,17 @@ class StorageRun:
 def scratch_dir(parent: Path) -> Path:
     """A fresh folder inside ``parent``; StorageError (exit 2) when it cannot be created."""
     if not parent.is_dir():
-        raise StorageError(f"checkpoint directory {parent} does not exist or is not a folder",
-                           hint=f"create it (`mkdir -p {parent}`) or pass --checkpoint-dir")
+        raise StorageError(
+            f"checkpoint directory {parent} does not exist or is not a folder",
+            hint=f"create it (`mkdir -p {parent}`) or pass --checkpoint-dir",
+        )
     try:
         return Path(tempfile.mkdtemp(prefix=".gpuwise-bench-", dir=parent))
     except OSError as exc:
-        raise StorageError(f"cannot write in checkpoint directory {parent}: {exc.strerror}",
-                           hint="pass a writable --checkpoint-dir, or fix its permissions") from None
+        raise StorageError(
+            f"cannot write in checkpoint directory {parent}: {exc.strerror}",
+            hint="pass a writable --checkpoint-dir, or fix its permissions",
+        ) from None
 
 
 def _drop_cache(fd: int) -> None:
@@ -71,8 +75,9 @@ def _open_read(path: Path) -> tuple[int, bool]:
     return fd, False
 
 
-def storage_run(parent: Path, file_bytes: int, random_reads: int,
-                tick: Callable[[], None] = lambda: None) -> StorageRun:
+def storage_run(
+    parent: Path, file_bytes: int, random_reads: int, tick: Callable[[], None] = lambda: None
+) -> StorageRun:
     """Write, read back and randomly read a ``file_bytes`` file in a scratch folder of ``parent``.
 
     ``tick`` is called between phases (progress bars; tests use it to interrupt). The scratch
@@ -90,10 +95,12 @@ def storage_run(parent: Path, file_bytes: int, random_reads: int,
                 os.write(fd, block)
             os.fsync(fd)
         except OSError as exc:  # a full disk or quota: the folder cannot hold the test file
-            raise StorageError(f"cannot write the {blocks * BLOCK // (1 << 20):,} MiB test file in checkpoint "
-                               f"directory {parent}: {exc.strerror}",
-                               hint="free space there, give a smaller --storage-mib, or pass another "
-                               "--checkpoint-dir") from None
+            raise StorageError(
+                f"cannot write the {blocks * BLOCK // (1 << 20):,} MiB test file in checkpoint "
+                f"directory {parent}: {exc.strerror}",
+                hint="free space there, give a smaller --storage-mib, or pass another "
+                "--checkpoint-dir",
+            ) from None
         finally:
             os.close(fd)
         write_s = time.perf_counter() - t0
@@ -127,8 +134,13 @@ def storage_run(parent: Path, file_bytes: int, random_reads: int,
         finally:
             os.close(fd)
         tick()
-        return StorageRun(size / max(write_s, 1e-9) / 1e9, size / max(read_s, 1e-9) / 1e9,
-                          random_reads / max(rand_s, 1e-9), direct and direct_r, size)
+        return StorageRun(
+            size / max(write_s, 1e-9) / 1e9,
+            size / max(read_s, 1e-9) / 1e9,
+            random_reads / max(rand_s, 1e-9),
+            direct and direct_r,
+            size,
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -147,8 +159,13 @@ def dataloader_samples_per_s(num_workers: int, batches: int, batch_size: int, im
             g = torch.Generator().manual_seed(i)
             return torch.rand(3, image, image, generator=g), i % 10
 
-    loader = DataLoader(Synthetic(), batch_size=batch_size, num_workers=num_workers,
-                        persistent_workers=False, pin_memory=False)
+    loader = DataLoader(
+        Synthetic(),
+        batch_size=batch_size,
+        num_workers=num_workers,
+        persistent_workers=False,
+        pin_memory=False,
+    )
     t0 = time.perf_counter()
     n = 0
     for x, _ in loader:

@@ -18,7 +18,9 @@ def sync(device: Any) -> None:
         torch.cuda.synchronize()
 
 
-def best_seconds(fn: Callable[[], object], device: Any, *, iters: int, trials: int = 3, warmup: int = 1) -> float:
+def best_seconds(
+    fn: Callable[[], object], device: Any, *, iters: int, trials: int = 3, warmup: int = 1
+) -> float:
     """Seconds per call of ``fn``: the best over ``trials`` of the mean of ``iters`` calls."""
     import torch
 

@@ -54,7 +54,11 @@ def _gpt(size: TrainSize) -> Any:
             b, t, d = x.shape
             q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
             q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            y = (
+                F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                .transpose(1, 2)
+                .reshape(b, t, d)
+            )
             x = x + self.proj(y)
             out: torch.Tensor = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
             return out
@@ -87,8 +91,11 @@ def _resnet(size: TrainSize) -> Any:
             self.b1 = nn.BatchNorm2d(cout)
             self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
             self.b2 = nn.BatchNorm2d(cout)
-            self.short = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-                          if stride != 1 or cin != cout else nn.Identity())
+            self.short = (
+                nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                if stride != 1 or cin != cout
+                else nn.Identity()
+            )
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y = F.relu(self.b1(self.c1(x)))
@@ -99,7 +106,9 @@ def _resnet(size: TrainSize) -> Any:
         def __init__(self) -> None:
             super().__init__()
             w = size.width
-            self.stem = nn.Sequential(nn.Conv2d(3, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU())
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU()
+            )
             layers: list[nn.Module] = []
             cin = w
             for stage, cout in enumerate((w, 2 * w, 4 * w)):
@@ -110,7 +119,9 @@ def _resnet(size: TrainSize) -> Any:
             self.fc = nn.Linear(cin, 1000)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            out: torch.Tensor = self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
+            out: torch.Tensor = self.fc(
+                torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1)
+            )
             return out
 
     return ResNet()
@@ -153,7 +164,9 @@ def train_run(model_kind: Model, size: TrainSize, device: Any, *, amp: bool) -> 
 
     torch.manual_seed(0)
     model = (_gpt(size) if model_kind == "gpt" else _resnet(size)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=getattr(device, "type", "") == "cuda")
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-4, fused=getattr(device, "type", "") == "cuda"
+    )
     if model_kind == "gpt":
         x = torch.randint(0, size.vocab, (size.batch, size.seq_len), device=device)
         y = torch.randint(0, size.vocab, (size.batch, size.seq_len), device=device)
@@ -166,7 +179,9 @@ def train_run(model_kind: Model, size: TrainSize, device: Any, *, amp: bool) -> 
     scaler = torch.amp.GradScaler(dev_type, enabled=amp_name == "fp16")
 
     def autocast() -> Any:
-        return torch.autocast(dev_type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+        return (
+            torch.autocast(dev_type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+        )
 
     def step() -> None:
         with autocast():

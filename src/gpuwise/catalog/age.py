@@ -60,26 +60,45 @@ class PriceAge:
     def line(self) -> str:
         if self.oldest_as_of is None and not self.undated:
             return "No prices used."
-        when = self.oldest_as_of if self.oldest_as_of == self.newest_as_of else \
-            f"{self.oldest_as_of} … {self.newest_as_of}"
-        age = "age unknown" if self.age_days is None else f"{self.age_days} day{'s' if self.age_days != 1 else ''} old"
+        when = (
+            self.oldest_as_of
+            if self.oldest_as_of == self.newest_as_of
+            else f"{self.oldest_as_of} … {self.newest_as_of}"
+        )
+        age = (
+            "age unknown"
+            if self.age_days is None
+            else f"{self.age_days} day{'s' if self.age_days != 1 else ''} old"
+        )
         extra = f"; {self.undated} undated" if self.undated and self.oldest_as_of else ""
-        return f"Prices as of {when or 'unknown'} ({age}{extra}; {', '.join(self.sources[:3])}" \
-               f"{', …' if len(self.sources) > 3 else ''})."
+        return (
+            f"Prices as of {when or 'unknown'} ({age}{extra}; {', '.join(self.sources[:3])}"
+            f"{', …' if len(self.sources) > 3 else ''})."
+        )
 
     def warning(self) -> str | None:
         if not self.stale:
             return None
-        what = "some prices have no date" if self.age_days is None or self.undated else \
-            f"prices are {self.age_days} days old (limit {self.max_age_days:g})"
+        what = (
+            "some prices have no date"
+            if self.age_days is None or self.undated
+            else f"prices are {self.age_days} days old (limit {self.max_age_days:g})"
+        )
         return f"{what} — refresh with `gpuwise catalog update --fetch`, or raise --max-price-age"
 
     def to_dict(self) -> dict[str, object]:
-        return {"prices_as_of": self.oldest_as_of, "prices_newest_as_of": self.newest_as_of,
-                "prices_age_days": self.age_days, "prices_stale": self.stale, "price_sources": list(self.sources)}
+        return {
+            "prices_as_of": self.oldest_as_of,
+            "prices_newest_as_of": self.newest_as_of,
+            "prices_age_days": self.age_days,
+            "prices_stale": self.stale,
+            "price_sources": list(self.sources),
+        }
 
 
-def price_age(offers: Iterable[Offer], *, max_age_days: float = 30.0, today: dt.date | None = None) -> PriceAge:
+def price_age(
+    offers: Iterable[Offer], *, max_age_days: float = 30.0, today: dt.date | None = None
+) -> PriceAge:
     """The age of the oldest price among ``offers`` (those an answer actually used)."""
     today = today or dt.date.today()
     dated: dict[dt.date, str] = {}
@@ -95,5 +114,11 @@ def price_age(offers: Iterable[Offer], *, max_age_days: float = 30.0, today: dt.
     if not dated:
         return PriceAge(None, None, None, undated, max_age_days, tuple(sorted(sources)))
     oldest, newest = min(dated), max(dated)
-    return PriceAge(dated[oldest], dated[newest], max(0, (today - oldest).days), undated, max_age_days,
-                    tuple(sorted(sources)))
+    return PriceAge(
+        dated[oldest],
+        dated[newest],
+        max(0, (today - oldest).days),
+        undated,
+        max_age_days,
+        tuple(sorted(sources)),
+    )

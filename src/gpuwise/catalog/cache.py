@@ -47,8 +47,13 @@ def _read(path: Path, digest: str, origin: str) -> list[Offer] | None:
         data = _PlainUnpickler(io.BytesIO(path.read_bytes())).load()
     except Exception:  # missing, unreadable, truncated, corrupt, refused: parse the CSV instead
         return None
-    if not (isinstance(data, dict) and data.get("format") == CACHE_FORMAT and data.get("sha256") == digest
-            and data.get("origin") == origin and data.get("columns") == list(OFFER_COLUMNS)):
+    if not (
+        isinstance(data, dict)
+        and data.get("format") == CACHE_FORMAT
+        and data.get("sha256") == digest
+        and data.get("origin") == origin
+        and data.get("columns") == list(OFFER_COLUMNS)
+    ):
         return None
     rows = data.get("rows")
     if not isinstance(rows, list) or not rows:
@@ -64,8 +69,12 @@ def _build(rows: list[tuple[Any, ...]]) -> list[Offer]:
     if not all(type(row) is tuple for row in rows):
         raise TypeError("a cached row is not a tuple")
 
-    def make(row: tuple[Any, ...], new: Any = object.__new__, set_: Any = object.__setattr__,
-             cols: tuple[str, ...] = OFFER_COLUMNS) -> Offer:
+    def make(
+        row: tuple[Any, ...],
+        new: Any = object.__new__,
+        set_: Any = object.__setattr__,
+        cols: tuple[str, ...] = OFFER_COLUMNS,
+    ) -> Offer:
         offer: Offer = new(Offer)
         set_(offer, "__dict__", dict(zip(cols, row, strict=True)))
         return offer
@@ -75,10 +84,20 @@ def _build(rows: list[tuple[Any, ...]]) -> list[Offer]:
 
 def _write(path: Path, digest: str, origin: str, offers: list[Offer]) -> None:
     strings: dict[str, str] = {}  # one object per distinct string: a smaller, faster pickle
-    rows = [tuple(strings.setdefault(v, v) if isinstance(v, str) else v for v in o.__dict__.values())
-            for o in offers]
-    blob = pickle.dumps({"format": CACHE_FORMAT, "sha256": digest, "origin": origin,
-                         "columns": list(OFFER_COLUMNS), "rows": rows}, protocol=pickle.HIGHEST_PROTOCOL)
+    rows = [
+        tuple(strings.setdefault(v, v) if isinstance(v, str) else v for v in o.__dict__.values())
+        for o in offers
+    ]
+    blob = pickle.dumps(
+        {
+            "format": CACHE_FORMAT,
+            "sha256": digest,
+            "origin": origin,
+            "columns": list(OFFER_COLUMNS),
+            "rows": rows,
+        },
+        protocol=pickle.HIGHEST_PROTOCOL,
+    )
     with contextlib.suppress(OSError):  # a read-only data folder only costs speed
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, blob)

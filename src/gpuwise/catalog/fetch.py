@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from gpuwise.errors import CatalogError
 
-OFFLINE_HINT = ("check the network (or a proxy), or work offline: `gpuwise catalog update --from-csv FILE` "
-                "or `--from-skypilot DIR`; the current catalog keeps working")
+OFFLINE_HINT = (
+    "check the network (or a proxy), or work offline: `gpuwise catalog update --from-csv FILE` "
+    "or `--from-skypilot DIR`; the current catalog keeps working"
+)
 
 
 class FetchError(CatalogError):
@@ -53,13 +55,19 @@ class FetchSettings:
             try:
                 value = float(raw)
             except ValueError:
-                raise CatalogError(f"{name}={raw!r} is not a number", hint=f"unset {name} or give a number") from None
+                raise CatalogError(
+                    f"{name}={raw!r} is not a number", hint=f"unset {name} or give a number"
+                ) from None
             if not value > 0:
-                raise CatalogError(f"{name}={raw!r} must be > 0", hint=f"unset {name} or give a positive number")
+                raise CatalogError(
+                    f"{name}={raw!r} must be > 0", hint=f"unset {name} or give a positive number"
+                )
             return value
 
-        return cls(timeout_s=num("GPUWISE_FETCH_TIMEOUT_S", cls.timeout_s),
-                   max_bytes=int(num("GPUWISE_FETCH_MAX_BYTES", cls.max_bytes)))
+        return cls(
+            timeout_s=num("GPUWISE_FETCH_TIMEOUT_S", cls.timeout_s),
+            max_bytes=int(num("GPUWISE_FETCH_MAX_BYTES", cls.max_bytes)),
+        )
 
 
 class _Retryable(Exception):
@@ -70,26 +78,36 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, max_bytes: int) -> by
     length = resp.headers.get("Content-Length")
     expected = int(length) if length and length.isdigit() else None
     if expected is not None and expected > max_bytes:
-        raise FetchError(f"{url}: {expected:,} bytes is over the {max_bytes:,}-byte limit",
-                         hint="raise GPUWISE_FETCH_MAX_BYTES if the file is really that large")
+        raise FetchError(
+            f"{url}: {expected:,} bytes is over the {max_bytes:,}-byte limit",
+            hint="raise GPUWISE_FETCH_MAX_BYTES if the file is really that large",
+        )
     chunks: list[bytes] = []
     total = 0
     while True:
         try:
             chunk = resp.read(1 << 16)
         except http.client.IncompleteRead as exc:
-            raise FetchError(f"{url}: download cut short after {total + len(exc.partial):,} of "
-                             f"{expected or '?'} bytes", hint="try again; " + OFFLINE_HINT) from None
+            raise FetchError(
+                f"{url}: download cut short after {total + len(exc.partial):,} of "
+                f"{expected or '?'} bytes",
+                hint="try again; " + OFFLINE_HINT,
+            ) from None
         if not chunk:
             break
         total += len(chunk)
         if total > max_bytes:
-            raise FetchError(f"{url}: more than {max_bytes:,} bytes", hint="raise GPUWISE_FETCH_MAX_BYTES if "
-                             "the file is really that large, else the server is not the price source")
+            raise FetchError(
+                f"{url}: more than {max_bytes:,} bytes",
+                hint="raise GPUWISE_FETCH_MAX_BYTES if "
+                "the file is really that large, else the server is not the price source",
+            )
         chunks.append(chunk)
     if expected is not None and total != expected:
-        raise FetchError(f"{url}: download cut short after {total:,} of {expected:,} bytes",
-                         hint="try again; " + OFFLINE_HINT)
+        raise FetchError(
+            f"{url}: download cut short after {total:,} of {expected:,} bytes",
+            hint="try again; " + OFFLINE_HINT,
+        )
     return b"".join(chunks)
 
 
@@ -97,7 +115,9 @@ def fetch_bytes(url: str, settings: FetchSettings | None = None, *, accept: str 
     """GET ``url`` and return the body; :class:`FetchError` (one line, with the fix) on any failure."""
     s = settings or FetchSettings.from_env()
     if not url.startswith(("https://", "http://")):
-        raise FetchError(f"{url}: only http(s) URLs can be fetched", hint="check the source's base-URL setting")
+        raise FetchError(
+            f"{url}: only http(s) URLs can be fetched", hint="check the source's base-URL setting"
+        )
     start = time.monotonic()
     attempt = 0
     timeout = s.timeout_s
@@ -105,7 +125,7 @@ def fetch_bytes(url: str, settings: FetchSettings | None = None, *, accept: str 
         try:
             return _attempt(url, s, accept, timeout)
         except _Retryable as exc:
-            wait = s.backoff_s * (2 ** attempt)
+            wait = s.backoff_s * (2**attempt)
             attempt += 1
             left = s.failure_budget_s - (time.monotonic() - start) - wait
             if attempt > s.retries or left <= 0.05:
@@ -122,8 +142,10 @@ def _attempt(url: str, s: FetchSettings, accept: str, timeout: float) -> bytes:
     except urllib.error.HTTPError as exc:
         if exc.code >= 500 or exc.code == 429:
             raise _Retryable(f"HTTP {exc.code}") from None
-        raise FetchError(f"cannot download {url} (HTTP {exc.code} {exc.reason})",
-                         hint="the source moved or the base-URL setting is wrong; " + OFFLINE_HINT) from None
+        raise FetchError(
+            f"cannot download {url} (HTTP {exc.code} {exc.reason})",
+            hint="the source moved or the base-URL setting is wrong; " + OFFLINE_HINT,
+        ) from None
     except urllib.error.URLError as exc:
         raise _Retryable(str(exc.reason)) from None
     except TimeoutError:

@@ -71,7 +71,10 @@ class Offer:
         """Spot exists and is cheaper than on-demand (AWS/Azure list some spot at the on-demand price)."""
         if self.spot_usd_per_hour is None:
             return False
-        return self.on_demand_usd_per_hour is None or self.spot_usd_per_hour < self.on_demand_usd_per_hour
+        return (
+            self.on_demand_usd_per_hour is None
+            or self.spot_usd_per_hour < self.on_demand_usd_per_hour
+        )
 
     @property
     def key(self) -> tuple[str, str, str | None, str, str, float]:
@@ -84,7 +87,13 @@ class Offer:
 
 OFFER_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Offer))
 _REQUIRED = ("cloud", "region", "instance_type", "gpu", "gpu_count")
-_OPTIONAL_FLOATS = ("gpu_memory_gib", "vcpus", "memory_gib", "on_demand_usd_per_hour", "spot_usd_per_hour")
+_OPTIONAL_FLOATS = (
+    "gpu_memory_gib",
+    "vcpus",
+    "memory_gib",
+    "on_demand_usd_per_hour",
+    "spot_usd_per_hour",
+)
 
 
 def parse_price(raw: str, where: str, column: str) -> float | None:
@@ -95,11 +104,15 @@ def parse_price(raw: str, where: str, column: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise CatalogError(f"{where}, column {column}: {raw!r} is not a price",
-                           hint="write USD per hour as a plain number, or leave it empty") from None
+        raise CatalogError(
+            f"{where}, column {column}: {raw!r} is not a price",
+            hint="write USD per hour as a plain number, or leave it empty",
+        ) from None
     if not math.isfinite(value) or value < 0:
-        raise CatalogError(f"{where}, column {column}: {raw!r} is not a valid price",
-                           hint="prices must be finite and ≥ 0 (empty = not offered)")
+        raise CatalogError(
+            f"{where}, column {column}: {raw!r} is not a valid price",
+            hint="prices must be finite and ≥ 0 (empty = not offered)",
+        )
     return value
 
 
@@ -107,16 +120,22 @@ def parse_positive(raw: str, where: str, column: str, *, required: bool) -> floa
     text = raw.strip()
     if not text:
         if required:
-            raise CatalogError(f"{where}, column {column}: empty", hint=f"give {column} for every row")
+            raise CatalogError(
+                f"{where}, column {column}: empty", hint=f"give {column} for every row"
+            )
         return None
     try:
         value = float(text)
     except ValueError:
-        raise CatalogError(f"{where}, column {column}: {raw!r} is not a number",
-                           hint=f"write {column} as a plain number") from None
+        raise CatalogError(
+            f"{where}, column {column}: {raw!r} is not a number",
+            hint=f"write {column} as a plain number",
+        ) from None
     if not math.isfinite(value) or value <= 0:
-        raise CatalogError(f"{where}, column {column}: {raw!r} must be a positive number",
-                           hint=f"fix {column} in that row")
+        raise CatalogError(
+            f"{where}, column {column}: {raw!r} must be a positive number",
+            hint=f"fix {column} in that row",
+        )
     return value
 
 
@@ -125,8 +144,10 @@ def check_header(fieldnames: Sequence[str] | None, required: Iterable[str], orig
     have = set(fieldnames or ())
     missing = [c for c in required if c not in have]
     if missing:
-        raise CatalogError(f"{origin}: missing column(s) {', '.join(missing)}",
-                           hint=f"the header needs {', '.join(required)}")
+        raise CatalogError(
+            f"{origin}: missing column(s) {', '.join(missing)}",
+            hint=f"the header needs {', '.join(required)}",
+        )
 
 
 def _fast_float(cell: str, positive: bool) -> float | None:
@@ -169,14 +190,23 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
         if len(cells) != width:
             where = f"{origin}, row {lineno}"
             if len(cells) > width:
-                raise CatalogError(f"{where}: more cells than columns", hint="quote cells that contain commas")
+                raise CatalogError(
+                    f"{where}: more cells than columns", hint="quote cells that contain commas"
+                )
             cells = cells + [""] * (width - len(cells))
         for col, j in zip(_REQUIRED, (i_cloud, i_region, i_itype, i_gpu, i_count), strict=True):
             if not cells[j].strip():
-                raise CatalogError(f"{origin}, row {lineno}, column {col}: empty", hint=f"give {col} for every row")
+                raise CatalogError(
+                    f"{origin}, row {lineno}, column {col}: empty", hint=f"give {col} for every row"
+                )
         gpu_count = _fast_float(cells[i_count], True)
         if gpu_count is None:
-            gpu_count = parse_positive(cells[i_count], f"{origin}, row {lineno}", "gpu_count", required=True) or 0.0
+            gpu_count = (
+                parse_positive(
+                    cells[i_count], f"{origin}, row {lineno}", "gpu_count", required=True
+                )
+                or 0.0
+            )
         floats: dict[str, float | None] = {}
         for col, i in get_opt:
             raw = cells[i] if i is not None else ""
@@ -189,8 +219,10 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
                 where = f"{origin}, row {lineno}"
                 value = parse_price(raw, where, col) if usd else _opt_positive(raw, where, col)
             if usd and value == 0:
-                raise CatalogError(f"{origin}, row {lineno}, column {col}: {raw!r} is a $0 price",
-                                   hint="leave the cell empty when that billing is not offered")
+                raise CatalogError(
+                    f"{origin}, row {lineno}, column {col}: {raw!r} is a $0 price",
+                    hint="leave the cell empty when that billing is not offered",
+                )
             floats[col] = value
         gpu_raw = cells[i_gpu]
         gpu = resolved.get(gpu_raw)
@@ -214,9 +246,11 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
         )
         key = offer.key
         if key in seen:
-            raise CatalogError(f"{origin}, row {lineno}: duplicate of row {seen[key]} "
-                               f"({offer.cloud} {offer.region} {offer.zone or ''} {offer.instance_type})",
-                               hint="keep one row per cloud, region, zone, instance type and GPU")
+            raise CatalogError(
+                f"{origin}, row {lineno}: duplicate of row {seen[key]} "
+                f"({offer.cloud} {offer.region} {offer.zone or ''} {offer.instance_type})",
+                hint="keep one row per cloud, region, zone, instance type and GPU",
+            )
         seen[key] = lineno
         offers.append(offer)
     if not offers:
@@ -234,5 +268,7 @@ def offers_to_csv(offers: Iterable[Offer]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(OFFER_COLUMNS)
     for offer in offers:
-        writer.writerow(["" if v is None else (repr(v) if isinstance(v, float) else v) for v in astuple(offer)])
+        writer.writerow(
+            ["" if v is None else (repr(v) if isinstance(v, float) else v) for v in astuple(offer)]
+        )
     return out.getvalue()

@@ -45,18 +45,23 @@ def check_clouds(names: Iterable[str], offers: Sequence[Offer]) -> None:
     known = sorted({o.cloud for o in offers})
     for name in names:
         if name not in known:
-            raise InputError(f"unknown cloud {name!r}",
-                             hint=f"use one of: {', '.join(known)} (see `gpuwise catalog info`)",
-                             suggestions=did_you_mean(name, known))
+            raise InputError(
+                f"unknown cloud {name!r}",
+                hint=f"use one of: {', '.join(known)} (see `gpuwise catalog info`)",
+                suggestions=did_you_mean(name, known),
+            )
 
 
 def check_region(pattern: str, offers: Sequence[Offer], clouds: Collection[str] = ()) -> None:
     """InputError, with did-you-mean, when no region of ``clouds`` (all when empty) matches ``pattern``."""
     regions = {o.region for o in offers if not clouds or o.cloud in clouds}
     if not any(fnmatch.fnmatchcase(r, pattern) for r in regions):
-        raise InputError(f"no region matches {pattern!r}" + (f" in {', '.join(sorted(clouds))}" if clouds else ""),
-                         hint="give a region name or a glob like 'us-*' (see `gpuwise offers`)",
-                         suggestions=did_you_mean(pattern, regions))
+        raise InputError(
+            f"no region matches {pattern!r}"
+            + (f" in {', '.join(sorted(clouds))}" if clouds else ""),
+            hint="give a region name or a glob like 'us-*' (see `gpuwise offers`)",
+            suggestions=did_you_mean(pattern, regions),
+        )
 
 
 def resolve_gpu_filter(name: str, offers: Sequence[Offer]) -> str:
@@ -69,15 +74,20 @@ def resolve_gpu_filter(name: str, offers: Sequence[Offer]) -> str:
         if model.lower() == name.lower():
             return model
     known = sorted(catalog_names | set(gpu_table().names))
-    raise InputError(f"unknown GPU {name!r}", hint="run `gpuwise gpus` to list GPU models",
-                     suggestions=did_you_mean(name, known))
+    raise InputError(
+        f"unknown GPU {name!r}",
+        hint="run `gpuwise gpus` to list GPU models",
+        suggestions=did_you_mean(name, known),
+    )
 
 
 def query_offers(offers: Sequence[Offer], query: OfferQuery) -> list[Offer]:
     """Offers matching every field of ``query`` (unsorted)."""
     if query.count is not None and query.min_count is not None and query.count < query.min_count:
-        raise InputError(f"--count {query.count:g} is below --min-count {query.min_count:g}: nothing can match",
-                         hint="give one of --count and --min-count")
+        raise InputError(
+            f"--count {query.count:g} is below --min-count {query.min_count:g}: nothing can match",
+            hint="give one of --count and --min-count",
+        )
     check_clouds(query.clouds, offers)
     gpu = resolve_gpu_filter(query.gpu, offers) if query.gpu else None
     if query.region:
@@ -94,7 +104,10 @@ def query_offers(offers: Sequence[Offer], query: OfferQuery) -> list[Offer]:
             return False
         if query.region and not fnmatch.fnmatchcase(o.region, query.region):
             return False
-        if query.min_gpu_memory_gib is not None and (o.gpu_memory_gib or 0) < query.min_gpu_memory_gib:
+        if (
+            query.min_gpu_memory_gib is not None
+            and (o.gpu_memory_gib or 0) < query.min_gpu_memory_gib
+        ):
             return False
         price = o.spot_usd_per_hour if query.spot else o.on_demand_usd_per_hour
         if query.spot and not o.has_spot_discount:

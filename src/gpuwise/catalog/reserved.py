@@ -37,12 +37,17 @@ def _parse(data: Any, origin: str) -> dict[tuple[str, int], ReservedTerm | None]
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise DataFileError(f"{origin}: expected a mapping of cloud → term → discount",
-                            hint="see gpuwise/catalog/data/reserved.yaml for the shape")
+        raise DataFileError(
+            f"{origin}: expected a mapping of cloud → term → discount",
+            hint="see gpuwise/catalog/data/reserved.yaml for the shape",
+        )
     out: dict[tuple[str, int], ReservedTerm | None] = {}
     for cloud, terms in data.items():
         if not isinstance(terms, dict):
-            raise DataFileError(f"{origin}: {cloud}: expected 1y/3y entries", hint="write e.g. `1y: {discount: 0.3}`")
+            raise DataFileError(
+                f"{origin}: {cloud}: expected 1y/3y entries",
+                hint="write e.g. `1y: {discount: 0.3}`",
+            )
         for key, entry in terms.items():
             years = {"1y": 1, "3y": 3}.get(str(key))
             if years is None:
@@ -52,16 +57,28 @@ def _parse(data: Any, origin: str) -> dict[tuple[str, int], ReservedTerm | None]
             if value is None:
                 out[(str(cloud).lower(), years)] = None
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or not 0 <= value < 1:
-                raise DataFileError(f"{origin}: {cloud}.{key}.discount: {value!r} is not a fraction in [0, 1)",
-                                    hint="write the discount as e.g. 0.35 for 35% off on-demand")
-            out[(str(cloud).lower(), years)] = ReservedTerm(str(cloud).lower(), years,  # type: ignore[arg-type]
-                                                            float(value), str(entry.get("source", origin)))
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or not 0 <= value < 1
+            ):
+                raise DataFileError(
+                    f"{origin}: {cloud}.{key}.discount: {value!r} is not a fraction in [0, 1)",
+                    hint="write the discount as e.g. 0.35 for 35% off on-demand",
+                )
+            out[(str(cloud).lower(), years)] = ReservedTerm(
+                str(cloud).lower(),
+                years,  # type: ignore[arg-type]
+                float(value),
+                str(entry.get("source", origin)),
+            )
     return out
 
 
-def load_reserved_terms(user_file: Path | None = None) -> dict[tuple[str, int], ReservedTerm | None]:
+def load_reserved_terms(
+    user_file: Path | None = None,
+) -> dict[tuple[str, int], ReservedTerm | None]:
     """(cloud, years) → term, defaults overridden by the user's file."""
     import yaml
 
@@ -73,8 +90,9 @@ def load_reserved_terms(user_file: Path | None = None) -> dict[tuple[str, int], 
     return terms
 
 
-def reserved_usd_per_hour(offer: Offer, term_years: int,
-                          terms: dict[tuple[str, int], ReservedTerm | None]) -> float | None:
+def reserved_usd_per_hour(
+    offer: Offer, term_years: int, terms: dict[tuple[str, int], ReservedTerm | None]
+) -> float | None:
     """The offer's hourly price under a commitment, or None when unknown for its cloud."""
     term = terms.get((offer.cloud, term_years))
     if term is None or offer.on_demand_usd_per_hour is None:

@@ -30,8 +30,13 @@ class InstanceOverride:
 def instance_overrides() -> tuple[InstanceOverride, ...]:
     text = resources.files("gpuwise.catalog").joinpath("data/instance_gpus.csv").read_text("utf-8")
     return tuple(
-        InstanceOverride(row["cloud"], row["pattern"], row["gpu"],
-                         float(row["gpu_count"]) if row["gpu_count"] else None, row["source"])
+        InstanceOverride(
+            row["cloud"],
+            row["pattern"],
+            row["gpu"],
+            float(row["gpu_count"]) if row["gpu_count"] else None,
+            row["source"],
+        )
         for row in commented_csv(text)
     )
 

@@ -86,8 +86,10 @@ def _reader(text: str, cls: type, origin: str) -> csv.DictReader[str]:
     reader = csv.DictReader(io.StringIO(text))
     missing = [f.name for f in fields(cls) if f.name not in (reader.fieldnames or ())]
     if missing:
-        raise CatalogError(f"{origin}: missing column(s) {', '.join(missing)}",
-                           hint="run `gpuwise catalog update --fetch` again to rewrite it")
+        raise CatalogError(
+            f"{origin}: missing column(s) {', '.join(missing)}",
+            hint="run `gpuwise catalog update --fetch` again to rewrite it",
+        )
     return reader
 
 
@@ -95,7 +97,9 @@ def _float(raw: str, where: str, *, positive: bool) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise CatalogError(f"{where}: {raw!r} is not a number", hint="fix or delete that row") from None
+        raise CatalogError(
+            f"{where}: {raw!r} is not a number", hint="fix or delete that row"
+        ) from None
     if not math.isfinite(value) or (value <= 0 if positive else value < 0):
         raise CatalogError(f"{where}: {raw!r} is out of range", hint="fix or delete that row")
     return value
@@ -106,8 +110,17 @@ def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
     for i, row in enumerate(_reader(text, SpotRisk, origin), start=2):
         where = f"{origin}, row {i}"
         savings = row["savings_pct"].strip()
-        out.append(SpotRisk(row["cloud"], row["region"], row["instance_type"], row["band"],
-                            _float(savings, where, positive=False) if savings else None, row["source"], row["as_of"]))
+        out.append(
+            SpotRisk(
+                row["cloud"],
+                row["region"],
+                row["instance_type"],
+                row["band"],
+                _float(savings, where, positive=False) if savings else None,
+                row["source"],
+                row["as_of"],
+            )
+        )
     return out
 
 
@@ -117,9 +130,20 @@ def parse_reserved(text: str, origin: str) -> list[ReservedPrice]:
         where = f"{origin}, row {i}"
         years = row["term_years"].strip()
         if years not in ("1", "3"):
-            raise CatalogError(f"{where}, column term_years: {years!r}", hint="terms are 1 or 3 years")
-        out.append(ReservedPrice(row["cloud"], row["region"], row["instance_type"], int(years),
-                                 _float(row["usd_per_hour"], where, positive=True), row["source"], row["as_of"]))
+            raise CatalogError(
+                f"{where}, column term_years: {years!r}", hint="terms are 1 or 3 years"
+            )
+        out.append(
+            ReservedPrice(
+                row["cloud"],
+                row["region"],
+                row["instance_type"],
+                int(years),
+                _float(row["usd_per_hour"], where, positive=True),
+                row["source"],
+                row["as_of"],
+            )
+        )
     return out
 
 

@@ -84,30 +84,44 @@ def _parse_rows(text: str, origin: str) -> list[_Row]:
     for lineno, raw in enumerate(reader, start=2):
         where = f"{origin}, row {lineno}"
         if None in raw:
-            raise CatalogError(f"{where}: more cells than columns", hint="quote cells that contain commas")
+            raise CatalogError(
+                f"{where}: more cells than columns", hint="quote cells that contain commas"
+            )
         accelerator = (raw.get("AcceleratorName") or "").strip()
         instance_type = (raw.get("InstanceType") or "").strip()
         if not accelerator and not instance_type:
-            raise CatalogError(f"{where}: neither InstanceType nor AcceleratorName is set",
-                               hint="every row needs an instance type, an accelerator, or both")
-        rows.append(_Row(
-            instance_type=instance_type,
-            accelerator=accelerator,
-            count=parse_positive(raw.get("AcceleratorCount") or "", where, "AcceleratorCount",
-                                 required=bool(accelerator)),
-            vcpus=parse_positive(raw.get("vCPUs") or "", where, "vCPUs", required=False),
-            memory_gib=parse_positive(raw.get("MemoryGiB") or "", where, "MemoryGiB", required=False),
-            gpu_mib=_gpu_mib_from_info(raw.get("GpuInfo") or ""),
-            price=parse_price(raw.get("Price") or "", where, "Price"),
-            spot=parse_price(raw.get("SpotPrice") or "", where, "SpotPrice"),
-            region=(raw.get("Region") or "").strip(),
-            zone=(raw.get("AvailabilityZone") or "").strip() or None,
-            arch=(raw.get("Arch") or "").strip() or "x86_64",
-        ))
+            raise CatalogError(
+                f"{where}: neither InstanceType nor AcceleratorName is set",
+                hint="every row needs an instance type, an accelerator, or both",
+            )
+        rows.append(
+            _Row(
+                instance_type=instance_type,
+                accelerator=accelerator,
+                count=parse_positive(
+                    raw.get("AcceleratorCount") or "",
+                    where,
+                    "AcceleratorCount",
+                    required=bool(accelerator),
+                ),
+                vcpus=parse_positive(raw.get("vCPUs") or "", where, "vCPUs", required=False),
+                memory_gib=parse_positive(
+                    raw.get("MemoryGiB") or "", where, "MemoryGiB", required=False
+                ),
+                gpu_mib=_gpu_mib_from_info(raw.get("GpuInfo") or ""),
+                price=parse_price(raw.get("Price") or "", where, "Price"),
+                spot=parse_price(raw.get("SpotPrice") or "", where, "SpotPrice"),
+                region=(raw.get("Region") or "").strip(),
+                zone=(raw.get("AvailabilityZone") or "").strip() or None,
+                arch=(raw.get("Arch") or "").strip() or "x86_64",
+            )
+        )
     return rows
 
 
-def read_vms_csv(text: str, cloud: str, origin: str, *, as_of: str, source: str | None = None) -> list[Offer]:
+def read_vms_csv(
+    text: str, cloud: str, origin: str, *, as_of: str, source: str | None = None
+) -> list[Offer]:
     """All GPU/accelerator offers in one SkyPilot ``vms.csv`` of ``cloud``."""
     if not text.strip():
         raise CatalogError(f"{origin}: empty file", hint="download the catalog again")
@@ -128,7 +142,11 @@ def _add(a: float | None, b: float | None) -> float | None:
 
 def _make_offer(cloud: str, host: _Row, gpu: _Row, source: str, as_of: str) -> Offer | None:
     tpu = gpu.accelerator.lower().startswith("tpu-")
-    price, spot = (gpu.price, gpu.spot) if host is gpu else (_add(host.price, gpu.price), _add(host.spot, gpu.spot))
+    price, spot = (
+        (gpu.price, gpu.spot)
+        if host is gpu
+        else (_add(host.price, gpu.price), _add(host.spot, gpu.spot))
+    )
     if tpu:
         price = None if price == TPU_SENTINEL_USD_PER_HOUR else price
         spot = None if spot == TPU_SENTINEL_USD_PER_HOUR else spot
@@ -234,7 +252,9 @@ def _gcp_join(rows: Iterable[_Row]) -> Iterable[tuple[_Row, _Row]]:
             if gpu is not None:
                 yield host, gpu
             else:
-                log.debug("gcp %s in %s has no %s×%g row; skipped", host.instance_type, host.zone, *fixed)
+                log.debug(
+                    "gcp %s in %s has no %s×%g row; skipped", host.instance_type, host.zone, *fixed
+                )
         elif host.instance_type.startswith("n1-") and host.vcpus == _GCP_N1_VCPUS:
             for gpu in attachable_by_zone.get(host.zone, ()):
                 yield host, gpu

@@ -81,8 +81,9 @@ def _decode(data: bytes, origin: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise CatalogError(f"{origin}: not UTF-8 text (byte {exc.start})",
-                           hint="save the file as UTF-8 CSV") from None
+        raise CatalogError(
+            f"{origin}: not UTF-8 text (byte {exc.start})", hint="save the file as UTF-8 CSV"
+        ) from None
 
 
 def read_text_file(path: Path) -> str:
@@ -99,7 +100,9 @@ def read_file_bytes(path: Path) -> bytes:
     except FileNotFoundError:
         raise CatalogError(f"{path}: no such file", hint="check the path") from None
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise CatalogError(f"{path}: cannot read ({exc})", hint="check the file and its permissions") from None
+        raise CatalogError(
+            f"{path}: cannot read ({exc})", hint="check the file and its permissions"
+        ) from None
     return data
 
 
@@ -113,7 +116,9 @@ class BundledSnapshot:
 
     def manifest(self) -> tuple[set[str], str]:
         """(clouds the snapshot holds, as_of), from its manifest, without parsing the offers."""
-        manifest = json.loads(resources.files("gpuwise.catalog").joinpath(BUNDLED_MANIFEST).read_text("utf-8"))
+        manifest = json.loads(
+            resources.files("gpuwise.catalog").joinpath(BUNDLED_MANIFEST).read_text("utf-8")
+        )
         return set(manifest["clouds"]), manifest["as_of"]
 
     def read(self) -> tuple[list[Offer], str, str]:
@@ -132,8 +137,11 @@ def newest_skypilot_version_dir(root: Path) -> Path | None:
     """``root/vN`` with the highest N that holds at least one ``<cloud>/vms.csv``."""
     if not root.is_dir():
         return None
-    versions = sorted((p for p in root.iterdir() if p.is_dir() and _version_key(p.name) >= 0),
-                      key=lambda p: _version_key(p.name), reverse=True)
+    versions = sorted(
+        (p for p in root.iterdir() if p.is_dir() and _version_key(p.name) >= 0),
+        key=lambda p: _version_key(p.name),
+        reverse=True,
+    )
     for version in versions:
         if any(version.glob("*/vms.csv")):
             return version
@@ -151,7 +159,11 @@ class SkyPilotDir:
         """(cloud, vms.csv) pairs found under the folder."""
         if (self.path / "vms.csv").is_file():
             return [(self.path.name.lower(), self.path / "vms.csv")]
-        version = self.path if any(self.path.glob("*/vms.csv")) else newest_skypilot_version_dir(self.path)
+        version = (
+            self.path
+            if any(self.path.glob("*/vms.csv"))
+            else newest_skypilot_version_dir(self.path)
+        )
         if version is None:
             return []
         return sorted((p.parent.name.lower(), p) for p in version.glob("*/vms.csv"))
@@ -162,8 +174,13 @@ class SkyPilotDir:
         for cloud, path in self.files():
             date = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
             dates.append(date)
-            offers += read_vms_csv(read_text_file(path), cloud, str(path), as_of=date,
-                                   source=f"skypilot:{path.parent.parent.name}/{cloud}")
+            offers += read_vms_csv(
+                read_text_file(path),
+                cloud,
+                str(path),
+                as_of=date,
+                source=f"skypilot:{path.parent.parent.name}/{cloud}",
+            )
         return offers, str(self.path), max(dates, default="unknown")
 
 
@@ -183,14 +200,23 @@ class CsvFile:
     def read(self) -> tuple[list[Offer], str, str]:
         text = read_text_file(self.path)
         if not text.strip():
-            raise CatalogError(f"{self.path}: empty file", hint="give a CSV with a header and offer rows")
+            raise CatalogError(
+                f"{self.path}: empty file", hint="give a CSV with a header and offer rows"
+            )
         header = next(csv.reader(io.StringIO(text)), [])
         if "InstanceType" in header:
             date = dt.date.fromtimestamp(self.path.stat().st_mtime).isoformat()
-            offers = read_vms_csv(text, _sniff_cloud(self.path), str(self.path), as_of=date,
-                                  source=f"file:{self.path.name}")
+            offers = read_vms_csv(
+                text,
+                _sniff_cloud(self.path),
+                str(self.path),
+                as_of=date,
+                source=f"file:{self.path.name}",
+            )
             if not offers:
-                raise CatalogError(f"{self.path}: no accelerator offers", hint="the file has no priced GPU rows")
+                raise CatalogError(
+                    f"{self.path}: no accelerator offers", hint="the file has no priced GPU rows"
+                )
             return offers, str(self.path), date
         offers = parse_offer_csv(text, str(self.path))
         return offers, str(self.path), max((o.as_of for o in offers), default="unknown")
@@ -225,8 +251,10 @@ def source_for_path(path: Path) -> CatalogSource:
     if path.is_dir():
         src = SkyPilotDir(path)
         if not src.files():
-            raise CatalogError(f"{path}: no <cloud>/vms.csv under this folder",
-                               hint="point at ~/.sky/catalogs, a version folder like v8, or a CSV file")
+            raise CatalogError(
+                f"{path}: no <cloud>/vms.csv under this folder",
+                hint="point at ~/.sky/catalogs, a version folder like v8, or a CSV file",
+            )
         return src
     if not path.exists():
         raise CatalogError(f"{path}: no such file or folder", hint="check the --catalog path")
@@ -266,10 +294,26 @@ def layer_sources(sources: Iterable[CatalogSource], *, per_cloud: bool) -> Catal
     for i, (source, location, as_of, offers) in enumerate(read):
         if per_cloud:
             kept = {c: rows for c, (j, rows) in by_cloud.items() if j == i}
-            layers.append(Layer(source.kind, location, as_of, tuple(sorted(kept)), sum(map(len, kept.values())),
-                                note="" if kept else "superseded by a later source"))
+            layers.append(
+                Layer(
+                    source.kind,
+                    location,
+                    as_of,
+                    tuple(sorted(kept)),
+                    sum(map(len, kept.values())),
+                    note="" if kept else "superseded by a later source",
+                )
+            )
         else:
-            layers.append(Layer(source.kind, location, as_of, tuple(sorted({o.cloud for o in offers})), len(offers)))
+            layers.append(
+                Layer(
+                    source.kind,
+                    location,
+                    as_of,
+                    tuple(sorted({o.cloud for o in offers})),
+                    len(offers),
+                )
+            )
     if per_cloud:
         # each cloud's rows come from one source, and no source repeats a key under two sources
         # (the CSV readers refuse duplicate rows; a SkyPilot cloud file has one source name)
@@ -279,7 +323,9 @@ def layer_sources(sources: Iterable[CatalogSource], *, per_cloud: bool) -> Catal
     return Catalog(offers=tuple(merged), layers=tuple(layers))
 
 
-def _read_all(sources: Sequence[CatalogSource], per_cloud: bool) -> list[tuple[list[Offer], str, str]]:
+def _read_all(
+    sources: Sequence[CatalogSource], per_cloud: bool
+) -> list[tuple[list[Offer], str, str]]:
     """Every source's ``read()``, in order; with ``per_cloud``, the bundled snapshot is not parsed
     when later sources supply every cloud it has (it would contribute nothing)."""
     results: dict[int, tuple[list[Offer], str, str]] = {}
@@ -305,7 +351,8 @@ def _check_unique(offers: Sequence[Offer]) -> None:
             raise CatalogError(
                 f"the same offer ({o.cloud} {o.region} {o.zone or ''} {o.instance_type}) comes from "
                 f"both {seen[o.key].source} and {o.source}",
-                hint="give each cloud's offers in one --catalog file only")
+                hint="give each cloud's offers in one --catalog file only",
+            )
         seen[o.key] = o
 
 

@@ -54,18 +54,30 @@ def _manifest_path(store: Path) -> Path:
     return store.with_name("manifest.json")
 
 
-def diff_offers(before: Sequence[Offer], after: Sequence[Offer], clouds: Sequence[str]) -> list[CloudDiff]:
+def diff_offers(
+    before: Sequence[Offer], after: Sequence[Offer], clouds: Sequence[str]
+) -> list[CloudDiff]:
     """Per cloud: offers added, changed (any price or spec), dropped and unchanged."""
     result = []
     for cloud in clouds:
         old = {o.key: o for o in before if o.cloud == cloud}
         new = {o.key: o for o in after if o.cloud == cloud}
-        changed = sum(1 for k in new.keys() & old.keys()
-                      if (new[k].on_demand_usd_per_hour, new[k].spot_usd_per_hour, new[k].gpu_memory_gib)
-                      != (old[k].on_demand_usd_per_hour, old[k].spot_usd_per_hour, old[k].gpu_memory_gib))
+        changed = sum(
+            1
+            for k in new.keys() & old.keys()
+            if (new[k].on_demand_usd_per_hour, new[k].spot_usd_per_hour, new[k].gpu_memory_gib)
+            != (old[k].on_demand_usd_per_hour, old[k].spot_usd_per_hour, old[k].gpu_memory_gib)
+        )
         common = len(new.keys() & old.keys())
-        result.append(CloudDiff(cloud, len(new.keys() - old.keys()), changed, len(old.keys() - new.keys()),
-                                common - changed))
+        result.append(
+            CloudDiff(
+                cloud,
+                len(new.keys() - old.keys()),
+                changed,
+                len(old.keys() - new.keys()),
+                common - changed,
+            )
+        )
     return result
 
 
@@ -89,27 +101,41 @@ def _check_store_writable(store: Path) -> None:
     try:
         store.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CatalogError(f"cannot write the catalog store {store.parent} ({exc.strerror or exc})",
-                           hint="make that folder writable, or point GPUWISE_HOME at a writable folder") from None
+        raise CatalogError(
+            f"cannot write the catalog store {store.parent} ({exc.strerror or exc})",
+            hint="make that folder writable, or point GPUWISE_HOME at a writable folder",
+        ) from None
     if not os.access(store.parent, os.W_OK) or (store.exists() and not os.access(store, os.W_OK)):
-        raise CatalogError(f"cannot write the catalog store {store} (permission denied)",
-                           hint="make that folder writable, or point GPUWISE_HOME at a writable folder")
+        raise CatalogError(
+            f"cannot write the catalog store {store} (permission denied)",
+            hint="make that folder writable, or point GPUWISE_HOME at a writable folder",
+        )
 
 
 def _write(path: Path, text: str) -> None:
     try:
         write_text_atomic(path, text)
     except OSError as exc:
-        raise CatalogError(f"cannot write {path} ({exc.strerror or exc})",
-                           hint="make the catalog store folder writable (nothing was changed there)") from None
+        raise CatalogError(
+            f"cannot write {path} ({exc.strerror or exc})",
+            hint="make the catalog store folder writable (nothing was changed there)",
+        ) from None
 
 
 def _store_offers(store: Path) -> list[Offer]:
-    return list(layer_sources([_StoreReader(store)], per_cloud=False).offers) if store.is_file() else []
+    return (
+        list(layer_sources([_StoreReader(store)], per_cloud=False).offers)
+        if store.is_file()
+        else []
+    )
 
 
-def _merge_offers(new_offers: Sequence[Offer], before: Sequence[Offer], store_rows: Sequence[Offer],
-                  mode: UpdateMode) -> list[Offer]:
+def _merge_offers(
+    new_offers: Sequence[Offer],
+    before: Sequence[Offer],
+    store_rows: Sequence[Offer],
+    mode: UpdateMode,
+) -> list[Offer]:
     """The store's rows after an import: ``replace`` swaps whole clouds; ``merge`` updates rows by key
     on top of the catalog in effect for those clouds (bundled or SkyPilot rows included)."""
     clouds = {o.cloud for o in new_offers}
@@ -120,12 +146,19 @@ def _merge_offers(new_offers: Sequence[Offer], before: Sequence[Offer], store_ro
     return kept + list(new_offers)
 
 
-def update_store(source: CatalogSource, *, force: bool = False, dry_run: bool = False,
-                 mode: UpdateMode = "replace") -> UpdateReport:
+def update_store(
+    source: CatalogSource,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    mode: UpdateMode = "replace",
+) -> UpdateReport:
     """Import ``source``'s offers: ``replace`` the store's rows for its clouds, or ``merge`` them by key."""
     new_offers, location, _ = source.read()  # raises on any bad row: nothing is written
     if not new_offers:
-        raise CatalogError(f"{location}: no offers to import", hint="check the file has GPU rows with prices")
+        raise CatalogError(
+            f"{location}: no offers to import", hint="check the file has GPU rows with prices"
+        )
     clouds = sorted({o.cloud for o in new_offers})
     before = layer_sources(default_sources(), per_cloud=True).offers
     store = store_path()
@@ -141,9 +174,11 @@ def update_store(source: CatalogSource, *, force: bool = False, dry_run: bool = 
 def _refuse_edited(store: Path, force: bool) -> bool:
     edited = user_edited(store)
     if edited and not force:
-        raise CatalogError(f"{store} was edited by hand since gpuwise wrote it",
-                           hint="keep your edits with `gpuwise catalog update --from-csv` of your own file, "
-                           "or pass --force to back the edited file up and replace it")
+        raise CatalogError(
+            f"{store} was edited by hand since gpuwise wrote it",
+            hint="keep your edits with `gpuwise catalog update --from-csv` of your own file, "
+            "or pass --force to back the edited file up and replace it",
+        )
     return edited
 
 
@@ -157,10 +192,15 @@ def read_manifest(store: Path | None = None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write_offers_store(store: Path, merged: Sequence[Offer], edited: bool, clouds: dict[str, str],
-                        sources: dict[str, Any] | None = None,
-                        extra_files: dict[str, str] | None = None,
-                        write_offers: bool = True) -> tuple[Path | None, Path | None]:
+def _write_offers_store(
+    store: Path,
+    merged: Sequence[Offer],
+    edited: bool,
+    clouds: dict[str, str],
+    sources: dict[str, Any] | None = None,
+    extra_files: dict[str, str] | None = None,
+    write_offers: bool = True,
+) -> tuple[Path | None, Path | None]:
     """Write the offers (and any extra files) atomically, keeping previous copies; then the manifest."""
     _check_store_writable(store)
     old = read_manifest(store)
@@ -178,8 +218,10 @@ def _write_offers_store(store: Path, merged: Sequence[Offer], edited: bool, clou
             if path.is_file():
                 shutil.copy2(path, path.with_name(path.stem + ".prev.csv"))
     except OSError as exc:
-        raise CatalogError(f"cannot keep a copy of the catalog store in {store.parent} ({exc.strerror or exc})",
-                           hint="make that folder writable; nothing was changed") from None
+        raise CatalogError(
+            f"cannot keep a copy of the catalog store in {store.parent} ({exc.strerror or exc})",
+            hint="make that folder writable; nothing was changed",
+        ) from None
     texts = {store.with_name(n): t for n, t in (extra_files or {}).items()}
     # no empty offers file (a header only is not a catalog); a fetch of bands/prices only leaves it alone
     if write_offers and (merged or store.is_file()):
@@ -192,12 +234,19 @@ def _write_offers_store(store: Path, merged: Sequence[Offer], edited: bool, clou
         with contextlib.suppress(CatalogError, OSError):
             parse_offer_bytes(store.read_bytes(), str(store), "store")
     sha = (_sha256(store) if store.is_file() else None) if write_offers else old.get("sha256")
-    _write(_manifest_path(store), json.dumps({
-        "sha256": sha,
-        "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "clouds": {**(old.get("clouds") or {}), **clouds},
-        "sources": {**(old.get("sources") or {}), **(sources or {})},
-    }, indent=2) + "\n")
+    _write(
+        _manifest_path(store),
+        json.dumps(
+            {
+                "sha256": sha,
+                "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "clouds": {**(old.get("clouds") or {}), **clouds},
+                "sources": {**(old.get("sources") or {}), **(sources or {})},
+            },
+            indent=2,
+        )
+        + "\n",
+    )
     return previous, backup
 
 
@@ -215,8 +264,9 @@ class SourceReport:
     notes: tuple[str, ...]
 
 
-def apply_fetched(results: Sequence[Fetched], *, force: bool = False,
-                  dry_run: bool = False) -> tuple[UpdateReport, tuple[SourceReport, ...]]:
+def apply_fetched(
+    results: Sequence[Fetched], *, force: bool = False, dry_run: bool = False
+) -> tuple[UpdateReport, tuple[SourceReport, ...]]:
     """Write everything the sources returned, all validated already: offers replace whole clouds
     (a later source wins), spot bands and reserved prices replace the rows of the clouds they cover."""
     from gpuwise.catalog.risk import (
@@ -249,11 +299,27 @@ def apply_fetched(results: Sequence[Fetched], *, force: bool = False,
             covered = {r.cloud for r in res.reserved}
             reserved = [r for r in reserved if r.cloud not in covered] + list(res.reserved)
         diffs = tuple(diff_offers(before, offers, sorted({o.cloud for o in res.offers})))
-        reports.append(SourceReport(res.source, res.url, res.version, res.as_of, diffs, len(res.spot_risks),
-                                    len(res.reserved), res.notes))
-        manifest_sources[res.source] = {"url": res.url, "version": res.version, "as_of": res.as_of,
-                                        "fetched_at": now, "offers": len(res.offers),
-                                        "spot_risks": len(res.spot_risks), "reserved_prices": len(res.reserved)}
+        reports.append(
+            SourceReport(
+                res.source,
+                res.url,
+                res.version,
+                res.as_of,
+                diffs,
+                len(res.spot_risks),
+                len(res.reserved),
+                res.notes,
+            )
+        )
+        manifest_sources[res.source] = {
+            "url": res.url,
+            "version": res.version,
+            "as_of": res.as_of,
+            "fetched_at": now,
+            "offers": len(res.offers),
+            "spot_risks": len(res.spot_risks),
+            "reserved_prices": len(res.reserved),
+        }
     if dry_run:
         return UpdateReport(store, None, None, len(offers), ()), tuple(reports)
     extra = {}
@@ -261,8 +327,15 @@ def apply_fetched(results: Sequence[Fetched], *, force: bool = False,
         extra[SPOT_RISK_FILE] = spot_risks_to_csv(risks)
     if any(r.reserved for r in results):
         extra[RESERVED_FILE] = reserved_to_csv(reserved)
-    previous, backup = _write_offers_store(store, offers, edited, clouds, manifest_sources, extra,
-                                           write_offers=any(r.offers for r in results))
+    previous, backup = _write_offers_store(
+        store,
+        offers,
+        edited,
+        clouds,
+        manifest_sources,
+        extra,
+        write_offers=any(r.offers for r in results),
+    )
     return UpdateReport(store, previous, backup, len(offers), ()), tuple(reports)
 
 

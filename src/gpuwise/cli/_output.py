@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")
+]
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -33,7 +35,11 @@ def to_jsonable(obj: Any) -> Any:
         return obj if math.isfinite(obj) else None
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         to_dict = getattr(obj, "to_dict", None)
-        data = to_dict() if callable(to_dict) else {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        data = (
+            to_dict()
+            if callable(to_dict)
+            else {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        )
         return to_jsonable(data)
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
@@ -67,7 +73,9 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
 
 
-def make_table(columns: Collection[str], *, title: str | None = None, left: Collection[str] = ()) -> Table:
+def make_table(
+    columns: Collection[str], *, title: str | None = None, left: Collection[str] = ()
+) -> Table:
     """A rich table with these column headers: numbers right-aligned, the ``left`` ones (names) left."""
     from rich.table import Table
 
@@ -92,6 +100,9 @@ def split_list(values: list[str] | None) -> list[str]:
 
 CatalogFlag = Annotated[
     list[Path] | None,
-    typer.Option("--catalog", help="Use only these offer files (gpuwise or SkyPilot CSV) or SkyPilot "
-                  "catalog folders instead of the default catalog. Repeatable."),
+    typer.Option(
+        "--catalog",
+        help="Use only these offer files (gpuwise or SkyPilot CSV) or SkyPilot "
+        "catalog folders instead of the default catalog. Repeatable.",
+    ),
 ]

@@ -13,8 +13,11 @@ if TYPE_CHECKING:
 
 MaxPriceAgeFlag = Annotated[
     str,
-    typer.Option("--max-price-age", help="Warn when the prices used are older than this (e.g. 30d, 2w).",
-                 metavar="DURATION"),
+    typer.Option(
+        "--max-price-age",
+        help="Warn when the prices used are older than this (e.g. 30d, 2w).",
+        metavar="DURATION",
+    ),
 ]
 
 

@@ -30,13 +30,18 @@ def info(json: JsonFlag = False) -> None:
         d = parse_as_of(as_of)
         return None if d is None else max(0, (today - d).days)
 
-    fetched = [{"source": name, **entry, "age_days": age_days(str(entry.get("as_of", "")))}
-               for name, entry in sorted((read_manifest().get("sources") or {}).items()) if isinstance(entry, dict)]
+    fetched = [
+        {"source": name, **entry, "age_days": age_days(str(entry.get("as_of", "")))}
+        for name, entry in sorted((read_manifest().get("sources") or {}).items())
+        if isinstance(entry, dict)
+    ]
     data = {
         "offers": len(cat.offers),
         "clouds": cat.clouds,
-        "layers": [layer.__dict__ | {"clouds": list(layer.clouds), "age_days": age_days(layer.as_of)}
-                   for layer in cat.layers],
+        "layers": [
+            layer.__dict__ | {"clouds": list(layer.clouds), "age_days": age_days(layer.as_of)}
+            for layer in cat.layers
+        ],
         "fetched": fetched,
         "store": str(store_path()),
         "store_edited_by_user": user_edited(store_path()),
@@ -49,42 +54,103 @@ def info(json: JsonFlag = False) -> None:
         return "?" if days is None else f"{days} d"
 
     columns = ("source", "as of", "age", "clouds", "offers", "location")
-    table = make_table(columns, title=f"Catalog: {len(cat.offers)} offers from {', '.join(cat.clouds)}", left=columns)
+    table = make_table(
+        columns,
+        title=f"Catalog: {len(cat.offers)} offers from {', '.join(cat.clouds)}",
+        left=columns,
+    )
     for layer in cat.layers:
-        table.add_row(layer.kind, layer.as_of, age(age_days(layer.as_of)), ", ".join(layer.clouds) or layer.note,
-                      str(layer.rows), layer.location)
+        table.add_row(
+            layer.kind,
+            layer.as_of,
+            age(age_days(layer.as_of)),
+            ", ".join(layer.clouds) or layer.note,
+            str(layer.rows),
+            layer.location,
+        )
     out = console()
     out.print(table)
-    out.print("[dim]Per cloud, a later source replaces an earlier one: store > SkyPilot folder > bundled.[/dim]")
+    out.print(
+        "[dim]Per cloud, a later source replaces an earlier one: store > SkyPilot folder > bundled.[/dim]"
+    )
     if fetched:
-        cols = ("fetched source", "as of", "age", "version", "offers", "spot bands", "reserved", "fetched at")
-        t = make_table(cols, title="Fetched into the store (`catalog update --fetch`)",
-                       left=("fetched source", "as of", "version", "fetched at"))
+        cols = (
+            "fetched source",
+            "as of",
+            "age",
+            "version",
+            "offers",
+            "spot bands",
+            "reserved",
+            "fetched at",
+        )
+        t = make_table(
+            cols,
+            title="Fetched into the store (`catalog update --fetch`)",
+            left=("fetched source", "as of", "version", "fetched at"),
+        )
         for f in fetched:
-            t.add_row(f["source"], str(f.get("as_of")), age(f["age_days"]), str(f.get("version", ""))[:40],
-                      str(f.get("offers", 0)), str(f.get("spot_risks", 0)), str(f.get("reserved_prices", 0)),
-                      str(f.get("fetched_at", "")))
+            t.add_row(
+                f["source"],
+                str(f.get("as_of")),
+                age(f["age_days"]),
+                str(f.get("version", ""))[:40],
+                str(f.get("offers", 0)),
+                str(f.get("spot_risks", 0)),
+                str(f.get("reserved_prices", 0)),
+                str(f.get("fetched_at", "")),
+            )
         out.print(t)
 
 
 @app.command("update")
 def update(
-    sources: Annotated[list[str] | None, typer.Argument(
-        help="With --fetch: sources to fetch (skypilot, aws-spot-advisor, azure-prices, aws-price-list, "
-             "gpuhunt); default: all but gpuhunt.", show_default=False)] = None,
-    fetch: Annotated[bool, typer.Option("--fetch", help="Download from maintained public price sources "
-                                        "(the only command that uses the network).")] = False,
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="With --fetch: sources to fetch (skypilot, aws-spot-advisor, azure-prices, aws-price-list, "
+            "gpuhunt); default: all but gpuhunt.",
+            show_default=False,
+        ),
+    ] = None,
+    fetch: Annotated[
+        bool,
+        typer.Option(
+            "--fetch",
+            help="Download from maintained public price sources "
+            "(the only command that uses the network).",
+        ),
+    ] = False,
     from_skypilot: Annotated[
         str | None,
-        typer.Option("--from-skypilot", help="SkyPilot catalog folder; without a value, ~/.sky/catalogs.",
-                     metavar="[DIR]"),
+        typer.Option(
+            "--from-skypilot",
+            help="SkyPilot catalog folder; without a value, ~/.sky/catalogs.",
+            metavar="[DIR]",
+        ),
     ] = None,
-    from_csv: Annotated[Path | None, typer.Option("--from-csv", help="A CSV in gpuwise's or SkyPilot's schema; "
-                                                  "its rows are merged into the catalog by key.")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="With --from-csv: replace every offer of the clouds "
-                                          "in the file instead of merging.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Replace a store you edited by hand (it is backed up).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report the changes without writing.")] = False,
+    from_csv: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-csv",
+            help="A CSV in gpuwise's or SkyPilot's schema; "
+            "its rows are merged into the catalog by key.",
+        ),
+    ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="With --from-csv: replace every offer of the clouds "
+            "in the file instead of merging.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a store you edited by hand (it is backed up).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report the changes without writing.")
+    ] = False,
     json: JsonFlag = False,
 ) -> None:
     """Import fresher offers into your catalog store; reports rows added, changed and dropped.
@@ -98,12 +164,16 @@ def update(
     from gpuwise.paths import skypilot_catalog_root
 
     if sources and not fetch:
-        raise InputError(f"unexpected argument(s) {' '.join(sources)}",
-                         hint=f"source names go with --fetch: `gpuwise catalog update --fetch {' '.join(sources)}`")
+        raise InputError(
+            f"unexpected argument(s) {' '.join(sources)}",
+            hint=f"source names go with --fetch: `gpuwise catalog update --fetch {' '.join(sources)}`",
+        )
     given = sum((fetch, from_skypilot is not None, from_csv is not None))
     if given != 1:
-        raise InputError("give exactly one of --fetch [SOURCE...], --from-skypilot [DIR] or --from-csv FILE",
-                         hint="e.g. `gpuwise catalog update --fetch` or `--from-skypilot ~/.sky/catalogs`")
+        raise InputError(
+            "give exactly one of --fetch [SOURCE...], --from-skypilot [DIR] or --from-csv FILE",
+            hint="e.g. `gpuwise catalog update --fetch` or `--from-skypilot ~/.sky/catalogs`",
+        )
     if replace and from_csv is None:
         raise InputError("--replace goes with --from-csv", hint="drop --replace")
     if fetch:
@@ -112,7 +182,9 @@ def update(
     if from_csv is not None:
         source = source_for_path(from_csv)
         if not isinstance(source, CsvFile):
-            raise InputError(f"{from_csv} is a folder", hint="use --from-skypilot for a SkyPilot catalog folder")
+            raise InputError(
+                f"{from_csv} is a folder", hint="use --from-skypilot for a SkyPilot catalog folder"
+            )
     else:
         root = skypilot_catalog_root() if from_skypilot == "default" else Path(str(from_skypilot))
         if root is None:
@@ -138,8 +210,10 @@ def update(
 def _print_diffs(diffs: Sequence[Any], indent: str = "  ") -> None:
     out = console()
     for d in diffs:
-        out.print(f"{indent}{d.cloud}: +{d.added} added, ~{d.changed} changed, -{d.dropped} dropped, "
-                  f"{d.unchanged} unchanged")
+        out.print(
+            f"{indent}{d.cloud}: +{d.added} added, ~{d.changed} changed, -{d.dropped} dropped, "
+            f"{d.unchanged} unchanged"
+        )
 
 
 def _fetch(names: list[str], *, force: bool, dry_run: bool, json: bool) -> None:
@@ -159,14 +233,25 @@ def _fetch(names: list[str], *, force: bool, dry_run: bool, json: bool) -> None:
         known = [o for o in known if o.cloud not in res.offer_clouds] + list(res.offers)
     report, per_source = apply_fetched(results, force=force, dry_run=dry_run)
     if json:
-        emit_json({"dry_run": dry_run, "store": report.store, "previous_copy": report.previous_copy,
-                   "offers_written": report.offers_written, "sources": per_source})
+        emit_json(
+            {
+                "dry_run": dry_run,
+                "store": report.store,
+                "previous_copy": report.previous_copy,
+                "offers_written": report.offers_written,
+                "sources": per_source,
+            }
+        )
         return
     out = console()
-    out.print(f"{'Would write' if dry_run else 'Wrote'} {report.offers_written} offers to {report.store}")
+    out.print(
+        f"{'Would write' if dry_run else 'Wrote'} {report.offers_written} offers to {report.store}"
+    )
     for s in per_source:
-        out.print(f"{s.source} (as of {s.as_of}, version {s.version[:40]}): {sum(1 for _ in s.clouds)} cloud(s), "
-                  f"{s.spot_risks} spot bands, {s.reserved_prices} reserved prices")
+        out.print(
+            f"{s.source} (as of {s.as_of}, version {s.version[:40]}): {sum(1 for _ in s.clouds)} cloud(s), "
+            f"{s.spot_risks} spot bands, {s.reserved_prices} reserved prices"
+        )
         _print_diffs(s.clouds, "    ")
         for note in s.notes:
             out.print(f"    [dim]{note}[/dim]")

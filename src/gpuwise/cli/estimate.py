@@ -70,10 +70,19 @@ def estimate(
     gpus: GpusOpt = 1,
     gpus_per_node: GpusPerNodeOpt = None,
     inter_node_gbps: InterNodeOpt = 400.0,
-    calibration: Annotated[Path | None, typer.Option(
-        "--calibration", help="Calibration file (default: calibration.json in the config dir, when present).")] = None,
-    no_calibration: Annotated[bool, typer.Option("--no-calibration", help="Ignore any calibration file.")] = False,
-    list_models: Annotated[bool, typer.Option("--list-models", help="List the model presets and exit.")] = False,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            help="Calibration file (default: calibration.json in the config dir, when present).",
+        ),
+    ] = None,
+    no_calibration: Annotated[
+        bool, typer.Option("--no-calibration", help="Ignore any calibration file.")
+    ] = False,
+    list_models: Annotated[
+        bool, typer.Option("--list-models", help="List the model presets and exit.")
+    ] = False,
     json: JsonFlag = False,
 ) -> None:
     """Memory per GPU (broken down), FLOPs, MFU, throughput, wall-clock and GPU-hours for one workload.
@@ -86,21 +95,46 @@ def estimate(
         _list_models(json, preset_names())
         return
     wl = workload_from_cli(
-        model=model, params=params, task=task, tokens=tokens, samples=samples, epochs=epochs, seq_len=seq_len,
-        micro_batch=micro_batch, global_batch=global_batch, precision=precision, optimizer=optimizer, zero=zero,
-        grad_ckpt=grad_ckpt, lora_rank=lora_rank, lora_targets=lora_targets, tensor_parallel=tensor_parallel,
-        pipeline_parallel=pipeline_parallel, cpu_offload=cpu_offload, flash_attention=flash_attention,
-        prompt_len=prompt_len, output_len=output_len, requests=requests,
+        model=model,
+        params=params,
+        task=task,
+        tokens=tokens,
+        samples=samples,
+        epochs=epochs,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        global_batch=global_batch,
+        precision=precision,
+        optimizer=optimizer,
+        zero=zero,
+        grad_ckpt=grad_ckpt,
+        lora_rank=lora_rank,
+        lora_targets=lora_targets,
+        tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel,
+        cpu_offload=cpu_offload,
+        flash_attention=flash_attention,
+        prompt_len=prompt_len,
+        output_len=output_len,
+        requests=requests,
     )
     if no_calibration and calibration is not None:  # the file used to be ignored without a word
         from gpuwise.errors import InputError
 
-        raise InputError("--calibration and --no-calibration contradict each other",
-                         hint="give --calibration FILE to use a file, or --no-calibration to use none")
+        raise InputError(
+            "--calibration and --no-calibration contradict each other",
+            hint="give --calibration FILE to use a file, or --no-calibration to use none",
+        )
     cal = None if no_calibration else load_calibration(calibration)
     with named_as_flags():
-        est = estimate_workload(wl, gpu, gpus, gpus_per_node=gpus_per_node, inter_node_gbit_s=inter_node_gbps,
-                                calibration=cal)
+        est = estimate_workload(
+            wl,
+            gpu,
+            gpus,
+            gpus_per_node=gpus_per_node,
+            inter_node_gbit_s=inter_node_gbps,
+            calibration=cal,
+        )
     if json:
         emit_json(est.to_dict())
         return
@@ -113,17 +147,37 @@ def _list_models(as_json: bool, names: list[str]) -> None:
     rows: list[dict[str, Any]] = []
     for name in names:
         m = get_preset(name)
-        rows.append({"name": name, "arch": m.arch, "params": m.total_params, "hidden": m.hidden or None,
-                     "layers": m.total_layers or None, "heads": m.heads or None, "kv_heads": m.n_kv if m.heads else None,
-                     "vocab": m.vocab or None, "source": m.source})
+        rows.append(
+            {
+                "name": name,
+                "arch": m.arch,
+                "params": m.total_params,
+                "hidden": m.hidden or None,
+                "layers": m.total_layers or None,
+                "heads": m.heads or None,
+                "kv_heads": m.n_kv if m.heads else None,
+                "vocab": m.vocab or None,
+                "source": m.source,
+            }
+        )
     if as_json:
         emit_json(rows)
         return
-    table = make_table(("name", "arch", "params", "hidden", "layers", "heads/kv", "vocab"),
-                       title="Model presets (gpuwise estimate --model NAME)", left=("name", "arch"))
+    table = make_table(
+        ("name", "arch", "params", "hidden", "layers", "heads/kv", "vocab"),
+        title="Model presets (gpuwise estimate --model NAME)",
+        left=("name", "arch"),
+    )
     for r in rows:
-        table.add_row(r["name"], r["arch"], _count(r["params"]), str(r["hidden"] or "—"), str(r["layers"] or "—"),
-                      f"{r['heads']}/{r['kv_heads']}" if r["heads"] else "—", str(r["vocab"] or "—"))
+        table.add_row(
+            r["name"],
+            r["arch"],
+            _count(r["params"]),
+            str(r["hidden"] or "—"),
+            str(r["layers"] or "—"),
+            f"{r['heads']}/{r['kv_heads']}" if r["heads"] else "—",
+            str(r["vocab"] or "—"),
+        )
     console().print(table)
 
 
@@ -146,10 +200,18 @@ def _hours(h: float | None) -> str:
     return f"{h:,.0f} h ({h / 24:,.1f} days)"
 
 
-_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer_states": "optimizer states",
-           "master_weights": "fp32 master weights", "activations": "activations", "logits": "logits + loss",
-           "kv_cache": "KV cache", "comm_buffers": "communication buffers",
-           "allocator_overhead": "allocator fragmentation", "cuda_context": "CUDA context"}
+_LABELS = {
+    "weights": "weights",
+    "gradients": "gradients",
+    "optimizer_states": "optimizer states",
+    "master_weights": "fp32 master weights",
+    "activations": "activations",
+    "logits": "logits + loss",
+    "kv_cache": "KV cache",
+    "comm_buffers": "communication buffers",
+    "allocator_overhead": "allocator fragmentation",
+    "cuda_context": "CUDA context",
+}
 
 
 def _render(est: Estimate) -> None:
@@ -158,10 +220,12 @@ def _render(est: Estimate) -> None:
     out = console()
     wl = est.workload
     m = wl.model
-    head = (f"[bold]{m.name}[/bold] · {wl.task} · {wl.precision}"
-            + (f" · {wl.optimizer}" if wl.is_training else "")
-            + f" on [bold]{est.gpus} × {est.gpu}[/bold]"
-            + (f" ({est.nodes} nodes)" if est.nodes > 1 else ""))
+    head = (
+        f"[bold]{m.name}[/bold] · {wl.task} · {wl.precision}"
+        + (f" · {wl.optimizer}" if wl.is_training else "")
+        + f" on [bold]{est.gpus} × {est.gpu}[/bold]"
+        + (f" ({est.nodes} nodes)" if est.nodes > 1 else "")
+    )
     out.print(head)
     parallel = [f"data-parallel {est.data_parallel}"]
     if wl.zero:
@@ -171,7 +235,9 @@ def _render(est: Estimate) -> None:
     if wl.pipeline_parallel > 1:
         parallel.append(f"pipeline-parallel {wl.pipeline_parallel}")
     if wl.is_training:
-        parallel.append(f"seq {wl.effective_seq_len}, micro-batch {wl.micro_batch}, global batch {wl.global_batch}")
+        parallel.append(
+            f"seq {wl.effective_seq_len}, micro-batch {wl.micro_batch}, global batch {wl.global_batch}"
+        )
         parallel.append(f"recompute {wl.grad_ckpt}")
     else:
         parallel.append(f"batch {wl.micro_batch}, prompt {wl.prompt_len}, output {wl.output_len}")
@@ -185,28 +251,45 @@ def _render(est: Estimate) -> None:
     for key, gib in mem.breakdown.items():
         if gib <= 0 and key not in ("weights", "activations"):
             continue
-        table.add_row(_LABELS.get(key, key), f"{gib:,.2f}", f"{gib / mem.per_gpu_gib:.0%}" if mem.per_gpu_gib else "—")
+        table.add_row(
+            _LABELS.get(key, key),
+            f"{gib:,.2f}",
+            f"{gib / mem.per_gpu_gib:.0%}" if mem.per_gpu_gib else "—",
+        )
     table.add_row("[bold]total[/bold]", f"[bold]{mem.per_gpu_gib:,.2f}[/bold]", "")
     out.print(table)
     if mem.fits:
-        out.print(f"[green]Fits[/green]: {mem.per_gpu_gib:,.1f} of {mem.capacity_gib:g} GiB "
-                  f"({mem.headroom_gib:,.1f} GiB free).")
+        out.print(
+            f"[green]Fits[/green]: {mem.per_gpu_gib:,.1f} of {mem.capacity_gib:g} GiB "
+            f"({mem.headroom_gib:,.1f} GiB free)."
+        )
     else:
         short = -mem.headroom_gib
-        out.print(f"[red]Does not fit[/red]: needs {mem.per_gpu_gib:,.1f} GiB per GPU, the {est.gpu} has "
-                  f"{mem.capacity_gib:g} GiB — short by [bold]{short:,.1f} GiB[/bold] "
-                  f"({short / mem.capacity_gib:.0%} over).")
+        out.print(
+            f"[red]Does not fit[/red]: needs {mem.per_gpu_gib:,.1f} GiB per GPU, the {est.gpu} has "
+            f"{mem.capacity_gib:g} GiB — short by [bold]{short:,.1f} GiB[/bold] "
+            f"({short / mem.capacity_gib:.0%} over)."
+        )
 
     perf = Table(title="Compute and time", show_header=False)
     perf.add_column("what")
     perf.add_column("value", justify="right")
-    perf.add_row("parameters", f"{_count(est.params_total)} total, {_count(est.params_trainable)} trained")
+    perf.add_row(
+        "parameters", f"{_count(est.params_total)} total, {_count(est.params_trainable)} trained"
+    )
     perf.add_row("FLOPs per token", f"{est.flops_per_token:.3g}")
     if est.flops_total is not None:
         perf.add_row("FLOPs in total", f"{est.flops_total:.3g}")
     perf.add_row("peak per GPU", f"{est.peak_tflops:,.0f} TFLOP/s ({wl.precision}, dense)")
-    perf.add_row("MFU", f"{est.mfu:.1%}" + (f" (compute {est.mfu_compute:.1%}, scaling {est.scaling_efficiency:.0%})"
-                                            if est.scaling_efficiency < 0.995 else ""))
+    perf.add_row(
+        "MFU",
+        f"{est.mfu:.1%}"
+        + (
+            f" (compute {est.mfu_compute:.1%}, scaling {est.scaling_efficiency:.0%})"
+            if est.scaling_efficiency < 0.995
+            else ""
+        ),
+    )
     perf.add_row("interconnect", est.interconnect)
     if est.inference is None:
         perf.add_row("tokens/s (all GPUs)", number(est.tokens_per_second, ",.0f"))
@@ -217,13 +300,20 @@ def _render(est: Estimate) -> None:
         perf.add_row("prefill tokens/s", number(inf.prefill_tokens_per_second, ",.0f"))
         perf.add_row("decode tokens/s (all sequences)", number(est.tokens_per_second, ",.0f"))
         perf.add_row("time to first token", f"{inf.time_to_first_token_s * 1000:,.0f} ms")
-        perf.add_row("latency per output token", f"{inf.latency_per_output_token_ms:,.1f} ms ({inf.decode_bound}-bound)")
+        perf.add_row(
+            "latency per output token",
+            f"{inf.latency_per_output_token_ms:,.1f} ms ({inf.decode_bound}-bound)",
+        )
         perf.add_row("KV cache per sequence", f"{inf.kv_cache_gib_per_sequence:,.3f} GiB")
         perf.add_row("max concurrent sequences", f"{inf.max_batch_that_fits:,}")
     if est.total_tokens is not None:
         perf.add_row("tokens in total", _count(est.total_tokens))
     wall = _hours(est.wall_hours)
-    if est.wall_hours is not None and est.wall_hours_p10 is not None and est.wall_hours_p90 is not None:
+    if (
+        est.wall_hours is not None
+        and est.wall_hours_p10 is not None
+        and est.wall_hours_p90 is not None
+    ):
         wall += f" (p10–p90 {_hours(est.wall_hours_p10)} – {_hours(est.wall_hours_p90)})"
     perf.add_row("wall-clock", wall)
     if est.inference is None and est.wall_hours is not None:
@@ -242,11 +332,18 @@ def _render(est: Estimate) -> None:
             fixes.add_row(str(i), s.fix, f"{s.per_gpu_gib:,.1f}", s.speed_cost)
         out.print(fixes)
     elif not mem.fits:
-        if mem.breakdown.get("activations", 0.0) + mem.breakdown.get("logits", 0.0) > mem.per_gpu_gib / 2:
-            out.print("[yellow]No single fix found that fits. Activations dominate: more data-parallel GPUs do not "
-                      "shrink them; split the sequence (context parallelism), recompute activations, or use a "
-                      "chunked/fused cross-entropy.[/yellow]")
+        if (
+            mem.breakdown.get("activations", 0.0) + mem.breakdown.get("logits", 0.0)
+            > mem.per_gpu_gib / 2
+        ):
+            out.print(
+                "[yellow]No single fix found that fits. Activations dominate: more data-parallel GPUs do not "
+                "shrink them; split the sequence (context parallelism), recompute activations, or use a "
+                "chunked/fused cross-entropy.[/yellow]"
+            )
         else:
-            out.print("[yellow]No single fix found that fits; try a bigger GPU or more GPUs with --zero 3.[/yellow]")
+            out.print(
+                "[yellow]No single fix found that fits; try a bigger GPU or more GPUs with --zero 3.[/yellow]"
+            )
     for note in est.notes:
         out.print(f"[dim]note: {note}[/dim]")

@@ -20,12 +20,26 @@ from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 
 def gpus(
-    min_memory: Annotated[float | None, typer.Option(
-        "--min-memory", "--min-gpu-memory",
-        help="Only GPUs with at least this many GiB of memory (--min-gpu-memory, as in `offers`, is the same).")] = None,
-    cloud: Annotated[list[str] | None, typer.Option("--cloud", help="Prices from these clouds only (comma-separated or repeated).")] = None,
-    spot: Annotated[bool, typer.Option("--spot", help="Only GPUs with a spot offer; sort by spot price.")] = False,
-    priced_only: Annotated[bool, typer.Option("--priced-only", help="Only models with an offer in the catalog.")] = False,
+    min_memory: Annotated[
+        float | None,
+        typer.Option(
+            "--min-memory",
+            "--min-gpu-memory",
+            help="Only GPUs with at least this many GiB of memory (--min-gpu-memory, as in `offers`, is the same).",
+        ),
+    ] = None,
+    cloud: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cloud", help="Prices from these clouds only (comma-separated or repeated)."
+        ),
+    ] = None,
+    spot: Annotated[
+        bool, typer.Option("--spot", help="Only GPUs with a spot offer; sort by spot price.")
+    ] = False,
+    priced_only: Annotated[
+        bool, typer.Option("--priced-only", help="Only models with an offer in the catalog.")
+    ] = False,
     catalog: CatalogFlag = None,
     max_price_age: MaxPriceAgeFlag = "30d",
     json: JsonFlag = False,
@@ -51,27 +65,31 @@ def gpus(
             continue
         o, s = od.get(spec.name), sp.get(spec.name)
         peak = spec.peak_bf16_tflops or spec.peak_fp16_tflops
-        rows.append({
-            "gpu": spec.name,
-            "vendor": spec.vendor,
-            "architecture": spec.architecture,
-            "memory_gib": spec.memory_gib,
-            "memory_bandwidth_tb_s": spec.memory_bandwidth_tb_s,
-            "peak_fp32_tflops": spec.peak_fp32_tflops,
-            "peak_tf32_tflops": spec.peak_tf32_tflops,
-            "peak_fp16_tflops": spec.peak_fp16_tflops,
-            "peak_bf16_tflops": spec.peak_bf16_tflops,
-            "peak_fp8_tflops": spec.peak_fp8_tflops,
-            "interconnect": spec.interconnect,
-            "tdp_w": spec.tdp_w,
-            "mig_profiles": list(spec.mig_profiles),
-            "min_on_demand_usd_per_gpu_hour": o.usd_per_gpu_hour if o else None,
-            "min_on_demand_where": f"{o.cloud} {o.region} {o.instance_type}" if o else None,
-            "min_spot_usd_per_gpu_hour": s.usd_per_gpu_hour if s else None,
-            "min_spot_where": f"{s.cloud} {s.region} {s.instance_type}" if s else None,
-            # value, not just price: dollars per PFLOP-hour of dense 16-bit tensor compute
-            "usd_per_bf16_pflop_hour": (o.usd_per_gpu_hour / (peak / 1000)) if o and peak else None,
-        })
+        rows.append(
+            {
+                "gpu": spec.name,
+                "vendor": spec.vendor,
+                "architecture": spec.architecture,
+                "memory_gib": spec.memory_gib,
+                "memory_bandwidth_tb_s": spec.memory_bandwidth_tb_s,
+                "peak_fp32_tflops": spec.peak_fp32_tflops,
+                "peak_tf32_tflops": spec.peak_tf32_tflops,
+                "peak_fp16_tflops": spec.peak_fp16_tflops,
+                "peak_bf16_tflops": spec.peak_bf16_tflops,
+                "peak_fp8_tflops": spec.peak_fp8_tflops,
+                "interconnect": spec.interconnect,
+                "tdp_w": spec.tdp_w,
+                "mig_profiles": list(spec.mig_profiles),
+                "min_on_demand_usd_per_gpu_hour": o.usd_per_gpu_hour if o else None,
+                "min_on_demand_where": f"{o.cloud} {o.region} {o.instance_type}" if o else None,
+                "min_spot_usd_per_gpu_hour": s.usd_per_gpu_hour if s else None,
+                "min_spot_where": f"{s.cloud} {s.region} {s.instance_type}" if s else None,
+                # value, not just price: dollars per PFLOP-hour of dense 16-bit tensor compute
+                "usd_per_bf16_pflop_hour": (o.usd_per_gpu_hour / (peak / 1000))
+                if o and peak
+                else None,
+            }
+        )
     key = "min_spot_usd_per_gpu_hour" if spot else "min_on_demand_usd_per_gpu_hour"
     rows.sort(key=lambda r: (r[key] is None, r[key] or 0.0, r["gpu"]))
     age = prices_age(offers, max_price_age)
@@ -80,16 +98,36 @@ def gpus(
         print_price_age(age, json=True)
         return
     clouds = sorted({o.cloud for o in offers})
-    table = make_table(("GPU", "Mem GiB", "BW TB/s", "BF16 TFLOP/s", "FP8", "On-demand $/GPU-h", "where",
-                        "Spot $/GPU-h", "$/PFLOP-h"),
-                       title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(clouds) or 'no cloud'}",
-                       left=("GPU", "where"))
+    table = make_table(
+        (
+            "GPU",
+            "Mem GiB",
+            "BW TB/s",
+            "BF16 TFLOP/s",
+            "FP8",
+            "On-demand $/GPU-h",
+            "where",
+            "Spot $/GPU-h",
+            "$/PFLOP-h",
+        ),
+        title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(clouds) or 'no cloud'}",
+        left=("GPU", "where"),
+    )
     for r in rows:
-        table.add_row(r["gpu"], number(r["memory_gib"], ",.0f"), number(r["memory_bandwidth_tb_s"], ".2f"),
-                      number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"), number(r["peak_fp8_tflops"], ",.0f"),
-                      money(r["min_on_demand_usd_per_gpu_hour"]), r["min_on_demand_where"] or "—",
-                      money(r["min_spot_usd_per_gpu_hour"]), money(r["usd_per_bf16_pflop_hour"]))
+        table.add_row(
+            r["gpu"],
+            number(r["memory_gib"], ",.0f"),
+            number(r["memory_bandwidth_tb_s"], ".2f"),
+            number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"),
+            number(r["peak_fp8_tflops"], ",.0f"),
+            money(r["min_on_demand_usd_per_gpu_hour"]),
+            r["min_on_demand_where"] or "—",
+            money(r["min_spot_usd_per_gpu_hour"]),
+            money(r["usd_per_bf16_pflop_hour"]),
+        )
     console().print(table)
-    console().print("[dim]Peaks are dense (no sparsity). BF16 column shows FP16 where the GPU has no BF16. "
-                    "Prices: see `gpuwise catalog info` for their sources.[/dim]")
+    console().print(
+        "[dim]Peaks are dense (no sparsity). BF16 column shows FP16 where the GPU has no BF16. "
+        "Prices: see `gpuwise catalog info` for their sources.[/dim]"
+    )
     print_price_age(age, json=False)

@@ -61,7 +61,13 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Show the version and exit.",
+        ),
     ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
@@ -105,7 +111,9 @@ def _plain_metavars(command: Any) -> Any:
     rest (counts like ``7B`` and durations like ``24h`` are text; the help gives examples).
     Choices keep typer's ``<a|b>`` list. Short words keep the help readable at 80 columns.
     """
-    help_option = command.get_help_option(typer.Context(command, help_option_names=list(HELP_OPTION_NAMES)))
+    help_option = command.get_help_option(
+        typer.Context(command, help_option_names=list(HELP_OPTION_NAMES))
+    )
     for param in [*command.params, *([help_option] if help_option is not None else [])]:
         if param.param_type_name != "option" or param.metavar is not None:
             continue
@@ -117,7 +125,11 @@ def _plain_metavars(command: Any) -> Any:
         elif desc is not None and (desc.is_path or Path in get_args(desc.annotation)):
             param.metavar = "PATH"
         else:
-            kinds = {int, float} & {desc.annotation, *get_args(desc.annotation)} if desc is not None else set()
+            kinds = (
+                {int, float} & {desc.annotation, *get_args(desc.annotation)}
+                if desc is not None
+                else set()
+            )
             param.metavar = "N" if kinds == {int} else "NUMBER" if kinds else "TEXT"
     for sub in (getattr(command, "commands", None) or {}).values():
         _plain_metavars(sub)
@@ -151,17 +163,49 @@ def _print_error(text: str) -> None:
 
 # What an ASCII-only terminal (LANG=C, PYTHONIOENCODING=ascii) shows for the few non-ASCII
 # characters gpuwise prints; anything else becomes "?".
-_ASCII_FALLBACK = {"—": "-", "–": "-", "‑": "-", "−": "-", "…": "...", "×": "x", "·": "*", "≤": "<=",
-                   "≥": ">=", "≈": "~", "→": "->", "←": "<-", "±": "+/-", "µ": "u", "’": "'", "‘": "'",
-                   "“": '"', "”": '"', "•": "*", "✓": "ok", "✗": "x", "°": " deg", "★": "*", "÷": "/",
-                   "↔": "<->", "⇒": "=>", "²": "^2", "§": "S", "├": "+", "└": "+", "─": "-", "│": "|",
-                   "μ": "u", "√": "sqrt", "Σ": "sum"}
+_ASCII_FALLBACK = {
+    "—": "-",
+    "–": "-",
+    "‑": "-",
+    "−": "-",
+    "…": "...",
+    "×": "x",
+    "·": "*",
+    "≤": "<=",
+    "≥": ">=",
+    "≈": "~",
+    "→": "->",
+    "←": "<-",
+    "±": "+/-",
+    "µ": "u",
+    "’": "'",
+    "‘": "'",
+    "“": '"',
+    "”": '"',
+    "•": "*",
+    "✓": "ok",
+    "✗": "x",
+    "°": " deg",
+    "★": "*",
+    "÷": "/",
+    "↔": "<->",
+    "⇒": "=>",
+    "²": "^2",
+    "§": "S",
+    "├": "+",
+    "└": "+",
+    "─": "-",
+    "│": "|",
+    "μ": "u",
+    "√": "sqrt",
+    "Σ": "sum",
+}
 
 
 def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
-    bad = exc.object[exc.start:exc.end]
+    bad = exc.object[exc.start : exc.end]
     return "".join(_ASCII_FALLBACK.get(ch, "?") for ch in bad), exc.end
 
 
@@ -187,7 +231,11 @@ def _silence_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real fd (captured in tests): nothing to silence
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+    ):  # no real fd (captured in tests): nothing to silence
         pass
 
 
@@ -196,37 +244,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None or sys.stderr is None:  # started with `>&-`: there is nowhere to print
         closed = "stdout" if sys.stdout is None else "stderr"
         if sys.stderr is not None:
-            _print_error(f"{closed} is closed — To fix: run gpuwise with {closed} open (redirect it to a file)")
+            _print_error(
+                f"{closed} is closed — To fix: run gpuwise with {closed} open (redirect it to a file)"
+            )
         return EXIT_USAGE
     _fit_streams_to_encoding()
     out, err = sys.stdout, sys.stderr
     try:
         return _main(argv)
     except SystemExit as exc:
-        if exc.code != 1 or (sys.stdout is out and not isinstance(exc.__context__, BrokenPipeError)):
+        if exc.code != 1 or (
+            sys.stdout is out and not isinstance(exc.__context__, BrokenPipeError)
+        ):
             raise
         # typer or rich met a closed pipe (EPIPE) and exits 1 (typer after swapping in quiet
         # streams). The reader went away: not a bug, nothing to say.
         sys.stdout, sys.stderr = out, err
         _silence_stdout()
         return EXIT_OK
-    except BrokenPipeError:  # the reader went away (`gpuwise gpus | head -1`): what it read is the answer
+    except (
+        BrokenPipeError
+    ):  # the reader went away (`gpuwise gpus | head -1`): what it read is the answer
         _silence_stdout()
         return EXIT_OK
     except OSError as exc:  # stdout is a full disk (/dev/full) or a failed device
         _silence_stdout()
-        _print_error(f"cannot write the output: {exc.strerror or exc} — To fix: free space on the output's "
-                     "disk, or redirect stdout elsewhere")
+        _print_error(
+            f"cannot write the output: {exc.strerror or exc} — To fix: free space on the output's "
+            "disk, or redirect stdout elsewhere"
+        )
         return EXIT_USAGE
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    state.debug = bool(os.environ.get("GPUWISE_DEBUG")) or "--debug" in (argv if argv is not None else sys.argv)
+    state.debug = bool(os.environ.get("GPUWISE_DEBUG")) or "--debug" in (
+        argv if argv is not None else sys.argv
+    )
     command = get_cli()
     try:
         args = _fill_optional_values(list(argv) if argv is not None else sys.argv[1:])
-        rv = command.main(args=args, prog_name="gpuwise",
-                          standalone_mode=False)
+        rv = command.main(args=args, prog_name="gpuwise", standalone_mode=False)
         sys.stdout.flush()  # a write error on stdout surfaces here, not in the interpreter's exit
     except GpuwiseError as exc:
         if state.debug:
@@ -258,8 +315,10 @@ def _main(argv: Sequence[str] | None) -> int:
 def _internal_error(exc: Exception) -> int:
     if state.debug:
         raise exc
-    _print_error(f"internal error: {type(exc).__name__}: {exc} — To fix: rerun with --debug "
-                 "and report the traceback")
+    _print_error(
+        f"internal error: {type(exc).__name__}: {exc} — To fix: rerun with --debug "
+        "and report the traceback"
+    )
     return EXIT_INTERNAL
 
 

@@ -10,17 +10,37 @@ import typer
 from gpuwise.cli._output import JsonFlag, console, emit_json, money, number
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
-FakeFlag = Annotated[str | None, typer.Option(
-    "--fake", help="Read a fake GPU instead of NVML: a scenario (idle, leak, thermal, xid, mig) or a trace file "
-    "(JSON/YAML). On `report` the scenario is replayed as the history of the window.")]
-PriceFlag = Annotated[str | None, typer.Option(
-    "--price-usd-per-hour", help="What one GPU-hour costs here (default: GPUWISE_GPU_PRICE_USD_PER_HOUR, else the "
-    "catalog price of --instance-type, else the catalog's cheapest on-demand price of the GPU model).")]
-InstanceFlag = Annotated[str | None, typer.Option(
-    "--instance-type", help="This machine's instance type, priced from the catalog (default: GPUWISE_INSTANCE_TYPE).")]
+FakeFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--fake",
+        help="Read a fake GPU instead of NVML: a scenario (idle, leak, thermal, xid, mig) or a trace file "
+        "(JSON/YAML). On `report` the scenario is replayed as the history of the window.",
+    ),
+]
+PriceFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--price-usd-per-hour",
+        help="What one GPU-hour costs here (default: GPUWISE_GPU_PRICE_USD_PER_HOUR, else the "
+        "catalog price of --instance-type, else the catalog's cheapest on-demand price of the GPU model).",
+    ),
+]
+InstanceFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--instance-type",
+        help="This machine's instance type, priced from the catalog (default: GPUWISE_INSTANCE_TYPE).",
+    ),
+]
 # Not `--cloud`: everywhere else `--cloud` filters offers; here it names the cloud this machine runs in.
-InstanceCloudFlag = Annotated[str | None, typer.Option(
-    "--instance-cloud", help="Cloud of --instance-type, for its catalog price (default: GPUWISE_CLOUD).")]
+InstanceCloudFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--instance-cloud",
+        help="Cloud of --instance-type, for its catalog price (default: GPUWISE_CLOUD).",
+    ),
+]
 
 
 def _seconds(text: str, what: str) -> float:
@@ -49,19 +69,32 @@ def _prices(price: str | None, instance_type: str | None, cloud: str | None) -> 
 def _logging() -> None:
     import logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def exporter(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0 exposes it to the network).")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option("--host", help="Address to listen on (0.0.0.0 exposes it to the network)."),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 9835,
-    interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="How often to read the GPUs, with a unit: e.g. 1s, "
-                                          "0.5s or 500ms.")] = "1s",
+    interval: Annotated[
+        str,
+        typer.Option(
+            "--interval",
+            metavar="DURATION",
+            help="How often to read the GPUs, with a unit: e.g. 1s, 0.5s or 500ms.",
+        ),
+    ] = "1s",
     fake: FakeFlag = None,
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
     instance_cloud: InstanceCloudFlag = None,
-    once: Annotated[bool, typer.Option("--once", help="Print the metrics once (Prometheus text) and exit.")] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Print the metrics once (Prometheus text) and exit.")
+    ] = False,
     json: JsonFlag = False,
 ) -> None:
     """Serve GPU metrics for Prometheus on /metrics (and /healthz); keeps serving through NVML errors."""
@@ -69,7 +102,9 @@ def exporter(
     from gpuwise.monitor.exporter import Exporter
 
     if not 0 <= port <= 65535:
-        raise InputError(f"--port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835")
+        raise InputError(
+            f"--port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835"
+        )
     interval_s = _seconds(interval, "--interval")
     prices = _prices(price_usd_per_hour, instance_type, instance_cloud)
     if once:
@@ -92,15 +127,22 @@ def exporter(
     _logging()
     exp = Exporter(_reader(fake), host=host, port=port, interval_s=interval_s, prices=prices)
     exp.prepare()
-    info = {"url": exp.url, "metrics": f"{exp.url}/metrics", "healthz": f"{exp.url}/healthz",
-            "interval_s": interval_s, "fake": fake}
+    info = {
+        "url": exp.url,
+        "metrics": f"{exp.url}/metrics",
+        "healthz": f"{exp.url}/healthz",
+        "interval_s": interval_s,
+        "fake": fake,
+    }
     if json:
         emit_json(info)
         import sys
 
         sys.stdout.flush()
     else:
-        console(stderr=True).print(f"gpuwise exporter on {info['metrics']} (every {interval_s:g} s); Ctrl-C stops")
+        console(stderr=True).print(
+            f"gpuwise exporter on {info['metrics']} (every {interval_s:g} s); Ctrl-C stops"
+        )
     import contextlib
 
     with contextlib.suppress(KeyboardInterrupt):
@@ -108,13 +150,44 @@ def exporter(
 
 
 def monitor(
-    interval: Annotated[str, typer.Option("--interval", metavar="DURATION", help="Sampling interval, with a unit: e.g. 10s or 1m.")] = "10s",
-    db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
-    duration: Annotated[str | None, typer.Option("--duration", metavar="DURATION", help="Stop after this long, with a unit: e.g. 30m or 8h (default: run until Ctrl-C).")] = None,
+    interval: Annotated[
+        str,
+        typer.Option(
+            "--interval", metavar="DURATION", help="Sampling interval, with a unit: e.g. 10s or 1m."
+        ),
+    ] = "10s",
+    db: Annotated[
+        Path | None,
+        typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite)."),
+    ] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            "--duration",
+            metavar="DURATION",
+            help="Stop after this long, with a unit: e.g. 30m or 8h (default: run until Ctrl-C).",
+        ),
+    ] = None,
     # not `--samples`: in estimate/plan that is the training set's size
-    max_reads: Annotated[int | None, typer.Option("--reads", help="Stop after this many reads of the GPUs.")] = None,
-    retention: Annotated[str, typer.Option("--retention", metavar="DURATION", help="Delete samples older than this, with a unit: e.g. 90d.")] = "90d",
-    downsample_after: Annotated[str, typer.Option("--downsample-after", metavar="DURATION", help="Fold samples older than this into 5-minute rows, with a unit: e.g. 35d.")] = "35d",
+    max_reads: Annotated[
+        int | None, typer.Option("--reads", help="Stop after this many reads of the GPUs.")
+    ] = None,
+    retention: Annotated[
+        str,
+        typer.Option(
+            "--retention",
+            metavar="DURATION",
+            help="Delete samples older than this, with a unit: e.g. 90d.",
+        ),
+    ] = "90d",
+    downsample_after: Annotated[
+        str,
+        typer.Option(
+            "--downsample-after",
+            metavar="DURATION",
+            help="Fold samples older than this into 5-minute rows, with a unit: e.g. 35d.",
+        ),
+    ] = "35d",
     fake: FakeFlag = None,
     json: JsonFlag = False,
 ) -> None:
@@ -126,13 +199,17 @@ def monitor(
 
     interval_s = _seconds(interval, "--interval")
     if interval_s < 1:
-        raise InputError(f"--interval must be ≥ 1 s for the history, got {interval}",
-                         hint="the store keeps one row per GPU per second; use e.g. 1s or 10s")
+        raise InputError(
+            f"--interval must be ≥ 1 s for the history, got {interval}",
+            hint="the store keeps one row per GPU per second; use e.g. 1s or 10s",
+        )
     stop_after = _seconds(duration, "--duration") if duration else None
     retention_s = _seconds(retention, "--retention")
     downsample_s = _seconds(downsample_after, "--downsample-after")
     if max_reads is not None and max_reads < 1:
-        raise InputError(f"--reads must be ≥ 1, got {max_reads}", hint="give a positive count or leave it out")
+        raise InputError(
+            f"--reads must be ≥ 1, got {max_reads}", hint="give a positive count or leave it out"
+        )
     if not json:
         _logging()
     reader = _reader(fake)
@@ -152,7 +229,9 @@ def monitor(
                 if now - last_maintain > 3600:
                     store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
                     last_maintain = now
-                if (max_reads is not None and reads >= max_reads) or (stop_after is not None and now - started >= stop_after):
+                if (max_reads is not None and reads >= max_reads) or (
+                    stop_after is not None and now - started >= stop_after
+                ):
                     break
                 next_t += interval_s
                 time.sleep(max(0.0, next_t - time.monotonic()))
@@ -160,8 +239,13 @@ def monitor(
             pass
         finally:
             reader.close()
-        result = {"db": str(store.path), "reads": reads, "rows_written": written, "interval_s": interval_s,
-                  "size_bytes": store.size_bytes()}
+        result = {
+            "db": str(store.path),
+            "reads": reads,
+            "rows_written": written,
+            "interval_s": interval_s,
+            "size_bytes": store.size_bytes(),
+        }
     if json:
         emit_json(result)
     else:
@@ -169,13 +253,32 @@ def monitor(
 
 
 def report(
-    since: Annotated[str, typer.Option("--since", metavar="DURATION", help="Window length back from now (or --until), with a unit: e.g. 24h, 7d.")] = "24h",
-    until: Annotated[float | None, typer.Option("--until", help="Window end as Unix time (default: now).")] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite).")] = None,
-    prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read history from this Prometheus server "
-                                                   "instead, e.g. http://127.0.0.1:9090.")] = None,
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since",
+            metavar="DURATION",
+            help="Window length back from now (or --until), with a unit: e.g. 24h, 7d.",
+        ),
+    ] = "24h",
+    until: Annotated[
+        float | None, typer.Option("--until", help="Window end as Unix time (default: now).")
+    ] = None,
+    db: Annotated[
+        Path | None,
+        typer.Option("--db", help="SQLite history file (default: <data dir>/monitor.sqlite)."),
+    ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus",
+            help="Read history from this Prometheus server instead, e.g. http://127.0.0.1:9090.",
+        ),
+    ] = None,
     fake: FakeFlag = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")
+    ] = None,
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
     instance_cloud: InstanceCloudFlag = None,
@@ -191,13 +294,20 @@ def report(
 
     window_s = _seconds(since, "--since")
     if window_s > 10 * 8760 * 3600:
-        raise InputError(f"--since {since} is longer than 10 years", hint="give a shorter window, e.g. 24h or 30d")
+        raise InputError(
+            f"--since {since} is longer than 10 years",
+            hint="give a shorter window, e.g. 24h or 30d",
+        )
     # Unix time up to 2100-01-01: what datetime and SQLite handle everywhere
     end = time.time() if until is None else check_finite(until, "--until", maximum=4_102_444_800)
     if end - window_s < 0:
-        raise InputError("the window starts before 1970", hint="give a later --until or a shorter --since")
+        raise InputError(
+            "the window starts before 1970", hint="give a later --until or a shorter --since"
+        )
     if sum(x is not None for x in (db, prometheus, fake)) > 1:
-        raise InputError("give only one of --db, --prometheus and --fake", hint="pick one history source")
+        raise InputError(
+            "give only one of --db, --prometheus and --fake", hint="pick one history source"
+        )
     if fake:
         from gpuwise.monitor.fake import resolve_fake
         from gpuwise.monitor.history import replay_history
@@ -212,8 +322,11 @@ def report(
 
         path = db or default_db_path()
         if not path.exists():
-            raise InputError(f"no history at {path}", hint="record some with `gpuwise monitor`, read Prometheus with "
-                             "--prometheus URL, or try `gpuwise report --fake idle`")
+            raise InputError(
+                f"no history at {path}",
+                hint="record some with `gpuwise monitor`, read Prometheus with "
+                "--prometheus URL, or try `gpuwise report --fake idle`",
+            )
         with HistoryStore(path) as store:
             history = store.read(end - window_s, end)
     prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails early
@@ -233,7 +346,9 @@ def report(
         except OSError as exc:
             from gpuwise.errors import StorageError
 
-            raise StorageError(f"cannot write {html}: {exc.strerror}", hint="give a writable --html path") from exc
+            raise StorageError(
+                f"cannot write {html}: {exc.strerror}", hint="give a writable --html path"
+            ) from exc
     if json:
         emit_json(doc)
         if age is not None:
@@ -248,8 +363,12 @@ def _report_price_age(book: Any, price: str | None, rep: Any, max_price_age: str
     """issue 13: the age of the catalog prices a report used (None with --price-usd-per-hour or no GPU)."""
     if price is not None or book.configured is not None or not rep.gpus:
         return None
-    used = [o for o in book.offers if (book.instance_type is None or o.instance_type == book.instance_type)
-            and (book.cloud is None or o.cloud == book.cloud)]
+    used = [
+        o
+        for o in book.offers
+        if (book.instance_type is None or o.instance_type == book.instance_type)
+        and (book.cloud is None or o.cloud == book.cloud)
+    ]
     return prices_age(used, max_price_age)
 
 
@@ -258,30 +377,63 @@ def _print_report(rep: Any, html: Path | None) -> None:
 
     out = console()
     if not rep.gpus:
-        out.print(f"no GPU samples between the window's start and end in {rep.source} — To fix: record some "
-                  "with `gpuwise monitor`, or widen --since")
+        out.print(
+            f"no GPU samples between the window's start and end in {rep.source} — To fix: record some "
+            "with `gpuwise monitor`, or widen --since"
+        )
         return
-    span = f"{rep.observed_hours:.1f} h" if rep.observed_hours >= 0.1 else f"{rep.observed_hours * 60:.0f} min"
-    asked = "" if abs(rep.observed_hours - rep.window_hours) < 0.05 * rep.window_hours else \
-        f" of the {rep.window_hours:.1f} h asked"
-    out.print(f"[bold]GPU efficiency[/bold] over {span} observed{asked} ({rep.source}): "
-              f"{rep.active_hours:.1f} of {rep.allocated_hours:.1f} GPU-hours active; "
-              f"cost {money(rep.cost_usd)}, wasted {money(rep.wasted_usd)}")
+    span = (
+        f"{rep.observed_hours:.1f} h"
+        if rep.observed_hours >= 0.1
+        else f"{rep.observed_hours * 60:.0f} min"
+    )
+    asked = (
+        ""
+        if abs(rep.observed_hours - rep.window_hours) < 0.05 * rep.window_hours
+        else f" of the {rep.window_hours:.1f} h asked"
+    )
+    out.print(
+        f"[bold]GPU efficiency[/bold] over {span} observed{asked} ({rep.source}): "
+        f"{rep.active_hours:.1f} of {rep.allocated_hours:.1f} GPU-hours active; "
+        f"cost {money(rep.cost_usd)}, wasted {money(rep.wasted_usd)}"
+    )
     t = Table("GPU", "model", "alloc h", "active h", "idle h", "eff.", "peak mem", "cost", "wasted")
     for g in rep.gpus:
-        flag = " [red]LOST[/red]" if g.lost else (f" [red]XID {','.join(map(str, g.xid_codes))}[/red]" if g.xid_codes else "")
-        t.add_row(f"{g.index} {g.host}{flag}", g.model + (" (MIG)" if g.mig_active_share is not None else ""), number(g.allocated_hours), number(g.active_hours),
-                  number(g.idle_hours), number(g.efficiency, ".0%"), number(g.peak_memory_fraction, ".0%"),
-                  money(g.cost_usd), money(g.wasted_usd))
+        flag = (
+            " [red]LOST[/red]"
+            if g.lost
+            else (f" [red]XID {','.join(map(str, g.xid_codes))}[/red]" if g.xid_codes else "")
+        )
+        t.add_row(
+            f"{g.index} {g.host}{flag}",
+            g.model + (" (MIG)" if g.mig_active_share is not None else ""),
+            number(g.allocated_hours),
+            number(g.active_hours),
+            number(g.idle_hours),
+            number(g.efficiency, ".0%"),
+            number(g.peak_memory_fraction, ".0%"),
+            money(g.cost_usd),
+            money(g.wasted_usd),
+        )
     out.print(t)
     if rep.workloads:
         w = Table("workload", "alloc h", "active h", "idle h", "cost", "wasted")
         for u in rep.workloads:
-            w.add_row(u.workload, number(u.allocated_hours), number(u.active_hours), number(u.idle_hours),
-                      money(u.cost_usd), money(u.wasted_usd))
+            w.add_row(
+                u.workload,
+                number(u.allocated_hours),
+                number(u.active_hours),
+                number(u.idle_hours),
+                money(u.cost_usd),
+                money(u.wasted_usd),
+            )
         out.print(w)
     for r in rep.recommendations:
-        saves = "" if r.saving_usd_per_month is None else f", saves {money(r.saving_usd_per_month)}/month"
+        saves = (
+            ""
+            if r.saving_usd_per_month is None
+            else f", saves {money(r.saving_usd_per_month)}/month"
+        )
         out.print(f"• [bold]{r.action}[/bold] ({r.host} GPU {r.gpu_index}{saves}): {r.reason}")
     if html is not None:
         out.print(f"HTML report: {html}")

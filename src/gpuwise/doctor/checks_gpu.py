@@ -43,14 +43,22 @@ def _label(d: GpuDevice) -> str:
     return f"GPU {d.index} ({d.name})"
 
 
-def _per_gpu(ctx: Context, name: str, fn: Callable[[GpuDevice], tuple[str, str] | None],
-             ok_text: str, fix: str, unsupported: Callable[[GpuDevice], bool] | None = None) -> CheckResult:
+def _per_gpu(
+    ctx: Context,
+    name: str,
+    fn: Callable[[GpuDevice], tuple[str, str] | None],
+    ok_text: str,
+    fix: str,
+    unsupported: Callable[[GpuDevice], bool] | None = None,
+) -> CheckResult:
     """Run ``fn`` on each GPU: it returns (status, finding) for a problem, None when healthy."""
     devices = ctx.gpus.devices
     if not devices:
         return skip(name, f"{NO_GPU}" if not ctx.has_gpu else "the driver lists no GPU to check")
     if unsupported is not None and all(unsupported(d) for d in devices):
-        return skip(name, "not reported by these GPUs: " + ", ".join(sorted({d.name for d in devices})))
+        return skip(
+            name, "not reported by these GPUs: " + ", ".join(sorted({d.name for d in devices}))
+        )
     problems = [(d, r) for d in devices if (r := fn(d)) is not None]
     if not problems:
         return ok(name, ok_text.format(n=len(devices)))
@@ -62,17 +70,22 @@ def _per_gpu(ctx: Context, name: str, fn: Callable[[GpuDevice], tuple[str, str] 
 def check_persistence(ctx: Context) -> CheckResult:
     """Persistence mode on (off: each CUDA start re-initialises the GPU, seconds of delay, and
     the driver unloads between jobs)."""
-    return _per_gpu(ctx, "gpu-persistence",
-                    lambda d: ("warn", "persistence mode is off") if d.persistence_mode is False else None,
-                    "persistence mode on for all {n} GPU(s)",
-                    "`sudo nvidia-smi -pm 1`, or enable the nvidia-persistenced service",
-                    unsupported=lambda d: d.persistence_mode is None)
+    return _per_gpu(
+        ctx,
+        "gpu-persistence",
+        lambda d: ("warn", "persistence mode is off") if d.persistence_mode is False else None,
+        "persistence mode on for all {n} GPU(s)",
+        "`sudo nvidia-smi -pm 1`, or enable the nvidia-persistenced service",
+        unsupported=lambda d: d.persistence_mode is None,
+    )
 
 
 def _ecc(d: GpuDevice) -> tuple[str, str] | None:
     bad: list[str] = []
     if d.ecc_volatile_uncorrected:
-        bad.append(f"{d.ecc_volatile_uncorrected} uncorrectable ECC error(s) since the driver loaded")
+        bad.append(
+            f"{d.ecc_volatile_uncorrected} uncorrectable ECC error(s) since the driver loaded"
+        )
     if d.retired_pages_pending:
         bad.append("a page retirement is pending (needs a GPU reset)")
     if d.remapped_rows_pending:
@@ -95,12 +108,21 @@ def _ecc(d: GpuDevice) -> tuple[str, str] | None:
 
 def check_ecc(ctx: Context) -> CheckResult:
     """ECC errors, retired pages (pre-Ampere) and remapped rows (Ampere and newer)."""
-    return _per_gpu(ctx, "gpu-ecc", _ecc, "no uncorrectable ECC errors, nothing pending on {n} GPU(s)",
-                    "reset the GPU (`sudo nvidia-smi -r -i N`, with no process on it) or reboot to apply pending "
-                    "retirements/remaps; if errors recur or remapping failed, ask the provider to replace the GPU; "
-                    "enable ECC with `sudo nvidia-smi -e 1` and reboot",
-                    unsupported=lambda d: d.ecc_enabled is None and d.ecc_volatile_uncorrected is None
-                    and d.remapped_rows_pending is None and d.retired_pages_pending is None)
+    return _per_gpu(
+        ctx,
+        "gpu-ecc",
+        _ecc,
+        "no uncorrectable ECC errors, nothing pending on {n} GPU(s)",
+        "reset the GPU (`sudo nvidia-smi -r -i N`, with no process on it) or reboot to apply pending "
+        "retirements/remaps; if errors recur or remapping failed, ask the provider to replace the GPU; "
+        "enable ECC with `sudo nvidia-smi -e 1` and reboot",
+        unsupported=lambda d: (
+            d.ecc_enabled is None
+            and d.ecc_volatile_uncorrected is None
+            and d.remapped_rows_pending is None
+            and d.retired_pages_pending is None
+        ),
+    )
 
 
 def check_xid(ctx: Context) -> CheckResult:
@@ -115,8 +137,11 @@ def check_xid(ctx: Context) -> CheckResult:
         text = ctx.probe.read_text("/var/log/kern.log")
         source = "/var/log/kern.log"
     if text is None:
-        return skip(name, "the kernel log is not readable here (dmesg needs root when kernel.dmesg_restrict=1)",
-                    "run `sudo gpuwise doctor`, or `sudo dmesg | grep -i xid` yourself")
+        return skip(
+            name,
+            "the kernel log is not readable here (dmesg needs root when kernel.dmesg_restrict=1)",
+            "run `sudo gpuwise doctor`, or `sudo dmesg | grep -i xid` yourself",
+        )
     seen: dict[int, list[str]] = {}
     for m in _XID_RE.finditer(text):
         seen.setdefault(int(m.group(2)), []).append(m.group(1))
@@ -127,8 +152,10 @@ def check_xid(ctx: Context) -> CheckResult:
         severity, meaning = XID_MEANINGS.get(xid, ("warn", "see NVIDIA's Xid catalog"))
         worst = "fail" if severity == "fail" else worst
         parts.append(f"Xid {xid} ×{len(where)} on {', '.join(sorted(set(where)))}: {meaning}")
-    fix = ("reset the GPU or reboot; if a hardware Xid (48, 64, 74, 79, 95, 119) recurs, ask the provider to replace "
-           "the node; application Xids (13, 31, 43) point at the program")
+    fix = (
+        "reset the GPU or reboot; if a hardware Xid (48, 64, 74, 79, 95, 119) recurs, ask the provider to replace "
+        "the node; application Xids (13, 31, 43) point at the program"
+    )
     finding = f"{source}: " + "; ".join(parts)
     return fail(name, finding, fix) if worst == "fail" else warn(name, finding, fix)
 
@@ -137,23 +164,36 @@ def _mig(d: GpuDevice) -> tuple[str, str] | None:
     if d.mig_current is None:
         return None
     if d.mig_pending is not None and d.mig_pending != d.mig_current:
-        return "warn", (f"MIG mode {'on' if d.mig_current else 'off'} now, {'on' if d.mig_pending else 'off'} after the "
-                        "next GPU reset")
+        return "warn", (
+            f"MIG mode {'on' if d.mig_current else 'off'} now, {'on' if d.mig_pending else 'off'} after the "
+            "next GPU reset"
+        )
     if d.mig_current and d.mig_device_count == 0:
-        return "fail", "MIG is enabled but no MIG instance exists, so CUDA sees no device on this GPU"
+        return (
+            "fail",
+            "MIG is enabled but no MIG instance exists, so CUDA sees no device on this GPU",
+        )
     return None
 
 
 def check_mig(ctx: Context) -> CheckResult:
     """MIG mode: pending changes, and MIG on with no instances (CUDA then finds no device)."""
-    result = _per_gpu(ctx, "gpu-mig", _mig, "MIG state consistent on {n} GPU(s)",
-                      "create instances (`sudo nvidia-smi mig -cgi 9,9 -C`) or disable MIG (`sudo nvidia-smi -mig 0` "
-                      "then reset the GPU); a pending mode needs `sudo nvidia-smi -r`")
+    result = _per_gpu(
+        ctx,
+        "gpu-mig",
+        _mig,
+        "MIG state consistent on {n} GPU(s)",
+        "create instances (`sudo nvidia-smi mig -cgi 9,9 -C`) or disable MIG (`sudo nvidia-smi -mig 0` "
+        "then reset the GPU); a pending mode needs `sudo nvidia-smi -r`",
+    )
     if result.status == "ok":
         on = [d for d in ctx.gpus.devices if d.mig_current]
         if on:
-            return ok(result.name, f"MIG on for {len(on)} GPU(s) with {sum(d.mig_device_count or 0 for d in on)} "
-                      "instance(s): select them with MIG-UUIDs from `nvidia-smi -L` in CUDA_VISIBLE_DEVICES")
+            return ok(
+                result.name,
+                f"MIG on for {len(on)} GPU(s) with {sum(d.mig_device_count or 0 for d in on)} "
+                "instance(s): select them with MIG-UUIDs from `nvidia-smi -L` in CUDA_VISIBLE_DEVICES",
+            )
     return result
 
 
@@ -161,7 +201,10 @@ def _pcie(d: GpuDevice) -> tuple[str, str] | None:
     w, wmax, g, gmax = d.pcie_width_current, d.pcie_width_max, d.pcie_gen_current, d.pcie_gen_max
     if w and wmax and w < wmax:
         severity = "fail" if w * 4 <= wmax else "warn"
-        return severity, f"PCIe link x{w} of x{wmax} (host↔device copies run at about {w / wmax:.0%} speed)"
+        return (
+            severity,
+            f"PCIe link x{w} of x{wmax} (host↔device copies run at about {w / wmax:.0%} speed)",
+        )
     busy = d.performance_state == 0 and (d.utilization_gpu_ratio or 0) > 0
     if g and gmax and g < gmax and busy:
         return "warn", f"PCIe gen {g} of {gmax} while busy"
@@ -170,20 +213,34 @@ def _pcie(d: GpuDevice) -> tuple[str, str] | None:
 
 def check_pcie(ctx: Context) -> CheckResult:
     """PCIe link width and generation against their maximum (idle GPUs lower the generation on purpose)."""
-    result = _per_gpu(ctx, "gpu-pcie", _pcie, "PCIe links at full width on {n} GPU(s)",
-                      "reseat the GPU or riser, check the slot's BIOS lane setting, or ask the provider for another node",
-                      unsupported=lambda d: d.pcie_width_current is None and d.pcie_gen_current is None)
+    result = _per_gpu(
+        ctx,
+        "gpu-pcie",
+        _pcie,
+        "PCIe links at full width on {n} GPU(s)",
+        "reseat the GPU or riser, check the slot's BIOS lane setting, or ask the provider for another node",
+        unsupported=lambda d: d.pcie_width_current is None and d.pcie_gen_current is None,
+    )
     if result.status == "ok":
-        idle_low = [d for d in ctx.gpus.devices if d.pcie_gen_current and d.pcie_gen_max
-                    and d.pcie_gen_current < d.pcie_gen_max]
+        idle_low = [
+            d
+            for d in ctx.gpus.devices
+            if d.pcie_gen_current and d.pcie_gen_max and d.pcie_gen_current < d.pcie_gen_max
+        ]
         if idle_low:
-            return ok(result.name, result.finding + f"; {len(idle_low)} idle GPU(s) at a lower PCIe generation, which "
-                      "GPUs do to save power (rerun under load to check)")
+            return ok(
+                result.name,
+                result.finding + f"; {len(idle_low)} idle GPU(s) at a lower PCIe generation, which "
+                "GPUs do to save power (rerun under load to check)",
+            )
     return result
 
 
-_HARD = {"hw_slowdown": "hardware slowdown", "hw_thermal": "hardware thermal slowdown",
-         "hw_power_brake": "power brake (external power-supply signal)"}
+_HARD = {
+    "hw_slowdown": "hardware slowdown",
+    "hw_thermal": "hardware thermal slowdown",
+    "hw_power_brake": "power brake (external power-supply signal)",
+}
 
 
 def _throttle(d: GpuDevice) -> tuple[str, str] | None:
@@ -198,13 +255,21 @@ def _throttle(d: GpuDevice) -> tuple[str, str] | None:
 
 def check_throttle(ctx: Context) -> CheckResult:
     """Clock event (throttle) reasons: hardware slowdown, thermal, power brake."""
-    result = _per_gpu(ctx, "gpu-throttle", _throttle, "no thermal or hardware clock throttling on {n} GPU(s)",
-                      "check cooling (fans, airflow, `nvidia-smi -q -d TEMPERATURE`) and power delivery; on a rented "
-                      "node ask the provider to replace it",
-                      unsupported=lambda d: False)
+    result = _per_gpu(
+        ctx,
+        "gpu-throttle",
+        _throttle,
+        "no thermal or hardware clock throttling on {n} GPU(s)",
+        "check cooling (fans, airflow, `nvidia-smi -q -d TEMPERATURE`) and power delivery; on a rented "
+        "node ask the provider to replace it",
+        unsupported=lambda d: False,
+    )
     if result.status == "ok":
         capped = [str(d.index) for d in ctx.gpus.devices if "sw_power_cap" in d.clock_event_reasons]
         if capped:
-            return ok(result.name, result.finding + f"; GPU(s) {', '.join(capped)} at the power limit (normal under "
-                      "heavy load; compare `nvidia-smi -q -d POWER` current vs default limit)")
+            return ok(
+                result.name,
+                result.finding + f"; GPU(s) {', '.join(capped)} at the power limit (normal under "
+                "heavy load; compare `nvidia-smi -q -d POWER` current vs default limit)",
+            )
     return result

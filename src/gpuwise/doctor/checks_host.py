@@ -52,16 +52,34 @@ def read_cgroup(ctx: Context) -> CgroupLimits:
     if ctx.probe.read_text(f"{root}/cgroup.controllers") is not None:
         quota: float | None = None
         cpu = (ctx.probe.read_text(f"{root}/cpu.max") or "").split()
-        if len(cpu) == 2 and cpu[0] != "max" and cpu[0].isdigit() and cpu[1].isdigit() and int(cpu[1]) > 0:
+        if (
+            len(cpu) == 2
+            and cpu[0] != "max"
+            and cpu[0].isdigit()
+            and cpu[1].isdigit()
+            and int(cpu[1]) > 0
+        ):
             quota = int(cpu[0]) / int(cpu[1])
-        return CgroupLimits(2, _int_file(ctx, f"{root}/memory.max"), _int_file(ctx, f"{root}/memory.current"),
-                            quota, _int_file(ctx, f"{root}/pids.max"))
-    if ctx.probe.list_dir(f"{root}/memory") is not None or ctx.probe.list_dir(f"{root}/cpu") is not None:
+        return CgroupLimits(
+            2,
+            _int_file(ctx, f"{root}/memory.max"),
+            _int_file(ctx, f"{root}/memory.current"),
+            quota,
+            _int_file(ctx, f"{root}/pids.max"),
+        )
+    if (
+        ctx.probe.list_dir(f"{root}/memory") is not None
+        or ctx.probe.list_dir(f"{root}/cpu") is not None
+    ):
         q = _int_file(ctx, f"{root}/cpu/cpu.cfs_quota_us")
         p = _int_file(ctx, f"{root}/cpu/cpu.cfs_period_us")
-        return CgroupLimits(1, _int_file(ctx, f"{root}/memory/memory.limit_in_bytes"),
-                            _int_file(ctx, f"{root}/memory/memory.usage_in_bytes"),
-                            q / p if q and p else None, _int_file(ctx, f"{root}/pids/pids.max"))
+        return CgroupLimits(
+            1,
+            _int_file(ctx, f"{root}/memory/memory.limit_in_bytes"),
+            _int_file(ctx, f"{root}/memory/memory.usage_in_bytes"),
+            q / p if q and p else None,
+            _int_file(ctx, f"{root}/pids/pids.max"),
+        )
     return CgroupLimits(None, None, None, None, None)
 
 
@@ -96,18 +114,35 @@ def check_shm(ctx: Context) -> CheckResult:
         return skip(name, "/dev/shm not found or unreadable")
     workers = ctx.options.num_workers * ctx.processes
     need = workers * ctx.options.shm_per_worker_mib * MIB
-    what = (f"/dev/shm is {size / MIB:,.0f} MiB for {workers} DataLoader worker(s) "
-            f"({ctx.options.num_workers} per process × {ctx.processes} process(es))")
-    fix = (f"give it ≥ {need / GIB:,.0f} GiB: `docker run --shm-size={max(1, round(need / GIB))}g ...`, or in "
-           "Kubernetes mount an emptyDir with `medium: Memory` at /dev/shm")
+    what = (
+        f"/dev/shm is {size / MIB:,.0f} MiB for {workers} DataLoader worker(s) "
+        f"({ctx.options.num_workers} per process × {ctx.processes} process(es))"
+    )
+    fix = (
+        f"give it ≥ {need / GIB:,.0f} GiB: `docker run --shm-size={max(1, round(need / GIB))}g ...`, or in "
+        "Kubernetes mount an emptyDir with `medium: Memory` at /dev/shm"
+    )
     if workers == 0:
-        return ok(name, f"/dev/shm is {size / MIB:,.0f} MiB; no DataLoader workers planned (NCCL still uses some)")
+        return ok(
+            name,
+            f"/dev/shm is {size / MIB:,.0f} MiB; no DataLoader workers planned (NCCL still uses some)",
+        )
     if size <= DOCKER_DEFAULT_SHM_BYTES or size < need / 4:
-        return fail(name, what + ": workers will die with \"Bus error\" / \"unable to write to file </torch_...>\""
-                    + (" (Docker's 64 MiB default)" if size <= DOCKER_DEFAULT_SHM_BYTES else ""), fix)
+        return fail(
+            name,
+            what
+            + ': workers will die with "Bus error" / "unable to write to file </torch_...>"'
+            + (" (Docker's 64 MiB default)" if size <= DOCKER_DEFAULT_SHM_BYTES else ""),
+            fix,
+        )
     if size < need:
-        return warn(name, what + f"; about {need / GIB:,.1f} GiB wanted at {ctx.options.shm_per_worker_mib:g} MiB "
-                    "per worker", fix)
+        return warn(
+            name,
+            what
+            + f"; about {need / GIB:,.1f} GiB wanted at {ctx.options.shm_per_worker_mib:g} MiB "
+            "per worker",
+            fix,
+        )
     return ok(name, what)
 
 
@@ -127,13 +162,19 @@ def check_cpu_workers(ctx: Context) -> CheckResult:
     per, procs = ctx.options.num_workers, ctx.processes
     total = per * procs
     if cpus < procs:
-        return fail(name, f"{how} for {procs} training processes (one per GPU): each process needs a core of its own",
-                    "use an instance with more vCPUs per GPU, or raise the container's CPU limit")
+        return fail(
+            name,
+            f"{how} for {procs} training processes (one per GPU): each process needs a core of its own",
+            "use an instance with more vCPUs per GPU, or raise the container's CPU limit",
+        )
     if total > cpus:
         suggest = max(0, int(cpus // procs) - 1)
-        return warn(name, f"{how} for {total} DataLoader workers ({per} per process × {procs}): torch warns that "
-                    "this many workers may freeze or slow the DataLoader",
-                    f"use num_workers={suggest} per process (CPUs ÷ processes, minus one for the main process)")
+        return warn(
+            name,
+            f"{how} for {total} DataLoader workers ({per} per process × {procs}): torch warns that "
+            "this many workers may freeze or slow the DataLoader",
+            f"use num_workers={suggest} per process (CPUs ÷ processes, minus one for the main process)",
+        )
     return ok(name, f"{how} for {total} DataLoader workers ({per} per process × {procs})")
 
 
@@ -143,14 +184,22 @@ def check_disk(ctx: Context) -> CheckResult:
     where = ctx.options.checkpoint_dir
     usage = ctx.probe.disk_usage(where)
     if usage is None:
-        return fail(name, f"checkpoint directory {where!r} does not exist or cannot be read",
-                    f"create it: `mkdir -p {where}`, or pass --checkpoint-dir")
+        return fail(
+            name,
+            f"checkpoint directory {where!r} does not exist or cannot be read",
+            f"create it: `mkdir -p {where}`, or pass --checkpoint-dir",
+        )
     free, total = usage.free_bytes, usage.total_bytes
     what = f"{_gib(free)} free of {_gib(total)} at {where}"
     if free < ctx.options.min_free_disk_gib * GIB:
-        return fail(name, what + f", below the {ctx.options.min_free_disk_gib:g} GiB minimum: checkpoint writes will "
-                    "fail with ENOSPC", "free space (old checkpoints, ~/.cache/huggingface), mount a bigger volume, "
-                    "or point --checkpoint-dir elsewhere")
+        return fail(
+            name,
+            what
+            + f", below the {ctx.options.min_free_disk_gib:g} GiB minimum: checkpoint writes will "
+            "fail with ENOSPC",
+            "free space (old checkpoints, ~/.cache/huggingface), mount a bigger volume, "
+            "or point --checkpoint-dir elsewhere",
+        )
     if total and free / total < 0.10:
         return warn(name, what + " (under 10% free)", "prune old checkpoints or grow the volume")
     return ok(name, what)
@@ -171,11 +220,19 @@ def check_memory(ctx: Context) -> CheckResult:
         note = " (container memory limit)"
     what = f"{_gib(avail)} available of {_gib(total)}{note}"
     if avail < ctx.options.min_free_memory_gib * GIB:
-        return fail(name, what + f", below the {ctx.options.min_free_memory_gib:g} GiB minimum: loading a model or "
-                    "starting DataLoader workers will be OOM-killed", "stop other processes, or use a larger "
-                    "instance / raise the container memory limit")
+        return fail(
+            name,
+            what
+            + f", below the {ctx.options.min_free_memory_gib:g} GiB minimum: loading a model or "
+            "starting DataLoader workers will be OOM-killed",
+            "stop other processes, or use a larger instance / raise the container memory limit",
+        )
     if avail < 0.10 * total:
-        return warn(name, what + " (under 10% available)", "stop other processes or use fewer DataLoader workers")
+        return warn(
+            name,
+            what + " (under 10% available)",
+            "stop other processes or use fewer DataLoader workers",
+        )
     return ok(name, what)
 
 
@@ -188,23 +245,41 @@ def check_cgroup(ctx: Context) -> CheckResult:
     host = meminfo(ctx).get("MemTotal")
     cpus = ctx.probe.cpu_count()
     parts = [f"cgroup v{limits.version}"]
-    parts.append(f"memory limit {_gib(limits.memory_limit_bytes)}" if limits.memory_limit_bytes else "no memory limit")
-    parts.append(f"CPU quota {limits.cpu_quota_cpus:g}" if limits.cpu_quota_cpus else "no CPU quota")
+    parts.append(
+        f"memory limit {_gib(limits.memory_limit_bytes)}"
+        if limits.memory_limit_bytes
+        else "no memory limit"
+    )
+    parts.append(
+        f"CPU quota {limits.cpu_quota_cpus:g}" if limits.cpu_quota_cpus else "no CPU quota"
+    )
     if limits.pids_max:
         parts.append(f"pids.max {limits.pids_max}")
     what = ", ".join(parts)
     lim, use = limits.memory_limit_bytes, limits.memory_usage_bytes
     if lim and use is not None and use >= 0.9 * lim:
-        return fail(name, what + f": {_gib(use)} in use, ≥ 90% of the limit: the next allocation can be OOM-killed "
-                    "(exit code 137)", "raise the container memory limit or stop what holds the memory")
+        return fail(
+            name,
+            what
+            + f": {_gib(use)} in use, ≥ 90% of the limit: the next allocation can be OOM-killed "
+            "(exit code 137)",
+            "raise the container memory limit or stop what holds the memory",
+        )
     small = []
     if lim and host and lim < host:
-        small.append(f"the memory limit is below the host's {_gib(host)} (free/top show the host's, the OOM killer "
-                     "uses the limit)")
+        small.append(
+            f"the memory limit is below the host's {_gib(host)} (free/top show the host's, the OOM killer "
+            "uses the limit)"
+        )
     if limits.cpu_quota_cpus and limits.cpu_quota_cpus < cpus:
-        small.append(f"the CPU quota is below the {cpus} CPUs os.cpu_count() reports, so thread pools and "
-                     "num_workers sized by it oversubscribe")
+        small.append(
+            f"the CPU quota is below the {cpus} CPUs os.cpu_count() reports, so thread pools and "
+            "num_workers sized by it oversubscribe"
+        )
     if small:
-        return warn(name, what + ": " + "; ".join(small),
-                    "size workers and threads by the limits (e.g. OMP_NUM_THREADS), or raise them")
+        return warn(
+            name,
+            what + ": " + "; ".join(small),
+            "size workers and threads by the limits (e.g. OMP_NUM_THREADS), or raise them",
+        )
     return ok(name, what)

@@ -37,8 +37,10 @@ class DoctorOptions:
         for name in ("shm_per_worker_mib", "min_free_disk_gib", "min_free_memory_gib"):
             value = getattr(self, name)
             if not value == value or value < 0 or value == float("inf"):  # NaN, negative, infinite
-                raise InputError(f"--{name.replace('_', '-')} {value} is not a finite number ≥ 0",
-                                 hint="give a plain number such as 512")
+                raise InputError(
+                    f"--{name.replace('_', '-')} {value} is not a finite number ≥ 0",
+                    hint="give a plain number such as 512",
+                )
 
 
 class Context:
@@ -67,8 +69,12 @@ class Context:
         """PCI addresses of NVIDIA display/3D controllers (from /sys/bus/pci/devices)."""
         found = []
         for dev in self.probe.list_dir("/sys/bus/pci/devices") or []:
-            vendor = (self.probe.read_text(f"/sys/bus/pci/devices/{dev}/vendor") or "").strip().lower()
-            klass = (self.probe.read_text(f"/sys/bus/pci/devices/{dev}/class") or "").strip().lower()
+            vendor = (
+                (self.probe.read_text(f"/sys/bus/pci/devices/{dev}/vendor") or "").strip().lower()
+            )
+            klass = (
+                (self.probe.read_text(f"/sys/bus/pci/devices/{dev}/class") or "").strip().lower()
+            )
             if vendor == NVIDIA_PCI_VENDOR and klass.startswith(_GPU_CLASSES):
                 found.append(dev)
         return found

@@ -27,7 +27,9 @@ from typing import Literal
 from gpuwise.datafiles import commented_csv
 from gpuwise.errors import DataFileError
 
-Verdict = Literal["compatible", "minor_compat", "minor_compat_driver_too_old", "incompatible", "unknown"]
+Verdict = Literal[
+    "compatible", "minor_compat", "minor_compat_driver_too_old", "incompatible", "unknown"
+]
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -57,7 +59,9 @@ def driver_table() -> DriverTable:
             version = parse_version(row["cuda"])
             parse_version(row["min_driver"])
         except (ValueError, KeyError):
-            raise DataFileError(f"cuda_drivers.csv row {lineno}: bad version", hint="fix the data file") from None
+            raise DataFileError(
+                f"cuda_drivers.csv row {lineno}: bad version", hint="fix the data file"
+            ) from None
         if row["kind"] == "toolkit":
             toolkit[(version[0], version[1])] = row["min_driver"]
         else:
@@ -78,36 +82,64 @@ class Compatibility:
     """The driver the runtime's own toolkit asks for (release notes Table 3), when known."""
 
 
-def check_compatibility(driver_version: str | None, driver_cuda: str | None, runtime_cuda: str) -> Compatibility:
+def check_compatibility(
+    driver_version: str | None, driver_cuda: str | None, runtime_cuda: str
+) -> Compatibility:
     """Apply NVIDIA's rules to a driver (its version and the CUDA version it reports) and a runtime."""
     table = driver_table()
     try:
         rt = parse_version(runtime_cuda)[:2]
     except ValueError:
-        return Compatibility("unknown", f"cannot read the CUDA runtime version {runtime_cuda!r}", None)
+        return Compatibility(
+            "unknown", f"cannot read the CUDA runtime version {runtime_cuda!r}", None
+        )
     needed = table.toolkit.get((rt[0], rt[1]))
     if driver_cuda is None:
-        return Compatibility("unknown", "the driver did not report which CUDA version it supports", needed)
+        return Compatibility(
+            "unknown", "the driver did not report which CUDA version it supports", needed
+        )
     try:
         drv = parse_version(driver_cuda)[:2]
     except ValueError:
-        return Compatibility("unknown", f"cannot read the driver's CUDA version {driver_cuda!r}", needed)
+        return Compatibility(
+            "unknown", f"cannot read the driver's CUDA version {driver_cuda!r}", needed
+        )
     if rt <= drv:
-        return Compatibility("compatible", f"the driver supports CUDA {driver_cuda}, at or above the runtime's "
-                             f"{runtime_cuda} (backward compatibility)", needed)
+        return Compatibility(
+            "compatible",
+            f"the driver supports CUDA {driver_cuda}, at or above the runtime's "
+            f"{runtime_cuda} (backward compatibility)",
+            needed,
+        )
     if rt[0] > drv[0]:
-        return Compatibility("incompatible", f"the runtime is CUDA {rt[0]}.x but the driver only supports up to "
-                             f"{driver_cuda}: a newer major version needs a newer driver", needed)
+        return Compatibility(
+            "incompatible",
+            f"the runtime is CUDA {rt[0]}.x but the driver only supports up to "
+            f"{driver_cuda}: a newer major version needs a newer driver",
+            needed,
+        )
     family_min = table.minor_compat.get(rt[0])
     if family_min is None or driver_version is None:
-        return Compatibility("unknown", f"no minor-version-compatibility rule known for CUDA {rt[0]}.x", needed)
+        return Compatibility(
+            "unknown", f"no minor-version-compatibility rule known for CUDA {rt[0]}.x", needed
+        )
     try:
         ok = parse_version(driver_version) >= parse_version(family_min)
     except ValueError:
-        return Compatibility("unknown", f"cannot read the driver version {driver_version!r}", needed)
+        return Compatibility(
+            "unknown", f"cannot read the driver version {driver_version!r}", needed
+        )
     if ok:
-        return Compatibility("minor_compat", f"CUDA {runtime_cuda} is newer than the driver's {driver_cuda} within "
-                             f"the same major release, and driver {driver_version} ≥ {family_min} (the CUDA "
-                             f"{rt[0]}.x minimum), so minor-version compatibility applies", needed)
-    return Compatibility("minor_compat_driver_too_old", f"driver {driver_version} is below {family_min}, the minimum "
-                         f"for CUDA {rt[0]}.x minor-version compatibility", needed)
+        return Compatibility(
+            "minor_compat",
+            f"CUDA {runtime_cuda} is newer than the driver's {driver_cuda} within "
+            f"the same major release, and driver {driver_version} ≥ {family_min} (the CUDA "
+            f"{rt[0]}.x minimum), so minor-version compatibility applies",
+            needed,
+        )
+    return Compatibility(
+        "minor_compat_driver_too_old",
+        f"driver {driver_version} is below {family_min}, the minimum "
+        f"for CUDA {rt[0]}.x minor-version compatibility",
+        needed,
+    )

@@ -103,12 +103,19 @@ def _device(index: int, header: str, node: Tree) -> GpuDevice:
         persistence_mode=_flag(_get(node, "Persistence Mode")),
         mig_current=_flag(_get(node, "MIG Mode", "Current")),
         mig_pending=_flag(_get(node, "MIG Mode", "Pending")),
-        mig_device_count=(len(mig_devices) if isinstance(mig_devices, dict)
-                          else 0 if mig_devices == "None" else None),
+        mig_device_count=(
+            len(mig_devices)
+            if isinstance(mig_devices, dict)
+            else 0
+            if mig_devices == "None"
+            else None
+        ),
         ecc_enabled=_flag(_get(node, "ECC Mode", "Current")),
         ecc_volatile_uncorrected=_sum_counts(node, *ecc_total, kind="Uncorrectable"),
         ecc_volatile_corrected=_sum_counts(node, *ecc_total, kind="Correctable"),
-        ecc_aggregate_uncorrected=_sum_counts(node, "ECC Errors", "Aggregate", kind="Uncorrectable"),
+        ecc_aggregate_uncorrected=_sum_counts(
+            node, "ECC Errors", "Aggregate", kind="Uncorrectable"
+        ),
         retired_pages_sbe=_int(_get(node, "Retired Pages", "Single Bit ECC")),
         retired_pages_dbe=_int(_get(node, "Retired Pages", "Double Bit ECC")),
         retired_pages_pending=_flag(_get(node, "Retired Pages", "Pending Page Blacklist")),
@@ -137,11 +144,20 @@ def _sum_counts(node: Tree, *path: str, kind: str) -> int | None:
     if not isinstance(section, dict):
         return None
     if kind == "Uncorrectable":
-        total = section.get("Double Bit", {}).get("Total") if isinstance(section.get("Double Bit"), dict) else None
+        total = (
+            section.get("Double Bit", {}).get("Total")
+            if isinstance(section.get("Double Bit"), dict)
+            else None
+        )
     else:
-        total = section.get("Single Bit", {}).get("Total") if isinstance(section.get("Single Bit"), dict) else None
+        total = (
+            section.get("Single Bit", {}).get("Total")
+            if isinstance(section.get("Single Bit"), dict)
+            else None
+        )
     if total is not None:
         return _int(total)
+
     def wanted(key: str) -> bool:
         return key.endswith(kind) and not (kind == "Correctable" and key.endswith("Uncorrectable"))
 

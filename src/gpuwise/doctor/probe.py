@@ -194,8 +194,14 @@ class SystemProbe:
         if shutil.which(argv[0]) is None:
             return None
         try:
-            done = subprocess.run(list(argv), capture_output=True, text=True, timeout=20, check=False,
-                                  errors="replace")
+            done = subprocess.run(
+                list(argv),
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+                errors="replace",
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return CommandOutput(returncode=-1, stdout="", stderr=str(exc))
         return CommandOutput(done.returncode, done.stdout, done.stderr)
@@ -249,13 +255,21 @@ def read_torch() -> TorchInfo:
         raw: Any = torch.cuda.nccl.version() if torch.version.cuda else None  # type: ignore[no-untyped-call]
         if isinstance(raw, tuple):
             nccl = ".".join(str(p) for p in raw)
-        elif isinstance(raw, int):  # older torch: 2215 = 2.21.5... encoded as major*1000+minor*100+patch
+        elif isinstance(
+            raw, int
+        ):  # older torch: 2215 = 2.21.5... encoded as major*1000+minor*100+patch
             nccl = f"{raw // 1000}.{raw % 1000 // 100}.{raw % 100}"
     except Exception:  # no NCCL in this build
         nccl = None
-    return TorchInfo(installed=True, version=str(torch.__version__), cuda_runtime=torch.version.cuda,
-                     cuda_available=available, device_count=count, cuda_error=error,
-                     nccl_version=nccl)
+    return TorchInfo(
+        installed=True,
+        version=str(torch.__version__),
+        cuda_runtime=torch.version.cuda,
+        cuda_available=available,
+        device_count=count,
+        cuda_error=error,
+        nccl_version=nccl,
+    )
 
 
 @dataclass(frozen=True)
@@ -278,9 +292,15 @@ class FixtureProbe:
     """Usable CPUs."""
     disks: Mapping[str, DiskUsage] = field(default_factory=dict)
     """Path → disk usage; the longest matching prefix answers."""
-    gpu_info: GpuInfo = field(default_factory=lambda: GpuInfo(nvml_error="NVML Shared Library Not Found"))
+    gpu_info: GpuInfo = field(
+        default_factory=lambda: GpuInfo(nvml_error="NVML Shared Library Not Found")
+    )
     """The driver's view; default: no driver."""
-    torch_info: TorchInfo = field(default_factory=lambda: TorchInfo(installed=False, import_error="ModuleNotFoundError: No module named 'torch'"))
+    torch_info: TorchInfo = field(
+        default_factory=lambda: TorchInfo(
+            installed=False, import_error="ModuleNotFoundError: No module named 'torch'"
+        )
+    )
     """torch's view; default: not installed."""
 
     def read_text(self, path: str) -> str | None:
@@ -288,7 +308,7 @@ class FixtureProbe:
 
     def list_dir(self, path: str) -> list[str] | None:
         prefix = path.rstrip("/") + "/"
-        names = {p[len(prefix):].split("/", 1)[0] for p in self.files if p.startswith(prefix)}
+        names = {p[len(prefix) :].split("/", 1)[0] for p in self.files if p.startswith(prefix)}
         return sorted(names) if names else None
 
     def run(self, argv: Sequence[str]) -> CommandOutput | None:
@@ -301,8 +321,11 @@ class FixtureProbe:
         return self.cpus
 
     def disk_usage(self, path: str) -> DiskUsage | None:
-        best = max((p for p in self.disks if path == p or path.startswith(p.rstrip("/") + "/")),
-                   key=len, default=None)
+        best = max(
+            (p for p in self.disks if path == p or path.startswith(p.rstrip("/") + "/")),
+            key=len,
+            default=None,
+        )
         return self.disks[best] if best is not None else None
 
     def gpus(self) -> GpuInfo:
@@ -323,8 +346,10 @@ class FixtureProbe:
 
         fs, cmd_dir, facts_path = folder / "fs", folder / "commands", folder / "facts.json"
         if not (fs.is_dir() or cmd_dir.is_dir() or facts_path.is_file()):
-            raise DataFileError(f"{folder}: not a recorded machine (no fs/, commands/ or facts.json)",
-                                hint="give a folder with fs/, commands/ (e.g. 'nvidia-smi -q.txt') and facts.json")
+            raise DataFileError(
+                f"{folder}: not a recorded machine (no fs/, commands/ or facts.json)",
+                hint="give a folder with fs/, commands/ (e.g. 'nvidia-smi -q.txt') and facts.json",
+            )
         files: dict[str, str] = {}
         if fs.is_dir():
             for p in sorted(fs.rglob("*")):
@@ -343,13 +368,25 @@ class FixtureProbe:
             torch_info = TorchInfo(**torch_facts) if torch_facts else cls().torch_info
             env = {str(k): str(v) for k, v in dict(facts.get("env", {})).items()}
             cpus = int(facts.get("cpu_count", 8))
-            disks = {str(k): DiskUsage(int(v[0]), int(v[1])) for k, v in dict(facts.get("disk", {})).items()}
+            disks = {
+                str(k): DiskUsage(int(v[0]), int(v[1]))
+                for k, v in dict(facts.get("disk", {})).items()
+            }
         except (TypeError, ValueError, IndexError, KeyError) as exc:
-            raise DataFileError(f"{facts_path}: unexpected content ({' '.join(str(exc).split())})",
-                                hint="env {NAME: value}, cpu_count N, disk {path: [total_bytes, free_bytes]}, "
-                                "torch {TorchInfo fields}") from None
-        return cls(files=files, commands=commands, env=env, cpus=cpus, disks=disks, gpu_info=gpu,
-                   torch_info=torch_info)
+            raise DataFileError(
+                f"{facts_path}: unexpected content ({' '.join(str(exc).split())})",
+                hint="env {NAME: value}, cpu_count N, disk {path: [total_bytes, free_bytes]}, "
+                "torch {TorchInfo fields}",
+            ) from None
+        return cls(
+            files=files,
+            commands=commands,
+            env=env,
+            cpus=cpus,
+            disks=disks,
+            gpu_info=gpu,
+            torch_info=torch_info,
+        )
 
 
 def _recorded_text(path: Path) -> str:
@@ -359,7 +396,9 @@ def _recorded_text(path: Path) -> str:
         return path.read_text("utf-8")
     except (UnicodeDecodeError, OSError) as exc:
         why = parse_error_text(exc) if isinstance(exc, UnicodeDecodeError) else exc.strerror
-        raise DataFileError(f"{path}: {why}", hint="record the machine's files as UTF-8 text") from None
+        raise DataFileError(
+            f"{path}: {why}", hint="record the machine's files as UTF-8 text"
+        ) from None
 
 
 def _recorded_facts(path: Path) -> dict[str, Any]:
@@ -368,8 +407,12 @@ def _recorded_facts(path: Path) -> dict[str, Any]:
     try:
         facts = json.loads(_recorded_text(path))
     except ValueError as exc:
-        raise DataFileError(f"{path}: not valid JSON ({parse_error_text(exc)})", hint="fix facts.json") from None
+        raise DataFileError(
+            f"{path}: not valid JSON ({parse_error_text(exc)})", hint="fix facts.json"
+        ) from None
     if not isinstance(facts, dict):
-        raise DataFileError(f"{path}: expected a JSON object, got {type(facts).__name__}",
-                            hint='write {"env": {...}, "cpu_count": N, "disk": {...}, "torch": {...}}')
+        raise DataFileError(
+            f"{path}: expected a JSON object, got {type(facts).__name__}",
+            hint='write {"env": {...}, "cpu_count": N, "disk": {...}, "torch": {...}}',
+        )
     return facts

@@ -30,8 +30,10 @@ class CheckResult:
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
-            raise InputError(f"check {self.name!r}: unknown status {self.status!r}",
-                             hint=f"use one of {', '.join(STATUSES)}")
+            raise InputError(
+                f"check {self.name!r}: unknown status {self.status!r}",
+                hint=f"use one of {', '.join(STATUSES)}",
+            )
 
 
 def ok(name: str, finding: str, fix: str = "") -> CheckResult:

@@ -39,8 +39,9 @@ CHECKS: dict[str, Check] = {
 }
 
 
-def run_doctor(probe: Probe | None = None, options: DoctorOptions | None = None,
-               only: tuple[str, ...] = ()) -> tuple[CheckResult, ...]:
+def run_doctor(
+    probe: Probe | None = None, options: DoctorOptions | None = None, only: tuple[str, ...] = ()
+) -> tuple[CheckResult, ...]:
     """Run the checks (all, or those named in ``only``) against ``probe`` (default: this machine).
 
     A check that crashes reports ``skip`` with the exception instead of hiding the others.
@@ -48,7 +49,9 @@ def run_doctor(probe: Probe | None = None, options: DoctorOptions | None = None,
     for n in only:
         check_choice(n, CHECKS, "check")
     ctx = Context(probe if probe is not None else SystemProbe(), options or DoctorOptions())
-    results = [_run_one(name, check, ctx) for name, check in CHECKS.items() if not only or name in only]
+    results = [
+        _run_one(name, check, ctx) for name, check in CHECKS.items() if not only or name in only
+    ]
     if only:  # a fix that says "see the X check" must not point at a check the user did not run
         results = [_inline_referenced(r, ctx, only) for r in results]
     return tuple(results)
@@ -59,7 +62,9 @@ def _run_one(name: str, check: Check, ctx: Context) -> CheckResult:
         return check(ctx)
     except Exception as exc:  # one broken reading must not hide the other checks
         log.debug("check %s crashed", name, exc_info=True)
-        return skip(name, f"could not run: {type(exc).__name__}: {exc}", "rerun with --debug and report it")
+        return skip(
+            name, f"could not run: {type(exc).__name__}: {exc}", "rerun with --debug and report it"
+        )
 
 
 _REFERENCE = re.compile(r"the ([a-z0-9-]+)(?: and ([a-z0-9-]+))? checks?\b")
@@ -67,8 +72,12 @@ _REFERENCE = re.compile(r"the ([a-z0-9-]+)(?: and ([a-z0-9-]+))? checks?\b")
 
 def _inline_referenced(result: CheckResult, ctx: Context, shown: tuple[str, ...]) -> CheckResult:
     """Append the fixes of checks that ``result.fix`` refers to but that were not run."""
-    names = [n for m in _REFERENCE.finditer(result.fix) for n in m.groups()
-             if n in CHECKS and n not in shown and n != result.name]
+    names = [
+        n
+        for m in _REFERENCE.finditer(result.fix)
+        for n in m.groups()
+        if n in CHECKS and n not in shown and n != result.name
+    ]
     if not names:
         return result
     parts = []

@@ -68,4 +68,3 @@ __all__ = [
     "resolve_model",
     "workload_from_options",
 ]
-

@@ -43,8 +43,17 @@ CALIBRATION_VERSION = 1
 # A measured peak may exceed the datasheet by a few percent (boost clocks above the rated clock);
 # more than this means the figure belongs to another GPU or the run was broken.
 DATASHEET_TOLERANCE = 1.05
-_GPU_KEYS = {"matmul_efficiency", "memory_bandwidth_efficiency", "mfu", "mfu_by_model", "cuda_context_gib",
-             "allocator_fraction", "matmul_tflops", "memory_bandwidth_tb_s", "notes"}
+_GPU_KEYS = {
+    "matmul_efficiency",
+    "memory_bandwidth_efficiency",
+    "mfu",
+    "mfu_by_model",
+    "cuda_context_gib",
+    "allocator_fraction",
+    "matmul_tflops",
+    "memory_bandwidth_tb_s",
+    "notes",
+}
 
 
 @dataclass(frozen=True)
@@ -85,35 +94,63 @@ class Calibration:
 
 
 def _fraction(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 < value <= 1:
-        raise DataFileError(f"{where} must be a number in (0, 1], got {value!r}",
-                            hint="rerun `gpuwise bench --calibrate` or fix the value")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= 1
+    ):
+        raise DataFileError(
+            f"{where} must be a number in (0, 1], got {value!r}",
+            hint="rerun `gpuwise bench --calibrate` or fix the value",
+        )
     return float(value)
 
 
 def _mfu(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 < value < 1:
-        raise DataFileError(f"{where} must be a model-FLOPs utilisation in (0, 1), got {value!r}",
-                            hint="rerun `gpuwise bench --calibrate` on that GPU or fix the value")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value < 1
+    ):
+        raise DataFileError(
+            f"{where} must be a model-FLOPs utilisation in (0, 1), got {value!r}",
+            hint="rerun `gpuwise bench --calibrate` on that GPU or fix the value",
+        )
     return float(value)
 
 
 def _below_datasheet(value: Any, peak: float | None, where: str, unit: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise DataFileError(f"{where} must be a positive number of {unit}, got {value!r}",
-                            hint="rerun `gpuwise bench --calibrate` or remove the key")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise DataFileError(
+            f"{where} must be a positive number of {unit}, got {value!r}",
+            hint="rerun `gpuwise bench --calibrate` or remove the key",
+        )
     if peak is not None and value > peak * DATASHEET_TOLERANCE:
-        raise DataFileError(f"{where} = {value:g} {unit} is above the datasheet peak ({peak:g} {unit})",
-                            hint="the figure belongs to another GPU or a broken run: rerun `gpuwise bench "
-                                 "--calibrate` on this GPU, or remove the entry")
+        raise DataFileError(
+            f"{where} = {value:g} {unit} is above the datasheet peak ({peak:g} {unit})",
+            hint="the figure belongs to another GPU or a broken run: rerun `gpuwise bench "
+            "--calibrate` on this GPU, or remove the entry",
+        )
 
 
 def _positive(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise DataFileError(f"{where} must be a non-negative number, got {value!r}",
-                            hint="rerun `gpuwise bench --calibrate` or fix the value")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise DataFileError(
+            f"{where} must be a non-negative number, got {value!r}",
+            hint="rerun `gpuwise bench --calibrate` or fix the value",
+        )
     return float(value)
 
 
@@ -122,61 +159,96 @@ def parse_calibration(data: Any, where: str) -> Calibration:
     from gpuwise.hardware import gpu_table
 
     if not isinstance(data, dict):
-        raise DataFileError(f"{where}: expected a JSON object", hint="see docs/calibration.md for the schema")
+        raise DataFileError(
+            f"{where}: expected a JSON object", hint="see docs/calibration.md for the schema"
+        )
     version = data.get("version")
     if version != CALIBRATION_VERSION:
-        raise DataFileError(f"{where}: unsupported calibration version {version!r}",
-                            hint=f"this gpuwise reads version {CALIBRATION_VERSION}; rerun `gpuwise bench --calibrate`")
+        raise DataFileError(
+            f"{where}: unsupported calibration version {version!r}",
+            hint=f"this gpuwise reads version {CALIBRATION_VERSION}; rerun `gpuwise bench --calibrate`",
+        )
     gpus_raw = data.get("gpus", {})
     if not isinstance(gpus_raw, dict):
-        raise DataFileError(f"{where}: 'gpus' must be an object keyed by GPU name", hint="see docs/calibration.md")
+        raise DataFileError(
+            f"{where}: 'gpus' must be an object keyed by GPU name", hint="see docs/calibration.md"
+        )
     table = gpu_table()
     gpus: dict[str, GpuCalibration] = {}
     for name, entry in gpus_raw.items():
         at = f"{where}: gpus.{name}"
         spec = table.get(str(name))
         if spec is None:
-            raise DataFileError(f"{at}: unknown GPU {name!r}", hint="use a name `gpuwise gpus` lists",
-                                suggestions=did_you_mean(str(name), table.names))
+            raise DataFileError(
+                f"{at}: unknown GPU {name!r}",
+                hint="use a name `gpuwise gpus` lists",
+                suggestions=did_you_mean(str(name), table.names),
+            )
         if not isinstance(entry, dict):
             raise DataFileError(f"{at}: expected an object", hint="see docs/calibration.md")
         unknown = set(entry) - _GPU_KEYS
         if unknown:
-            raise DataFileError(f"{at}: unknown key(s) {', '.join(sorted(unknown))}", hint="see docs/calibration.md",
-                                suggestions=[s for u in unknown for s in did_you_mean(u, _GPU_KEYS, 1)])
+            raise DataFileError(
+                f"{at}: unknown key(s) {', '.join(sorted(unknown))}",
+                hint="see docs/calibration.md",
+                suggestions=[s for u in unknown for s in did_you_mean(u, _GPU_KEYS, 1)],
+            )
         eff = entry.get("matmul_efficiency", {})
         if not isinstance(eff, dict):
-            raise DataFileError(f"{at}.matmul_efficiency: expected an object keyed by precision",
-                                hint='e.g. {"bf16": 0.78}')
+            raise DataFileError(
+                f"{at}.matmul_efficiency: expected an object keyed by precision",
+                hint='e.g. {"bf16": 0.78}',
+            )
         by_model = entry.get("mfu_by_model", {})
         if not isinstance(by_model, dict):
-            raise DataFileError(f"{at}.mfu_by_model: expected an object keyed by model name",
-                                hint='e.g. {"llama-2-7b": 0.48}')
+            raise DataFileError(
+                f"{at}.mfu_by_model: expected an object keyed by model name",
+                hint='e.g. {"llama-2-7b": 0.48}',
+            )
         tflops = entry.get("matmul_tflops", {})
         if not isinstance(tflops, dict):
-            raise DataFileError(f"{at}.matmul_tflops: expected an object keyed by precision",
-                                hint='e.g. {"bf16": 790.0}')
+            raise DataFileError(
+                f"{at}.matmul_tflops: expected an object keyed by precision",
+                hint='e.g. {"bf16": 790.0}',
+            )
         for prec, value in tflops.items():
-            peak = spec.peak_tflops(str(prec)) if str(prec) in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8") \
+            peak = (
+                spec.peak_tflops(str(prec))
+                if str(prec) in ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
                 else None
+            )
             _below_datasheet(value, peak, f"{at}.matmul_tflops.{prec}", "TFLOP/s")
         if entry.get("memory_bandwidth_tb_s") is not None:
-            _below_datasheet(entry["memory_bandwidth_tb_s"], spec.memory_bandwidth_tb_s,
-                             f"{at}.memory_bandwidth_tb_s", "TB/s")
+            _below_datasheet(
+                entry["memory_bandwidth_tb_s"],
+                spec.memory_bandwidth_tb_s,
+                f"{at}.memory_bandwidth_tb_s",
+                "TB/s",
+            )
         gpus[spec.name] = GpuCalibration(
             gpu=spec.name,
-            matmul_efficiency={str(k): _fraction(v, f"{at}.matmul_efficiency.{k}") for k, v in eff.items()},
-            memory_bandwidth_efficiency=_fraction(entry["memory_bandwidth_efficiency"],
-                                                  f"{at}.memory_bandwidth_efficiency")
-            if entry.get("memory_bandwidth_efficiency") is not None else None,
+            matmul_efficiency={
+                str(k): _fraction(v, f"{at}.matmul_efficiency.{k}") for k, v in eff.items()
+            },
+            memory_bandwidth_efficiency=_fraction(
+                entry["memory_bandwidth_efficiency"], f"{at}.memory_bandwidth_efficiency"
+            )
+            if entry.get("memory_bandwidth_efficiency") is not None
+            else None,
             mfu=_mfu(entry["mfu"], f"{at}.mfu") if "mfu" in entry else None,
-            mfu_by_model={str(k).lower(): _mfu(v, f"{at}.mfu_by_model.{k}") for k, v in by_model.items()},
+            mfu_by_model={
+                str(k).lower(): _mfu(v, f"{at}.mfu_by_model.{k}") for k, v in by_model.items()
+            },
             cuda_context_gib=_positive(entry["cuda_context_gib"], f"{at}.cuda_context_gib")
-            if entry.get("cuda_context_gib") is not None else None,
+            if entry.get("cuda_context_gib") is not None
+            else None,
             allocator_fraction=_positive(entry["allocator_fraction"], f"{at}.allocator_fraction")
-            if entry.get("allocator_fraction") is not None else None,
+            if entry.get("allocator_fraction") is not None
+            else None,
         )
-    return Calibration(path=where, gpus=gpus, measured_at=data.get("measured_at"), device=data.get("device"))
+    return Calibration(
+        path=where, gpus=gpus, measured_at=data.get("measured_at"), device=data.get("device")
+    )
 
 
 def default_calibration_path() -> Path:
@@ -191,18 +263,26 @@ def load_calibration(path: str | Path | None = None) -> Calibration | None:
     p = Path(path) if path is not None else default_calibration_path()
     if not p.is_file():
         if path is not None:
-            raise DataFileError(f"{p}: no such calibration file", hint="run `gpuwise bench --calibrate` first")
+            raise DataFileError(
+                f"{p}: no such calibration file", hint="run `gpuwise bench --calibrate` first"
+            )
         return None
     try:
         data = json.loads(p.read_text("utf-8"))
     except UnicodeDecodeError as exc:  # was reported as a permissions problem
-        raise DataFileError(f"{p}: {parse_error_text(exc)}",
-                            hint="rerun `gpuwise bench --calibrate`, or remove the file") from None
+        raise DataFileError(
+            f"{p}: {parse_error_text(exc)}",
+            hint="rerun `gpuwise bench --calibrate`, or remove the file",
+        ) from None
     except OSError as exc:
-        raise DataFileError(f"{p}: cannot read ({exc.strerror})", hint="check the file's permissions") from None
+        raise DataFileError(
+            f"{p}: cannot read ({exc.strerror})", hint="check the file's permissions"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise DataFileError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})",
-                            hint="rerun `gpuwise bench --calibrate` or fix the file") from None
+        raise DataFileError(
+            f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})",
+            hint="rerun `gpuwise bench --calibrate` or fix the file",
+        ) from None
     return parse_calibration(data, str(p))
 
 
@@ -212,16 +292,25 @@ def _existing(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFileError(f"{path}: existing calibration file is not readable JSON ({exc})",
-                            hint=f"move it aside (`mv {path} {path}.bak`) and rerun") from None
-    if not isinstance(data, dict) or data.get("version") != CALIBRATION_VERSION or not isinstance(data.get("gpus", {}), dict):
-        raise DataFileError(f"{path}: existing calibration file is not version {CALIBRATION_VERSION}",
-                            hint=f"move it aside (`mv {path} {path}.bak`) and rerun")
+        raise DataFileError(
+            f"{path}: existing calibration file is not readable JSON ({exc})",
+            hint=f"move it aside (`mv {path} {path}.bak`) and rerun",
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != CALIBRATION_VERSION
+        or not isinstance(data.get("gpus", {}), dict)
+    ):
+        raise DataFileError(
+            f"{path}: existing calibration file is not version {CALIBRATION_VERSION}",
+            hint=f"move it aside (`mv {path} {path}.bak`) and rerun",
+        )
     return data
 
 
-def write_gpu_entry(gpu: str, entry: dict[str, Any], *, device: str, measured_at: str,
-                    path: Path | None = None) -> Path:
+def write_gpu_entry(
+    gpu: str, entry: dict[str, Any], *, device: str, measured_at: str, path: Path | None = None
+) -> Path:
     """Merge ``entry`` (the keys of one GPU) into the calibration file, atomically.
 
     Keys of other GPUs, and keys of this GPU that ``entry`` does not carry, are kept. The merged
@@ -234,7 +323,12 @@ def write_gpu_entry(gpu: str, entry: dict[str, Any], *, device: str, measured_at
     merged = dict(gpus.get(gpu, {}))
     merged.update(entry)
     gpus[gpu] = merged
-    doc = {"version": CALIBRATION_VERSION, "measured_at": measured_at, "device": device, "gpus": gpus}
+    doc = {
+        "version": CALIBRATION_VERSION,
+        "measured_at": measured_at,
+        "device": device,
+        "gpus": gpus,
+    }
     parse_calibration(doc, str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(target, json.dumps(doc, indent=2) + "\n")

@@ -35,7 +35,13 @@ if TYPE_CHECKING:
 
 # Pseudo-rows a GPU's (or class's) mean is shrunk toward its parent with.
 SHRINK_ROWS = 2.0
-_TASKS = {"pretrain": "pretrain", "sft": "finetune", "lora": "lora", "qlora": "qlora", "infer": "inference"}
+_TASKS = {
+    "pretrain": "pretrain",
+    "sft": "finetune",
+    "lora": "lora",
+    "qlora": "qlora",
+    "infer": "inference",
+}
 _PRECISIONS = {"tf32": "fp32", "fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 _ZERO = {"fsdp": 3, "ddp": 0, "megatron": 1}
 
@@ -63,24 +69,41 @@ class MeasuredRun:
 
 @functools.lru_cache(maxsize=1)
 def _models() -> dict[str, tuple[ModelConfig, bool]]:
-    text = resources.files("gpuwise.estimate").joinpath("data/measured_models.csv").read_text("utf-8")
+    text = (
+        resources.files("gpuwise.estimate").joinpath("data/measured_models.csv").read_text("utf-8")
+    )
     out: dict[str, tuple[ModelConfig, bool]] = {}
     for r in commented_csv(text):
         if r["preset"]:
             out[r["name"]] = (get_preset(r["preset"]), False)
             continue
-        m = ModelConfig(name=r["name"], arch="decoder", hidden=int(r["hidden"]), layers=int(r["layers"]),
-                        heads=int(r["heads"]), kv_heads=int(r["kv_heads"] or 0), intermediate=int(r["intermediate"]),
-                        vocab=int(r["vocab"]), gated_mlp=r["gated_mlp"] == "true", tied_embeddings=r["tied"] == "true",
-                        learned_positions=r["learned_positions"] == "true", norm=r["norm"],  # type: ignore[arg-type]
-                        bias=False, source=r["source"])
+        m = ModelConfig(
+            name=r["name"],
+            arch="decoder",
+            hidden=int(r["hidden"]),
+            layers=int(r["layers"]),
+            heads=int(r["heads"]),
+            kv_heads=int(r["kv_heads"] or 0),
+            intermediate=int(r["intermediate"]),
+            vocab=int(r["vocab"]),
+            gated_mlp=r["gated_mlp"] == "true",
+            tied_embeddings=r["tied"] == "true",
+            learned_positions=r["learned_positions"] == "true",
+            norm=r["norm"],  # type: ignore[arg-type]
+            bias=False,
+            source=r["source"],
+        )
         out[r["name"]] = (m, r["learned_positions"] == "true")
     return out
 
 
 @functools.lru_cache(maxsize=1)
 def load_measured_runs() -> tuple[MeasuredRun, ...]:
-    text = resources.files("gpuwise.estimate").joinpath("data/measured_throughput.csv").read_text("utf-8")
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/measured_throughput.csv")
+        .read_text("utf-8")
+    )
     models = _models()
     runs = []
     for r in commented_csv(text):
@@ -95,17 +118,33 @@ def load_measured_runs() -> tuple[MeasuredRun, ...]:
                 kw.update(prompt_len=seq, output_len=1)
             else:
                 kw["seq_len"] = seq
-        wl = Workload(model=model, task=task,  # type: ignore[arg-type]
-                      precision=_PRECISIONS[r["precision"]],  # type: ignore[arg-type]
-                      micro_batch=int(r["micro_batch"] or 1), zero=_ZERO[r["parallelism"]],
-                      global_batch=int(r["global_batch"]) if r["global_batch"] else None,
-                      grad_ckpt=("none" if r["recompute"] == "unstated" else r["recompute"]),  # type: ignore[arg-type]
-                      tensor_parallel=int(r["tp"]), pipeline_parallel=int(r["pp"]),
-                      fused_kernels=r["fused"] == "true",
-                      sequence_parallel=r["parallelism"] == "megatron" and int(r["tp"]) > 1, **kw)  # type: ignore[arg-type]
+        wl = Workload(
+            model=model,
+            task=task,  # type: ignore[arg-type]
+            precision=_PRECISIONS[r["precision"]],  # type: ignore[arg-type]
+            micro_batch=int(r["micro_batch"] or 1),
+            zero=_ZERO[r["parallelism"]],
+            global_batch=int(r["global_batch"]) if r["global_batch"] else None,
+            grad_ckpt=("none" if r["recompute"] == "unstated" else r["recompute"]),  # type: ignore[arg-type]
+            tensor_parallel=int(r["tp"]),
+            pipeline_parallel=int(r["pp"]),
+            fused_kernels=r["fused"] == "true",
+            sequence_parallel=r["parallelism"] == "megatron" and int(r["tp"]) > 1,
+            **kw,  # type: ignore[arg-type]
+        )
         label = f"{r['model']} {r['task']} s{seq} mb{r['micro_batch'] or '?'} {r['precision']} {r['recompute']}"
-        runs.append(MeasuredRun(source_id=r["source_id"], gpu=r["gpu"], gpus=int(r["gpus"]), workload=wl,
-                                value=float(r["value"]), unit=r["unit"], source=r["source"], label=label))
+        runs.append(
+            MeasuredRun(
+                source_id=r["source_id"],
+                gpu=r["gpu"],
+                gpus=int(r["gpus"]),
+                workload=wl,
+                value=float(r["value"]),
+                unit=r["unit"],
+                source=r["source"],
+                label=label,
+            )
+        )
     return tuple(runs)
 
 
@@ -145,7 +184,9 @@ class EfficiencyModel:
         if klass in self.by_class:
             lf, n = self.by_class[klass]
             return math.exp(lf), f"fitted to {n} measured {klass} runs"
-        return math.exp(self.overall), f"no measured {klass} run: mean of all {self.rows} measured runs"
+        return math.exp(
+            self.overall
+        ), f"no measured {klass} run: mean of all {self.rows} measured runs"
 
     def interval(self, klass: str) -> tuple[float, float] | None:
         """(p10, p90) multipliers of a predicted time for ``klass`` (``pretraining-run`` or a
@@ -157,15 +198,26 @@ UNIT_EFFICIENCY = EfficiencyModel()
 """No framework factor (1.0) and no error bars: the named parts alone."""
 
 
-def _estimate(run: MeasuredRun, efficiency: EfficiencyModel, inter_node_gbit_s: float | None = None) -> Estimate:
+def _estimate(
+    run: MeasuredRun, efficiency: EfficiencyModel, inter_node_gbit_s: float | None = None
+) -> Estimate:
     from gpuwise.estimate.estimator import estimate_workload
 
     kw = {} if inter_node_gbit_s is None else {"inter_node_gbit_s": inter_node_gbit_s}
-    return estimate_workload(run.workload, run.gpu, run.gpus, calibration=None, suggest=False,
-                             efficiency=efficiency, **kw)  # type: ignore[arg-type]
+    return estimate_workload(
+        run.workload,
+        run.gpu,
+        run.gpus,
+        calibration=None,
+        suggest=False,
+        efficiency=efficiency,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
-def log_residual(run: MeasuredRun, efficiency: EfficiencyModel, *, inter_node_gbit_s: float | None = None) -> float:
+def log_residual(
+    run: MeasuredRun, efficiency: EfficiencyModel, *, inter_node_gbit_s: float | None = None
+) -> float:
     """log(measured step time ÷ predicted step time) = log(predicted ÷ measured throughput)."""
     est = _estimate(run, efficiency, inter_node_gbit_s)
     return math.log(run.per_gpu(est.tokens_per_second, est.samples_per_second) / run.value)
@@ -189,7 +241,9 @@ def _row(run: MeasuredRun) -> _Row | None:
     p = est.step_parts
     if not p:  # inference: the whole step scales
         return _Row(run.gpu, klass, measured_step, est.step_time_s, 0.0)
-    compute = p["matmul_s"] + p["memory_bound_s"] + p["recompute_s"] + p["dequant_s"] + p["attention_s"]
+    compute = (
+        p["matmul_s"] + p["memory_bound_s"] + p["recompute_s"] + p["dequant_s"] + p["attention_s"]
+    )
     bubble = (est.step_time_s - est.comm_time_s) / (compute + p["optimizer_s"])
     target = (measured_step - est.comm_time_s) / bubble - p["optimizer_s"]
     if target <= 0:
@@ -210,9 +264,11 @@ def _fit_factors(rows: list[_Row], c: float) -> tuple[float, dict[str, tuple[flo
     return overall, by_class, sse
 
 
-def fit_efficiency(runs: tuple[MeasuredRun, ...] | list[MeasuredRun],
-                   intervals: dict[str, tuple[float, float]] | None = None,
-                   run_efficiency: float = 1.0) -> EfficiencyModel:
+def fit_efficiency(
+    runs: tuple[MeasuredRun, ...] | list[MeasuredRun],
+    intervals: dict[str, tuple[float, float]] | None = None,
+    run_efficiency: float = 1.0,
+) -> EfficiencyModel:
     """Fit the framework factors and the attention factor to ``runs``.
 
     Per workload class, the framework factor is the log-mean of measured ÷ predicted compute time,
@@ -233,8 +289,14 @@ def fit_efficiency(runs: tuple[MeasuredRun, ...] | list[MeasuredRun],
             best = (c, fit)
     assert best is not None
     c, (overall, by_class, _) = best
-    return EfficiencyModel(by_class=by_class, overall=overall, rows=len(rows),
-                           intervals=dict(intervals or {}), attention_factor=c, run_efficiency=run_efficiency)
+    return EfficiencyModel(
+        by_class=by_class,
+        overall=overall,
+        rows=len(rows),
+        intervals=dict(intervals or {}),
+        attention_factor=c,
+        run_efficiency=run_efficiency,
+    )
 
 
 # How published pretraining runs are estimated (their parallelism and batch are not all published):
@@ -250,9 +312,15 @@ def run_gpu_hours(run: PublishedRun, efficiency: EfficiencyModel) -> tuple[float
     from gpuwise.estimate.estimator import estimate_workload
 
     wl = Workload(model=run.model, task="pretrain", tokens=run.tokens, seq_len=run.seq_len, zero=3)
-    est = estimate_workload(wl, run.gpu, run.gpus or RUN_DEFAULT_GPUS, calibration=None, suggest=False,
-                            efficiency=replace(efficiency, whole_run_gpu_hours=0.0),
-                            inter_node_gbit_s=RUN_INTER_NODE_GBIT_S)
+    est = estimate_workload(
+        wl,
+        run.gpu,
+        run.gpus or RUN_DEFAULT_GPUS,
+        calibration=None,
+        suggest=False,
+        efficiency=replace(efficiency, whole_run_gpu_hours=0.0),
+        inter_node_gbit_s=RUN_INTER_NODE_GBIT_S,
+    )
     assert est.gpu_hours is not None
     return est.gpu_hours, est.goodput
 
@@ -270,10 +338,17 @@ def fit_run_efficiency(runs: list[PublishedRun], efficiency: EfficiencyModel) ->
 def residual_intervals() -> dict[str, tuple[float, float]]:
     """class → (p10, p90) time multipliers from ``data/estimate_residuals.csv`` (empty if absent)."""
     try:
-        text = resources.files("gpuwise.estimate").joinpath("data/estimate_residuals.csv").read_text("utf-8")
+        text = (
+            resources.files("gpuwise.estimate")
+            .joinpath("data/estimate_residuals.csv")
+            .read_text("utf-8")
+        )
     except FileNotFoundError:
         return {}
-    return {r["class"]: (math.exp(float(r["log_p10"])), math.exp(float(r["log_p90"]))) for r in commented_csv(text)}
+    return {
+        r["class"]: (math.exp(float(r["log_p10"])), math.exp(float(r["log_p90"])))
+        for r in commented_csv(text)
+    }
 
 
 @functools.lru_cache(maxsize=1)

@@ -101,7 +101,9 @@ def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
     if wl.task == "inference":
         return {"weights": total * weight_bytes_per_param(wl)}
     if wl.task == "qlora":
-        base = (m.linear_params * QLORA_BITS_PER_PARAM / 8 + (m.total_params - m.linear_params) * 2.0) / shard
+        base = (
+            m.linear_params * QLORA_BITS_PER_PARAM / 8 + (m.total_params - m.linear_params) * 2.0
+        ) / shard
     else:
         base = total * _WEIGHT_BYTES[wl.precision]
     train = trainable_params(wl) / shard
@@ -115,15 +117,35 @@ def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
     opt = train * _optimizer_bytes(wl) / (dp if wl.zero >= 1 else 1)
     # fp32 master copy: only when the working weights are 16 bit (not for fp32 runs, not for
     # fp32 LoRA adapters).
-    master = train * 4.0 / (dp if wl.zero >= 1 else 1) if mixed and wl.task not in ("lora", "qlora") else 0.0
-    if wl.cpu_offload:  # ZeRO-Offload keeps fp32 master + optimizer states on the CPU (Ren et al. 2021, Sec. 4)
+    master = (
+        train * 4.0 / (dp if wl.zero >= 1 else 1)
+        if mixed and wl.task not in ("lora", "qlora")
+        else 0.0
+    )
+    if (
+        wl.cpu_offload
+    ):  # ZeRO-Offload keeps fp32 master + optimizer states on the CPU (Ren et al. 2021, Sec. 4)
         opt = master = 0.0
-    return {"weights": weights, "gradients": grads, "optimizer_states": opt, "master_weights": master}
+    return {
+        "weights": weights,
+        "gradients": grads,
+        "optimizer_states": opt,
+        "master_weights": master,
+    }
 
 
-def layer_activation_bytes(m: ModelConfig, s: int, b: int, *, tp: int = 1, flash: bool = True,
-                           act_bytes: float = 2.0, cross_attention: bool = False, fused_norm: bool = False,
-                           sequence_parallel: bool = False) -> float:
+def layer_activation_bytes(
+    m: ModelConfig,
+    s: int,
+    b: int,
+    *,
+    tp: int = 1,
+    flash: bool = True,
+    act_bytes: float = 2.0,
+    cross_attention: bool = False,
+    fused_norm: bool = False,
+    sequence_parallel: bool = False,
+) -> float:
     """Activation bytes one transformer block keeps for backward (Korthikanti et al. 2022, Table 2,
     generalised; see the module docstring). Tensor parallelism without sequence parallelism
     splits the attention/MLP internals but not the norms, inputs and masks (``10 + 24/t`` form);
@@ -166,7 +188,9 @@ def layer_activation_bytes(m: ModelConfig, s: int, b: int, *, tp: int = 1, flash
 SELECTIVE_LAYER_EVERY = 2
 
 
-def selective_op_saved_bytes_per_token(m: ModelConfig, *, tp: int = 1, act_bytes: float = 2.0) -> float:
+def selective_op_saved_bytes_per_token(
+    m: ModelConfig, *, tp: int = 1, act_bytes: float = 2.0
+) -> float:
     """Bytes per token one block keeps under torchtitan's op-level selective AC
     (``selective_ac_option = "op"``): its policy saves the outputs of ``aten.mm`` (except every
     second one, counted per block in forward order), of the scaled-dot-product-attention kernels and
@@ -198,8 +222,13 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
     flash = wl.uses_flash_attention or wl.grad_ckpt == "selective"
     kw = {"fused_norm": wl.fused_kernels, "sequence_parallel": wl.sequence_parallel}
     enc = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, **kw)
-    dec = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, cross_attention=True, **kw) \
-        if m.decoder_layers else 0.0
+    dec = (
+        layer_activation_bytes(
+            m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, cross_attention=True, **kw
+        )
+        if m.decoder_layers
+        else 0.0
+    )
     layer_input = act_bytes * s * b * m.hidden / (tp if wl.sequence_parallel else 1)
     if wl.grad_ckpt == "full":
         # keep each layer's input (2·sbh, Korthikanti Table 2) and recompute one layer at a time
@@ -208,7 +237,9 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
         # torchtitan selective_ac_option = "2" (its default): every second block fully recomputed,
         # the others keep everything; plus one block being recomputed in the backward pass.
         full_blocks = m.total_layers // SELECTIVE_LAYER_EVERY
-        kept_whole = (enc * m.layers + dec * m.decoder_layers) * (1 - full_blocks / max(m.total_layers, 1))
+        kept_whole = (enc * m.layers + dec * m.decoder_layers) * (
+            1 - full_blocks / max(m.total_layers, 1)
+        )
         return kept_whole + layer_input * full_blocks + max(enc, dec)
     if wl.grad_ckpt == "selective-op":
         per_token = selective_op_saved_bytes_per_token(m, tp=tp, act_bytes=act_bytes)
@@ -239,11 +270,15 @@ def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:
     if not m.is_transformer or m.arch in ("encoder", "vision-transformer"):
         return 0.0
     kv_b = 1.0 if wl.precision == "fp8" else (4.0 if wl.precision == "fp32" else 2.0)
-    heads = max(1.0, m.n_kv / wl.tensor_parallel)  # KV heads are split by TP, replicated below one per GPU
+    heads = max(
+        1.0, m.n_kv / wl.tensor_parallel
+    )  # KV heads are split by TP, replicated below one per GPU
     # decoder-only: one self-attention cache per layer; encoder-decoder: self + cross per decoder layer
     layers = (2 * m.decoder_layers if m.decoder_layers else m.layers) / wl.pipeline_parallel
     ctx = wl.prompt_len + wl.output_len
-    if m.kv_lora_rank:  # MLA caches the latent and the rotary key once per token, not K and V per head
+    if (
+        m.kv_lora_rank
+    ):  # MLA caches the latent and the rotary key once per token, not K and V per head
         return kv_b * layers * (m.kv_lora_rank + m.rope_head_dim) * ctx * (batch or wl.micro_batch)
     return 2 * kv_b * layers * heads * m.d_head * ctx * (batch or wl.micro_batch)
 
@@ -251,8 +286,15 @@ def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:
 def inference_activation_bytes(wl: Workload) -> float:
     """Transient activations of one layer during prefill plus last-position logits (fp32)."""
     m = wl.model
-    if not m.is_transformer:  # upper bound: what training keeps (inference frees each layer's input sooner)
-        return m.activation_mib_per_sample * 2**20 * wl.micro_batch * (1.0 if wl.precision == "fp32" else 0.5)
+    if (
+        not m.is_transformer
+    ):  # upper bound: what training keeps (inference frees each layer's input sooner)
+        return (
+            m.activation_mib_per_sample
+            * 2**20
+            * wl.micro_batch
+            * (1.0 if wl.precision == "fp32" else 0.5)
+        )
     b, s = wl.micro_batch, wl.input_len
     act = 4.0 if wl.precision == "fp32" else 2.0
     width = 2 * m.hidden + (3 if m.gated_mlp else 1) * m.ffn / wl.tensor_parallel
@@ -276,17 +318,24 @@ def comm_buffer_bytes(wl: Workload, dp: int) -> float:
     train = trainable_params(wl) / shard
     wb = _WEIGHT_BYTES[wl.precision]
     if wl.zero == 0:
-        grad_b = adapter_bytes_per_param(wl) if wl.task in ("lora", "qlora") else \
-            (4.0 if wl.precision == "fp32" else 2.0)
+        grad_b = (
+            adapter_bytes_per_param(wl)
+            if wl.task in ("lora", "qlora")
+            else (4.0 if wl.precision == "fp32" else 2.0)
+        )
         return train * grad_b
     if wl.zero in (1, 2):
         return 2 * min(_ZERO_BUCKET_ELEMENTS, train) * wb
-    unit = (max(m.layer_params(), m.vocab * m.hidden) if m.is_transformer else m.total_params) / shard
+    unit = (
+        max(m.layer_params(), m.vocab * m.hidden) if m.is_transformer else m.total_params
+    ) / shard
     unit = min(unit, m.total_params / shard)
     return 2 * unit * wb + unit * wb
 
 
-def memory_breakdown_bytes(wl: Workload, dp: int, overheads: Overheads = Overheads()) -> dict[str, float]:
+def memory_breakdown_bytes(
+    wl: Workload, dp: int, overheads: Overheads = Overheads()
+) -> dict[str, float]:
     """The full per-GPU breakdown in bytes, keyed by the names ``--json`` reports."""
     out = model_state_bytes(wl, dp)
     if wl.task == "inference":

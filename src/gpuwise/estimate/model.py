@@ -22,8 +22,14 @@ from typing import Any, Literal
 from gpuwise.errors import DataFileError, EstimateError, InputError, did_you_mean
 
 Arch = Literal["decoder", "encoder", "encoder-decoder", "vision-transformer", "cnn", "params-only"]
-ARCHS: tuple[Arch, ...] = ("decoder", "encoder", "encoder-decoder", "vision-transformer", "cnn",
-                           "params-only")
+ARCHS: tuple[Arch, ...] = (
+    "decoder",
+    "encoder",
+    "encoder-decoder",
+    "vision-transformer",
+    "cnn",
+    "params-only",
+)
 
 
 @dataclass(frozen=True)
@@ -114,23 +120,34 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.arch in ("cnn", "params-only"):
             if not (self.params > 0 and math.isfinite(self.params)):
-                raise EstimateError(f"model {self.name!r}: parameter count must be > 0",
-                                    hint="give params, e.g. 7e9 or '7B'")
+                raise EstimateError(
+                    f"model {self.name!r}: parameter count must be > 0",
+                    hint="give params, e.g. 7e9 or '7B'",
+                )
             return
         for field_name in ("hidden", "layers", "heads"):
             if getattr(self, field_name) <= 0:
-                raise EstimateError(f"model {self.name!r}: {field_name} must be > 0, got "
-                                    f"{getattr(self, field_name)}", hint="check the model config")
+                raise EstimateError(
+                    f"model {self.name!r}: {field_name} must be > 0, got "
+                    f"{getattr(self, field_name)}",
+                    hint="check the model config",
+                )
         if self.head_dim == 0 and self.hidden % self.heads:
             raise EstimateError(
                 f"model {self.name!r}: {self.heads} attention heads do not divide hidden size {self.hidden}",
-                hint="the hidden size must be a multiple of the head count (or give head_dim)")
+                hint="the hidden size must be a multiple of the head count (or give head_dim)",
+            )
         if self.kv_heads and (self.kv_heads > self.heads or self.heads % self.kv_heads):
-            raise EstimateError(f"model {self.name!r}: {self.kv_heads} KV heads do not divide "
-                                f"{self.heads} attention heads", hint="num_key_value_heads must divide num_attention_heads")
+            raise EstimateError(
+                f"model {self.name!r}: {self.kv_heads} KV heads do not divide "
+                f"{self.heads} attention heads",
+                hint="num_key_value_heads must divide num_attention_heads",
+            )
         if self.experts and not 0 < self.experts_per_token <= self.experts:
-            raise EstimateError(f"model {self.name!r}: experts_per_token must be in 1..{self.experts}",
-                                hint="set num_experts_per_tok")
+            raise EstimateError(
+                f"model {self.name!r}: experts_per_token must be in 1..{self.experts}",
+                hint="set num_experts_per_tok",
+            )
 
     # -- derived shape -------------------------------------------------------------------
     @property
@@ -173,7 +190,11 @@ class ModelConfig:
         latent norms."""
         if self.kv_lora_rank:
             h, a, qk, v = self.hidden, self.heads, self.d_head, self.v_head_dim or self.d_head
-            q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * a * qk if self.q_lora_rank else h * a * qk
+            q = (
+                h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * a * qk
+                if self.q_lora_rank
+                else h * a * qk
+            )
             kv = h * (self.kv_lora_rank + self.rope_head_dim) + self.kv_lora_rank
             kv += self.kv_lora_rank * a * (qk - self.rope_head_dim + v)
             return q + kv + a * v * h
@@ -202,7 +223,9 @@ class ModelConfig:
 
     def layer_params(self) -> int:
         """One decoder/encoder block: attention, MLP (all experts), router, shared expert, two norms."""
-        mlp = self.mlp_params() * max(1, self.experts) + (self.hidden * self.experts if self.experts else 0)
+        mlp = self.mlp_params() * max(1, self.experts) + (
+            self.hidden * self.experts if self.experts else 0
+        )
         return self.attention_params() + mlp + self.shared_mlp_params() + 2 * self.norm_params()
 
     def dense_layer_params(self) -> int:
@@ -254,7 +277,11 @@ class ModelConfig:
         """Parameters each token passes through (MoE: only top-k experts)."""
         if not self.experts:
             return self.total_params
-        idle = (self.experts - self.experts_per_token) * self.mlp_params() * (self.layers - self.dense_layers)
+        idle = (
+            (self.experts - self.experts_per_token)
+            * self.mlp_params()
+            * (self.layers - self.dense_layers)
+        )
         return self.total_params - idle
 
     @functools.cached_property
@@ -269,7 +296,9 @@ class ModelConfig:
             return self.params
         n = self.active_params - self.embedding_params()
         if self.arch == "vision-transformer":
-            n += self.num_channels * self.patch_size**2 * self.hidden  # the patch projection is a matmul
+            n += (
+                self.num_channels * self.patch_size**2 * self.hidden
+            )  # the patch projection is a matmul
         elif self.tied_embeddings and self.has_lm_head:
             n += self.vocab * self.hidden
         return float(n)
@@ -280,7 +309,9 @@ class ModelConfig:
         if not self.is_transformer:
             return self.params
         per = self.layer_params() - 2 * self.norm_params()
-        n = self.layers * per + self.dense_layers * (self.dense_layer_params() - self.layer_params())
+        n = self.layers * per + self.dense_layers * (
+            self.dense_layer_params() - self.layer_params()
+        )
         if self.decoder_layers:
             n += self.decoder_layers * (self.cross_layer_params() - 3 * self.norm_params())
         return float(n)
@@ -292,8 +323,10 @@ class ModelConfig:
         ``all-linear``: also the MLP (QLoRA paper Sec. 4 adapts all linear layers).
         """
         if not self.is_transformer:
-            raise EstimateError(f"LoRA needs a transformer model; {self.name!r} is {self.arch}",
-                                hint="use task='finetune' for this model")
+            raise EstimateError(
+                f"LoRA needs a transformer model; {self.name!r} is {self.arch}",
+                hint="use task='finetune' for this model",
+            )
         h, q, kv, f = self.hidden, self.heads * self.d_head, self.n_kv * self.d_head, self.ffn
         n_attn = self.layers + 2 * self.decoder_layers
         shapes = [(h, q, n_attn), (h, kv, n_attn)]  # q, v
@@ -335,12 +368,24 @@ def preset_names() -> list[str]:
     return list(_presets())
 
 
-_ALIASES = {"llama2-7b": "llama-2-7b", "llama2-13b": "llama-2-13b", "llama2-70b": "llama-2-70b",
-            "llama-3-8b": "llama-3.1-8b", "llama-3-70b": "llama-3.1-70b", "llama3.1-8b": "llama-3.1-8b",
-            "llama3.1-70b": "llama-3.1-70b", "llama3.1-405b": "llama-3.1-405b",
-            "mistral-7b-v0.1": "mistral-7b", "mixtral-8x7b-v0.1": "mixtral-8x7b", "gpt2-small": "gpt2",
-            "bert-base-uncased": "bert-base", "bert-large-uncased": "bert-large", "vit-base-patch16-224": "vit-b-16",
-            "resnet50": "resnet-50", "qwen2.5-7b-instruct": "qwen2.5-7b"}
+_ALIASES = {
+    "llama2-7b": "llama-2-7b",
+    "llama2-13b": "llama-2-13b",
+    "llama2-70b": "llama-2-70b",
+    "llama-3-8b": "llama-3.1-8b",
+    "llama-3-70b": "llama-3.1-70b",
+    "llama3.1-8b": "llama-3.1-8b",
+    "llama3.1-70b": "llama-3.1-70b",
+    "llama3.1-405b": "llama-3.1-405b",
+    "mistral-7b-v0.1": "mistral-7b",
+    "mixtral-8x7b-v0.1": "mixtral-8x7b",
+    "gpt2-small": "gpt2",
+    "bert-base-uncased": "bert-base",
+    "bert-large-uncased": "bert-large",
+    "vit-base-patch16-224": "vit-b-16",
+    "resnet50": "resnet-50",
+    "qwen2.5-7b-instruct": "qwen2.5-7b",
+}
 
 
 def get_preset(name: str) -> ModelConfig:
@@ -351,10 +396,11 @@ def get_preset(name: str) -> ModelConfig:
     if key in presets:
         return presets[key]
     shown = name if len(name) <= 80 else name[:60] + f"… ({len(name):,} characters)"
-    raise InputError(f"unknown model preset {shown!r}",
-                     hint="give a preset (`gpuwise estimate --list-models`), a path to a config.json, "
-                     "or params",
-                     suggestions=did_you_mean(key, list(presets) + list(_ALIASES)))
+    raise InputError(
+        f"unknown model preset {shown!r}",
+        hint="give a preset (`gpuwise estimate --list-models`), a path to a config.json, or params",
+        suggestions=did_you_mean(key, list(presets) + list(_ALIASES)),
+    )
 
 
 def _short(n: float) -> str:
@@ -376,30 +422,57 @@ def scaled_llama_like(params: float) -> ModelConfig:
     layers = max(2, round((params / 12 / 128**2) ** (1 / 3)))
     hidden = max(128, 128 * round(math.sqrt(params / (12 * layers)) / 128))
     heads = max(1, hidden // 128)
-    return ModelConfig(name=f"{_short(params)} params", arch="decoder", hidden=hidden, layers=layers, heads=heads,
-                       kv_heads=heads, intermediate=int(8 * hidden / 3), vocab=32000,
-                       max_positions=4096, source="--params (Llama-like shape assumed)")
+    return ModelConfig(
+        name=f"{_short(params)} params",
+        arch="decoder",
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        intermediate=int(8 * hidden / 3),
+        vocab=32000,
+        max_positions=4096,
+        source="--params (Llama-like shape assumed)",
+    )
 
 
 # --------------------------------------------------------------------------------------
 # Hugging Face config.json
 
-def _get(cfg: dict[str, Any], keys: tuple[str, ...], where: str, *, required: bool = True,
-         default: int = 0) -> int:
+
+def _get(
+    cfg: dict[str, Any],
+    keys: tuple[str, ...],
+    where: str,
+    *,
+    required: bool = True,
+    default: int = 0,
+) -> int:
     for k in keys:
         if k in cfg and cfg[k] is not None:
             v = cfg[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 \
-                    or int(v) != v:
-                raise DataFileError(f"{where}: field {k!r} must be a non-negative integer, got {v!r}",
-                                    hint="fix the value in the config file")
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not math.isfinite(v)
+                or v < 0
+                or int(v) != v
+            ):
+                raise DataFileError(
+                    f"{where}: field {k!r} must be a non-negative integer, got {v!r}",
+                    hint="fix the value in the config file",
+                )
             if v > 10**8:
-                raise DataFileError(f"{where}: field {k!r} = {v} is absurdly large",
-                                    hint="fix the value in the config file")
+                raise DataFileError(
+                    f"{where}: field {k!r} = {v} is absurdly large",
+                    hint="fix the value in the config file",
+                )
             return int(v)
     if required:
-        raise DataFileError(f"{where}: missing field {keys[0]!r}",
-                            hint=f"a transformer config.json names {' or '.join(repr(k) for k in keys)}")
+        raise DataFileError(
+            f"{where}: missing field {keys[0]!r}",
+            hint=f"a transformer config.json names {' or '.join(repr(k) for k in keys)}",
+        )
     return default
 
 
@@ -410,26 +483,51 @@ def parse_hf_config(path: str | Path) -> ModelConfig:
     try:
         text = p.read_text("utf-8")
     except FileNotFoundError:
-        raise InputError(f"{where}: no such file", hint="give a preset name or the path to a config.json") from None
+        raise InputError(
+            f"{where}: no such file", hint="give a preset name or the path to a config.json"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise DataFileError(f"{where}: cannot read ({exc})", hint="give a readable UTF-8 config.json") from None
+        raise DataFileError(
+            f"{where}: cannot read ({exc})", hint="give a readable UTF-8 config.json"
+        ) from None
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataFileError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})",
-                            hint="give the config.json of a Hugging Face model") from None
+        raise DataFileError(
+            f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})",
+            hint="give the config.json of a Hugging Face model",
+        ) from None
     except RecursionError:  # thousands of nested brackets: no config.json looks like that
-        raise DataFileError(f"{where}: JSON nested too deeply to read",
-                            hint="give the config.json of a Hugging Face model") from None
+        raise DataFileError(
+            f"{where}: JSON nested too deeply to read",
+            hint="give the config.json of a Hugging Face model",
+        ) from None
     if not isinstance(cfg, dict):
-        raise DataFileError(f"{where}: expected a JSON object", hint="give the config.json of a Hugging Face model")
+        raise DataFileError(
+            f"{where}: expected a JSON object", hint="give the config.json of a Hugging Face model"
+        )
     return config_from_dict(cfg, where)
 
 
 # config.json model_types read as Llama-style decoders (RMSNorm, rotary, gated or plain MLP, optional
 # MoE with shared experts, optional multi-head latent attention); any other model_type is refused.
-LLAMA_STYLE = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "gemma", "gemma2",
-                         "phi3", "olmo", "olmo2", "deepseek_v2", "deepseek_v3"})
+LLAMA_STYLE = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "phi3",
+        "olmo",
+        "olmo2",
+        "deepseek_v2",
+        "deepseek_v3",
+    }
+)
 _OTHER_TYPES = ("gpt2", "gpt_neo", "gpt_bigcode", "bert", "roberta", "t5", "mt5", "vit")
 
 
@@ -438,73 +536,159 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
     model_type = str(cfg.get("model_type", "")).lower()
     hidden_keys = ("hidden_size", "n_embd", "d_model", "dim")
     if not any(k in cfg for k in hidden_keys):
-        raise DataFileError(f"{where}: does not look like a transformer config.json (no hidden_size/n_embd/d_model)",
-                            hint="give the config.json of a Hugging Face transformer model")
+        raise DataFileError(
+            f"{where}: does not look like a transformer config.json (no hidden_size/n_embd/d_model)",
+            hint="give the config.json of a Hugging Face transformer model",
+        )
     hidden = _get(cfg, hidden_keys, where)
     heads = _get(cfg, ("num_attention_heads", "n_head", "num_heads"), where)
     layers = _get(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where)
-    kv = _get(cfg, ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"), where, required=False,
-              default=heads)
+    kv = _get(
+        cfg,
+        ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"),
+        where,
+        required=False,
+        default=heads,
+    )
     head_dim = _get(cfg, ("head_dim", "d_kv"), where, required=False)
     vocab = _get(cfg, ("vocab_size",), where, required=model_type not in ("vit",))
     inter = _get(cfg, ("intermediate_size", "n_inner", "d_ff", "ffn_dim"), where, required=False)
-    maxpos = _get(cfg, ("max_position_embeddings", "n_positions", "n_ctx"), where, required=False, default=2048)
-    experts = _get(cfg, ("num_local_experts", "num_experts", "n_routed_experts"), where, required=False)
-    topk = _get(cfg, ("num_experts_per_tok", "moe_top_k"), where, required=False, default=2 if experts else 0)
+    maxpos = _get(
+        cfg,
+        ("max_position_embeddings", "n_positions", "n_ctx"),
+        where,
+        required=False,
+        default=2048,
+    )
+    experts = _get(
+        cfg, ("num_local_experts", "num_experts", "n_routed_experts"), where, required=False
+    )
+    topk = _get(
+        cfg,
+        ("num_experts_per_tok", "moe_top_k"),
+        where,
+        required=False,
+        default=2 if experts else 0,
+    )
     if cfg.get("moe_intermediate_size"):
         inter = _get(cfg, ("moe_intermediate_size",), where)
     if hidden == 0 or heads == 0 or layers == 0:
-        raise DataFileError(f"{where}: hidden size, heads and layers must be > 0", hint="fix the config file")
+        raise DataFileError(
+            f"{where}: hidden size, heads and layers must be > 0", hint="fix the config file"
+        )
     if vocab == 0 and model_type != "vit":  # a text model embeds tokens from a vocabulary
-        raise DataFileError(f"{where}: field 'vocab_size' must be > 0", hint="fix the value in the config file")
-    tied = bool(cfg.get("tie_word_embeddings", model_type in ("gpt2", "bert", "t5", "roberta", "opt")))
-    common: dict[str, Any] = dict(name=where, hidden=hidden, layers=layers, heads=heads, kv_heads=kv,
-                                  head_dim=head_dim, intermediate=inter, vocab=vocab, max_positions=maxpos,
-                                  tied_embeddings=tied, experts=experts, experts_per_token=topk, source=where)
-    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or cfg.get("feed_forward_proj") or "")
+        raise DataFileError(
+            f"{where}: field 'vocab_size' must be > 0", hint="fix the value in the config file"
+        )
+    tied = bool(
+        cfg.get("tie_word_embeddings", model_type in ("gpt2", "bert", "t5", "roberta", "opt"))
+    )
+    common: dict[str, Any] = dict(
+        name=where,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=head_dim,
+        intermediate=inter,
+        vocab=vocab,
+        max_positions=maxpos,
+        tied_embeddings=tied,
+        experts=experts,
+        experts_per_token=topk,
+        source=where,
+    )
+    act = str(
+        cfg.get("hidden_act")
+        or cfg.get("activation_function")
+        or cfg.get("feed_forward_proj")
+        or ""
+    )
     spec: dict[str, Any]
     if model_type in ("gpt2", "gpt_neo", "gpt_bigcode"):
-        spec = dict(arch="decoder", gated_mlp=False, bias=True, norm="layernorm", learned_positions=True,
-                    dropout=bool(cfg.get("resid_pdrop", 0.1)), flash_attention=False)
+        spec = dict(
+            arch="decoder",
+            gated_mlp=False,
+            bias=True,
+            norm="layernorm",
+            learned_positions=True,
+            dropout=bool(cfg.get("resid_pdrop", 0.1)),
+            flash_attention=False,
+        )
     elif model_type in ("bert", "roberta"):
-        spec = dict(arch="encoder", gated_mlp=False, bias=True, norm="layernorm", learned_positions=True,
-                    type_vocab=_get(cfg, ("type_vocab_size",), where, required=False, default=2), pooler=True,
-                    dropout=bool(cfg.get("hidden_dropout_prob", 0.1)), flash_attention=False)
+        spec = dict(
+            arch="encoder",
+            gated_mlp=False,
+            bias=True,
+            norm="layernorm",
+            learned_positions=True,
+            type_vocab=_get(cfg, ("type_vocab_size",), where, required=False, default=2),
+            pooler=True,
+            dropout=bool(cfg.get("hidden_dropout_prob", 0.1)),
+            flash_attention=False,
+        )
     elif model_type in ("t5", "mt5"):
-        spec = dict(arch="encoder-decoder", decoder_layers=_get(cfg, ("num_decoder_layers",), where,
-                                                                  required=False, default=layers),
-                    gated_mlp="gated" in act, bias=False, norm="rmsnorm",
-                    relative_buckets=_get(cfg, ("relative_attention_num_buckets",), where, required=False),
-                    dropout=bool(cfg.get("dropout_rate", 0.1)), flash_attention=False)
+        spec = dict(
+            arch="encoder-decoder",
+            decoder_layers=_get(
+                cfg, ("num_decoder_layers",), where, required=False, default=layers
+            ),
+            gated_mlp="gated" in act,
+            bias=False,
+            norm="rmsnorm",
+            relative_buckets=_get(cfg, ("relative_attention_num_buckets",), where, required=False),
+            dropout=bool(cfg.get("dropout_rate", 0.1)),
+            flash_attention=False,
+        )
     elif model_type == "vit":
-        spec = dict(arch="vision-transformer", gated_mlp=False, bias=True, norm="layernorm",
-                    image_size=_get(cfg, ("image_size",), where), patch_size=_get(cfg, ("patch_size",), where),
-                    num_channels=_get(cfg, ("num_channels",), where, required=False, default=3),
-                    num_labels=len(cfg.get("id2label") or {}) or 1000, dropout=False, flash_attention=True)
+        spec = dict(
+            arch="vision-transformer",
+            gated_mlp=False,
+            bias=True,
+            norm="layernorm",
+            image_size=_get(cfg, ("image_size",), where),
+            patch_size=_get(cfg, ("patch_size",), where),
+            num_channels=_get(cfg, ("num_channels",), where, required=False, default=3),
+            num_labels=len(cfg.get("id2label") or {}) or 1000,
+            dropout=False,
+            flash_attention=True,
+        )
     else:  # Llama-style decoders whose shape gpuwise reads completely (LLAMA_STYLE)
         if model_type not in LLAMA_STYLE:
             shown = model_type or "(none)"
             raise DataFileError(
                 f"{where}: model_type {shown!r} is not supported: gpuwise would have to guess its shape",
                 hint=f"use --params N for a Llama-shaped estimate, or a config of a supported model_type "
-                     f"({', '.join(sorted(LLAMA_STYLE | set(_OTHER_TYPES)))})")
+                f"({', '.join(sorted(LLAMA_STYLE | set(_OTHER_TYPES)))})",
+            )
         if model_type in ("deepseek_v2", "deepseek_v3"):
             common["kv_lora_rank"] = _get(cfg, ("kv_lora_rank",), where)
-            common["q_lora_rank"] = _get(cfg, ("q_lora_rank",), where, required=False, default=0) or 0
+            common["q_lora_rank"] = (
+                _get(cfg, ("q_lora_rank",), where, required=False, default=0) or 0
+            )
             common["rope_head_dim"] = _get(cfg, ("qk_rope_head_dim",), where)
             common["head_dim"] = _get(cfg, ("qk_nope_head_dim",), where) + common["rope_head_dim"]
             common["v_head_dim"] = _get(cfg, ("v_head_dim",), where)
             common["kv_heads"] = heads
             if experts:
-                common["shared_intermediate"] = inter * (_get(cfg, ("n_shared_experts",), where, required=False,
-                                                             default=0) or 0)
-                common["dense_layers"] = _get(cfg, ("first_k_dense_replace",), where, required=False, default=0)
+                common["shared_intermediate"] = inter * (
+                    _get(cfg, ("n_shared_experts",), where, required=False, default=0) or 0
+                )
+                common["dense_layers"] = _get(
+                    cfg, ("first_k_dense_replace",), where, required=False, default=0
+                )
                 common["dense_intermediate"] = _get(cfg, ("intermediate_size",), where)
         elif experts and cfg.get("shared_expert_intermediate_size"):  # qwen2_moe
             common["shared_intermediate"] = _get(cfg, ("shared_expert_intermediate_size",), where)
-        spec = dict(arch="decoder", gated_mlp=("gelu_new" not in act and act != "gelu") or model_type == "gemma",
-                    bias=bool(cfg.get("mlp_bias", False)), qkv_bias=model_type.startswith("qwen2")
-                    or bool(cfg.get("attention_bias", False)), norm="rmsnorm", dropout=False, flash_attention=True)
+        spec = dict(
+            arch="decoder",
+            gated_mlp=("gelu_new" not in act and act != "gelu") or model_type == "gemma",
+            bias=bool(cfg.get("mlp_bias", False)),
+            qkv_bias=model_type.startswith("qwen2") or bool(cfg.get("attention_bias", False)),
+            norm="rmsnorm",
+            dropout=False,
+            flash_attention=True,
+        )
     try:
         return ModelConfig(**common, **spec)
     except EstimateError as exc:
@@ -521,27 +705,50 @@ def resolve_model(model: str | None, params: float | None) -> ModelConfig:
     """
     if model is None:
         if params is None:
-            raise InputError("no model given", hint="give model (a preset name or a config.json path) or params, e.g. params='7B'")
+            raise InputError(
+                "no model given",
+                hint="give model (a preset name or a config.json path) or params, e.g. params='7B'",
+            )
         shape = scaled_llama_like(params)
         embedding = shape.embedding_params()
         if params <= embedding:  # no weights left for the layers: FLOPs and times came out negative
-            raise InputError(f"params={params:.3g} is too small for the assumed Llama-like shape, whose "
-                             f"{shape.vocab:,}-token embedding alone has {embedding:.3g} parameters",
-                             hint="give model= the model's config.json (small models need their real shape)")
+            raise InputError(
+                f"params={params:.3g} is too small for the assumed Llama-like shape, whose "
+                f"{shape.vocab:,}-token embedding alone has {embedding:.3g} parameters",
+                hint="give model= the model's config.json (small models need their real shape)",
+            )
         return replace(shape, params=params)
     if len(model) > _MAX_MODEL_ARG:  # a path the OS refuses; no preset is near
-        raise InputError(f"model name or path is {len(model):,} characters long",
-                         hint="give a preset name (`gpuwise estimate --list-models`) or the path to a config.json")
+        raise InputError(
+            f"model name or path is {len(model):,} characters long",
+            hint="give a preset name (`gpuwise estimate --list-models`) or the path to a config.json",
+        )
     try:
         is_dir = Path(model).is_dir()
-        looks_like_path = model.endswith(".json") or ("/" in model and Path(model).exists()) or Path(model).is_file()
-    except (OSError, ValueError):  # a name the OS refuses as a path (too long, NUL byte): a preset name
+        looks_like_path = (
+            model.endswith(".json")
+            or ("/" in model and Path(model).exists())
+            or Path(model).is_file()
+        )
+    except (
+        OSError,
+        ValueError,
+    ):  # a name the OS refuses as a path (too long, NUL byte): a preset name
         is_dir, looks_like_path = False, model.endswith(".json")
-    cfg = parse_hf_config(Path(model) if not is_dir else Path(model) / "config.json") \
-        if looks_like_path or is_dir else get_preset(model)
-    if params is not None and cfg.is_transformer and abs(cfg.total_params - params) > 0.25 * cfg.total_params:
-        raise InputError(f"params={params:.3g} disagrees with {cfg.name} ({cfg.total_params:.3g} parameters)",
-                         hint="drop params when model is given")
+    cfg = (
+        parse_hf_config(Path(model) if not is_dir else Path(model) / "config.json")
+        if looks_like_path or is_dir
+        else get_preset(model)
+    )
+    if (
+        params is not None
+        and cfg.is_transformer
+        and abs(cfg.total_params - params) > 0.25 * cfg.total_params
+    ):
+        raise InputError(
+            f"params={params:.3g} disagrees with {cfg.name} ({cfg.total_params:.3g} parameters)",
+            hint="drop params when model is given",
+        )
     if params is not None and not cfg.is_transformer:
         cfg = replace(cfg, params=params)
     return cfg

@@ -103,7 +103,10 @@ class Achievable:
 @functools.lru_cache(maxsize=1)
 def _achievable_table() -> dict[tuple[str, str], tuple[float, str]]:
     text = resources.files("gpuwise.estimate").joinpath("data/achievable.csv").read_text("utf-8")
-    return {(r["gpu"], r["precision"]): (float(r["matmul_fraction"]), r["source"]) for r in commented_csv(text)}
+    return {
+        (r["gpu"], r["precision"]): (float(r["matmul_fraction"]), r["source"])
+        for r in commented_csv(text)
+    }
 
 
 def achievable_matmul(gpu: GpuSpec, precision: str) -> Achievable:
@@ -115,8 +118,12 @@ def achievable_matmul(gpu: GpuSpec, precision: str) -> Achievable:
             return Achievable(frac, f"{src}", True)
     nvidia = [v for (name, p), (v, _) in table.items() if p == "bf16" and not name.startswith("MI")]
     med = statistics.median(nvidia)
-    return Achievable(med, f"{gpu.name} has no measured matmul rate: median of measured NVIDIA GPUs "
-                           f"({med:.0%}); run `gpuwise bench --calibrate` on it", False)
+    return Achievable(
+        med,
+        f"{gpu.name} has no measured matmul rate: median of measured NVIDIA GPUs "
+        f"({med:.0%}); run `gpuwise bench --calibrate` on it",
+        False,
+    )
 
 
 def attention_efficiency(gpu: GpuSpec) -> float:
@@ -151,9 +158,16 @@ class StepParts:
         return raw * self.framework_factor + self.optimizer_s
 
     def as_dict(self) -> dict[str, float]:
-        return {"matmul_s": self.matmul_s, "attention_s": self.attention_s, "memory_bound_s": self.memory_s,
-                "recompute_s": self.recompute_s, "dequant_s": self.dequant_s, "optimizer_s": self.optimizer_s,
-                "framework_factor": self.framework_factor, "attention_factor": self.attention_factor}
+        return {
+            "matmul_s": self.matmul_s,
+            "attention_s": self.attention_s,
+            "memory_bound_s": self.memory_s,
+            "recompute_s": self.recompute_s,
+            "dequant_s": self.dequant_s,
+            "optimizer_s": self.optimizer_s,
+            "framework_factor": self.framework_factor,
+            "attention_factor": self.attention_factor,
+        }
 
 
 def goodput(gpus: int, run_hours: float | None) -> float:

@@ -32,29 +32,46 @@ def _candidates(wl: Workload, spec: GpuSpec, gpus: int) -> Iterator[tuple[str, d
             prec = "bf16" if spec.peak_bf16_tflops else "fp16"
             yield f"mixed precision (--precision {prec})", {"precision": prec}
         if wl.grad_ckpt == "none" and not wl.uses_flash_attention:
-            yield "selective activation recomputation (--grad-ckpt selective)", {"grad_ckpt": "selective"}
+            yield (
+                "selective activation recomputation (--grad-ckpt selective)",
+                {"grad_ckpt": "selective"},
+            )
         if wl.grad_ckpt != "full":
             yield "full gradient checkpointing (--grad-ckpt full)", {"grad_ckpt": "full"}
         if wl.micro_batch > 1:
-            gb = wl.global_batch or wl.micro_batch * gpus // (wl.tensor_parallel * wl.pipeline_parallel)
+            gb = wl.global_batch or wl.micro_batch * gpus // (
+                wl.tensor_parallel * wl.pipeline_parallel
+            )
             mb = wl.micro_batch // 2
             while mb >= 1:
-                yield (f"micro-batch {mb} with gradient accumulation, same global batch "
-                       f"(--micro-batch {mb} --global-batch {gb})", {"micro_batch": mb, "global_batch": gb})
+                yield (
+                    f"micro-batch {mb} with gradient accumulation, same global batch "
+                    f"(--micro-batch {mb} --global-batch {gb})",
+                    {"micro_batch": mb, "global_batch": gb},
+                )
                 mb //= 2
         if gpus > 1:
             for z in (1, 2, 3):
                 if wl.zero < z:
-                    yield f"ZeRO-{z}{' / FSDP' if z == 3 else ''} across {gpus} GPUs (--zero {z})", {"zero": z}
+                    yield (
+                        f"ZeRO-{z}{' / FSDP' if z == 3 else ''} across {gpus} GPUs (--zero {z})",
+                        {"zero": z},
+                    )
         if wl.optimizer == "adamw":
             yield "8-bit AdamW (--optimizer adamw8bit)", {"optimizer": "adamw8bit"}
         if not wl.cpu_offload and wl.task not in ("lora", "qlora"):
             yield "CPU offload of optimizer states (ZeRO-Offload)", {"cpu_offload": True}
         if wl.task in ("finetune",) and wl.model.is_transformer:
-            yield f"LoRA r={wl.lora_rank} instead of full fine-tuning (--task lora)", {"task": "lora"}
+            yield (
+                f"LoRA r={wl.lora_rank} instead of full fine-tuning (--task lora)",
+                {"task": "lora"},
+            )
         if wl.task in ("finetune", "lora") and wl.model.is_transformer:
             prec = "bf16" if spec.peak_bf16_tflops else "fp16"
-            yield f"QLoRA: 4-bit base + LoRA r={wl.lora_rank} (--task qlora)", {"task": "qlora", "precision": prec}
+            yield (
+                f"QLoRA: 4-bit base + LoRA r={wl.lora_rank} (--task qlora)",
+                {"task": "qlora", "precision": prec},
+            )
     else:
         if wl.precision != "fp8" and spec.peak_fp8_tflops:
             yield "fp8 weights and KV cache (--precision fp8)", {"precision": "fp8"}
@@ -63,11 +80,21 @@ def _candidates(wl: Workload, spec: GpuSpec, gpus: int) -> Iterator[tuple[str, d
             yield f"serve {mb} sequences at a time (--micro-batch {mb})", {"micro_batch": mb}
             mb //= 2
         if gpus > 1 and wl.tensor_parallel < gpus:
-            yield f"tensor parallel across {gpus} GPUs (--tensor-parallel {gpus})", {"tensor_parallel": gpus}
+            yield (
+                f"tensor parallel across {gpus} GPUs (--tensor-parallel {gpus})",
+                {"tensor_parallel": gpus},
+            )
 
 
-def suggest_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float,
-                  cal: GpuCalibration | None, base_tps: float) -> list[Any]:
+def suggest_fixes(
+    wl: Workload,
+    spec: GpuSpec,
+    gpus: int,
+    gpn: int,
+    inter_gbit: float,
+    cal: GpuCalibration | None,
+    base_tps: float,
+) -> list[Any]:
     """Suggestions that fit, fastest first; a combination when no single change fits."""
     from gpuwise.estimate.estimator import Suggestion, quick_estimate
 
@@ -88,8 +115,16 @@ def suggest_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: 
         if est.memory.fits:
             if "micro_batch" in changes:
                 seen_mb_fit = True  # the largest micro-batch that fits is the one to suggest
-            found.append(Suggestion(fix=fix, per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
-                                    speed_cost=_speed_words(slow), changes=changes))
+            found.append(
+                Suggestion(
+                    fix=fix,
+                    per_gpu_gib=est.memory.per_gpu_gib,
+                    fits=True,
+                    slowdown=slow,
+                    speed_cost=_speed_words(slow),
+                    changes=changes,
+                )
+            )
     software_fits = any(s.fits for s in found)
     found.extend(_hardware_fixes(wl, spec, gpus, gpn, inter_gbit))
     if not software_fits and tried:  # no single setting fits on this hardware: combine them
@@ -100,7 +135,9 @@ def suggest_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: 
     return found
 
 
-def _hardware_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float) -> list[Any]:
+def _hardware_fixes(
+    wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float
+) -> list[Any]:
     """The smallest bigger GPU that fits, and the fewest more GPUs (with ZeRO-3 for training)."""
     from gpuwise.estimate.estimator import Suggestion, quick_estimate
 
@@ -111,8 +148,14 @@ def _hardware_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit
         base_tps = base.tokens_per_second
     except GpuwiseError:
         return out
-    bigger = sorted((s for s in gpu_table().specs if s.memory_gib > spec.memory_gib and s.vendor == spec.vendor),
-                    key=lambda s: (s.memory_gib, s.name))
+    bigger = sorted(
+        (
+            s
+            for s in gpu_table().specs
+            if s.memory_gib > spec.memory_gib and s.vendor == spec.vendor
+        ),
+        key=lambda s: (s.memory_gib, s.name),
+    )
     for other in bigger:
         try:
             est = quick_estimate(wl, other, gpus, gpn, inter_gbit, None)
@@ -120,9 +163,16 @@ def _hardware_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit
             continue
         if est.memory.fits:
             slow = base_tps / est.tokens_per_second
-            out.append(Suggestion(fix=f"a bigger GPU: {other.name} ({other.memory_gib:g} GiB) (--gpu {other.name})",
-                                  per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
-                                  speed_cost=_speed_words(slow), changes={"gpu": other.name}))
+            out.append(
+                Suggestion(
+                    fix=f"a bigger GPU: {other.name} ({other.memory_gib:g} GiB) (--gpu {other.name})",
+                    per_gpu_gib=est.memory.per_gpu_gib,
+                    fits=True,
+                    slowdown=slow,
+                    speed_cost=_speed_words(slow),
+                    changes={"gpu": other.name},
+                )
+            )
             break
     changes: dict[str, Any] = {}
     new_wl = wl
@@ -146,25 +196,43 @@ def _hardware_fixes(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit
         if est.memory.fits:
             slow = base_tps / est.tokens_per_second * n / gpus  # per-GPU speed, not wall speed
             extra = " with ZeRO-3 / FSDP (--zero 3)" if "zero" in changes else ""
-            extra += f" and --tensor-parallel {inf_changes['tensor_parallel']}" if inf_changes else ""
-            out.append(Suggestion(fix=f"more GPUs: {n} x {spec.name}{extra} (--gpus {n})",
-                                  per_gpu_gib=est.memory.per_gpu_gib, fits=True, slowdown=slow,
-                                  speed_cost=_speed_words(slow) + " per GPU",
-                                  changes={**changes, **inf_changes, "gpus": n}))
+            extra += (
+                f" and --tensor-parallel {inf_changes['tensor_parallel']}" if inf_changes else ""
+            )
+            out.append(
+                Suggestion(
+                    fix=f"more GPUs: {n} x {spec.name}{extra} (--gpus {n})",
+                    per_gpu_gib=est.memory.per_gpu_gib,
+                    fits=True,
+                    slowdown=slow,
+                    speed_cost=_speed_words(slow) + " per GPU",
+                    changes={**changes, **inf_changes, "gpus": n},
+                )
+            )
             break
         n *= 2
     return out
 
 
-def _combine(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float, cal: GpuCalibration | None,
-             tried: list[tuple[float, str, dict[str, Any], float]], base_time: float) -> Any:
+def _combine(
+    wl: Workload,
+    spec: GpuSpec,
+    gpus: int,
+    gpn: int,
+    inter_gbit: float,
+    cal: GpuCalibration | None,
+    tried: list[tuple[float, str, dict[str, Any], float]],
+    base_time: float,
+) -> Any:
     """Apply the single changes cheapest-first until the workload fits; switching to LoRA/QLoRA
     changes what is trained, so it comes last."""
     from gpuwise.estimate.estimator import Suggestion, quick_estimate
 
     merged: dict[str, Any] = {}
     steps: list[tuple[str, dict[str, Any]]] = []
-    mb_options = sorted((t for t in tried if "micro_batch" in t[2]), key=lambda t: -t[2]["micro_batch"])
+    mb_options = sorted(
+        (t for t in tried if "micro_batch" in t[2]), key=lambda t: -t[2]["micro_batch"]
+    )
     mb_done = False
     for _, fix, changes, _slow in sorted(tried, key=lambda t: ("task" in t[2], t[3], t[0])):
         if "micro_batch" in changes:
@@ -194,12 +262,20 @@ def _combine(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float
             steps, est = _prune(wl, spec, gpus, gpn, inter_gbit, cal, steps, est)
             merged = {k: v for _, ch in steps for k, v in ch.items()}
             slow = (1 / est.tokens_per_second) / base_time
-            return Suggestion(fix=" + ".join(f for f, _ in steps), per_gpu_gib=est.memory.per_gpu_gib, fits=True,
-                              slowdown=slow, speed_cost=_speed_words(slow), changes=merged)
+            return Suggestion(
+                fix=" + ".join(f for f, _ in steps),
+                per_gpu_gib=est.memory.per_gpu_gib,
+                fits=True,
+                slowdown=slow,
+                speed_cost=_speed_words(slow),
+                changes=merged,
+            )
     return None
 
 
-def _chosen_keys(chosen: tuple[str, dict[str, Any], Any], tried: list[tuple[float, str, dict[str, Any], float]]) -> set[str]:
+def _chosen_keys(
+    chosen: tuple[str, dict[str, Any], Any], tried: list[tuple[float, str, dict[str, Any], float]]
+) -> set[str]:
     """The option names the chosen fix text changes."""
     for _, fix, changes, _s in tried:
         if fix == chosen[0]:
@@ -207,18 +283,28 @@ def _chosen_keys(chosen: tuple[str, dict[str, Any], Any], tried: list[tuple[floa
     return set()
 
 
-def _prune(wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float, cal: GpuCalibration | None,
-           steps: list[tuple[str, dict[str, Any]]], est: Any) -> tuple[list[tuple[str, dict[str, Any]]], Any]:
+def _prune(
+    wl: Workload,
+    spec: GpuSpec,
+    gpus: int,
+    gpn: int,
+    inter_gbit: float,
+    cal: GpuCalibration | None,
+    steps: list[tuple[str, dict[str, Any]]],
+    est: Any,
+) -> tuple[list[tuple[str, dict[str, Any]]], Any]:
     """Drop combined changes the fit does not need and that do not speed it up (latest first)."""
     from gpuwise.estimate.estimator import quick_estimate
 
     for i in range(len(steps) - 2, -1, -1):  # the last step made it fit: keep it
-        rest = steps[:i] + steps[i + 1:]
+        rest = steps[:i] + steps[i + 1 :]
         changes = {k: v for _, ch in rest for k, v in ch.items()}
         try:
             trial = quick_estimate(wl.with_changes(**changes), spec, gpus, gpn, inter_gbit, cal)
         except GpuwiseError:
             continue
-        if trial.memory.fits and trial.tokens_per_second >= est.tokens_per_second * 0.999:  # never slower
+        if (
+            trial.memory.fits and trial.tokens_per_second >= est.tokens_per_second * 0.999
+        ):  # never slower
             steps, est = rest, trial
     return steps, est

@@ -55,13 +55,20 @@ _MFU_MIN, _MFU_MAX = 0.05, 0.65
 def peak_flops(gpu: GpuSpec, precision: str) -> float:
     """Dense peak FLOP/s for ``precision``; errors say what the GPU lacks."""
     if precision == "fp8" and gpu.peak_fp8_tflops is None:
-        raise EstimateError(f"{gpu.name} has no FP8 tensor cores", hint="use precision='bf16' (or a Hopper/Ada/Blackwell GPU)")
+        raise EstimateError(
+            f"{gpu.name} has no FP8 tensor cores",
+            hint="use precision='bf16' (or a Hopper/Ada/Blackwell GPU)",
+        )
     if precision == "bf16" and gpu.peak_bf16_tflops is None and gpu.peak_fp16_tflops is not None:
-        raise EstimateError(f"{gpu.name} has no BF16 support", hint="use precision='fp16' on this GPU")
+        raise EstimateError(
+            f"{gpu.name} has no BF16 support", hint="use precision='fp16' on this GPU"
+        )
     value = gpu.peak_tflops(precision)
     if value is None:
-        raise HardwareError(f"{gpu.name}: no published {precision} peak", hint="add the figure to your gpus.csv "
-                            "(see `gpuwise gpus --help`) or pick another GPU")
+        raise HardwareError(
+            f"{gpu.name}: no published {precision} peak",
+            hint="add the figure to your gpus.csv (see `gpuwise gpus --help`) or pick another GPU",
+        )
     return value * 1e12
 
 
@@ -69,12 +76,16 @@ def machine_balance(gpu: GpuSpec, precision: str = "bf16") -> float:
     """FLOP per byte of memory traffic the GPU can do at peak (the roofline ridge point)."""
     bw = gpu.memory_bandwidth_tb_s
     if bw is None:
-        raise HardwareError(f"{gpu.name}: no published memory bandwidth", hint="add it to your gpus.csv or pick another GPU")
+        raise HardwareError(
+            f"{gpu.name}: no published memory bandwidth",
+            hint="add it to your gpus.csv or pick another GPU",
+        )
     return peak_flops(gpu, precision) / (bw * 1e12)
 
 
 # ------------------------------------------------------------------------------------------
 # FLOPs
+
 
 def attention_flops_per_token(m: ModelConfig, seq: float) -> float:
     """Training attention FLOPs per token: 12·L·H·Q·T (PaLM App. B)."""
@@ -83,10 +94,14 @@ def attention_flops_per_token(m: ModelConfig, seq: float) -> float:
     return 12.0 * (m.layers + 2 * m.decoder_layers) * m.heads * m.d_head * seq
 
 
-def training_flops_per_token(m: ModelConfig, seq: float, task: str, adapter_params: float = 0.0) -> float:
+def training_flops_per_token(
+    m: ModelConfig, seq: float, task: str, adapter_params: float = 0.0
+) -> float:
     """Model FLOPs per trained token (no recompute counted)."""
     if m.arch == "cnn":
-        return 3 * 2 * m.forward_gmacs_per_sample * 1e9  # per sample: forward 2·MACs, backward 2x forward
+        return (
+            3 * 2 * m.forward_gmacs_per_sample * 1e9
+        )  # per sample: forward 2·MACs, backward 2x forward
     attn = attention_flops_per_token(m, seq)
     if task in ("lora", "qlora"):
         return 4.0 * m.matmul_params + attn + 6.0 * adapter_params
@@ -102,6 +117,7 @@ def forward_flops_per_token(m: ModelConfig, context: float) -> float:
 
 # ------------------------------------------------------------------------------------------
 # MFU model fitted to published runs
+
 
 @dataclass(frozen=True)
 class PublishedRun:
@@ -122,15 +138,35 @@ class PublishedRun:
 
 
 def load_published_runs() -> list[PublishedRun]:
-    text = resources.files("gpuwise.estimate").joinpath("data/published_runs.csv").read_text("utf-8")
+    text = (
+        resources.files("gpuwise.estimate").joinpath("data/published_runs.csv").read_text("utf-8")
+    )
     runs = []
     for r in commented_csv(text):
-        m = ModelConfig(name=r["name"], arch="decoder", hidden=int(r["hidden"]), layers=int(r["layers"]),
-                        heads=int(r["heads"]), kv_heads=int(r["kv_heads"] or 0), intermediate=int(r["intermediate"]),
-                        vocab=int(r["vocab"]), gated_mlp=r["gated_mlp"] == "true", tied_embeddings=r["tied"] == "true")
-        runs.append(PublishedRun(name=r["name"], model=m, seq_len=int(r["seq_len"]), tokens=float(r["tokens"]),
-                                 gpu=r["gpu"], gpus=int(r["gpus"]) if r["gpus"] else None,
-                                 gpu_hours=float(r["gpu_hours"]), source=r["source"]))
+        m = ModelConfig(
+            name=r["name"],
+            arch="decoder",
+            hidden=int(r["hidden"]),
+            layers=int(r["layers"]),
+            heads=int(r["heads"]),
+            kv_heads=int(r["kv_heads"] or 0),
+            intermediate=int(r["intermediate"]),
+            vocab=int(r["vocab"]),
+            gated_mlp=r["gated_mlp"] == "true",
+            tied_embeddings=r["tied"] == "true",
+        )
+        runs.append(
+            PublishedRun(
+                name=r["name"],
+                model=m,
+                seq_len=int(r["seq_len"]),
+                tokens=float(r["tokens"]),
+                gpu=r["gpu"],
+                gpus=int(r["gpus"]) if r["gpus"] else None,
+                gpu_hours=float(r["gpu_hours"]),
+                source=r["source"],
+            )
+        )
     return runs
 
 
@@ -149,9 +185,13 @@ class MfuModel:
 
     def predict(self, balance: float, hidden: int) -> float:
         h = min(max(hidden, 512), 32768)  # do not extrapolate far beyond the data
-        bal = min(max(balance, 150.0), 300.0)  # the published runs span 153 (A100-80GB) to 295 (H100)
+        bal = min(
+            max(balance, 150.0), 300.0
+        )  # the published runs span 153 (A100-80GB) to 295 (H100)
         x1, x2 = math.log(bal / 153.0), math.log(h / 4096.0)
-        return min(max(math.exp(self.b0 + self.b_balance * x1 + self.b_hidden * x2), _MFU_MIN), _MFU_MAX)
+        return min(
+            max(math.exp(self.b0 + self.b_balance * x1 + self.b_hidden * x2), _MFU_MIN), _MFU_MAX
+        )
 
 
 def fit_mfu_model(runs: list[PublishedRun], ridge: float = 0.5) -> MfuModel:
@@ -163,12 +203,16 @@ def fit_mfu_model(runs: list[PublishedRun], ridge: float = 0.5) -> MfuModel:
     xs, ys = [], []
     for run in runs:
         gpu = find_gpu(run.gpu)
-        xs.append([1.0, math.log(machine_balance(gpu) / 153.0), math.log(run.model.hidden / 4096.0)])
+        xs.append(
+            [1.0, math.log(machine_balance(gpu) / 153.0), math.log(run.model.hidden / 4096.0)]
+        )
         ys.append(math.log(run.observed_mfu(gpu)))
     x, y = np.array(xs), np.array(ys)
     penalty = np.diag([0.0, ridge, ridge])
     coef = np.linalg.solve(x.T @ x + penalty, x.T @ y)
-    return MfuModel(b0=float(coef[0]), b_balance=float(coef[1]), b_hidden=float(coef[2]), rows=len(runs))
+    return MfuModel(
+        b0=float(coef[0]), b_balance=float(coef[1]), b_hidden=float(coef[2]), rows=len(runs)
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -185,16 +229,24 @@ def cnn_mfu() -> tuple[float, int]:
     from gpuwise.estimate.model import get_preset
     from gpuwise.hardware import find_gpu
 
-    text = resources.files("gpuwise.estimate").joinpath("data/published_cnn_throughput.csv").read_text("utf-8")
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/published_cnn_throughput.csv")
+        .read_text("utf-8")
+    )
     mfus = []
     for r in commented_csv(text):
         m = get_preset(r["model"])
         per_image = forward_flops_per_token(m, 1) * (3 if r["mode"] == "train" else 1)
-        mfus.append(float(r["images_per_s"]) * per_image / peak_flops(find_gpu(r["gpu"]), r["precision"]))
+        mfus.append(
+            float(r["images_per_s"]) * per_image / peak_flops(find_gpu(r["gpu"]), r["precision"])
+        )
     return statistics.median(mfus), len(mfus)
 
 
-def recompute_factor(m: ModelConfig, seq: float, task: str, grad_ckpt: str, adapter_params: float = 0.0) -> float:
+def recompute_factor(
+    m: ModelConfig, seq: float, task: str, grad_ckpt: str, adapter_params: float = 0.0
+) -> float:
     """MFU multiplier for recompute: model FLOPs / (model FLOPs + recomputed forward FLOPs)."""
     if grad_ckpt == "none":
         return 1.0
@@ -211,6 +263,7 @@ def recompute_factor(m: ModelConfig, seq: float, task: str, grad_ckpt: str, adap
 
 # ------------------------------------------------------------------------------------------
 # communication
+
 
 @dataclass(frozen=True)
 class Network:
@@ -231,8 +284,12 @@ def network_for(gpu: GpuSpec, gpus_per_node: int, inter_node_gbit_s: float) -> N
         intra, kind = gpu.nvlink_gb_s / 2, gpu.interconnect
     else:
         intra, kind = PCIE_X16_GB_S.get(gpu.pcie_gen or 4, 31.5), f"PCIe gen {gpu.pcie_gen or 4}"
-    return Network(gpus_per_node=gpus_per_node, intra_node_gb_s=intra, inter_node_gb_s=inter_node_gbit_s / 8,
-                   intra_kind=kind)
+    return Network(
+        gpus_per_node=gpus_per_node,
+        intra_node_gb_s=intra,
+        inter_node_gb_s=inter_node_gbit_s / 8,
+        intra_kind=kind,
+    )
 
 
 def allreduce_seconds(size_bytes: float, n: int, net: Network) -> float:

@@ -46,8 +46,11 @@ DEFAULT_PRETRAIN_BATCH_TOKENS = 4 * 1024 * 1024
 def _choice(value: str, choices: tuple[str, ...], flag: str) -> str:
     v = value.strip().lower()
     if v not in choices:
-        raise InputError(f"unknown {flag} {value!r}", hint=f"use one of {', '.join(choices)}",
-                         suggestions=did_you_mean(v, choices))
+        raise InputError(
+            f"unknown {flag} {value!r}",
+            hint=f"use one of {', '.join(choices)}",
+            suggestions=did_you_mean(v, choices),
+        )
     return v
 
 
@@ -117,47 +120,87 @@ class Workload:
         _choice(self.grad_ckpt, GRAD_CKPT, "grad_ckpt")
         _choice(self.lora_targets, LORA_TARGETS, "lora_targets")
         if self.zero not in (0, 1, 2, 3):
-            raise InputError(f"zero={self.zero!r} is not a ZeRO stage", hint="give zero=0, 1, 2 or 3 (3 is FSDP full sharding)")
-        for name, value, hi in (("tokens", self.tokens, _MAX_TOKENS), ("samples", self.samples, _MAX_TOKENS),
-                                ("requests", self.requests, _MAX_TOKENS)):
+            raise InputError(
+                f"zero={self.zero!r} is not a ZeRO stage",
+                hint="give zero=0, 1, 2 or 3 (3 is FSDP full sharding)",
+            )
+        for name, value, hi in (
+            ("tokens", self.tokens, _MAX_TOKENS),
+            ("samples", self.samples, _MAX_TOKENS),
+            ("requests", self.requests, _MAX_TOKENS),
+        ):
             if value is not None:
                 check_finite(value, name, strict=True, maximum=hi)
         if self.tokens is not None and self.samples is not None:  # tokens used to win silently
-            raise InputError("both tokens and samples given: the run's size is ambiguous",
-                             hint="give tokens, or samples (tokens = samples × seq_len × epochs), not both")
+            raise InputError(
+                "both tokens and samples given: the run's size is ambiguous",
+                hint="give tokens, or samples (tokens = samples × seq_len × epochs), not both",
+            )
         check_finite(self.epochs, "epochs", strict=True, maximum=1e6)
-        for name, ivalue, hi in (("seq_len", self.seq_len, _MAX_SEQ), ("micro_batch", self.micro_batch, _MAX_BATCH),
-                                 ("global_batch", self.global_batch, _MAX_BATCH), ("lora_rank", self.lora_rank, 1 << 16),
-                                 ("tensor_parallel", self.tensor_parallel, 1024),
-                                 ("pipeline_parallel", self.pipeline_parallel, 1024),
-                                 ("prompt_len", self.prompt_len, _MAX_SEQ), ("output_len", self.output_len, _MAX_SEQ)):
+        for name, ivalue, hi in (
+            ("seq_len", self.seq_len, _MAX_SEQ),
+            ("micro_batch", self.micro_batch, _MAX_BATCH),
+            ("global_batch", self.global_batch, _MAX_BATCH),
+            ("lora_rank", self.lora_rank, 1 << 16),
+            ("tensor_parallel", self.tensor_parallel, 1024),
+            ("pipeline_parallel", self.pipeline_parallel, 1024),
+            ("prompt_len", self.prompt_len, _MAX_SEQ),
+            ("output_len", self.output_len, _MAX_SEQ),
+        ):
             if ivalue is None:
                 continue
             if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue < 1 or ivalue > hi:
-                raise InputError(f"{name}={ivalue!r} is not a whole number from 1 to {hi:,}",
-                                 hint=f"give a positive whole {name}")
+                raise InputError(
+                    f"{name}={ivalue!r} is not a whole number from 1 to {hi:,}",
+                    hint=f"give a positive whole {name}",
+                )
         if self.prompt_len + self.output_len > _MAX_SEQ:
-            raise InputError("prompt + output length is absurdly long", hint="give a shorter prompt_len or output_len")
+            raise InputError(
+                "prompt + output length is absurdly long",
+                hint="give a shorter prompt_len or output_len",
+            )
         m = self.model
         if self.task in ("lora", "qlora") and not m.is_transformer:
-            raise EstimateError(f"task={self.task!r} needs a transformer; {m.name} is a {m.arch}",
-                                hint="use task='finetune', or a model with a transformer config")
+            raise EstimateError(
+                f"task={self.task!r} needs a transformer; {m.name} is a {m.arch}",
+                hint="use task='finetune', or a model with a transformer config",
+            )
         if self.task == "qlora" and self.precision in ("fp32", "fp8"):
-            raise EstimateError("QLoRA computes in 16 bit on a 4-bit base",
-                                hint="use precision='bf16' (or 'fp16') with task='qlora'")
-        if self.micro_batch and self.global_batch is not None and self.global_batch < self.micro_batch:
-            raise InputError(f"global_batch={self.global_batch} is smaller than micro_batch={self.micro_batch}",
-                             hint="the global batch is micro-batch × GPUs × accumulation steps")
+            raise EstimateError(
+                "QLoRA computes in 16 bit on a 4-bit base",
+                hint="use precision='bf16' (or 'fp16') with task='qlora'",
+            )
+        if (
+            self.micro_batch
+            and self.global_batch is not None
+            and self.global_batch < self.micro_batch
+        ):
+            raise InputError(
+                f"global_batch={self.global_batch} is smaller than micro_batch={self.micro_batch}",
+                hint="the global batch is micro-batch × GPUs × accumulation steps",
+            )
         if self.tensor_parallel > 1 and m.is_transformer and m.heads % self.tensor_parallel:
-            raise EstimateError(f"tensor_parallel={self.tensor_parallel} does not divide {m.heads} heads",
-                                hint="pick a tensor-parallel degree that divides the head count")
-        if self.pipeline_parallel > 1 and m.is_transformer and self.pipeline_parallel > m.total_layers:
-            raise EstimateError(f"pipeline_parallel={self.pipeline_parallel} exceeds {m.total_layers} layers",
-                                hint="use at most one pipeline stage per layer")
+            raise EstimateError(
+                f"tensor_parallel={self.tensor_parallel} does not divide {m.heads} heads",
+                hint="pick a tensor-parallel degree that divides the head count",
+            )
+        if (
+            self.pipeline_parallel > 1
+            and m.is_transformer
+            and self.pipeline_parallel > m.total_layers
+        ):
+            raise EstimateError(
+                f"pipeline_parallel={self.pipeline_parallel} exceeds {m.total_layers} layers",
+                hint="use at most one pipeline stage per layer",
+            )
         seq = self.effective_seq_len
-        if m.learned_positions and seq > m.max_positions:  # a learned position table has no row beyond it
-            raise EstimateError(f"sequence length {seq} exceeds {m.name}'s {m.max_positions} positions",
-                                hint=f"give seq_len ≤ {m.max_positions}")
+        if (
+            m.learned_positions and seq > m.max_positions
+        ):  # a learned position table has no row beyond it
+            raise EstimateError(
+                f"sequence length {seq} exceeds {m.name}'s {m.max_positions} positions",
+                hint=f"give seq_len ≤ {m.max_positions}",
+            )
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -219,7 +262,9 @@ def _int_option(value: str | int | float | None, flag: str) -> int | None:
     v = parse_count(value, flag) if isinstance(value, str) else float(value)
     check_finite(v, flag)
     if v != int(v):
-        raise InputError(f"{flag}={value!r} is not a whole number", hint=f"give {flag} as a whole number")
+        raise InputError(
+            f"{flag}={value!r} is not a whole number", hint=f"give {flag} as a whole number"
+        )
     return int(v)
 
 
@@ -255,18 +300,23 @@ def workload_from_options(
     cfg = resolve_model(model, n_params)
     notes: list[str] = []
     if model is None:
-        notes.append(f"shape assumed Llama-like for {cfg.name} (hidden {cfg.hidden}, "
-                     f"{cfg.layers} layers): give --model for exact activation memory")
+        notes.append(
+            f"shape assumed Llama-like for {cfg.name} (hidden {cfg.hidden}, "
+            f"{cfg.layers} layers): give --model for exact activation memory"
+        )
     t = _choice(task, TASKS, "task")
     if grad_ckpt is None:
         # QLoRA recipes checkpoint activations: QLoRA paper (Dettmers et al. 2023) Sec. 4 and PEFT's
         # prepare_model_for_kbit_training(use_gradient_checkpointing=True) default.
         grad_ckpt = "full" if t == "qlora" else "none"
         if t == "qlora":
-            notes.append("qlora: gradient checkpointing on (full), as QLoRA recipes do; --grad-ckpt none to change")
+            notes.append(
+                "qlora: gradient checkpointing on (full), as QLoRA recipes do; --grad-ckpt none to change"
+            )
     mb = _int_option(micro_batch, "micro_batch")
     return Workload(
-        model=cfg, task=t,  # type: ignore[arg-type]
+        model=cfg,
+        task=t,  # type: ignore[arg-type]
         tokens=parse_count(tokens, "tokens", allow_zero=False) if tokens is not None else None,
         samples=parse_count(samples, "samples", allow_zero=False) if samples is not None else None,
         epochs=parse_count(epochs, "epochs", allow_zero=False),
@@ -281,9 +331,12 @@ def workload_from_options(
         lora_targets=_choice(lora_targets, LORA_TARGETS, "lora_targets"),  # type: ignore[arg-type]
         tensor_parallel=_int_option(tensor_parallel, "tensor_parallel") or 0,
         pipeline_parallel=_int_option(pipeline_parallel, "pipeline_parallel") or 0,
-        cpu_offload=cpu_offload, flash_attention=flash_attention,
+        cpu_offload=cpu_offload,
+        flash_attention=flash_attention,
         prompt_len=_int_option(prompt_len, "prompt_len") or 0,
         output_len=_int_option(output_len, "output_len") or 0,
-        requests=parse_count(requests, "requests", allow_zero=False) if requests is not None else None,
+        requests=parse_count(requests, "requests", allow_zero=False)
+        if requests is not None
+        else None,
         notes=tuple(notes),
     )

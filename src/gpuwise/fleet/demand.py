@@ -52,14 +52,18 @@ class Demand:
 
     def __post_init__(self) -> None:
         if self.firm.shape != self.interruptible.shape or self.firm.shape[0] != len(self.gpus):
-            raise InputError("demand arrays do not match the GPU list",
-                             hint="give firm and interruptible arrays of shape (GPUs, hours)")
+            raise InputError(
+                "demand arrays do not match the GPU list",
+                hint="give firm and interruptible arrays of shape (GPUs, hours)",
+            )
         if self.firm.shape[1] == 0:
             raise InputError(f"{self.origin}: no hours of demand", hint="give at least one hour")
         for arr in (self.firm, self.interruptible):
             if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > MAX_GPUS_PER_HOUR):
-                raise InputError(f"{self.origin}: demand must be finite, ≥ 0 and ≤ {MAX_GPUS_PER_HOUR:g} GPUs",
-                                 hint="fix the negative or non-finite values")
+                raise InputError(
+                    f"{self.origin}: demand must be finite, ≥ 0 and ≤ {MAX_GPUS_PER_HOUR:g} GPUs",
+                    hint="fix the negative or non-finite values",
+                )
 
     @property
     def hours(self) -> int:
@@ -86,8 +90,13 @@ class Demand:
 
     def scaled(self, factor: float) -> Demand:
         """The same profile with every hour multiplied by ``factor`` (for sensitivity)."""
-        return Demand(self.start, self.gpus, self.firm * factor, self.interruptible * factor,
-                      f"{self.origin} ×{factor:g}")
+        return Demand(
+            self.start,
+            self.gpus,
+            self.firm * factor,
+            self.interruptible * factor,
+            f"{self.origin} ×{factor:g}",
+        )
 
 
 def _parse_timestamp(raw: str, where: str) -> dt.datetime:
@@ -95,13 +104,17 @@ def _parse_timestamp(raw: str, where: str) -> dt.datetime:
     try:
         ts = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise DataFileError(f"{where}, column timestamp: {raw!r} is not an ISO time",
-                            hint="write e.g. 2026-01-01T13:00:00 or 2026-01-01T13:00:00Z") from None
+        raise DataFileError(
+            f"{where}, column timestamp: {raw!r} is not an ISO time",
+            hint="write e.g. 2026-01-01T13:00:00 or 2026-01-01T13:00:00Z",
+        ) from None
     if ts.tzinfo is not None:
         ts = ts.astimezone(dt.timezone.utc).replace(tzinfo=None)
     if ts.minute or ts.second or ts.microsecond:
-        raise DataFileError(f"{where}, column timestamp: {raw!r} is not on the hour",
-                            hint="give one row per whole hour (minutes and seconds = 0)")
+        raise DataFileError(
+            f"{where}, column timestamp: {raw!r} is not on the hour",
+            hint="give one row per whole hour (minutes and seconds = 0)",
+        )
     return ts
 
 
@@ -109,14 +122,20 @@ def _parse_gpus(raw: str, where: str) -> float:
     try:
         value = float(raw.strip())
     except ValueError:
-        raise DataFileError(f"{where}, column gpus: {raw!r} is not a number",
-                            hint="write the GPUs wanted that hour as a plain number") from None
+        raise DataFileError(
+            f"{where}, column gpus: {raw!r} is not a number",
+            hint="write the GPUs wanted that hour as a plain number",
+        ) from None
     if not math.isfinite(value) or value < 0:
-        raise DataFileError(f"{where}, column gpus: {raw!r} must be a finite number ≥ 0",
-                            hint="demand cannot be negative; write 0 for an idle hour")
+        raise DataFileError(
+            f"{where}, column gpus: {raw!r} must be a finite number ≥ 0",
+            hint="demand cannot be negative; write 0 for an idle hour",
+        )
     if value > MAX_GPUS_PER_HOUR:
-        raise DataFileError(f"{where}, column gpus: {raw!r} GPUs in one hour is implausible",
-                            hint=f"give GPUs wanted that hour (at most {MAX_GPUS_PER_HOUR:,.0f}); is it GPU-seconds?")
+        raise DataFileError(
+            f"{where}, column gpus: {raw!r} GPUs in one hour is implausible",
+            hint=f"give GPUs wanted that hour (at most {MAX_GPUS_PER_HOUR:,.0f}); is it GPU-seconds?",
+        )
     return value
 
 
@@ -126,8 +145,10 @@ def _parse_bool(raw: str, where: str) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise DataFileError(f"{where}, column interruptible: {raw!r} is not true/false",
-                        hint="write true (may run on spot) or false (must not)")
+    raise DataFileError(
+        f"{where}, column interruptible: {raw!r} is not true/false",
+        hint="write true (may run on spot) or false (must not)",
+    )
 
 
 def _resolve_gpu(raw: str, where: str, cache: dict[str, str]) -> str:
@@ -139,9 +160,11 @@ def _resolve_gpu(raw: str, where: str, cache: dict[str, str]) -> str:
     table = gpu_table()
     spec = table.get(name)
     if spec is None:
-        raise DataFileError(f"{where}, column gpu: unknown GPU {name!r}",
-                            hint="use a model from `gpuwise gpus`",
-                            suggestions=did_you_mean(name, table.names))
+        raise DataFileError(
+            f"{where}, column gpu: unknown GPU {name!r}",
+            hint="use a model from `gpuwise gpus`",
+            suggestions=did_you_mean(name, table.names),
+        )
     cache[name] = spec.name
     return spec.name
 
@@ -152,8 +175,10 @@ def parse_demand_csv(text: str, origin: str) -> Demand:
     reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
     if missing:
-        raise DataFileError(f"{origin}: missing column(s) {', '.join(missing)}",
-                            hint=f"the header must be {','.join(COLUMNS)}")
+        raise DataFileError(
+            f"{origin}: missing column(s) {', '.join(missing)}",
+            hint=f"the header must be {','.join(COLUMNS)}",
+        )
     cache: dict[str, str] = {}
     cells: dict[tuple[str, bool], dict[dt.datetime, float]] = {}
     rows_of: dict[tuple[str, bool, dt.datetime], int] = {}
@@ -162,18 +187,24 @@ def parse_demand_csv(text: str, origin: str) -> Demand:
     for lineno, row in enumerate(reader, start=2):
         where = f"{origin}, row {lineno}"
         if None in row:
-            raise DataFileError(f"{where}: more cells than columns", hint=f"use the columns {','.join(COLUMNS)}")
+            raise DataFileError(
+                f"{where}: more cells than columns", hint=f"use the columns {','.join(COLUMNS)}"
+            )
         for col in COLUMNS:
             if not (row.get(col) or "").strip():
-                raise DataFileError(f"{where}, column {col}: empty", hint=f"give {col} on every row")
+                raise DataFileError(
+                    f"{where}, column {col}: empty", hint=f"give {col} on every row"
+                )
         ts = _parse_timestamp(row["timestamp"], where)
         gpu = _resolve_gpu(row["gpu"], where, cache)
         flexible = _parse_bool(row["interruptible"], where)
         key = (gpu, flexible, ts)
         if key in rows_of:
-            raise DataFileError(f"{where}: duplicate hour {ts.isoformat()} for {gpu} "
-                                f"interruptible={str(flexible).lower()} (first at row {rows_of[key]})",
-                                hint="keep one row per hour, GPU and class (sum them first)")
+            raise DataFileError(
+                f"{where}: duplicate hour {ts.isoformat()} for {gpu} "
+                f"interruptible={str(flexible).lower()} (first at row {rows_of[key]})",
+                hint="keep one row per hour, GPU and class (sum them first)",
+            )
         rows_of[key] = lineno
         cells.setdefault((gpu, flexible), {})[ts] = _parse_gpus(row["gpus"], where)
         first = ts if first is None or ts < first else first
@@ -190,9 +221,11 @@ def parse_demand_csv(text: str, origin: str) -> Demand:
             before = rows_of.get((gpu, flexible, gap - _HOUR))
             raise DataFileError(
                 f"{origin}: gap: no row for {gpu} interruptible={str(flexible).lower()} at "
-                f"{gap.isoformat()}" + (f" (after row {before})" if before else "")
+                f"{gap.isoformat()}"
+                + (f" (after row {before})" if before else "")
                 + f"; the file spans {first.isoformat()} to {last.isoformat()}",
-                hint="give every hour in the span, writing 0 for idle hours")
+                hint="give every hour in the span, writing 0 for idle hours",
+            )
         arr = flex if flexible else firm
         idx = np.fromiter((int((ts - first) / _HOUR) for ts in series), dtype=np.int64, count=hours)
         arr[gpus.index(gpu), idx] = np.fromiter(series.values(), dtype=float, count=hours)
@@ -212,8 +245,10 @@ def read_demand_csv(path: Path) -> Demand:
     try:
         text = path.read_text("utf-8")
     except FileNotFoundError:
-        raise InputError(f"demand file {str(path)!r} not found", hint="give the path of a demand CSV, "
-                         "or use --profile for a synthetic year") from None
+        raise InputError(
+            f"demand file {str(path)!r} not found",
+            hint="give the path of a demand CSV, or use --profile for a synthetic year",
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataFileError(f"{path}: cannot read ({exc})", hint="give a UTF-8 CSV file") from None
     return parse_demand_csv(text, str(path))
@@ -232,9 +267,14 @@ def demand_to_csv(demand: Demand) -> str:
     return out.getvalue()
 
 
-def synthetic_demand(gpus: Sequence[str] = ("H100", "A100-80GB"), *, hours: int = 8760,
-                     seed: int = 0, peak_gpus: float = 64.0,
-                     start: dt.datetime = dt.datetime(2026, 1, 1)) -> Demand:
+def synthetic_demand(
+    gpus: Sequence[str] = ("H100", "A100-80GB"),
+    *,
+    hours: int = 8760,
+    seed: int = 0,
+    peak_gpus: float = 64.0,
+    start: dt.datetime = dt.datetime(2026, 1, 1),
+) -> Demand:
     """A realistic-looking year of hourly demand, the same for the same arguments.
 
     Per GPU model: a firm base load (serving, scheduled pipelines) with a mild daily cycle, an
@@ -243,11 +283,17 @@ def synthetic_demand(gpus: Sequence[str] = ("H100", "A100-80GB"), *, hours: int 
     The shape is illustrative, not fitted to any trace.
     """
     if not 1 <= hours <= 10 * 8760:
-        raise InputError(f"the synthetic profile needs 1 to 87,600 hours (10 years), got {hours}",
-                         hint="give hours=1 to 87600")
+        raise InputError(
+            f"the synthetic profile needs 1 to 87,600 hours (10 years), got {hours}",
+            hint="give hours=1 to 87600",
+        )
     check_finite(peak_gpus, "profile peak (GPUs)", strict=True, maximum=MAX_GPUS_PER_HOUR / 4)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:  # numpy refuses negative seeds
-        raise InputError(f"the profile seed must be a whole number ≥ 0, got {seed!r}", hint="give seed=0 or more")
+    if (
+        isinstance(seed, bool) or not isinstance(seed, int) or seed < 0
+    ):  # numpy refuses negative seeds
+        raise InputError(
+            f"the profile seed must be a whole number ≥ 0, got {seed!r}", hint="give seed=0 or more"
+        )
     from gpuwise.hardware import find_gpu
 
     names = tuple(find_gpu(g).name for g in gpus)
@@ -271,7 +317,7 @@ def synthetic_demand(gpus: Sequence[str] = ("H100", "A100-80GB"), *, hours: int 
         for _ in range(n_bursts):
             begin = int(rng.integers(0, hours))
             length = int(rng.integers(48, 14 * 24))
-            bursts[begin:begin + length] += scale * rng.uniform(0.2, 0.5)
+            bursts[begin : begin + length] += scale * rng.uniform(0.2, 0.5)
         noise = rng.normal(0, 0.03 * scale, size=(2, hours))
         firm[g] = np.maximum(np.rint(base + noise[0]), 0)
         flex[g] = np.maximum(np.rint(experiments + bursts + noise[1]), 0)

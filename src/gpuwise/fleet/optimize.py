@@ -74,21 +74,29 @@ class FleetOptions:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.spot_overhead) and 0 <= self.spot_overhead <= 10):
-            raise InputError(f"spot overhead {self.spot_overhead!r} is not a fraction in [0, 10]",
-                             hint="give e.g. 0.075 for 7.5% extra GPU-hours on spot")
+            raise InputError(
+                f"spot overhead {self.spot_overhead!r} is not a fraction in [0, 10]",
+                hint="give e.g. 0.075 for 7.5% extra GPU-hours on spot",
+            )
         for gpu, cap in self.spot_capacity_gpus.items():
             if not (math.isfinite(cap) and cap >= 0):
-                raise InputError(f"spot capacity for {gpu} must be a number of GPUs ≥ 0, got {cap!r}",
-                                 hint="give e.g. spot_capacity_gpus={'H100': 32}")
+                raise InputError(
+                    f"spot capacity for {gpu} must be a number of GPUs ≥ 0, got {cap!r}",
+                    hint="give e.g. spot_capacity_gpus={'H100': 32}",
+                )
         for name in ("budget_usd", "monthly_budget_usd", "max_commitment_usd"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
-                raise InputError(f"{name.replace('_', ' ')} must be a finite amount ≥ 0, got {value!r}",
-                                 hint="give a dollar amount such as 250000")
+                raise InputError(
+                    f"{name.replace('_', ' ')} must be a finite amount ≥ 0, got {value!r}",
+                    hint="give a dollar amount such as 250000",
+                )
         if self.max_reserved_gpus is not None and self.max_reserved_gpus < 0:
             raise InputError("the reserved-GPU cap must be ≥ 0", hint="give a whole number of GPUs")
         if not self.terms or any(t not in (1, 3) for t in self.terms):
-            raise InputError(f"terms {self.terms!r}: only 1 and 3 years exist", hint="use 1, 3 or both")
+            raise InputError(
+                f"terms {self.terms!r}: only 1 and 3 years exist", hint="use 1, 3 or both"
+            )
 
 
 @dataclass(frozen=True)
@@ -266,7 +274,9 @@ def _curve(prices: GpuPrices, options: FleetOptions) -> _Curve:
     return _Curve(od, spot_eff, cap_useful, 0)
 
 
-def _breakpoints(firm: np.ndarray, flex: np.ndarray, curve: _Curve) -> tuple[np.ndarray, np.ndarray]:
+def _breakpoints(
+    firm: np.ndarray, flex: np.ndarray, curve: _Curve
+) -> tuple[np.ndarray, np.ndarray]:
     """A_h (demand that costs on-demand at the margin) and D_h (all demand), per hour."""
     d = firm + flex
     a = firm + np.maximum(flex - curve.cap_useful, 0.0) if curve.spot_eff is not None else d
@@ -312,8 +322,12 @@ class _Dispatch:
     reserved_gpus: np.ndarray  # (G,)
 
 
-def dispatch(demand: Demand, prices: Mapping[str, GpuPrices], counts: Mapping[tuple[str, int], int],
-             options: FleetOptions) -> _Dispatch:
+def dispatch(
+    demand: Demand,
+    prices: Mapping[str, GpuPrices],
+    counts: Mapping[tuple[str, int], int],
+    options: FleetOptions,
+) -> _Dispatch:
     """The best hourly split for fixed reservations (closed form, see the module docstring)."""
     g_n, h_n = demand.firm.shape
     out = {k: np.zeros((g_n, h_n)) for k in ("used", "spot", "od", "spot_usd", "od_usd")}
@@ -332,14 +346,18 @@ def dispatch(demand: Demand, prices: Mapping[str, GpuPrices], counts: Mapping[tu
         r_firm = np.minimum(firm, r)
         r_flex = np.minimum(flex, r - r_firm)
         rest = flex - r_flex
-        spot_useful = np.minimum(rest, curve.cap_useful) if curve.spot_eff is not None else np.zeros(h_n)
+        spot_useful = (
+            np.minimum(rest, curve.cap_useful) if curve.spot_eff is not None else np.zeros(h_n)
+        )
         od = firm - r_firm + rest - spot_useful
         out["used"][g] = r_firm + r_flex
         out["spot"][g] = spot_useful * (1 + options.spot_overhead)
         out["od"][g] = od
         out["spot_usd"][g] = spot_useful * (curve.spot_eff or 0.0)
         out["od_usd"][g] = od * curve.od
-    return _Dispatch(out["used"], out["spot"], out["od"], out["spot_usd"], out["od_usd"], res_rate, res_gpus)
+    return _Dispatch(
+        out["used"], out["spot"], out["od"], out["spot_usd"], out["od_usd"], res_rate, res_gpus
+    )
 
 
 # ---------------------------------------------------------------- the MILP
@@ -353,8 +371,11 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
     t0 = time.perf_counter()
     months, month_of = demand.month_index()
     per_month = options.monthly_budget_usd is not None
-    groups = [np.flatnonzero(month_of == m) for m in range(len(months))] if per_month \
+    groups = (
+        [np.flatnonzero(month_of == m) for m in range(len(months))]
+        if per_month
         else [np.arange(demand.hours)]
+    )
     hours_in = [len(ix) for ix in groups]
 
     cols_c: list[float] = []  # objective per column
@@ -417,11 +438,25 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
     if per_month:
         assert options.monthly_budget_usd is not None
         for m in range(len(groups)):
-            rows.append((month_cost_cols[m], -np.inf, options.monthly_budget_usd - float(const_month[m])))
+            rows.append(
+                (month_cost_cols[m], -np.inf, options.monthly_budget_usd - float(const_month[m]))
+            )
     if options.max_commitment_usd is not None:
-        rows.append(({j: commit_row[j] for j in range(n) if commit_row[j]}, -np.inf, options.max_commitment_usd))
+        rows.append(
+            (
+                {j: commit_row[j] for j in range(n) if commit_row[j]},
+                -np.inf,
+                options.max_commitment_usd,
+            )
+        )
     if options.max_reserved_gpus is not None:
-        rows.append(({j: 1.0 for j in range(n) if reserved_row[j]}, -np.inf, float(options.max_reserved_gpus)))
+        rows.append(
+            (
+                {j: 1.0 for j in range(n) if reserved_row[j]},
+                -np.inf,
+                float(options.max_reserved_gpus),
+            )
+        )
 
     const = float(const_month.sum())
     if n == 0:
@@ -438,41 +473,57 @@ def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
         lbs.append(lb)
         ubs.append(ub)
     a = coo_matrix((vals, (ri, ci)), shape=(len(rows), n)).tocsr()
-    res = milp(np.array(cols_c), constraints=LinearConstraint(a, np.array(lbs), np.array(ubs)),
-               integrality=np.array(integrality), bounds=Bounds(np.zeros(n), np.array(upper)),
-               options={"mip_rel_gap": 1e-9, "time_limit": 60.0})
+    res = milp(
+        np.array(cols_c),
+        constraints=LinearConstraint(a, np.array(lbs), np.array(ubs)),
+        integrality=np.array(integrality),
+        bounds=Bounds(np.zeros(n), np.array(upper)),
+        options={"mip_rel_gap": 1e-9, "time_limit": 60.0},
+    )
     if res.status == 2:
         raise _infeasible(demand, prices, options)
     if res.x is None:
-        raise PlanError(f"the solver stopped without a plan ({res.message})",
-                        hint="loosen the caps or shorten the profile, and report this if it persists")
+        raise PlanError(
+            f"the solver stopped without a plan ({res.message})",
+            hint="loosen the caps or shorten the profile, and report this if it persists",
+        )
     counts = {key: round(res.x[j]) for key, j in col_of.items() if round(res.x[j]) > 0}
     # the cost of the whole counts, not HiGHS's objective (which carries its integrality tolerance)
     objective = _total(dispatch(demand, prices, counts, options), demand.hours)
     return Solution(counts, objective, time.perf_counter() - t0, n, len(rows))
 
 
-def _infeasible(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions) -> PlanError:
+def _infeasible(
+    demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
+) -> PlanError:
     uncapped = replace(options, budget_usd=None, monthly_budget_usd=None)
     best = solve(demand, prices, uncapped)
     d = dispatch(demand, prices, best.counts, uncapped)
     parts = []
     if options.budget_usd is not None:
-        parts.append(f"budget_usd={options.budget_usd:,.0f} (the cheapest plan costs ${best.objective_usd:,.0f})")
+        parts.append(
+            f"budget_usd={options.budget_usd:,.0f} (the cheapest plan costs ${best.objective_usd:,.0f})"
+        )
     if options.monthly_budget_usd is not None:
         months = _monthly(demand, d)
         worst = max(months, key=lambda mc: mc.total_usd)
-        parts.append(f"monthly_budget_usd={options.monthly_budget_usd:,.0f} (the cheapest plan's dearest "
-                     f"month, {worst.month}, costs ${worst.total_usd:,.0f})")
+        parts.append(
+            f"monthly_budget_usd={options.monthly_budget_usd:,.0f} (the cheapest plan's dearest "
+            f"month, {worst.month}, costs ${worst.total_usd:,.0f})"
+        )
     what = " and ".join(parts) or "the caps"
-    return PlanError(f"no plan meets {what}",
-                     hint="raise the budget, lower the demand, or allow more reservations/spot")
+    return PlanError(
+        f"no plan meets {what}",
+        hint="raise the budget, lower the demand, or allow more reservations/spot",
+    )
 
 
 # ---------------------------------------------------------------- closed form without caps
 
 
-def solve_uncapped(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions) -> dict[tuple[str, int], int]:
+def solve_uncapped(
+    demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
+) -> dict[tuple[str, int], int]:
     """Without caps only the cheapest option per GPU matters: reserve the k-th GPU while the
     on-demand/spot cost it saves over the profile exceeds its reserved cost."""
     counts: dict[tuple[str, int], int] = {}
@@ -487,7 +538,9 @@ def solve_uncapped(demand: Demand, prices: Mapping[str, GpuPrices], options: Fle
         ks = _candidates(demand.firm[g], demand.interruptible[g], curve, peak)
         c = cost_curve(demand.firm[g], demand.interruptible[g], curve, ks)
         saving_per_gpu = -np.diff(c) / np.diff(ks)  # non-increasing: C is convex
-        worth = np.flatnonzero(saving_per_gpu > p.reserved[best].usd_per_gpu_hour * demand.hours * (1 + 1e-12))
+        worth = np.flatnonzero(
+            saving_per_gpu > p.reserved[best].usd_per_gpu_hour * demand.hours * (1 + 1e-12)
+        )
         k = int(ks[worth[-1] + 1]) if len(worth) else 0
         if k:
             counts[(gpu, best)] = k
@@ -519,8 +572,13 @@ def _utilization(d: _Dispatch, hours: int) -> float | None:
     return float(d.reserved_used.sum()) / paid if paid > 0 else None
 
 
-def _single_billing(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions) -> dict[str, float | None]:
-    od = sum(prices[g].on_demand.usd_per_gpu_hour * float(demand.total[i].sum()) for i, g in enumerate(demand.gpus))
+def _single_billing(
+    demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions
+) -> dict[str, float | None]:
+    od = sum(
+        prices[g].on_demand.usd_per_gpu_hour * float(demand.total[i].sum())
+        for i, g in enumerate(demand.gpus)
+    )
     out: dict[str, float | None] = {"on-demand": od}
     spot = 0.0
     for i, g in enumerate(demand.gpus):
@@ -530,7 +588,11 @@ def _single_billing(demand: Demand, prices: Mapping[str, GpuPrices], options: Fl
         if p.spot is None or float(demand.firm[i].sum()) > 0 or need > cap + 1e-9:
             spot = math.nan
             break
-        spot += p.spot.usd_per_gpu_hour * (1 + options.spot_overhead) * float(demand.interruptible[i].sum())
+        spot += (
+            p.spot.usd_per_gpu_hour
+            * (1 + options.spot_overhead)
+            * float(demand.interruptible[i].sum())
+        )
     out["spot"] = None if math.isnan(spot) else spot
     for term in (1, 3):
         total = 0.0
@@ -547,8 +609,14 @@ def _single_billing(demand: Demand, prices: Mapping[str, GpuPrices], options: Fl
     return out
 
 
-def _scenario(name: str, demand: Demand, prices: Mapping[str, GpuPrices], counts: Mapping[tuple[str, int], int],
-              options: FleetOptions, reoptimize: bool) -> Scenario:
+def _scenario(
+    name: str,
+    demand: Demand,
+    prices: Mapping[str, GpuPrices],
+    counts: Mapping[tuple[str, int], int],
+    options: FleetOptions,
+    reoptimize: bool,
+) -> Scenario:
     d = dispatch(demand, prices, counts, options)
     cost = _total(d, demand.hours)
     od = _single_billing(demand, prices, options)["on-demand"] or 0.0
@@ -558,25 +626,43 @@ def _scenario(name: str, demand: Demand, prices: Mapping[str, GpuPrices], counts
             re_cost = solve(demand, prices, options).objective_usd
         except PlanError:
             re_cost = None
-    return Scenario(name, cost, od, 1 - cost / od if od > 0 else 0.0, _utilization(d, demand.hours), re_cost)
+    return Scenario(
+        name, cost, od, 1 - cost / od if od > 0 else 0.0, _utilization(d, demand.hours), re_cost
+    )
 
 
 def _with_spot_factor(prices: Mapping[str, GpuPrices], factor: float) -> dict[str, GpuPrices]:
-    return {g: replace(p, spot=None if p.spot is None else replace(p.spot, usd_per_gpu_hour=p.spot.usd_per_gpu_hour * factor))
-            for g, p in prices.items()}
+    return {
+        g: replace(
+            p,
+            spot=None
+            if p.spot is None
+            else replace(p.spot, usd_per_gpu_hour=p.spot.usd_per_gpu_hour * factor),
+        )
+        for g, p in prices.items()
+    }
 
 
-def plan_fleet(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions | None = None, *,
-               sensitivity: bool = True) -> FleetPlan:
+def plan_fleet(
+    demand: Demand,
+    prices: Mapping[str, GpuPrices],
+    options: FleetOptions | None = None,
+    *,
+    sensitivity: bool = True,
+) -> FleetPlan:
     """Choose reservations and the hourly spot/on-demand split for ``demand`` at ``prices``."""
     options = options or FleetOptions()
     missing = [g for g in demand.gpus if g not in prices]
     if missing:
-        raise PlanError(f"no prices for {', '.join(missing)}", hint="price every GPU model in the demand")
+        raise PlanError(
+            f"no prices for {', '.join(missing)}", hint="price every GPU model in the demand"
+        )
     unknown_caps = [g for g in options.spot_capacity_gpus if g not in demand.gpus]
     if unknown_caps:
-        raise InputError(f"spot capacity given for {', '.join(unknown_caps)}, which is not in the demand",
-                         hint=f"the demand has {', '.join(demand.gpus)}")
+        raise InputError(
+            f"spot capacity given for {', '.join(unknown_caps)}, which is not in the demand",
+            hint=f"the demand has {', '.join(demand.gpus)}",
+        )
     sol = solve(demand, prices, options)
     d = dispatch(demand, prices, sol.counts, options)
     cost = _total(d, demand.hours)
@@ -587,57 +673,120 @@ def plan_fleet(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOp
     commitments = []
     for (gpu, i), n in sorted(sol.counts.items()):
         o: ReservedOption = prices[gpu].reserved[i]
-        commitments.append(Commitment(gpu, o.cloud, o.term_years, n, o.usd_per_gpu_hour, o.discount,
-                                      n * o.usd_per_gpu_hour * demand.hours,
-                                      n * o.usd_per_gpu_hour * HOURS_PER_YEAR * o.term_years, o.source))
+        commitments.append(
+            Commitment(
+                gpu,
+                o.cloud,
+                o.term_years,
+                n,
+                o.usd_per_gpu_hour,
+                o.discount,
+                n * o.usd_per_gpu_hour * demand.hours,
+                n * o.usd_per_gpu_hour * HOURS_PER_YEAR * o.term_years,
+                o.source,
+            )
+        )
     per_gpu = []
     notes: list[str] = []
     for g, gpu in enumerate(demand.gpus):
         p = prices[gpu]
         curve = _curve(p, options)
-        dg = _Dispatch(d.reserved_used[g:g + 1], d.spot_gpu_hours[g:g + 1], d.on_demand[g:g + 1],
-                       d.spot_usd[g:g + 1], d.on_demand_usd[g:g + 1], d.reserved_usd_per_hour[g:g + 1],
-                       d.reserved_gpus[g:g + 1])
-        per_gpu.append(GpuBreakdown(
-            gpu, float(demand.total[g].sum()), float(demand.firm[g].sum()), float(demand.total[g].max()),
-            int(d.reserved_gpus[g]), float(d.reserved_used[g].sum()), _utilization(dg, demand.hours),
-            float(d.spot_gpu_hours[g].sum()), float(d.on_demand[g].sum()), _total(dg, demand.hours),
-            p.on_demand.usd_per_gpu_hour * float(demand.total[g].sum()), p.on_demand,
-            p.spot if curve.spot_eff is not None else None, p.reserved_unavailable))
+        dg = _Dispatch(
+            d.reserved_used[g : g + 1],
+            d.spot_gpu_hours[g : g + 1],
+            d.on_demand[g : g + 1],
+            d.spot_usd[g : g + 1],
+            d.on_demand_usd[g : g + 1],
+            d.reserved_usd_per_hour[g : g + 1],
+            d.reserved_gpus[g : g + 1],
+        )
+        per_gpu.append(
+            GpuBreakdown(
+                gpu,
+                float(demand.total[g].sum()),
+                float(demand.firm[g].sum()),
+                float(demand.total[g].max()),
+                int(d.reserved_gpus[g]),
+                float(d.reserved_used[g].sum()),
+                _utilization(dg, demand.hours),
+                float(d.spot_gpu_hours[g].sum()),
+                float(d.on_demand[g].sum()),
+                _total(dg, demand.hours),
+                p.on_demand.usd_per_gpu_hour * float(demand.total[g].sum()),
+                p.on_demand,
+                p.spot if curve.spot_eff is not None else None,
+                p.reserved_unavailable,
+            )
+        )
         if not p.reserved:
-            notes.append(f"{gpu}: reserved billing unavailable — no known discount for "
-                         f"{', '.join(p.reserved_unavailable)}; set one in reserved.yaml or with "
-                         "--reserved-discount CLOUD:1y=FRACTION")
+            notes.append(
+                f"{gpu}: reserved billing unavailable — no known discount for "
+                f"{', '.join(p.reserved_unavailable)}; set one in reserved.yaml or with "
+                "--reserved-discount CLOUD:1y=FRACTION"
+            )
         elif p.reserved_unavailable:
-            notes.append(f"{gpu}: no reserved discount known for {', '.join(p.reserved_unavailable)} "
-                         "(those reservations were not considered)")
+            notes.append(
+                f"{gpu}: no reserved discount known for {', '.join(p.reserved_unavailable)} "
+                "(those reservations were not considered)"
+            )
         if p.spot is not None and curve.spot_eff is None:
-            notes.append(f"{gpu}: spot with {options.spot_overhead:.1%} interruption overhead is not "
-                         "cheaper than on-demand; spot not used")
+            notes.append(
+                f"{gpu}: spot with {options.spot_overhead:.1%} interruption overhead is not "
+                "cheaper than on-demand; spot not used"
+            )
     longest = max((c.term_years for c in commitments), default=0)
     extrapolated = longest * HOURS_PER_YEAR > demand.hours
     if extrapolated:
-        notes.insert(0, f"extrapolated: a {longest}-year reservation is proposed from {_span(demand.hours)} of "
-                        "demand; its saving assumes this demand repeats for the whole term. Give a longer "
-                        "demand history" + (", or allow only 1-year terms" if longest > 1 else ""))
+        notes.insert(
+            0,
+            f"extrapolated: a {longest}-year reservation is proposed from {_span(demand.hours)} of "
+            "demand; its saving assumes this demand repeats for the whole term. Give a longer "
+            "demand history" + (", or allow only 1-year terms" if longest > 1 else ""),
+        )
     scenarios: list[Scenario] = []
     if sensitivity:
         for factor in (0.8, 1.2):
-            scenarios.append(_scenario(f"demand {factor - 1:+.0%}", demand.scaled(factor), prices, sol.counts,
-                                       options, reoptimize=True))
+            scenarios.append(
+                _scenario(
+                    f"demand {factor - 1:+.0%}",
+                    demand.scaled(factor),
+                    prices,
+                    sol.counts,
+                    options,
+                    reoptimize=True,
+                )
+            )
         for factor in (1.25, 1.5, 2.0):
-            scenarios.append(_scenario(f"spot price {factor - 1:+.0%}", demand, _with_spot_factor(prices, factor),
-                                       sol.counts, options, reoptimize=False))
+            scenarios.append(
+                _scenario(
+                    f"spot price {factor - 1:+.0%}",
+                    demand,
+                    _with_spot_factor(prices, factor),
+                    sol.counts,
+                    options,
+                    reoptimize=False,
+                )
+            )
     best_cost = feasible[best_name]
     return FleetPlan(
-        commitments=tuple(commitments), cost_usd=cost, on_demand_only_cost_usd=od_cost,
+        commitments=tuple(commitments),
+        cost_usd=cost,
+        on_demand_only_cost_usd=od_cost,
         savings_fraction=1 - cost / od_cost if od_cost > 0 else 0.0,
-        best_single_billing=best_name, best_single_cost_usd=best_cost,
+        best_single_billing=best_name,
+        best_single_cost_usd=best_cost,
         savings_vs_best_single_fraction=1 - cost / best_cost if best_cost > 0 else 0.0,
-        single_billing_costs_usd=singles, monthly=tuple(_monthly(demand, d)),
-        reserved_utilization=_utilization(d, demand.hours), per_gpu=tuple(per_gpu),
-        sensitivity=tuple(scenarios), hours=demand.hours, spot_overhead=options.spot_overhead,
-        solver=sol, notes=tuple(notes), extrapolated=extrapolated)
+        single_billing_costs_usd=singles,
+        monthly=tuple(_monthly(demand, d)),
+        reserved_utilization=_utilization(d, demand.hours),
+        per_gpu=tuple(per_gpu),
+        sensitivity=tuple(scenarios),
+        hours=demand.hours,
+        spot_overhead=options.spot_overhead,
+        solver=sol,
+        notes=tuple(notes),
+        extrapolated=extrapolated,
+    )
 
 
 def _span(hours: int) -> str:
@@ -649,10 +798,14 @@ def _span(hours: int) -> str:
     return f"{hours / 24:.0f} days" if hours >= 48 else f"{hours} hours"
 
 
-def hourly_split(demand: Demand, prices: Mapping[str, GpuPrices], plan: FleetPlan,
-                 options: FleetOptions) -> dict[str, np.ndarray]:
+def hourly_split(
+    demand: Demand, prices: Mapping[str, GpuPrices], plan: FleetPlan, options: FleetOptions
+) -> dict[str, np.ndarray]:
     """Fleet-wide GPUs per hour by billing type (for charts): reserved_used, reserved_paid, spot, on_demand."""
     d = dispatch(demand, prices, plan.solver.counts, options)
-    return {"reserved_used": d.reserved_used.sum(axis=0),
-            "reserved_paid": np.full(demand.hours, float(d.reserved_gpus.sum())),
-            "spot": d.spot_gpu_hours.sum(axis=0), "on_demand": d.on_demand.sum(axis=0)}
+    return {
+        "reserved_used": d.reserved_used.sum(axis=0),
+        "reserved_paid": np.full(demand.hours, float(d.reserved_gpus.sum())),
+        "spot": d.spot_gpu_hours.sum(axis=0),
+        "on_demand": d.on_demand.sum(axis=0),
+    }

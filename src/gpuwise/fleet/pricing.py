@@ -67,8 +67,9 @@ class GpuPrices:
     """``cloud Ny`` terms for clouds selling this GPU whose reserved discount is unknown (not offered)."""
 
 
-def parse_reserved_overrides(values: Iterable[str], *,
-                             known_clouds: Iterable[str] | None = None) -> dict[tuple[str, int], ReservedTerm]:
+def parse_reserved_overrides(
+    values: Iterable[str], *, known_clouds: Iterable[str] | None = None
+) -> dict[tuple[str, int], ReservedTerm]:
     """``aws:1y=0.3`` → a ReservedTerm per (cloud, years), from the command line.
 
     With ``known_clouds``, a cloud outside it is refused (a typo would otherwise be ignored).
@@ -78,30 +79,42 @@ def parse_reserved_overrides(values: Iterable[str], *,
     for raw in values:
         m = _OVERRIDE.match(raw)
         if not m:
-            raise InputError(f"cannot read --reserved-discount {raw!r}",
-                             hint="write CLOUD:1y=FRACTION or CLOUD:3y=FRACTION, e.g. gcp:1y=0.37")
+            raise InputError(
+                f"cannot read --reserved-discount {raw!r}",
+                hint="write CLOUD:1y=FRACTION or CLOUD:3y=FRACTION, e.g. gcp:1y=0.37",
+            )
         try:
             value = float(m.group(3).rstrip("%")) / (100 if m.group(3).endswith("%") else 1)
         except ValueError:
-            raise InputError(f"--reserved-discount {raw!r}: {m.group(3)!r} is not a number",
-                             hint="write the discount as a fraction such as 0.37 or 37%") from None
+            raise InputError(
+                f"--reserved-discount {raw!r}: {m.group(3)!r} is not a number",
+                hint="write the discount as a fraction such as 0.37 or 37%",
+            ) from None
         if not 0 <= value < 1:
-            raise InputError(f"--reserved-discount {raw!r}: the discount must be in [0, 1)",
-                             hint="write e.g. 0.37 for 37% off on-demand")
+            raise InputError(
+                f"--reserved-discount {raw!r}: the discount must be in [0, 1)",
+                hint="write e.g. 0.37 for 37% off on-demand",
+            )
         cloud, years = m.group(1).lower(), int(m.group(2))
         if known is not None and cloud not in known:
-            raise InputError(f"--reserved-discount {raw!r}: unknown cloud {cloud!r}",
-                             hint=f"use one of: {', '.join(known)}", suggestions=did_you_mean(cloud, known))
+            raise InputError(
+                f"--reserved-discount {raw!r}: unknown cloud {cloud!r}",
+                hint=f"use one of: {', '.join(known)}",
+                suggestions=did_you_mean(cloud, known),
+            )
         out[(cloud, years)] = ReservedTerm(cloud, years, value, f"--reserved-discount {raw}")  # type: ignore[arg-type]
     return out
 
 
 def _quote(cheapest: CheapestPrice) -> PriceQuote:
-    return PriceQuote(cheapest.usd_per_gpu_hour, cheapest.cloud, f"{cheapest.region} {cheapest.instance_type}")
+    return PriceQuote(
+        cheapest.usd_per_gpu_hour, cheapest.cloud, f"{cheapest.region} {cheapest.instance_type}"
+    )
 
 
-def _fetched_reserved(offers: Sequence[Offer], prices: Sequence[ReservedPrice]
-                      ) -> dict[tuple[str, str, int], tuple[float, str]]:
+def _fetched_reserved(
+    offers: Sequence[Offer], prices: Sequence[ReservedPrice]
+) -> dict[tuple[str, str, int], tuple[float, str]]:
     """(cloud, gpu, years) → cheapest fetched reserved $/GPU-hour and where, over instances in ``offers``.
 
     Only instance types and regions present in ``offers`` count, so cloud/region filters apply.
@@ -118,14 +131,20 @@ def _fetched_reserved(offers: Sequence[Offer], prices: Sequence[ReservedPrice]
         per_gpu = r.usd_per_hour / match.gpu_count
         key = (r.cloud, match.gpu, r.term_years)
         if key not in best or per_gpu < best[key][0]:
-            best[key] = (per_gpu, f"{r.source} ({r.instance_type} {r.region}, {r.term_years}y no upfront, "
-                                  f"as of {r.as_of})")
+            best[key] = (
+                per_gpu,
+                f"{r.source} ({r.instance_type} {r.region}, {r.term_years}y no upfront, "
+                f"as of {r.as_of})",
+            )
     return best
 
 
-def gpu_prices(offers: Sequence[Offer], gpus: Iterable[str],
-               terms: Mapping[tuple[str, int], ReservedTerm | None],
-               reserved_prices: Sequence[ReservedPrice] | None = None) -> dict[str, GpuPrices]:
+def gpu_prices(
+    offers: Sequence[Offer],
+    gpus: Iterable[str],
+    terms: Mapping[tuple[str, int], ReservedTerm | None],
+    reserved_prices: Sequence[ReservedPrice] | None = None,
+) -> dict[str, GpuPrices]:
     """Prices per GPU model from ``offers`` (already filtered to the allowed clouds/regions).
 
     A reservation's price is, per (cloud, term): the discount in ``terms`` when one is set (the
@@ -145,21 +164,34 @@ def gpu_prices(offers: Sequence[Offer], gpus: Iterable[str],
     spot_per_gpu = cheapest_per_gpu(offers, spot=True)
     out: dict[str, GpuPrices] = {}
     for gpu in gpus:
-        od_by_cloud = {cloud: _quote(cheapest[gpu]) for cloud, cheapest in od_per_cloud.items() if gpu in cheapest}
+        od_by_cloud = {
+            cloud: _quote(cheapest[gpu])
+            for cloud, cheapest in od_per_cloud.items()
+            if gpu in cheapest
+        }
         spot_best = _quote(spot_per_gpu[gpu]) if gpu in spot_per_gpu else None
         if not od_by_cloud:
             known = sorted({o.gpu for o in offers if o.on_demand_usd_per_hour is not None})
-            raise PlanError(f"no on-demand offer for {gpu} in the catalog (with the cloud/region filters)",
-                            hint="check `gpuwise offers --gpu " + gpu + "`, or drop --cloud/--region",
-                            suggestions=did_you_mean(gpu, known))
+            raise PlanError(
+                f"no on-demand offer for {gpu} in the catalog (with the cloud/region filters)",
+                hint="check `gpuwise offers --gpu " + gpu + "`, or drop --cloud/--region",
+                suggestions=did_you_mean(gpu, known),
+            )
         reserved: list[ReservedOption] = []
         unavailable: list[str] = []
         for cloud, quote in sorted(od_by_cloud.items()):
             for years in TERMS:
                 term = terms.get((cloud, years))
                 if term is not None:
-                    reserved.append(ReservedOption(cloud, years, quote.usd_per_gpu_hour * (1 - term.discount),
-                                                   term.discount, term.source))
+                    reserved.append(
+                        ReservedOption(
+                            cloud,
+                            years,
+                            quote.usd_per_gpu_hour * (1 - term.discount),
+                            term.discount,
+                            term.source,
+                        )
+                    )
                     continue
                 hit = fetched.get((cloud, gpu, years))
                 if hit is None:

@@ -76,7 +76,9 @@ class OwnCosts:
         check_finite(self.interest_rate, "interest rate", maximum=1.0)
         check_finite(self.colocation_usd_per_month, "colocation $/month")
         check_finite(self.staff_usd_per_year, "staff $/year")
-        check_finite(self.maintenance_fraction_per_year, "maintenance fraction per year", maximum=1.0)
+        check_finite(
+            self.maintenance_fraction_per_year, "maintenance fraction per year", maximum=1.0
+        )
 
 
 @dataclass(frozen=True)
@@ -161,11 +163,22 @@ def _annuity_payment(principal: float, yearly_rate: float, months: int) -> float
     return principal * r / (1 - (1 + r) ** -months)
 
 
-def compute_tco(gpu: str, count: int, years: float, utilization: float, own: OwnCosts, rates: CloudRates, *,
-                tdp_w: float, spot_overhead: float = 0.075) -> TcoResult:
+def compute_tco(
+    gpu: str,
+    count: int,
+    years: float,
+    utilization: float,
+    own: OwnCosts,
+    rates: CloudRates,
+    *,
+    tdp_w: float,
+    spot_overhead: float = 0.075,
+) -> TcoResult:
     """Own versus rent ``count`` GPUs of model ``gpu`` for ``years`` at ``utilization``."""
     if isinstance(count, bool) or count < 1:
-        raise InputError(f"count must be a whole number of GPUs ≥ 1, got {count!r}", hint="give e.g. count=8")
+        raise InputError(
+            f"count must be a whole number of GPUs ≥ 1, got {count!r}", hint="give e.g. count=8"
+        )
     check_finite(years, "years", strict=True, maximum=30)
     check_finite(utilization, "utilization", maximum=1.0)
     check_finite(tdp_w, "TDP (W)", strict=True)
@@ -183,7 +196,11 @@ def compute_tco(gpu: str, count: int, years: float, utilization: float, own: Own
     maint = own.maintenance_fraction_per_year * own.server_price_usd * years
     # financing: an annuity over the depreciation life; interest inside the horizon
     loan_months = max(1, round(life * 12))
-    pay = _annuity_payment(own.server_price_usd, own.interest_rate, loan_months) if own.interest_rate else 0.0
+    pay = (
+        _annuity_payment(own.server_price_usd, own.interest_rate, loan_months)
+        if own.interest_rate
+        else 0.0
+    )
     balance, interest = own.server_price_usd, 0.0
     cash = [0.0] * (n_months + 1)
     opex_month = (power + colo + staff + maint) / (years * 12)
@@ -207,7 +224,9 @@ def compute_tco(gpu: str, count: int, years: float, utilization: float, own: Own
         "reserved-3y": None if rates.reserved_3y is None else rates.reserved_3y * count * hours,
     }
     per_month_cloud = {k: v / (years * 12) for k, v in cloud.items() if v is not None}
-    monthly_cloud = {k: tuple(v * m for m in range(n_months + 1)) for k, v in per_month_cloud.items()}
+    monthly_cloud = {
+        k: tuple(v * m for m in range(n_months + 1)) for k, v in per_month_cloud.items()
+    }
 
     def be_util(price: float | None) -> float | None:
         if price is None or price <= 0:
@@ -215,9 +234,12 @@ def compute_tco(gpu: str, count: int, years: float, utilization: float, own: Own
         u = own_cost / (price * count * hours)
         return u if u <= 1 else None
 
-    be_by = {"on-demand": be_util(rates.on_demand),
-             "spot": be_util(None if rates.spot is None else rates.spot * overhead),
-             "reserved-1y": None, "reserved-3y": None}
+    be_by = {
+        "on-demand": be_util(rates.on_demand),
+        "spot": be_util(None if rates.spot is None else rates.spot * overhead),
+        "reserved-1y": None,
+        "reserved-3y": None,
+    }
 
     def be_month(series: tuple[float, ...]) -> int | None:
         for m in range(n_months + 1):
@@ -225,24 +247,46 @@ def compute_tco(gpu: str, count: int, years: float, utilization: float, own: Own
                 return m
         return None
 
-    be_month_by: dict[str, int | None] = {k: (be_month(monthly_cloud[k]) if k in monthly_cloud else None)
-                                          for k in cloud}
+    be_month_by: dict[str, int | None] = {
+        k: (be_month(monthly_cloud[k]) if k in monthly_cloud else None) for k in cloud
+    }
     available = {k: v for k, v in cloud.items() if v is not None}
     cheapest = min(available, key=lambda k: available[k]) if available else None
     notes = []
-    left_out = [name for name, v in (("colocation", own.colocation_usd_per_month), ("staff", own.staff_usd_per_year),
-                                     ("maintenance", own.maintenance_fraction_per_year),
-                                     ("host power", own.host_power_w)) if v == 0]
+    left_out = [
+        name
+        for name, v in (
+            ("colocation", own.colocation_usd_per_month),
+            ("staff", own.staff_usd_per_year),
+            ("maintenance", own.maintenance_fraction_per_year),
+            ("host power", own.host_power_w),
+        )
+        if v == 0
+    ]
     if left_out:
-        notes.append(f"not counted (0): {', '.join(left_out)} — owning is understated until you give them")
+        notes.append(
+            f"not counted (0): {', '.join(left_out)} — owning is understated until you give them"
+        )
     if own.depreciation_years and own.depreciation_years > years:
-        notes.append(f"{own.depreciation_years:g}-year depreciation: the undepreciated value at year {years:g} "
-                     "is an asset, not a cost")
+        notes.append(
+            f"{own.depreciation_years:g}-year depreciation: the undepreciated value at year {years:g} "
+            "is an asset, not a cost"
+        )
     return TcoResult(
-        gpu=gpu, count=count, years=years, utilization=utilization, own_cost_usd=own_cost,
-        own=OwnBreakdown(depreciation, interest, power, colo, staff, maint, energy_kwh), cloud_cost_usd=cloud,
-        break_even_utilization=be_by["on-demand"], break_even_utilization_by_billing=be_by,
-        break_even_month=be_month_by.get(cheapest) if cheapest else None, break_even_month_by_billing=be_month_by,
-        cheapest_cloud_billing=cheapest, monthly_own_cash_usd=tuple(cash), monthly_cloud_usd=monthly_cloud,
-        tdp_w=tdp_w, notes=tuple(notes))
-
+        gpu=gpu,
+        count=count,
+        years=years,
+        utilization=utilization,
+        own_cost_usd=own_cost,
+        own=OwnBreakdown(depreciation, interest, power, colo, staff, maint, energy_kwh),
+        cloud_cost_usd=cloud,
+        break_even_utilization=be_by["on-demand"],
+        break_even_utilization_by_billing=be_by,
+        break_even_month=be_month_by.get(cheapest) if cheapest else None,
+        break_even_month_by_billing=be_month_by,
+        cheapest_cloud_billing=cheapest,
+        monthly_own_cash_usd=tuple(cash),
+        monthly_cloud_usd=monthly_cloud,
+        tdp_w=tdp_w,
+        notes=tuple(notes),
+    )

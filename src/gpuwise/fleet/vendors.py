@@ -35,7 +35,11 @@ from gpuwise.errors import DataFileError, GpuwiseError, InputError, parse_error_
 Direction = Literal["higher", "lower"]
 
 DEFAULT_WEIGHTS: dict[str, float] = {
-    "performance": 0.30, "cost": 0.25, "network": 0.20, "support": 0.15, "ecosystem": 0.10,
+    "performance": 0.30,
+    "cost": 0.25,
+    "network": 0.20,
+    "support": 0.15,
+    "ecosystem": 0.10,
 }
 DEFAULT_CRITERIA: dict[str, dict[str, Direction]] = {
     "performance": {"fp16_tflops": "higher", "memory_bandwidth_tb_s": "higher"},
@@ -169,62 +173,89 @@ class VendorRanking:
 
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise DataFileError(f"{where}: {value!r} is not a finite number", hint="write a plain number")
+        raise DataFileError(
+            f"{where}: {value!r} is not a finite number", hint="write a plain number"
+        )
     return float(value)
 
 
-def _check_sum(weights: Mapping[str, float], where: str, normalize: bool, notes: list[str]) -> dict[str, float]:
+def _check_sum(
+    weights: Mapping[str, float], where: str, normalize: bool, notes: list[str]
+) -> dict[str, float]:
     for k, w in weights.items():
         if w < 0:
-            raise DataFileError(f"{where}.{k}: weight {w:g} is negative", hint="weights are fractions ≥ 0")
+            raise DataFileError(
+                f"{where}.{k}: weight {w:g} is negative", hint="weights are fractions ≥ 0"
+            )
     total = sum(weights.values())
     if total <= 0:
-        raise DataFileError(f"{where}: the weights sum to 0", hint="give at least one positive weight")
+        raise DataFileError(
+            f"{where}: the weights sum to 0", hint="give at least one positive weight"
+        )
     if abs(total - 1) > _TOL:
         if not normalize:
-            raise DataFileError(f"{where}: the weights sum to {total:g}, not 1",
-                                hint="make them sum to 1, or rescale them with normalize_weights=True")
+            raise DataFileError(
+                f"{where}: the weights sum to {total:g}, not 1",
+                hint="make them sum to 1, or rescale them with normalize_weights=True",
+            )
         notes.append(f"{where}: weights summed to {total:g}; rescaled to sum to 1")
         return {k: w / total for k, w in weights.items()}
     return dict(weights)
 
 
-def parse_criteria(data: Any, origin: str, *, normalize_weights: bool = False,
-                   fill: Callable[[Vendor, str], tuple[float, str] | None] | None = None) -> Criteria:
+def parse_criteria(
+    data: Any,
+    origin: str,
+    *,
+    normalize_weights: bool = False,
+    fill: Callable[[Vendor, str], tuple[float, str] | None] | None = None,
+) -> Criteria:
     """Validate a vendors document (the YAML's content) into :class:`Criteria`.
 
     ``fill(vendor, metric)`` supplies a value and its source for metrics a vendor leaves out
     (see :func:`catalog_filler`); without it every value must be given.
     """
     if not isinstance(data, dict):
-        raise DataFileError(f"{origin}: expected a mapping with `vendors` (and optional `weights`, `criteria`)",
-                            hint="see examples/vendors.yaml")
+        raise DataFileError(
+            f"{origin}: expected a mapping with `vendors` (and optional `weights`, `criteria`)",
+            hint="see examples/vendors.yaml",
+        )
     unknown = set(data) - {"weights", "criteria", "vendors"}
     if unknown:
-        raise DataFileError(f"{origin}: unknown key(s) {', '.join(sorted(map(str, unknown)))}",
-                            hint="the keys are weights, criteria and vendors")
+        raise DataFileError(
+            f"{origin}: unknown key(s) {', '.join(sorted(map(str, unknown)))}",
+            hint="the keys are weights, criteria and vendors",
+        )
     notes: list[str] = []
     raw_criteria = data.get("criteria")
     metrics: list[Metric] = []
     if raw_criteria is None:
-        spec: dict[str, dict[str, Any]] = {d: {m: {"direction": dirn} for m, dirn in ms.items()}
-                                           for d, ms in DEFAULT_CRITERIA.items()}
+        spec: dict[str, dict[str, Any]] = {
+            d: {m: {"direction": dirn} for m, dirn in ms.items()}
+            for d, ms in DEFAULT_CRITERIA.items()
+        }
     elif isinstance(raw_criteria, dict) and raw_criteria:
         spec = raw_criteria
     else:
-        raise DataFileError(f"{origin}: criteria must map dimension → metric → {{weight, direction}}",
-                            hint="see examples/vendors.yaml")
+        raise DataFileError(
+            f"{origin}: criteria must map dimension → metric → {{weight, direction}}",
+            hint="see examples/vendors.yaml",
+        )
     for dim, ms in spec.items():
         where = f"{origin}: criteria.{dim}"
         if not isinstance(ms, dict) or not ms:
-            raise DataFileError(f"{where}: expected metric → {{weight, direction}}", hint="list at least one metric")
+            raise DataFileError(
+                f"{where}: expected metric → {{weight, direction}}", hint="list at least one metric"
+            )
         raw_w: dict[str, float] = {}
         dirs: dict[str, Direction] = {}
         for name, entry in ms.items():
             entry = entry if isinstance(entry, dict) else {"direction": entry}
             direction = str(entry.get("direction", "higher")).lower()
             if direction not in ("higher", "lower"):
-                raise DataFileError(f"{where}.{name}.direction: {direction!r}", hint="write higher or lower")
+                raise DataFileError(
+                    f"{where}.{name}.direction: {direction!r}", hint="write higher or lower"
+                )
             dirs[str(name)] = direction  # type: ignore[assignment]
             raw_w[str(name)] = _number(entry.get("weight", 1 / len(ms)), f"{where}.{name}.weight")
         for name, w in _check_sum(raw_w, f"criteria.{dim}", normalize_weights, notes).items():
@@ -233,24 +264,36 @@ def parse_criteria(data: Any, origin: str, *, normalize_weights: bool = False,
     raw_weights = data.get("weights")
     if raw_weights is None:
         if set(dims) != set(DEFAULT_WEIGHTS):
-            raise DataFileError(f"{origin}: weights are needed for the dimensions {', '.join(dims)}",
-                                hint="add a `weights:` mapping with one weight per dimension")
+            raise DataFileError(
+                f"{origin}: weights are needed for the dimensions {', '.join(dims)}",
+                hint="add a `weights:` mapping with one weight per dimension",
+            )
         weights = dict(DEFAULT_WEIGHTS)
     elif isinstance(raw_weights, dict):
         extra = set(map(str, raw_weights)) - set(dims)
         missing = set(dims) - set(map(str, raw_weights))
         if extra or missing:
-            raise DataFileError(f"{origin}: weights do not match the criteria dimensions "
-                                f"(missing: {', '.join(sorted(missing)) or '-'}; unknown: {', '.join(sorted(extra)) or '-'})",
-                                hint=f"give one weight per dimension: {', '.join(dims)}")
-        weights = _check_sum({str(k): _number(v, f"{origin}: weights.{k}") for k, v in raw_weights.items()},
-                             "weights", normalize_weights, notes)
+            raise DataFileError(
+                f"{origin}: weights do not match the criteria dimensions "
+                f"(missing: {', '.join(sorted(missing)) or '-'}; unknown: {', '.join(sorted(extra)) or '-'})",
+                hint=f"give one weight per dimension: {', '.join(dims)}",
+            )
+        weights = _check_sum(
+            {str(k): _number(v, f"{origin}: weights.{k}") for k, v in raw_weights.items()},
+            "weights",
+            normalize_weights,
+            notes,
+        )
     else:
-        raise DataFileError(f"{origin}: weights must map dimension → weight", hint="e.g. performance: 0.3")
+        raise DataFileError(
+            f"{origin}: weights must map dimension → weight", hint="e.g. performance: 0.3"
+        )
     raw_vendors = data.get("vendors")
     if not isinstance(raw_vendors, list) or len(raw_vendors) < 2:
-        raise DataFileError(f"{origin}: vendors must be a list of at least two vendors",
-                            hint="each with name, optional cloud/gpu, and values")
+        raise DataFileError(
+            f"{origin}: vendors must be a list of at least two vendors",
+            hint="each with name, optional cloud/gpu, and values",
+        )
     vendors = []
     seen: set[str] = set()
     for i, v in enumerate(raw_vendors):
@@ -263,32 +306,46 @@ def parse_criteria(data: Any, origin: str, *, normalize_weights: bool = False,
         seen.add(name)
         values_raw = v.get("values") or {}
         if not isinstance(values_raw, dict):
-            raise DataFileError(f"{where}.values: expected metric → number", hint="e.g. sla_percent: 99.9")
+            raise DataFileError(
+                f"{where}.values: expected metric → number", hint="e.g. sla_percent: 99.9"
+            )
         known = {m.name for m in metrics}
         for k in values_raw:
             if k not in known:
                 from gpuwise.errors import did_you_mean
 
-                raise DataFileError(f"{where}.values.{k}: not a metric of the criteria",
-                                    hint=f"the metrics are {', '.join(sorted(known))}",
-                                    suggestions=did_you_mean(str(k), known))
+                raise DataFileError(
+                    f"{where}.values.{k}: not a metric of the criteria",
+                    hint=f"the metrics are {', '.join(sorted(known))}",
+                    suggestions=did_you_mean(str(k), known),
+                )
         values = {str(k): _number(x, f"{where}.values.{k}") for k, x in values_raw.items()}
         sources = dict.fromkeys(values, "given")
-        vendor = Vendor(name, str(v["cloud"]).lower() if v.get("cloud") else None,
-                        str(v["gpu"]) if v.get("gpu") else None, values, sources)
+        vendor = Vendor(
+            name,
+            str(v["cloud"]).lower() if v.get("cloud") else None,
+            str(v["gpu"]) if v.get("gpu") else None,
+            values,
+            sources,
+        )
         for m in metrics:
             if m.name in values:
                 continue
             try:
                 got = fill(vendor, m.name) if fill is not None else None
-            except GpuwiseError as exc:  # an unknown `gpu:` or `cloud:`; say which vendor of which file
-                raise DataFileError(f"{where} ({name}): {exc.message}", hint=exc.hint,
-                                    suggestions=exc.suggestions) from None
+            except (
+                GpuwiseError
+            ) as exc:  # an unknown `gpu:` or `cloud:`; say which vendor of which file
+                raise DataFileError(
+                    f"{where} ({name}): {exc.message}", hint=exc.hint, suggestions=exc.suggestions
+                ) from None
             if got is None:
                 hint = f"give vendors[{i}].values.{m.name}"
                 if m.name in AUTO_FILLED:
                     hint += " (or a gpu/cloud the hardware table, catalog or reserved.yaml knows)"
-                raise DataFileError(f"{where} ({name}): no value for {m.dimension}.{m.name}", hint=hint)
+                raise DataFileError(
+                    f"{where} ({name}): no value for {m.dimension}.{m.name}", hint=hint
+                )
             values[m.name], sources[m.name] = got
         vendors.append(vendor)
     return Criteria(weights, tuple(metrics), tuple(vendors), tuple(notes))
@@ -301,13 +358,19 @@ def read_criteria(path: Path, **kwargs: Any) -> Criteria:
     try:
         data = yaml.safe_load(path.read_text("utf-8"))
     except FileNotFoundError:
-        raise InputError(f"criteria file {str(path)!r} not found", hint="give the path of a vendors YAML") from None
+        raise InputError(
+            f"criteria file {str(path)!r} not found", hint="give the path of a vendors YAML"
+        ) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise DataFileError(f"{path}: not valid YAML ({parse_error_text(exc)})", hint="fix the file") from None
+        raise DataFileError(
+            f"{path}: not valid YAML ({parse_error_text(exc)})", hint="fix the file"
+        ) from None
     return parse_criteria(data, str(path), **kwargs)
 
 
-def catalog_filler(offers: Sequence[Any], terms: Mapping[tuple[str, int], Any]) -> Callable[[Vendor, str], tuple[float, str] | None]:
+def catalog_filler(
+    offers: Sequence[Any], terms: Mapping[tuple[str, int], Any]
+) -> Callable[[Vendor, str], tuple[float, str] | None]:
     """A ``fill`` for :func:`parse_criteria` backed by the hardware table, catalog and reserved terms."""
     from gpuwise.catalog.query import cheapest_per_gpu
     from gpuwise.errors import did_you_mean
@@ -316,9 +379,16 @@ def catalog_filler(offers: Sequence[Any], terms: Mapping[tuple[str, int], Any]) 
     clouds = sorted({o.cloud for o in offers} | {cloud for cloud, _ in terms})
 
     def fill(vendor: Vendor, metric: str) -> tuple[float, str] | None:
-        if vendor.cloud is not None and vendor.cloud not in clouds and metric in ("usd_per_gpu_hour", "monthly_discount"):
-            raise InputError(f"unknown cloud {vendor.cloud!r}", hint=f"use one of: {', '.join(clouds)}, or give "
-                             f"values.{metric} yourself", suggestions=did_you_mean(vendor.cloud, clouds))
+        if (
+            vendor.cloud is not None
+            and vendor.cloud not in clouds
+            and metric in ("usd_per_gpu_hour", "monthly_discount")
+        ):
+            raise InputError(
+                f"unknown cloud {vendor.cloud!r}",
+                hint=f"use one of: {', '.join(clouds)}, or give values.{metric} yourself",
+                suggestions=did_you_mean(vendor.cloud, clouds),
+            )
         if vendor.gpu is None:
             return None
         spec = find_gpu(vendor.gpu)
@@ -327,9 +397,14 @@ def catalog_filler(offers: Sequence[Any], terms: Mapping[tuple[str, int], Any]) 
         if metric == "memory_bandwidth_tb_s" and spec.memory_bandwidth_tb_s is not None:
             return spec.memory_bandwidth_tb_s, f"hardware table ({spec.name})"
         if metric == "usd_per_gpu_hour" and vendor.cloud:
-            cheapest = cheapest_per_gpu([o for o in offers if o.cloud == vendor.cloud], spot=False).get(spec.name)
+            cheapest = cheapest_per_gpu(
+                [o for o in offers if o.cloud == vendor.cloud], spot=False
+            ).get(spec.name)
             if cheapest is not None:
-                return cheapest.usd_per_gpu_hour, f"catalog (cheapest {vendor.cloud} {spec.name} on-demand)"
+                return (
+                    cheapest.usd_per_gpu_hour,
+                    f"catalog (cheapest {vendor.cloud} {spec.name} on-demand)",
+                )
         if metric == "monthly_discount" and vendor.cloud:
             term = terms.get((vendor.cloud, 1))
             if term is not None:
@@ -346,8 +421,15 @@ def _normalize(metric: Metric, vendors: Sequence[Vendor]) -> Normalization:
     xs = {v.name: v.values[metric.name] for v in vendors}
     lo, hi = min(xs.values()), max(xs.values())
     if hi - lo <= 1e-12 * max(1.0, abs(hi)):
-        return Normalization(metric.name, metric.dimension, metric.direction, lo, hi,
-                             "all vendors equal: 1 for everyone", dict.fromkeys(xs, 1.0))
+        return Normalization(
+            metric.name,
+            metric.dimension,
+            metric.direction,
+            lo,
+            hi,
+            "all vendors equal: 1 for everyone",
+            dict.fromkeys(xs, 1.0),
+        )
     if metric.direction == "higher":
         norm = {k: (x - lo) / (hi - lo) for k, x in xs.items()}
         formula = f"(x − {lo:g}) / ({hi:g} − {lo:g}); higher is better"
@@ -357,8 +439,12 @@ def _normalize(metric: Metric, vendors: Sequence[Vendor]) -> Normalization:
     return Normalization(metric.name, metric.dimension, metric.direction, lo, hi, formula, norm)
 
 
-def _scores(weights: Mapping[str, float], metrics: Sequence[Metric], norms: Mapping[str, Normalization],
-            vendors: Sequence[Vendor]) -> dict[str, dict[str, float]]:
+def _scores(
+    weights: Mapping[str, float],
+    metrics: Sequence[Metric],
+    norms: Mapping[str, Normalization],
+    vendors: Sequence[Vendor],
+) -> dict[str, dict[str, float]]:
     """Vendor → dimension → dimension score (Σ_m w_m × normalized, before W_d)."""
     out: dict[str, dict[str, float]] = {}
     for v in vendors:
@@ -373,14 +459,25 @@ def score_vendors(criteria: Criteria) -> VendorRanking:
     """Rank the vendors; explain the normalization; find how far each weight can move."""
     norms = {m.name: _normalize(m, criteria.vendors) for m in criteria.metrics}
     dim_scores = _scores(criteria.weights, criteria.metrics, norms, criteria.vendors)
-    totals = {v: sum(criteria.weights[d] * s for d, s in ds.items()) for v, ds in dim_scores.items()}
+    totals = {
+        v: sum(criteria.weights[d] * s for d, s in ds.items()) for v, ds in dim_scores.items()
+    }
     order = sorted(totals, key=lambda v: (-totals[v], v))
     ranking = []
     for rank, v in enumerate(order, start=1):
-        by_metric = {m.name: criteria.weights[m.dimension] * m.weight * norms[m.name].normalized[v]
-                     for m in criteria.metrics}
-        ranking.append(VendorScore(rank, v, totals[v],
-                                   {d: criteria.weights[d] * s for d, s in dim_scores[v].items()}, by_metric))
+        by_metric = {
+            m.name: criteria.weights[m.dimension] * m.weight * norms[m.name].normalized[v]
+            for m in criteria.metrics
+        }
+        ranking.append(
+            VendorScore(
+                rank,
+                v,
+                totals[v],
+                {d: criteria.weights[d] * s for d, s in dim_scores[v].items()},
+                by_metric,
+            )
+        )
     winner = order[0]
     sens = []
     for d, w in criteria.weights.items():
@@ -396,15 +493,38 @@ def score_vendors(criteria: Criteria) -> VendorRanking:
                 root = -alpha / beta
                 # Past the root c leads; a root at 0 or 1 has no "past" inside [0, 1]: there the
                 # two only tie (e.g. every vendor scores the same on d), and the winner never changes.
-                if 1e-9 < root < 1 - 1e-9 and abs(root - w) > 1e-12 and (
-                        best is None or abs(root - w) < abs(best[0] - w)):
+                if (
+                    1e-9 < root < 1 - 1e-9
+                    and abs(root - w) > 1e-12
+                    and (best is None or abs(root - w) < abs(best[0] - w))
+                ):
                     best = (root, c)
-        sens.append(WeightSensitivity(d, w, best[0] if best else None, (best[0] - w) if best else None,
-                                      best[1] if best else None))
+        sens.append(
+            WeightSensitivity(
+                d,
+                w,
+                best[0] if best else None,
+                (best[0] - w) if best else None,
+                best[1] if best else None,
+            )
+        )
     notes = list(criteria.notes)
-    filled = sorted({f"{v.name}.{k} from {src}" for v in criteria.vendors for k, src in v.value_sources.items()
-                     if src != "given"})
+    filled = sorted(
+        {
+            f"{v.name}.{k} from {src}"
+            for v in criteria.vendors
+            for k, src in v.value_sources.items()
+            if src != "given"
+        }
+    )
     if filled:
         notes.append("filled in: " + "; ".join(filled))
-    return VendorRanking(tuple(ranking), tuple(norms.values()), tuple(sens), dict(criteria.weights),
-                         criteria.metrics, criteria.vendors, tuple(notes))
+    return VendorRanking(
+        tuple(ranking),
+        tuple(norms.values()),
+        tuple(sens),
+        dict(criteria.weights),
+        criteria.metrics,
+        criteria.vendors,
+        tuple(notes),
+    )

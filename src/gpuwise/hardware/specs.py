@@ -80,7 +80,9 @@ class GpuSpec:
         if precision == "int8":
             return self.peak_int8_tops
         if precision not in PRECISIONS:
-            raise HardwareError(f"unknown precision {precision!r}", hint=f"use one of {', '.join(PRECISIONS)}")
+            raise HardwareError(
+                f"unknown precision {precision!r}", hint=f"use one of {', '.join(PRECISIONS)}"
+            )
         value: float | None = getattr(self, f"peak_{precision}_tflops")
         return value
 
@@ -123,13 +125,17 @@ def _parse_rows(text: str, origin: str) -> list[GpuSpec]:
     header = set(reader.fieldnames)
     missing = {"name", "memory_gib"} - header
     if missing:
-        raise DataFileError(f"{origin}: missing column(s) {', '.join(sorted(missing))}",
-                            hint=f"the header must name the columns of {', '.join(sorted(names))}")
+        raise DataFileError(
+            f"{origin}: missing column(s) {', '.join(sorted(missing))}",
+            hint=f"the header must name the columns of {', '.join(sorted(names))}",
+        )
     unknown = header - names
     if unknown:
-        raise DataFileError(f"{origin}: unknown column(s) {', '.join(sorted(unknown))}",
-                            hint="use the column names of gpuwise's own gpus.csv",
-                            suggestions=[s for u in unknown for s in did_you_mean(u, names, 1)])
+        raise DataFileError(
+            f"{origin}: unknown column(s) {', '.join(sorted(unknown))}",
+            hint="use the column names of gpuwise's own gpus.csv",
+            suggestions=[s for u in unknown for s in did_you_mean(u, names, 1)],
+        )
     specs = []
     for lineno, row in enumerate(reader, start=2):
         specs.append(_row_to_spec(row, f"{origin}, row {lineno}"))
@@ -147,11 +153,15 @@ def _row_to_spec(row: dict[str, str], where: str) -> GpuSpec:
             try:
                 number = float(raw)
             except ValueError:
-                raise DataFileError(f"{where}, column {f.name}: {raw!r} is not a number",
-                                    hint="write a plain number, or leave the cell empty if unknown") from None
+                raise DataFileError(
+                    f"{where}, column {f.name}: {raw!r} is not a number",
+                    hint="write a plain number, or leave the cell empty if unknown",
+                ) from None
             if not math.isfinite(number) or number <= 0:
-                raise DataFileError(f"{where}, column {f.name}: {raw!r} must be a positive number",
-                                    hint="leave the cell empty if the figure is unknown")
+                raise DataFileError(
+                    f"{where}, column {f.name}: {raw!r} must be a positive number",
+                    hint="leave the cell empty if the figure is unknown",
+                )
             values[f.name] = number
         elif f.name in ("mig_profiles", "aliases"):
             values[f.name] = tuple(p.strip() for p in raw.split(";") if p.strip())
@@ -188,8 +198,9 @@ class GpuTable:
                 f"unknown GPU {name!r}",
                 hint="run `gpuwise gpus` for the known models, or add a row to "
                 f"{config_dir() / 'gpus.csv'}",
-                suggestions=did_you_mean(name, [s.name for s in self.specs]
-                                         + [a for s in self.specs for a in s.aliases]),
+                suggestions=did_you_mean(
+                    name, [s.name for s in self.specs] + [a for s in self.specs for a in s.aliases]
+                ),
             )
         return spec
 
@@ -225,14 +236,19 @@ def _read_user_file(path: Path) -> list[GpuSpec]:
     except UnicodeDecodeError:
         raise DataFileError(f"{path}: not UTF-8 text", hint="save the file as UTF-8 CSV") from None
     except OSError as exc:
-        raise DataFileError(f"{path}: cannot read ({exc.strerror})", hint="check the path and permissions") from None
+        raise DataFileError(
+            f"{path}: cannot read ({exc.strerror})", hint="check the path and permissions"
+        ) from None
     bundled = {s.name: s for s in bundled_gpu_rows()}
     specs = []
     for spec in _parse_rows(text, str(path)):
         base = bundled.get(spec.name)
         if base is not None:  # a user row overrides only the cells it fills
-            overrides = {f.name: getattr(spec, f.name) for f in fields(GpuSpec)
-                         if getattr(spec, f.name) not in (None, "", ())}
+            overrides = {
+                f.name: getattr(spec, f.name)
+                for f in fields(GpuSpec)
+                if getattr(spec, f.name) not in (None, "", ())
+            }
             spec = replace(base, **overrides)
         specs.append(spec)
     return specs

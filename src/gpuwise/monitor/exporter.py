@@ -43,7 +43,9 @@ _MHZ = 1e6
 class GpuCollector(Collector):
     """Renders the latest snapshot as metric families; register it in any registry."""
 
-    def __init__(self, prices: PriceBook | None = None, max_process_series: int = MAX_PROCESS_SERIES) -> None:
+    def __init__(
+        self, prices: PriceBook | None = None, max_process_series: int = MAX_PROCESS_SERIES
+    ) -> None:
         self.prices = prices
         self.max_process_series = max_process_series
         self._lock = threading.Lock()
@@ -77,118 +79,236 @@ class GpuCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             snap = self._snapshot
-            reads, errors, nvml_errors = self.reads_total, self.read_errors_total, dict(self.nvml_errors)
+            reads, errors, nvml_errors = (
+                self.reads_total,
+                self.read_errors_total,
+                dict(self.nvml_errors),
+            )
         exp_reads = CounterMetricFamily("gpuwise_exporter_reads", "GPU reads done by the sampler.")
         exp_reads.add_metric([], reads)
-        exp_err = CounterMetricFamily("gpuwise_exporter_read_errors", "GPU reads that failed as a whole.")
+        exp_err = CounterMetricFamily(
+            "gpuwise_exporter_read_errors", "GPU reads that failed as a whole."
+        )
         exp_err.add_metric([], errors)
-        nvml_err = CounterMetricFamily("gpuwise_exporter_nvml_errors", "NVML call errors by metric (not "
-                                       "counting unsupported fields).", labels=["metric"])
+        nvml_err = CounterMetricFamily(
+            "gpuwise_exporter_nvml_errors",
+            "NVML call errors by metric (not counting unsupported fields).",
+            labels=["metric"],
+        )
         for metric, n in sorted(nvml_errors.items()):
             nvml_err.add_metric([metric], n)
         yield from (exp_reads, exp_err, nvml_err)
         if snap is None:
             return
-        ts = GaugeMetricFamily("gpuwise_exporter_last_read_timestamp_seconds", "Unix time of the latest GPU read.")
+        ts = GaugeMetricFamily(
+            "gpuwise_exporter_last_read_timestamp_seconds", "Unix time of the latest GPU read."
+        )
         ts.add_metric([], snap.timestamp_s)
         yield ts
 
         def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
             return GaugeMetricFamily(name, doc, labels=[*GPU_LABELS, *extra])
 
-        info = InfoMetricFamily("gpuwise_gpu", "Static facts about each GPU.", labels=[*GPU_LABELS, "driver_version"])
-        up = gauge("gpuwise_gpu_up", "1 if the GPU answers NVML, 0 once it is lost (fell off the bus).")
-        util = gauge("gpuwise_gpu_utilization_ratio", "Fraction of time any kernel ran (nvidia-smi utilization.gpu/100).")
-        mutil = gauge("gpuwise_gpu_memory_utilization_ratio", "Fraction of time memory was read or written (utilization.memory/100).")
-        sm = gauge("gpuwise_gpu_sm_active_ratio", "Fraction of SMs with a warp resident (GPM SM_UTIL, Hopper+).")
-        tensor = gauge("gpuwise_gpu_tensor_active_ratio", "Fraction of cycles a tensor pipe was busy (GPM ANY_TENSOR_UTIL).")
+        info = InfoMetricFamily(
+            "gpuwise_gpu", "Static facts about each GPU.", labels=[*GPU_LABELS, "driver_version"]
+        )
+        up = gauge(
+            "gpuwise_gpu_up", "1 if the GPU answers NVML, 0 once it is lost (fell off the bus)."
+        )
+        util = gauge(
+            "gpuwise_gpu_utilization_ratio",
+            "Fraction of time any kernel ran (nvidia-smi utilization.gpu/100).",
+        )
+        mutil = gauge(
+            "gpuwise_gpu_memory_utilization_ratio",
+            "Fraction of time memory was read or written (utilization.memory/100).",
+        )
+        sm = gauge(
+            "gpuwise_gpu_sm_active_ratio",
+            "Fraction of SMs with a warp resident (GPM SM_UTIL, Hopper+).",
+        )
+        tensor = gauge(
+            "gpuwise_gpu_tensor_active_ratio",
+            "Fraction of cycles a tensor pipe was busy (GPM ANY_TENSOR_UTIL).",
+        )
         used = gauge("gpuwise_gpu_memory_used_bytes", "Used device memory (memory.used).")
         total = gauge("gpuwise_gpu_memory_total_bytes", "Device memory size (memory.total).")
         power = gauge("gpuwise_gpu_power_watts", "Board power draw (power.draw).")
-        limit = gauge("gpuwise_gpu_power_limit_watts", "Enforced power limit (enforced.power.limit).")
+        limit = gauge(
+            "gpuwise_gpu_power_limit_watts", "Enforced power limit (enforced.power.limit)."
+        )
         temp = gauge("gpuwise_gpu_temperature_celsius", "GPU temperature (temperature.gpu).")
         smclk = gauge("gpuwise_gpu_sm_clock_hertz", "SM clock (clocks.sm).")
         memclk = gauge("gpuwise_gpu_memory_clock_hertz", "Memory clock (clocks.mem).")
-        thr = gauge("gpuwise_gpu_clock_event_active", "1 while a clock-event (throttle) reason is active "
-                    "(clocks_event_reasons.*).", ("reason",))
+        thr = gauge(
+            "gpuwise_gpu_clock_event_active",
+            "1 while a clock-event (throttle) reason is active (clocks_event_reasons.*).",
+            ("reason",),
+        )
         tx = gauge("gpuwise_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput.")
         rx = gauge("gpuwise_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput.")
-        ecc = CounterMetricFamily("gpuwise_gpu_ecc_errors", "ECC errors since driver load "
-                                  "(ecc.errors.*.volatile.total).", labels=[*GPU_LABELS, "type"])
-        xid = CounterMetricFamily("gpuwise_gpu_xid_errors", "XID critical errors seen since the exporter "
-                                  "started, by XID code (NVML events).", labels=[*GPU_LABELS, "xid"])
+        ecc = CounterMetricFamily(
+            "gpuwise_gpu_ecc_errors",
+            "ECC errors since driver load (ecc.errors.*.volatile.total).",
+            labels=[*GPU_LABELS, "type"],
+        )
+        xid = CounterMetricFamily(
+            "gpuwise_gpu_xid_errors",
+            "XID critical errors seen since the exporter started, by XID code (NVML events).",
+            labels=[*GPU_LABELS, "xid"],
+        )
         nproc = gauge("gpuwise_gpu_processes", "Compute processes holding memory on the GPU.")
-        alloc = gauge("gpuwise_gpu_allocation_info", "1 per workload running on the GPU (and MIG instance, "
-                      "mig_uuid); join on uuid to attribute GPU metrics to pods and jobs.",
-                      ("workload", *K8S_LABELS, "mig_uuid"))
-        proc_mem = gauge("gpuwise_process_gpu_memory_bytes", "GPU memory held by a process "
-                         "(nvidia-smi --query-compute-apps=used_memory).",
-                         ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid"))
-        proc_sm = gauge("gpuwise_process_sm_utilization_ratio", "Share of time a process had a kernel on the "
-                        "SMs (nvidia-smi pmon: sm / 100; NVML process utilization).",
-                        ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid"))
-        dropped = gauge("gpuwise_exporter_process_series_dropped", "Processes left out of the per-process "
-                        "series this read (more than the per-GPU cap).")
-        mig_used = gauge("gpuwise_mig_memory_used_bytes", "Used memory of a MIG instance (nvidia-smi "
-                         "--query-gpu=memory.used on the MIG device; DCGM_FI_DEV_FB_USED per instance).", MIG_LABELS)
-        mig_total = gauge("gpuwise_mig_memory_total_bytes", "Memory size of a MIG instance.", MIG_LABELS)
-        mig_slices = gauge("gpuwise_mig_slices", "Compute slices of a MIG instance (the 1 of 1g.10gb).", MIG_LABELS)
-        mig_procs = gauge("gpuwise_mig_processes", "Compute processes running in a MIG instance.", MIG_LABELS)
-        mig_sm = gauge("gpuwise_mig_sm_active_ratio", "SM-active of a MIG instance (GPM per instance, Hopper+; "
-                       "DCGM_FI_PROF_SM_ACTIVE per GPU instance).", MIG_LABELS)
-        slices_total = gauge("gpuwise_mig_gpu_slices", "Compute slices of a GPU in MIG mode (7 on A100/H100); "
-                             "slices in no instance are unallocated.")
-        energy = CounterMetricFamily("gpuwise_gpu_energy_joules", "Energy since the driver loaded "
-                                     "(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION; NVML total energy consumption).",
-                                     labels=list(GPU_LABELS))
-        memtemp = gauge("gpuwise_gpu_memory_temperature_celsius", "HBM temperature (temperature.memory; "
-                        "DCGM_FI_DEV_MEMORY_TEMP).")
-        remap = gauge("gpuwise_gpu_remapped_rows", "Rows remapped, by cause (nvidia-smi -q -d ROW_REMAPPER; "
-                      "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS / _UNCORRECTABLE_REMAPPED_ROWS).", ("cause",))
-        remap_pending = gauge("gpuwise_gpu_row_remap_pending", "1 while a row remap waits for a GPU reset "
-                              "(ROW_REMAPPER Pending).")
-        remap_failed = gauge("gpuwise_gpu_row_remap_failure", "1 once row remapping failed: no spare rows "
-                             "(DCGM_FI_DEV_ROW_REMAP_FAILURE).")
-        replay = CounterMetricFamily("gpuwise_gpu_pcie_replays", "PCIe replays since reset (nvidia-smi -q: "
-                                     "Replays Since Reset; DCGM_FI_DEV_PCIE_REPLAY_COUNTER).", labels=list(GPU_LABELS))
-        nvl_tx = CounterMetricFamily("gpuwise_gpu_nvlink_tx_bytes", "NVLink data sent, all links (NVML field "
-                                     "NVLINK_THROUGHPUT_DATA_TX; rate() gives DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL's "
-                                     "send half).", labels=list(GPU_LABELS))
-        nvl_rx = CounterMetricFamily("gpuwise_gpu_nvlink_rx_bytes", "NVLink data received, all links (NVML field "
-                                     "NVLINK_THROUGHPUT_DATA_RX).", labels=list(GPU_LABELS))
-        nvl_err = CounterMetricFamily("gpuwise_gpu_nvlink_errors", "NVLink errors, all links, by kind: crc_flit, "
-                                      "replay, recovery (DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "
-                                      "_REPLAY_ERROR_COUNT_TOTAL, _RECOVERY_ERROR_COUNT_TOTAL).",
-                                      labels=[*GPU_LABELS, "kind"])
-        dram = gauge("gpuwise_gpu_dram_active_ratio", "Fraction of time device memory was busy (GPM DRAM_BW_UTIL, "
-                     "Hopper+; DCGM_FI_PROF_DRAM_ACTIVE).")
-        occ = gauge("gpuwise_gpu_sm_occupancy_ratio", "Resident warps / maximum per SM (GPM SM_OCCUPANCY; "
-                    "DCGM_FI_PROF_SM_OCCUPANCY).")
-        enc = gauge("gpuwise_gpu_encoder_utilization_ratio", "Video encoder utilization (utilization.encoder/100; "
-                    "DCGM_FI_DEV_ENC_UTIL).")
-        dec = gauge("gpuwise_gpu_decoder_utilization_ratio", "Video decoder utilization (utilization.decoder/100; "
-                    "DCGM_FI_DEV_DEC_UTIL).")
-        cost = gauge("gpuwise_gpu_cost_usd_per_hour", "What this GPU costs per hour (configured, or the "
-                     "catalog price of the instance / GPU model).", ("price_source",))
+        alloc = gauge(
+            "gpuwise_gpu_allocation_info",
+            "1 per workload running on the GPU (and MIG instance, "
+            "mig_uuid); join on uuid to attribute GPU metrics to pods and jobs.",
+            ("workload", *K8S_LABELS, "mig_uuid"),
+        )
+        proc_mem = gauge(
+            "gpuwise_process_gpu_memory_bytes",
+            "GPU memory held by a process (nvidia-smi --query-compute-apps=used_memory).",
+            ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid"),
+        )
+        proc_sm = gauge(
+            "gpuwise_process_sm_utilization_ratio",
+            "Share of time a process had a kernel on the "
+            "SMs (nvidia-smi pmon: sm / 100; NVML process utilization).",
+            ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid"),
+        )
+        dropped = gauge(
+            "gpuwise_exporter_process_series_dropped",
+            "Processes left out of the per-process series this read (more than the per-GPU cap).",
+        )
+        mig_used = gauge(
+            "gpuwise_mig_memory_used_bytes",
+            "Used memory of a MIG instance (nvidia-smi "
+            "--query-gpu=memory.used on the MIG device; DCGM_FI_DEV_FB_USED per instance).",
+            MIG_LABELS,
+        )
+        mig_total = gauge(
+            "gpuwise_mig_memory_total_bytes", "Memory size of a MIG instance.", MIG_LABELS
+        )
+        mig_slices = gauge(
+            "gpuwise_mig_slices", "Compute slices of a MIG instance (the 1 of 1g.10gb).", MIG_LABELS
+        )
+        mig_procs = gauge(
+            "gpuwise_mig_processes", "Compute processes running in a MIG instance.", MIG_LABELS
+        )
+        mig_sm = gauge(
+            "gpuwise_mig_sm_active_ratio",
+            "SM-active of a MIG instance (GPM per instance, Hopper+; "
+            "DCGM_FI_PROF_SM_ACTIVE per GPU instance).",
+            MIG_LABELS,
+        )
+        slices_total = gauge(
+            "gpuwise_mig_gpu_slices",
+            "Compute slices of a GPU in MIG mode (7 on A100/H100); "
+            "slices in no instance are unallocated.",
+        )
+        energy = CounterMetricFamily(
+            "gpuwise_gpu_energy_joules",
+            "Energy since the driver loaded "
+            "(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION; NVML total energy consumption).",
+            labels=list(GPU_LABELS),
+        )
+        memtemp = gauge(
+            "gpuwise_gpu_memory_temperature_celsius",
+            "HBM temperature (temperature.memory; DCGM_FI_DEV_MEMORY_TEMP).",
+        )
+        remap = gauge(
+            "gpuwise_gpu_remapped_rows",
+            "Rows remapped, by cause (nvidia-smi -q -d ROW_REMAPPER; "
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS / _UNCORRECTABLE_REMAPPED_ROWS).",
+            ("cause",),
+        )
+        remap_pending = gauge(
+            "gpuwise_gpu_row_remap_pending",
+            "1 while a row remap waits for a GPU reset (ROW_REMAPPER Pending).",
+        )
+        remap_failed = gauge(
+            "gpuwise_gpu_row_remap_failure",
+            "1 once row remapping failed: no spare rows (DCGM_FI_DEV_ROW_REMAP_FAILURE).",
+        )
+        replay = CounterMetricFamily(
+            "gpuwise_gpu_pcie_replays",
+            "PCIe replays since reset (nvidia-smi -q: "
+            "Replays Since Reset; DCGM_FI_DEV_PCIE_REPLAY_COUNTER).",
+            labels=list(GPU_LABELS),
+        )
+        nvl_tx = CounterMetricFamily(
+            "gpuwise_gpu_nvlink_tx_bytes",
+            "NVLink data sent, all links (NVML field "
+            "NVLINK_THROUGHPUT_DATA_TX; rate() gives DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL's "
+            "send half).",
+            labels=list(GPU_LABELS),
+        )
+        nvl_rx = CounterMetricFamily(
+            "gpuwise_gpu_nvlink_rx_bytes",
+            "NVLink data received, all links (NVML field NVLINK_THROUGHPUT_DATA_RX).",
+            labels=list(GPU_LABELS),
+        )
+        nvl_err = CounterMetricFamily(
+            "gpuwise_gpu_nvlink_errors",
+            "NVLink errors, all links, by kind: crc_flit, "
+            "replay, recovery (DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "
+            "_REPLAY_ERROR_COUNT_TOTAL, _RECOVERY_ERROR_COUNT_TOTAL).",
+            labels=[*GPU_LABELS, "kind"],
+        )
+        dram = gauge(
+            "gpuwise_gpu_dram_active_ratio",
+            "Fraction of time device memory was busy (GPM DRAM_BW_UTIL, "
+            "Hopper+; DCGM_FI_PROF_DRAM_ACTIVE).",
+        )
+        occ = gauge(
+            "gpuwise_gpu_sm_occupancy_ratio",
+            "Resident warps / maximum per SM (GPM SM_OCCUPANCY; DCGM_FI_PROF_SM_OCCUPANCY).",
+        )
+        enc = gauge(
+            "gpuwise_gpu_encoder_utilization_ratio",
+            "Video encoder utilization (utilization.encoder/100; DCGM_FI_DEV_ENC_UTIL).",
+        )
+        dec = gauge(
+            "gpuwise_gpu_decoder_utilization_ratio",
+            "Video decoder utilization (utilization.decoder/100; DCGM_FI_DEV_DEC_UTIL).",
+        )
+        cost = gauge(
+            "gpuwise_gpu_cost_usd_per_hour",
+            "What this GPU costs per hour (configured, or the "
+            "catalog price of the instance / GPU model).",
+            ("price_source",),
+        )
 
         for g in snap.gpus:
             lv = [str(g.index), g.uuid, g.name, snap.host]
             info.add_metric([*lv, snap.driver_version or ""], {})
             up.add_metric(lv, 0.0 if g.lost else 1.0)
-            for fam, value in ((util, g.utilization_gpu_ratio), (mutil, g.utilization_memory_ratio),
-                               (sm, g.sm_active_ratio), (tensor, g.tensor_active_ratio),
-                               (used, g.memory_used_bytes), (total, g.memory_total_bytes), (power, g.power_w),
-                               (limit, g.power_limit_w), (temp, g.temperature_c),
-                               (smclk, None if g.sm_clock_mhz is None else g.sm_clock_mhz * _MHZ),
-                               (memclk, None if g.memory_clock_mhz is None else g.memory_clock_mhz * _MHZ),
-                               (tx, g.pcie_tx_bytes_per_s), (rx, g.pcie_rx_bytes_per_s),
-                               (energy, g.energy_joules_total), (memtemp, g.memory_temperature_c),
-                               (remap_pending, None if g.remap_pending is None else float(g.remap_pending)),
-                               (remap_failed, None if g.remap_failed is None else float(g.remap_failed)),
-                               (replay, g.pcie_replay_total), (nvl_tx, g.nvlink_tx_bytes_total),
-                               (nvl_rx, g.nvlink_rx_bytes_total), (dram, g.dram_active_ratio),
-                               (occ, g.sm_occupancy_ratio), (enc, g.encoder_utilization_ratio),
-                               (dec, g.decoder_utilization_ratio), (slices_total, g.mig_slices_total)):
+            for fam, value in (
+                (util, g.utilization_gpu_ratio),
+                (mutil, g.utilization_memory_ratio),
+                (sm, g.sm_active_ratio),
+                (tensor, g.tensor_active_ratio),
+                (used, g.memory_used_bytes),
+                (total, g.memory_total_bytes),
+                (power, g.power_w),
+                (limit, g.power_limit_w),
+                (temp, g.temperature_c),
+                (smclk, None if g.sm_clock_mhz is None else g.sm_clock_mhz * _MHZ),
+                (memclk, None if g.memory_clock_mhz is None else g.memory_clock_mhz * _MHZ),
+                (tx, g.pcie_tx_bytes_per_s),
+                (rx, g.pcie_rx_bytes_per_s),
+                (energy, g.energy_joules_total),
+                (memtemp, g.memory_temperature_c),
+                (remap_pending, None if g.remap_pending is None else float(g.remap_pending)),
+                (remap_failed, None if g.remap_failed is None else float(g.remap_failed)),
+                (replay, g.pcie_replay_total),
+                (nvl_tx, g.nvlink_tx_bytes_total),
+                (nvl_rx, g.nvlink_rx_bytes_total),
+                (dram, g.dram_active_ratio),
+                (occ, g.sm_occupancy_ratio),
+                (enc, g.encoder_utilization_ratio),
+                (dec, g.decoder_utilization_ratio),
+                (slices_total, g.mig_slices_total),
+            ):
                 if value is not None:  # unsupported → no sample, never a sentinel
                     fam.add_metric(lv, float(value))
             if g.throttle_reasons_mask is not None:
@@ -211,23 +331,47 @@ class GpuCollector(Collector):
             mig_of = {m.gpu_instance_id: m.uuid for m in g.mig_devices}
             seen: set[tuple[str, ...]] = set()
             for p in g.processes:
-                k8s = [p.namespace or "", p.pod or "", p.container or "", p.pod_uid or "", p.container_id or ""]
+                k8s = [
+                    p.namespace or "",
+                    p.pod or "",
+                    p.container or "",
+                    p.pod_uid or "",
+                    p.container_id or "",
+                ]
                 key = (p.workload, *k8s, mig_of.get(p.gpu_instance_id, ""))
                 if key not in seen:
                     seen.add(key)
                     alloc.add_metric([*lv, *key], 1.0)
             ranked = sorted(g.processes, key=lambda p: -(p.gpu_memory_bytes or 0))
             for p in ranked[: self.max_process_series]:
-                k8s = [p.namespace or "", p.pod or "", p.container or "", p.pod_uid or "", p.container_id or ""]
-                pl = [*lv, str(p.pid), p.user or "", (p.command or "")[:80], p.workload, *k8s,
-                      mig_of.get(p.gpu_instance_id, "")]
+                k8s = [
+                    p.namespace or "",
+                    p.pod or "",
+                    p.container or "",
+                    p.pod_uid or "",
+                    p.container_id or "",
+                ]
+                pl = [
+                    *lv,
+                    str(p.pid),
+                    p.user or "",
+                    (p.command or "")[:80],
+                    p.workload,
+                    *k8s,
+                    mig_of.get(p.gpu_instance_id, ""),
+                ]
                 if p.gpu_memory_bytes is not None:
                     proc_mem.add_metric(pl, p.gpu_memory_bytes)
                 if p.sm_utilization_ratio is not None:
                     proc_sm.add_metric(pl, p.sm_utilization_ratio)
             dropped.add_metric(lv, max(0, len(ranked) - self.max_process_series))
             for m in g.mig_devices:
-                ml = [*lv, m.uuid, "" if m.gpu_instance_id is None else str(m.gpu_instance_id), m.profile or ""]
+                ml = [
+                    *lv,
+                    m.uuid,
+                    "" if m.gpu_instance_id is None else str(m.gpu_instance_id),
+                    m.profile or "",
+                ]
                 if m.memory_used_bytes is not None:
                     mig_used.add_metric(ml, m.memory_used_bytes)
                 if m.memory_total_bytes is not None:
@@ -241,10 +385,51 @@ class GpuCollector(Collector):
                 price = self.prices.price(g.name)
                 if price.usd_per_gpu_hour is not None:
                     cost.add_metric([*lv, price.source], price.usd_per_gpu_hour)
-        yield from (info, up, util, mutil, sm, tensor, used, total, power, limit, temp, smclk, memclk, thr, tx, rx,
-                    ecc, xid, nproc, alloc, proc_mem, proc_sm, dropped, mig_used, mig_total, mig_slices, mig_procs,
-                    mig_sm, slices_total, energy, memtemp, remap, remap_pending, remap_failed, replay, nvl_tx, nvl_rx,
-                    nvl_err, dram, occ, enc, dec, cost)
+        yield from (
+            info,
+            up,
+            util,
+            mutil,
+            sm,
+            tensor,
+            used,
+            total,
+            power,
+            limit,
+            temp,
+            smclk,
+            memclk,
+            thr,
+            tx,
+            rx,
+            ecc,
+            xid,
+            nproc,
+            alloc,
+            proc_mem,
+            proc_sm,
+            dropped,
+            mig_used,
+            mig_total,
+            mig_slices,
+            mig_procs,
+            mig_sm,
+            slices_total,
+            energy,
+            memtemp,
+            remap,
+            remap_pending,
+            remap_failed,
+            replay,
+            nvl_tx,
+            nvl_rx,
+            nvl_err,
+            dram,
+            occ,
+            enc,
+            dec,
+            cost,
+        )
 
 
 class Sampler:
@@ -304,28 +489,44 @@ class _RenderCache:
             return self._gzip
 
 
-def _handler(registry: CollectorRegistry, collector: GpuCollector, interval_s: float) -> type[BaseHTTPRequestHandler]:
+def _handler(
+    registry: CollectorRegistry, collector: GpuCollector, interval_s: float
+) -> type[BaseHTTPRequestHandler]:
     cache = _RenderCache(registry, collector)
 
     class Handler(BaseHTTPRequestHandler):
         server_version = f"gpuwise-exporter/{__version__}"
-        protocol_version = "HTTP/1.1"  # keep-alive: Prometheus reuses its connection (every reply has a length)
+        protocol_version = (
+            "HTTP/1.1"  # keep-alive: Prometheus reuses its connection (every reply has a length)
+        )
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             gzipped = False
             if path == "/metrics":
-                gzipped = "gzip" in self.headers.get("Accept-Encoding", "")  # Prometheus asks for it
+                gzipped = "gzip" in self.headers.get(
+                    "Accept-Encoding", ""
+                )  # Prometheus asks for it
                 body, ctype, code = cache.body(gzipped), CONTENT_TYPE_LATEST, 200
             elif path == "/healthz":
                 age = None if collector.last_read_s is None else time.time() - collector.last_read_s
                 ok = age is not None and age < max(10 * interval_s, 30)
-                body = json.dumps({"status": "ok" if ok else "stale", "last_read_age_s": age,
-                                   "reads": collector.reads_total, "read_errors": collector.read_errors_total,
-                                   "last_error": collector.last_error}).encode()
+                body = json.dumps(
+                    {
+                        "status": "ok" if ok else "stale",
+                        "last_read_age_s": age,
+                        "reads": collector.reads_total,
+                        "read_errors": collector.read_errors_total,
+                        "last_error": collector.last_error,
+                    }
+                ).encode()
                 ctype, code = "application/json", 200 if ok else 503
             elif path == "/":
-                body, ctype, code = b'<html><body><a href="/metrics">/metrics</a></body></html>', "text/html", 200
+                body, ctype, code = (
+                    b'<html><body><a href="/metrics">/metrics</a></body></html>',
+                    "text/html",
+                    200,
+                )
             else:
                 body, ctype, code = b"not found\n", "text/plain", 404
             self.send_response(code)
@@ -357,12 +558,24 @@ class Exporter:
     >>> exp.start(); exp.url; exp.stop()                              # doctest: +SKIP
     """
 
-    def __init__(self, reader: GpuReader, *, host: str = "127.0.0.1", port: int = 9835, interval_s: float = 1.0,
-                 prices: PriceBook | None = None, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        reader: GpuReader,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9835,
+        interval_s: float = 1.0,
+        prices: PriceBook | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         if not 0 <= port <= 65535:
-            raise InputError(f"port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835")
+            raise InputError(
+                f"port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835"
+            )
         if not interval_s > 0:
-            raise InputError(f"interval_s must be positive, got {interval_s}", hint="give e.g. interval_s=1.0")
+            raise InputError(
+                f"interval_s must be positive, got {interval_s}", hint="give e.g. interval_s=1.0"
+            )
         self.reader = reader
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         self.collector = GpuCollector(prices)
@@ -371,8 +584,10 @@ class Exporter:
         try:
             self.server = _Server((host, port), _handler(self.registry, self.collector, interval_s))
         except OSError as exc:
-            raise InputError(f"cannot listen on {host}:{port}: {exc.strerror}",
-                             hint="pick another --port or stop what uses it") from exc
+            raise InputError(
+                f"cannot listen on {host}:{port}: {exc.strerror}",
+                hint="pick another --port or stop what uses it",
+            ) from exc
         self.server.daemon_threads = True
         self._thread: threading.Thread | None = None
         self._prepared = False
@@ -380,7 +595,9 @@ class Exporter:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}" if isinstance(host, str) else f"http://{host.decode()}:{port}"
+        return (
+            f"http://{host!s}:{port}" if isinstance(host, str) else f"http://{host.decode()}:{port}"
+        )
 
     def _check_prices(self) -> None:
         """Resolve every GPU's price now, so a bad --instance-type fails at start, not in a scrape."""
@@ -403,7 +620,9 @@ class Exporter:
     def start(self) -> None:
         """Start sampling and serving in background threads."""
         self.prepare()
-        self._thread = threading.Thread(target=self.server.serve_forever, name="gpuwise-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, name="gpuwise-http", daemon=True
+        )
         self._thread.start()
 
     def serve_forever(self) -> None:

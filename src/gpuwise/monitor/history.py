@@ -66,7 +66,9 @@ class GpuSeries:
     @property
     def activity_ratio(self) -> np.ndarray:
         """SM-active where read, else utilization (see docs/monitoring.md: why utilization misleads)."""
-        return np.where(np.isnan(self.sm_active_ratio), self.utilization_ratio, self.sm_active_ratio)
+        return np.where(
+            np.isnan(self.sm_active_ratio), self.utilization_ratio, self.sm_active_ratio
+        )
 
 
 @dataclass(frozen=True)
@@ -86,20 +88,45 @@ class History:
 class SeriesBuilder:
     """Collects rows for one GPU, then freezes them into a :class:`GpuSeries`."""
 
-    def __init__(self, host: str, uuid: str, index: int, model: str, memory_total_bytes: float) -> None:
+    def __init__(
+        self, host: str, uuid: str, index: int, model: str, memory_total_bytes: float
+    ) -> None:
         self.meta = (host, uuid, index, model, memory_total_bytes)
         self.rows: list[tuple[float, ...]] = []
         self.workloads: list[tuple[str, ...]] = []
         self.shares: list[WorkloadShares | None] = []
         self.xids: set[int] = set()
 
-    def add(self, ts: float, dur: float, util: float | None, sm: float | None, mem: float | None,
-            power: float | None, temp: float | None, workloads: tuple[str, ...], *, mig_share: float | None = None,
-            lost: bool = False, xids: tuple[int, ...] = (), shares: WorkloadShares | None = None) -> None:
+    def add(
+        self,
+        ts: float,
+        dur: float,
+        util: float | None,
+        sm: float | None,
+        mem: float | None,
+        power: float | None,
+        temp: float | None,
+        workloads: tuple[str, ...],
+        *,
+        mig_share: float | None = None,
+        lost: bool = False,
+        xids: tuple[int, ...] = (),
+        shares: WorkloadShares | None = None,
+    ) -> None:
         nan = float("nan")
-        self.rows.append((ts, dur, nan if util is None else util, nan if sm is None else sm,
-                          nan if mem is None else mem, nan if power is None else power, nan if temp is None else temp,
-                          nan if mig_share is None else mig_share, 1.0 if lost else 0.0))
+        self.rows.append(
+            (
+                ts,
+                dur,
+                nan if util is None else util,
+                nan if sm is None else sm,
+                nan if mem is None else mem,
+                nan if power is None else power,
+                nan if temp is None else temp,
+                nan if mig_share is None else mig_share,
+                1.0 if lost else 0.0,
+            )
+        )
         self.workloads.append(workloads)
         self.shares.append(shares)
         self.xids.update(xids)
@@ -109,10 +136,25 @@ class SeriesBuilder:
         order = np.argsort(a[:, 0], kind="stable")
         a = a[order]
         host, uuid, index, model, total = self.meta
-        return GpuSeries(host, uuid, index, model, total, a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4], a[:, 5],
-                         a[:, 6], tuple(self.workloads[i] for i in order), mig_active_share=a[:, 7], lost=a[:, 8],
-                         xid_codes=tuple(sorted(self.xids)),
-                         workload_shares=tuple(self.shares[i] for i in order) if any(self.shares) else None)
+        return GpuSeries(
+            host,
+            uuid,
+            index,
+            model,
+            total,
+            a[:, 0],
+            a[:, 1],
+            a[:, 2],
+            a[:, 3],
+            a[:, 4],
+            a[:, 5],
+            a[:, 6],
+            tuple(self.workloads[i] for i in order),
+            mig_active_share=a[:, 7],
+            lost=a[:, 8],
+            xid_codes=tuple(sorted(self.xids)),
+            workload_shares=tuple(self.shares[i] for i in order) if any(self.shares) else None,
+        )
 
 
 def mig_workload_shares(g: GpuSample) -> WorkloadShares | None:
@@ -132,18 +174,32 @@ def mig_workload_shares(g: GpuSample) -> WorkloadShares | None:
     return tuple(out)
 
 
-def add_snapshot(builders: dict[tuple[str, str], SeriesBuilder], snap: Snapshot, duration_s: float) -> None:
+def add_snapshot(
+    builders: dict[tuple[str, str], SeriesBuilder], snap: Snapshot, duration_s: float
+) -> None:
     """Append one snapshot to per-GPU builders (keyed by host and UUID)."""
     for g in snap.gpus:
         key = (snap.host, g.uuid)
         b = builders.get(key)
         if b is None:
-            total = float(g.memory_total_bytes) if g.memory_total_bytes is not None else float("nan")
+            total = (
+                float(g.memory_total_bytes) if g.memory_total_bytes is not None else float("nan")
+            )
             b = builders[key] = SeriesBuilder(snap.host, g.uuid, g.index, g.name, total)
-        b.add(snap.timestamp_s, duration_s, g.utilization_gpu_ratio, g.sm_active_ratio,
-              None if g.memory_used_bytes is None else float(g.memory_used_bytes), g.power_w, g.temperature_c,
-              tuple(sorted({p.workload for p in g.processes})), mig_share=g.mig_active_share, lost=g.lost,
-              xids=tuple(code for code, _ in g.xid_counts), shares=mig_workload_shares(g))
+        b.add(
+            snap.timestamp_s,
+            duration_s,
+            g.utilization_gpu_ratio,
+            g.sm_active_ratio,
+            None if g.memory_used_bytes is None else float(g.memory_used_bytes),
+            g.power_w,
+            g.temperature_c,
+            tuple(sorted({p.workload for p in g.processes})),
+            mig_share=g.mig_active_share,
+            lost=g.lost,
+            xids=tuple(code for code, _ in g.xid_counts),
+            shares=mig_workload_shares(g),
+        )
 
 
 def replay_history(reader: Any, window_s: float, end_s: float) -> History:
@@ -167,4 +223,6 @@ def replay_history(reader: Any, window_s: float, end_s: float) -> History:
         add_snapshot(builders, replace(snap, timestamp_s=start + k * per_frame), per_frame * repeat)
         reader.fake.advance(repeat - 1)
         k += repeat
-    return History(start, end_s, tuple(b.build() for b in builders.values()), source=f"fake:{trace.name}")
+    return History(
+        start, end_s, tuple(b.build() for b in builders.values()), source=f"fake:{trace.name}"
+    )

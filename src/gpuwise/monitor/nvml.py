@@ -67,16 +67,21 @@ class GpuLostError(Exception):
     """Internal: NVML said the GPU fell off the bus during this read."""
 
 
-def _error_classes(lib: Any) -> tuple[type[BaseException], tuple[type[BaseException], ...], type[BaseException]]:
+def _error_classes(
+    lib: Any,
+) -> tuple[type[BaseException], tuple[type[BaseException], ...], type[BaseException]]:
     base = lib.NVMLError
-    absent = tuple(getattr(lib, n) for n in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound",
-                                             "NVMLError_NoPermission") if hasattr(lib, n))
+    absent = tuple(
+        getattr(lib, n)
+        for n in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_NoPermission")
+        if hasattr(lib, n)
+    )
     return base, absent, lib.NVMLError_GpuIsLost
 
 
 _INIT_FIXES = {
     "NVMLError_LibraryNotFound": "install the NVIDIA driver (it ships libnvidia-ml.so.1); in a container "
-                                 "run with the NVIDIA container toolkit (--gpus all), or use --fake idle to try gpuwise without a GPU",
+    "run with the NVIDIA container toolkit (--gpus all), or use --fake idle to try gpuwise without a GPU",
     "NVMLError_DriverNotLoaded": "load the NVIDIA kernel module (sudo modprobe nvidia) or reboot after installing the driver",
     "NVMLError_NoPermission": "run as a user that may open /dev/nvidia* (group video) or as root",
     "NVMLError_LibRmVersionMismatch": "the driver library and kernel module differ: reboot, or reinstall one driver version",
@@ -102,13 +107,24 @@ class NvmlSession:
             self.lib.nvmlInit()
         except self._base as exc:
             name = type(exc).__name__
-            raise DeviceError(f"cannot start NVML: {exc}",
-                              hint=_INIT_FIXES.get(name, "check `nvidia-smi` works on this machine")) from exc
+            raise DeviceError(
+                f"cannot start NVML: {exc}",
+                hint=_INIT_FIXES.get(name, "check `nvidia-smi` works on this machine"),
+            ) from exc
         except OSError as exc:  # a broken libnvidia-ml.so
-            raise DeviceError(f"cannot load NVML: {exc}", hint=_INIT_FIXES["NVMLError_LibraryNotFound"]) from exc
+            raise DeviceError(
+                f"cannot load NVML: {exc}", hint=_INIT_FIXES["NVMLError_LibraryNotFound"]
+            ) from exc
 
-    def call(self, metric: str, fn_name: str, *args: Any, gpu: int | None = None, not_found_ok: bool = False,
-             timeout_ok: bool = False) -> Any:
+    def call(
+        self,
+        metric: str,
+        fn_name: str,
+        *args: Any,
+        gpu: int | None = None,
+        not_found_ok: bool = False,
+        timeout_ok: bool = False,
+    ) -> Any:
         """``lib.fn_name(*args)``, or None where the metric is unsupported or failed this time.
 
         ``not_found_ok``: ``NotFound`` is an answer, not an error (an empty MIG slot, no process
@@ -205,7 +221,9 @@ def lookup_pod(uid: str, root: Path = POD_LOG_DIR) -> tuple[str | None, str | No
     return parts[0], parts[1], containers[0] if len(containers) == 1 else None
 
 
-def read_proc_info(pid: int, proc_root: Path = Path("/proc"), pod_root: Path = POD_LOG_DIR) -> ProcInfo:
+def read_proc_info(
+    pid: int, proc_root: Path = Path("/proc"), pod_root: Path = POD_LOG_DIR
+) -> ProcInfo:
     """User, command and cgroup ids of ``pid``; fields are None where /proc hides them
     (a process in another PID namespace: run the exporter with ``hostPID: true``). A process in
     a Kubernetes pod also gets its namespace, pod and container names (:func:`lookup_pod`)."""
@@ -261,10 +279,15 @@ def _text(value: Any) -> str:
 class NvmlGpuReader:
     """Reads every GPU through NVML into a :class:`Snapshot`. ``lib`` defaults to ``pynvml``."""
 
-    def __init__(self, lib: Any = None, *, host: str | None = None,
-                 process_info: Callable[[int], ProcInfo] | None = None,
-                 process_start: Callable[[int], int | None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        lib: Any = None,
+        *,
+        host: str | None = None,
+        process_info: Callable[[int], ProcInfo] | None = None,
+        process_start: Callable[[int], int | None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if lib is None:
             import pynvml
 
@@ -273,17 +296,26 @@ class NvmlGpuReader:
         self.session.init()
         # the `host` label: given, else $GPUWISE_HOST, else $NODE_NAME (the DaemonSet sets it from the
         # downward API: a node's name survives pod rollouts), else this machine's hostname
-        self.host = host or os.environ.get("GPUWISE_HOST") or os.environ.get("NODE_NAME") or socket.gethostname()
+        self.host = (
+            host
+            or os.environ.get("GPUWISE_HOST")
+            or os.environ.get("NODE_NAME")
+            or socket.gethostname()
+        )
         self._clock = clock
         self._proc_info = process_info or read_proc_info
         self._proc_start = process_start or read_proc_start
         self._proc_cache: dict[tuple[int, int | None], ProcInfo] = {}
         self._util_ts: dict[int, int] = {}
         s = self.session
-        self.driver_version = _text(s.call("driver_version", "nvmlSystemGetDriverVersion") or "") or None
+        self.driver_version = (
+            _text(s.call("driver_version", "nvmlSystemGetDriverVersion") or "") or None
+        )
         count = s.call("device_count", "nvmlDeviceGetCount")
         if count is None:
-            raise DeviceError("NVML cannot count the GPUs", hint="check `nvidia-smi` works on this machine")
+            raise DeviceError(
+                "NVML cannot count the GPUs", hint="check `nvidia-smi` works on this machine"
+            )
         self._handles: list[Any] = []
         self._static: list[tuple[str, str]] = []
         for i in range(int(count)):
@@ -293,15 +325,27 @@ class NvmlGpuReader:
             name = _text(s.call("name", "nvmlDeviceGetName", h, gpu=i) or "unknown")
             self._static.append((uuid, name))
         # renamed from "ClocksThrottleReasons" in NVML 12.x; older nvidia-ml-py has only the old name
-        self._throttle_fn = ("nvmlDeviceGetCurrentClocksEventReasons" if hasattr(lib, "nvmlDeviceGetCurrentClocksEventReasons")
-                             else "nvmlDeviceGetCurrentClocksThrottleReasons")
+        self._throttle_fn = (
+            "nvmlDeviceGetCurrentClocksEventReasons"
+            if hasattr(lib, "nvmlDeviceGetCurrentClocksEventReasons")
+            else "nvmlDeviceGetCurrentClocksThrottleReasons"
+        )
         self._lost: set[int] = set()
         self._xid: list[dict[int, int]] = [{} for _ in self._handles]
         self._event_set = self._register_xid_events()
         self._gpm_prev: dict[tuple[int, int | None], Any] = {}
-        self._gpm_ok = [bool(getattr(s.call("sm_active", "nvmlGpmQueryDeviceSupport", h, gpu=i) if h is not None
-                                      else None, "isSupportedDevice", 0))
-                        for i, h in enumerate(self._handles)]
+        self._gpm_ok = [
+            bool(
+                getattr(
+                    s.call("sm_active", "nvmlGpmQueryDeviceSupport", h, gpu=i)
+                    if h is not None
+                    else None,
+                    "isSupportedDevice",
+                    0,
+                )
+            )
+            for i, h in enumerate(self._handles)
+        ]
 
     # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:
@@ -324,8 +368,13 @@ class NvmlGpuReader:
         now = self._clock()
         self._drain_xid_events()
         gpus = tuple(self._read_gpu(i) for i in range(len(self._handles)))
-        return Snapshot(timestamp_s=now, host=self.host, driver_version=self.driver_version, gpus=gpus,
-                        unsupported=tuple(sorted(self.session.unsupported)))
+        return Snapshot(
+            timestamp_s=now,
+            host=self.host,
+            driver_version=self.driver_version,
+            gpus=gpus,
+            unsupported=tuple(sorted(self.session.unsupported)),
+        )
 
     def _read_gpu(self, i: int) -> GpuSample:
         uuid, name = self._static[i]
@@ -337,12 +386,31 @@ class NvmlGpuReader:
                 log.error("GPU %d (%s) is lost: %s", i, uuid, exc)
                 self._lost.add(i)
         return GpuSample(
-            index=i, uuid=uuid, name=name, lost=True, utilization_gpu_ratio=None, utilization_memory_ratio=None,
-            sm_active_ratio=None, tensor_active_ratio=None, memory_used_bytes=None, memory_total_bytes=None,
-            power_w=None, power_limit_w=None, temperature_c=None, sm_clock_mhz=None, memory_clock_mhz=None,
-            throttle_reasons_mask=None, pcie_tx_bytes_per_s=None, pcie_rx_bytes_per_s=None,
-            ecc_corrected_total=None, ecc_uncorrected_total=None, xid_counts=tuple(sorted(self._xid[i].items())),
-            mig_enabled=False, mig_devices=(), processes=())
+            index=i,
+            uuid=uuid,
+            name=name,
+            lost=True,
+            utilization_gpu_ratio=None,
+            utilization_memory_ratio=None,
+            sm_active_ratio=None,
+            tensor_active_ratio=None,
+            memory_used_bytes=None,
+            memory_total_bytes=None,
+            power_w=None,
+            power_limit_w=None,
+            temperature_c=None,
+            sm_clock_mhz=None,
+            memory_clock_mhz=None,
+            throttle_reasons_mask=None,
+            pcie_tx_bytes_per_s=None,
+            pcie_rx_bytes_per_s=None,
+            ecc_corrected_total=None,
+            ecc_uncorrected_total=None,
+            xid_counts=tuple(sorted(self._xid[i].items())),
+            mig_enabled=False,
+            mig_devices=(),
+            processes=(),
+        )
 
     def _read_live(self, i: int, h: Any, uuid: str, name: str) -> GpuSample:
         c = self.session.call
@@ -362,17 +430,23 @@ class NvmlGpuReader:
         mig_on = bool(mig_mode and mig_mode[0] == 1)
         gpm = {} if mig_on else self._gpm(i, h)
         energy = c("energy", "nvmlDeviceGetTotalEnergyConsumption", h, gpu=i)
-        remap = c("remapped_rows", "nvmlDeviceGetRemappedRows", h, gpu=i)  # (corr, unc, pending, failed)
+        remap = c(
+            "remapped_rows", "nvmlDeviceGetRemappedRows", h, gpu=i
+        )  # (corr, unc, pending, failed)
         replay = c("pcie_replay", "nvmlDeviceGetPcieReplayCounter", h, gpu=i)
         enc = c("encoder", "nvmlDeviceGetEncoderUtilization", h, gpu=i)  # [util %, period µs]
         dec = c("decoder", "nvmlDeviceGetDecoderUtilization", h, gpu=i)
         fields = self._fields(i, h)
         processes = self._processes(i, h)
         return GpuSample(
-            index=i, uuid=uuid, name=name, lost=False,
+            index=i,
+            uuid=uuid,
+            name=name,
+            lost=False,
             utilization_gpu_ratio=None if util is None else util.gpu / 100,
             utilization_memory_ratio=None if util is None else util.memory / 100,
-            sm_active_ratio=gpm.get(_GPM_SM_UTIL), tensor_active_ratio=gpm.get(_GPM_ANY_TENSOR_UTIL),
+            sm_active_ratio=gpm.get(_GPM_SM_UTIL),
+            tensor_active_ratio=gpm.get(_GPM_ANY_TENSOR_UTIL),
             memory_used_bytes=None if mem is None else int(mem.used),
             memory_total_bytes=None if mem is None else int(mem.total),
             power_w=None if power_mw is None else power_mw / 1000,
@@ -389,7 +463,9 @@ class NvmlGpuReader:
             mig_enabled=mig_on,
             mig_devices=self._mig_devices(i, h, processes) if mig_on else (),
             processes=processes,
-            mig_slices_total=(c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=i) or None) if mig_on else None,
+            mig_slices_total=(c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=i) or None)
+            if mig_on
+            else None,
             energy_joules_total=None if energy is None else energy / 1000,
             memory_temperature_c=fields.get(_FI_MEMORY_TEMP),
             remapped_rows_correctable=None if remap is None else int(remap[0]),
@@ -397,10 +473,17 @@ class NvmlGpuReader:
             remap_pending=None if remap is None else bool(remap[2]),
             remap_failed=None if remap is None else bool(remap[3]),
             pcie_replay_total=None if replay is None else int(replay),
-            nvlink_tx_bytes_total=None if _FI_NVLINK_TX not in fields else fields[_FI_NVLINK_TX] * 1024,
-            nvlink_rx_bytes_total=None if _FI_NVLINK_RX not in fields else fields[_FI_NVLINK_RX] * 1024,
-            nvlink_errors=tuple((k, int(fields[f])) for k, f in _FI_NVLINK_ERRORS.items() if f in fields),
-            dram_active_ratio=gpm.get(_GPM_DRAM_BW_UTIL), sm_occupancy_ratio=gpm.get(_GPM_SM_OCCUPANCY),
+            nvlink_tx_bytes_total=None
+            if _FI_NVLINK_TX not in fields
+            else fields[_FI_NVLINK_TX] * 1024,
+            nvlink_rx_bytes_total=None
+            if _FI_NVLINK_RX not in fields
+            else fields[_FI_NVLINK_RX] * 1024,
+            nvlink_errors=tuple(
+                (k, int(fields[f])) for k, f in _FI_NVLINK_ERRORS.items() if f in fields
+            ),
+            dram_active_ratio=gpm.get(_GPM_DRAM_BW_UTIL),
+            sm_occupancy_ratio=gpm.get(_GPM_SM_OCCUPANCY),
             encoder_utilization_ratio=None if enc is None else enc[0] / 100,
             decoder_utilization_ratio=None if dec is None else dec[0] / 100,
         )
@@ -414,9 +497,16 @@ class NvmlGpuReader:
                 continue  # that one field is not supported here
             v = fv.value
             # valueType: 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 sint (nvml.h nvmlValueType_t)
-            out[int(fv.fieldId)] = float({0: getattr(v, "dVal", 0), 1: getattr(v, "uiVal", 0), 2: getattr(v, "ulVal", 0),
-                                          3: getattr(v, "ullVal", 0), 4: getattr(v, "sllVal", 0),
-                                          5: getattr(v, "siVal", 0)}.get(int(fv.valueType), 0))
+            out[int(fv.fieldId)] = float(
+                {
+                    0: getattr(v, "dVal", 0),
+                    1: getattr(v, "uiVal", 0),
+                    2: getattr(v, "ulVal", 0),
+                    3: getattr(v, "ullVal", 0),
+                    4: getattr(v, "sllVal", 0),
+                    5: getattr(v, "siVal", 0),
+                }.get(int(fv.valueType), 0)
+            )
         return out
 
     def _processes(self, i: int, h: Any) -> tuple[ProcessSample, ...]:
@@ -424,8 +514,17 @@ class NvmlGpuReader:
         procs = c("processes", "nvmlDeviceGetComputeRunningProcesses", h, gpu=i) or []
         sm_util: dict[int, float] = {}
         if procs:
-            samples = c("process_sm_util", "nvmlDeviceGetProcessUtilization", h, self._util_ts.get(i, 0),
-                        gpu=i, not_found_ok=True) or []
+            samples = (
+                c(
+                    "process_sm_util",
+                    "nvmlDeviceGetProcessUtilization",
+                    h,
+                    self._util_ts.get(i, 0),
+                    gpu=i,
+                    not_found_ok=True,
+                )
+                or []
+            )
             for u in samples:
                 sm_util[int(u.pid)] = min(1.0, float(u.smUtil) / 100)
                 self._util_ts[i] = max(self._util_ts.get(i, 0), int(getattr(u, "timeStamp", 0)))
@@ -440,17 +539,29 @@ class NvmlGpuReader:
                 info = self._proc_cache[key] = self._proc_info(pid)
             used = getattr(p, "usedGpuMemory", None)
             gi = getattr(p, "gpuInstanceId", _NO_INSTANCE)
-            out.append(ProcessSample(pid=pid, gpu_memory_bytes=None if used is None else int(used),
-                                     user=info.user, command=info.command, container_id=info.container_id,
-                                     pod_uid=info.pod_uid, workload=workload_of(info),
-                                     gpu_instance_id=None if gi in (None, _NO_INSTANCE) else int(gi),
-                                     sm_utilization_ratio=sm_util.get(pid), namespace=info.namespace,
-                                     pod=info.pod, container=info.container))
+            out.append(
+                ProcessSample(
+                    pid=pid,
+                    gpu_memory_bytes=None if used is None else int(used),
+                    user=info.user,
+                    command=info.command,
+                    container_id=info.container_id,
+                    pod_uid=info.pod_uid,
+                    workload=workload_of(info),
+                    gpu_instance_id=None if gi in (None, _NO_INSTANCE) else int(gi),
+                    sm_utilization_ratio=sm_util.get(pid),
+                    namespace=info.namespace,
+                    pod=info.pod,
+                    container=info.container,
+                )
+            )
         if len(self._proc_cache) > 4096:  # forget exited processes now and then
             self._proc_cache = {k: v for k, v in self._proc_cache.items() if k in seen}
         return tuple(out)
 
-    def _mig_devices(self, i: int, h: Any, processes: tuple[ProcessSample, ...]) -> tuple[MigDeviceSample, ...]:
+    def _mig_devices(
+        self, i: int, h: Any, processes: tuple[ProcessSample, ...]
+    ) -> tuple[MigDeviceSample, ...]:
         c = self.session.call
         n = c("mig", "nvmlDeviceGetMaxMigDeviceCount", h, gpu=i) or 0
         out = []
@@ -465,13 +576,25 @@ class NvmlGpuReader:
             total = None if mem is None else int(mem.total)
             # NVIDIA's names round the instance's GiB up to 5 (9856 MiB → 1g.10gb, 40192 → 3g.40gb);
             # a derived label, exact for A100/H100 80 GB profiles, not for every H200 one
-            profile = f"{slices}g.{math.ceil(total / 2**30 / 5) * 5}gb" if slices and total else None
+            profile = (
+                f"{slices}g.{math.ceil(total / 2**30 / 5) * 5}gb" if slices and total else None
+            )
             gpm = {} if gi is None else self._gpm(i, h, gpu_instance=int(gi))
-            out.append(MigDeviceSample(
-                index=k, uuid=_text(c("mig", "nvmlDeviceGetUUID", mh, gpu=i) or f"MIG-{i}-{k}"),
-                gpu_instance_id=gi, memory_used_bytes=None if mem is None else int(mem.used),
-                memory_total_bytes=total, slices=slices, profile=profile, sm_active_ratio=gpm.get(_GPM_SM_UTIL),
-                processes=tuple(p for p in processes if gi is not None and p.gpu_instance_id == gi)))
+            out.append(
+                MigDeviceSample(
+                    index=k,
+                    uuid=_text(c("mig", "nvmlDeviceGetUUID", mh, gpu=i) or f"MIG-{i}-{k}"),
+                    gpu_instance_id=gi,
+                    memory_used_bytes=None if mem is None else int(mem.used),
+                    memory_total_bytes=total,
+                    slices=slices,
+                    profile=profile,
+                    sm_active_ratio=gpm.get(_GPM_SM_UTIL),
+                    processes=tuple(
+                        p for p in processes if gi is not None and p.gpu_instance_id == gi
+                    ),
+                )
+            )
         return tuple(out)
 
     def _gpm(self, i: int, h: Any, gpu_instance: int | None = None) -> dict[int, float]:
@@ -484,8 +607,11 @@ class NvmlGpuReader:
         sample = c("sm_active", "nvmlGpmSampleAlloc", gpu=i)
         if sample is None:
             return {}
-        got_sample = (c("sm_active", "nvmlGpmSampleGet", h, sample, gpu=i) if gpu_instance is None
-                      else c("sm_active", "nvmlGpmMigSampleGet", h, gpu_instance, sample, gpu=i))
+        got_sample = (
+            c("sm_active", "nvmlGpmSampleGet", h, sample, gpu=i)
+            if gpu_instance is None
+            else c("sm_active", "nvmlGpmMigSampleGet", h, gpu_instance, sample, gpu=i)
+        )
         if got_sample is None:
             c("sm_active", "nvmlGpmSampleFree", sample, gpu=i)
             return {}
@@ -508,8 +634,11 @@ class NvmlGpuReader:
         if got is None:
             return {}
         # GPM gives percent 0.0-100.0 (nvml.h NVML_GPM_METRIC_SM_UTIL comment)
-        return {int(m.metricId): m.value / 100 for m in got.metrics[: len(ids)]
-                if getattr(m, "nvmlReturn", 0) == 0}
+        return {
+            int(m.metricId): m.value / 100
+            for m in got.metrics[: len(ids)]
+            if getattr(m, "nvmlReturn", 0) == 0
+        }
 
     # -- XID events ----------------------------------------------------------------------
     def _register_xid_events(self) -> Any:
@@ -558,4 +687,6 @@ def nvml_errors() -> Iterator[None]:
     try:
         yield
     except pynvml.NVMLError as exc:
-        raise DeviceError(f"NVML error: {exc}", hint="check `nvidia-smi` works on this machine") from exc
+        raise DeviceError(
+            f"NVML error: {exc}", hint="check `nvidia-smi` works on this machine"
+        ) from exc

@@ -41,13 +41,23 @@ def canonical_gpu(model: str) -> str | None:
 class PriceBook:
     """Resolves and caches :class:`GpuPrice` per GPU model name."""
 
-    def __init__(self, *, price_usd_per_hour: float | str | None = None, instance_type: str | None = None,
-                 cloud: str | None = None, region: str | None = None,
-                 offers: Sequence[Offer] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        price_usd_per_hour: float | str | None = None,
+        instance_type: str | None = None,
+        cloud: str | None = None,
+        region: str | None = None,
+        offers: Sequence[Offer] | None = None,
+    ) -> None:
         env_price = os.environ.get("GPUWISE_GPU_PRICE_USD_PER_HOUR")
         raw = price_usd_per_hour if price_usd_per_hour is not None else env_price
         # name where a bad value came from: an environment variable is easy to forget
-        what = "--price-usd-per-hour" if price_usd_per_hour is not None else "GPUWISE_GPU_PRICE_USD_PER_HOUR"
+        what = (
+            "--price-usd-per-hour"
+            if price_usd_per_hour is not None
+            else "GPUWISE_GPU_PRICE_USD_PER_HOUR"
+        )
         self.configured = None if raw in (None, "") else parse_money_usd(raw, what)
         self.instance_type = instance_type or os.environ.get("GPUWISE_INSTANCE_TYPE") or None
         self._instance_type_from = "" if instance_type else " (from GPUWISE_INSTANCE_TYPE)"
@@ -74,19 +84,30 @@ class PriceBook:
         if self.configured is not None:
             return GpuPrice(self.configured, "configured")
         if self.instance_type:
-            matches = [o for o in self.offers if o.instance_type == self.instance_type
-                       and (self.cloud is None or o.cloud == self.cloud)
-                       and (self.region is None or o.region == self.region)
-                       and o.on_demand_usd_per_gpu_hour is not None]
+            matches = [
+                o
+                for o in self.offers
+                if o.instance_type == self.instance_type
+                and (self.cloud is None or o.cloud == self.cloud)
+                and (self.region is None or o.region == self.region)
+                and o.on_demand_usd_per_gpu_hour is not None
+            ]
             if not matches:
                 from gpuwise.errors import did_you_mean
 
-                raise InputError(f"instance type {self.instance_type!r}{self._instance_type_from} is not in the catalog"
-                                 + (f" for cloud {self.cloud}" if self.cloud else ""),
-                                 hint="give --price-usd-per-hour instead, or check `gpuwise offers`",
-                                 suggestions=did_you_mean(self.instance_type, {o.instance_type for o in self.offers}))
+                raise InputError(
+                    f"instance type {self.instance_type!r}{self._instance_type_from} is not in the catalog"
+                    + (f" for cloud {self.cloud}" if self.cloud else ""),
+                    hint="give --price-usd-per-hour instead, or check `gpuwise offers`",
+                    suggestions=did_you_mean(
+                        self.instance_type, {o.instance_type for o in self.offers}
+                    ),
+                )
             best = min(matches, key=lambda o: o.on_demand_usd_per_gpu_hour or 0.0)
-            return GpuPrice(best.on_demand_usd_per_gpu_hour, f"catalog: {best.cloud} {best.region} {best.instance_type}")
+            return GpuPrice(
+                best.on_demand_usd_per_gpu_hour,
+                f"catalog: {best.cloud} {best.region} {best.instance_type}",
+            )
         name = canonical_gpu(model)
         if name is None:
             return GpuPrice(None, "unknown GPU model: give --price-usd-per-hour")
@@ -95,5 +116,7 @@ class PriceBook:
         cheapest = cheapest_per_gpu(self.offers, spot=False).get(name)
         if cheapest is None:
             return GpuPrice(None, f"no {name} offer in the catalog: give --price-usd-per-hour")
-        return GpuPrice(cheapest.usd_per_gpu_hour,
-                        f"catalog cheapest on-demand {name}: {cheapest.cloud} {cheapest.region} {cheapest.instance_type}")
+        return GpuPrice(
+            cheapest.usd_per_gpu_hour,
+            f"catalog cheapest on-demand {name}: {cheapest.cloud} {cheapest.region} {cheapest.instance_type}",
+        )

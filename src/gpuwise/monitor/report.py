@@ -38,13 +38,23 @@ from gpuwise.monitor.pricing import PriceBook, canonical_gpu
 from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD
 from gpuwise.units import BYTES_PER_GIB, HOURS_PER_MONTH
 
-LOW_ACTIVITY = 0.30  # p95 SM-active < 30 % → smaller/MIG (notes/monitoring.md §4, Harness-style rule)
+LOW_ACTIVITY = (
+    0.30  # p95 SM-active < 30 % → smaller/MIG (notes/monitoring.md §4, Harness-style rule)
+)
 MEMORY_SMALL = 0.40  # peak memory below this fraction → a smaller GPU would do (issue 7)
 MEMORY_FULL = 0.85  # peak memory above this fraction → OOM risk (issue 7; same as the alert rule)
 MEMORY_BUFFER = 1.15  # 15 % headroom over the observed peak (Harness CCM recommendations)
 
-Action = Literal["release", "stop-idle-workload", "downsize", "mig", "share", "upsize", "drain-and-reset",
-                 "fix-memory-leak"]
+Action = Literal[
+    "release",
+    "stop-idle-workload",
+    "downsize",
+    "mig",
+    "share",
+    "upsize",
+    "drain-and-reset",
+    "fix-memory-leak",
+]
 
 
 @dataclass(frozen=True)
@@ -214,10 +224,14 @@ def _stretches(s: GpuSeries, idle: np.ndarray, min_hours: float) -> tuple[IdleSt
             continue
         # a stretch ends where activity resumes, data has a gap, or who holds the GPU changes
         j, held = i, set(s.workloads[i])
-        while j + 1 < n and idle[j + 1] and s.workloads[j + 1] == s.workloads[i] and \
-                s.timestamp_s[j + 1] <= s.timestamp_s[j] + s.duration_s[j] * 1.5 + 1:
+        while (
+            j + 1 < n
+            and idle[j + 1]
+            and s.workloads[j + 1] == s.workloads[i]
+            and s.timestamp_s[j + 1] <= s.timestamp_s[j] + s.duration_s[j] * 1.5 + 1
+        ):
             j += 1
-        hours = float(s.duration_s[i:j + 1].sum()) / 3600
+        hours = float(s.duration_s[i : j + 1].sum()) / 3600
         if hours >= min_hours:
             end = float(s.timestamp_s[j] + s.duration_s[j])
             out.append(IdleStretch(float(s.timestamp_s[i]), end, hours, tuple(sorted(held))))
@@ -237,19 +251,32 @@ def _leak(s: GpuSeries, total: float | None) -> str | None:
         while j + 1 < mem.size and not math.isnan(mem[j + 1]) and mem[j + 1] > mem[j]:
             j += 1
         rise = j - i
-        if rise >= 5 and mem[j] >= 0.9 * total and mem[j] - mem[i] >= 0.25 * total and j + 1 < mem.size \
-                and not math.isnan(mem[j + 1]) and mem[j + 1] <= 0.5 * mem[j]:
+        if (
+            rise >= 5
+            and mem[j] >= 0.9 * total
+            and mem[j] - mem[i] >= 0.25 * total
+            and j + 1 < mem.size
+            and not math.isnan(mem[j + 1])
+            and mem[j + 1] <= 0.5 * mem[j]
+        ):
             minutes = float(s.timestamp_s[j] - s.timestamp_s[i]) / 60
             who = ", ".join(sorted(set(s.workloads[j]))) or "a process"
-            return (f"memory of {who} grew from {mem[i] / BYTES_PER_GIB:.1f} to {mem[j] / BYTES_PER_GIB:.1f} GiB "
-                    f"({mem[j] / total:.0%}) over {minutes:.0f} min, then fell to {mem[j + 1] / BYTES_PER_GIB:.1f} GiB: "
-                    "it likely ran out of memory")
+            return (
+                f"memory of {who} grew from {mem[i] / BYTES_PER_GIB:.1f} to {mem[j] / BYTES_PER_GIB:.1f} GiB "
+                f"({mem[j] / total:.0%}) over {minutes:.0f} min, then fell to {mem[j + 1] / BYTES_PER_GIB:.1f} GiB: "
+                "it likely ran out of memory"
+            )
         i = max(j, i + 1)
     return None
 
 
-def gpu_usage(s: GpuSeries, prices: PriceBook, *, active_threshold: float = ACTIVE_THRESHOLD,
-              min_idle_stretch_hours: float = 0.5) -> GpuUsage:
+def gpu_usage(
+    s: GpuSeries,
+    prices: PriceBook,
+    *,
+    active_threshold: float = ACTIVE_THRESHOLD,
+    min_idle_stretch_hours: float = 0.5,
+) -> GpuUsage:
     """Hours, peaks and dollars for one GPU series."""
     dur_h = s.duration_s / 3600
     act, held = _activity(s)
@@ -265,7 +292,11 @@ def gpu_usage(s: GpuSeries, prices: PriceBook, *, active_threshold: float = ACTI
     allocated = float(dur_h.sum())
     active_h = float((dur_h * share).sum())
     known = ~np.isnan(act)
-    mean_act = float((act[known] * dur_h[known]).sum() / dur_h[known].sum()) if known.any() and dur_h[known].sum() else None
+    mean_act = (
+        float((act[known] * dur_h[known]).sum() / dur_h[known].sum())
+        if known.any() and dur_h[known].sum()
+        else None
+    )
     if mean_act is None and is_mig.any() and dur_h[is_mig].sum():
         mean_act = float((mig[is_mig] * dur_h[is_mig]).sum() / dur_h[is_mig].sum())
     mem = s.memory_used_bytes[~np.isnan(s.memory_used_bytes)]
@@ -274,23 +305,37 @@ def gpu_usage(s: GpuSeries, prices: PriceBook, *, active_threshold: float = ACTI
     price = prices.price(s.model)
     idle_h = allocated - active_h
     return GpuUsage(
-        host=s.host, index=s.index, uuid=s.uuid, model=s.model, gpu=canonical_gpu(s.model),
-        allocated_hours=allocated, held_hours=float(dur_h[held].sum()), active_hours=active_h, idle_hours=idle_h,
-        efficiency=active_h / allocated if allocated else None, mean_activity_ratio=mean_act,
+        host=s.host,
+        index=s.index,
+        uuid=s.uuid,
+        model=s.model,
+        gpu=canonical_gpu(s.model),
+        allocated_hours=allocated,
+        held_hours=float(dur_h[held].sum()),
+        active_hours=active_h,
+        idle_hours=idle_h,
+        efficiency=active_h / allocated if allocated else None,
+        mean_activity_ratio=mean_act,
         peak_memory_fraction=peak / total if peak is not None and total else None,
         peak_memory_gib=None if peak is None else peak / BYTES_PER_GIB,
         memory_headroom_gib=(total - peak) / BYTES_PER_GIB if peak is not None and total else None,
-        usd_per_hour=price.usd_per_gpu_hour, price_source=price.source,
-        cost_usd=_mul(allocated, price.usd_per_gpu_hour), wasted_usd=_mul(idle_h, price.usd_per_gpu_hour),
+        usd_per_hour=price.usd_per_gpu_hour,
+        price_source=price.source,
+        cost_usd=_mul(allocated, price.usd_per_gpu_hour),
+        wasted_usd=_mul(idle_h, price.usd_per_gpu_hour),
         idle_stretches=_stretches(s, ~active, min_idle_stretch_hours),
-        lost=bool((lost > 0).any()), xid_codes=s.xid_codes,
+        lost=bool((lost > 0).any()),
+        xid_codes=s.xid_codes,
         mig_active_share=float((mig[is_mig] * dur_h[is_mig]).sum() / dur_h[is_mig].sum())
-        if is_mig.any() and dur_h[is_mig].sum() else None,
+        if is_mig.any() and dur_h[is_mig].sum()
+        else None,
         memory_leak=_leak(s, total),
     )
 
 
-def workload_usage(history: History, prices: PriceBook, active_threshold: float = ACTIVE_THRESHOLD) -> tuple[WorkloadUsage, ...]:
+def workload_usage(
+    history: History, prices: PriceBook, active_threshold: float = ACTIVE_THRESHOLD
+) -> tuple[WorkloadUsage, ...]:
     acc: dict[str, list[float]] = {}
     gpus: dict[str, set[str]] = {}
     priced: dict[str, bool] = {}
@@ -319,8 +364,18 @@ def workload_usage(history: History, prices: PriceBook, active_threshold: float 
     out = []
     for w, (alloc, active, cost, wasted) in acc.items():
         ok = priced[w]
-        out.append(WorkloadUsage(w, tuple(sorted(gpus[w])), alloc, active, alloc - active,
-                                 active / alloc if alloc else None, cost if ok else None, wasted if ok else None))
+        out.append(
+            WorkloadUsage(
+                w,
+                tuple(sorted(gpus[w])),
+                alloc,
+                active,
+                alloc - active,
+                active / alloc if alloc else None,
+                cost if ok else None,
+                wasted if ok else None,
+            )
+        )
     return tuple(sorted(out, key=lambda u: -(u.wasted_usd or 0.0)))
 
 
@@ -339,13 +394,22 @@ def _candidates(offers: Sequence[Offer]) -> list[tuple[float, str, float, str]]:
             continue
         if spec.vendor != "nvidia":
             continue  # a CUDA workload moves to another NVIDIA GPU without code changes
-        out.append((cheapest.usd_per_gpu_hour, spec.name, spec.memory_gib,
-                    f"{cheapest.cloud} {cheapest.region} {cheapest.instance_type}"))
+        out.append(
+            (
+                cheapest.usd_per_gpu_hour,
+                spec.name,
+                spec.memory_gib,
+                f"{cheapest.cloud} {cheapest.region} {cheapest.instance_type}",
+            )
+        )
     return sorted(out)
 
 
-def recommend(u: GpuUsage, window_hours: float,
-              candidates: Callable[[], Sequence[tuple[float, str, float, str]]]) -> list[Recommendation]:
+def recommend(
+    u: GpuUsage,
+    window_hours: float,
+    candidates: Callable[[], Sequence[tuple[float, str, float, str]]],
+) -> list[Recommendation]:
     """Right-sizing advice for one GPU (see the module docstring for the rules).
 
     ``window_hours``: the span of the data observed (the report's ``observed_hours``), which
@@ -364,53 +428,107 @@ def recommend(u: GpuUsage, window_hours: float,
     if u.lost or u.xid_codes:
         from gpuwise.doctor.checks_gpu import XID_MEANINGS
 
-        xids = ", ".join(f"XID {c} ({XID_MEANINGS[c][1]})" if c in XID_MEANINGS else f"XID {c}" for c in u.xid_codes)
-        rec("drain-and-reset", f"GPU {u.index} " + ("fell off the bus (NVML: GPU is lost)" if u.lost else "reported errors")
+        xids = ", ".join(
+            f"XID {c} ({XID_MEANINGS[c][1]})" if c in XID_MEANINGS else f"XID {c}"
+            for c in u.xid_codes
+        )
+        rec(
+            "drain-and-reset",
+            f"GPU {u.index} "
+            + ("fell off the bus (NVML: GPU is lost)" if u.lost else "reported errors")
             + (f" after {xids}" if xids and u.lost else f": {xids}" if xids else "")
             + "; its hours here are not the workload's fault. Drain the node, reset or replace the GPU, and "
-              "run `gpuwise doctor` on it", None, None)
+            "run `gpuwise doctor` on it",
+            None,
+            None,
+        )
     if u.memory_leak:
-        rec("fix-memory-leak", f"on GPU {u.index}, {u.memory_leak}. Look for tensors kept across steps "
-            "(a growing list, a loss kept with its graph, a cache without a bound)", None, None)
+        rec(
+            "fix-memory-leak",
+            f"on GPU {u.index}, {u.memory_leak}. Look for tensors kept across steps "
+            "(a growing list, a loss kept with its graph, a cache without a bound)",
+            None,
+            None,
+        )
     if u.lost:
         return recs
     if u.efficiency is not None and u.efficiency < ACTIVE_THRESHOLD:
         held = u.held_hours > 0.5 * u.allocated_hours
-        rec("stop-idle-workload" if held else "release",
+        rec(
+            "stop-idle-workload" if held else "release",
             f"GPU {u.index} was active {u.active_hours:.1f} of {u.allocated_hours:.1f} h"
-            + (" while processes held its memory (allocated but idle)" if held else " and nothing ran on it"),
-            None, _mul(month, price))
+            + (
+                " while processes held its memory (allocated but idle)"
+                if held
+                else " and nothing ran on it"
+            ),
+            None,
+            _mul(month, price),
+        )
         return recs
     held_idle_h = sum(st.hours for st in u.idle_stretches if st.held_by)
     if held_idle_h >= 1.0:
         names = sorted({w for st in u.idle_stretches for w in st.held_by})
-        rec("stop-idle-workload", f"on GPU {u.index}, {', '.join(names)} held memory for {held_idle_h:.1f} h "
+        rec(
+            "stop-idle-workload",
+            f"on GPU {u.index}, {', '.join(names)} held memory for {held_idle_h:.1f} h "
             "with the GPU idle (allocated but idle): stop it when done, or add an idle timeout",
-            ", ".join(names), _mul(held_idle_h * HOURS_PER_MONTH / window_hours, price) if window_hours else None)
+            ", ".join(names),
+            _mul(held_idle_h * HOURS_PER_MONTH / window_hours, price) if window_hours else None,
+        )
     if u.mig_active_share is not None:  # already in MIG mode: the other rules do not apply
         if u.mig_active_share < 1 - ACTIVE_THRESHOLD and price is not None:
-            rec("mig", f"MIG GPU {u.index}: only {u.mig_active_share:.0%} of its slices did work (empty instances "
+            rec(
+                "mig",
+                f"MIG GPU {u.index}: only {u.mig_active_share:.0%} of its slices did work (empty instances "
                 "and unallocated slices are idle): put more work on its free slices, or move its instances onto "
-                "fewer GPUs", None, price * (1 - u.mig_active_share) * month)
+                "fewer GPUs",
+                None,
+                price * (1 - u.mig_active_share) * month,
+            )
         return recs
     low = u.mean_activity_ratio is not None and u.mean_activity_ratio < LOW_ACTIVITY
     peak = u.peak_memory_fraction
     if peak is not None and peak > MEMORY_FULL:
-        bigger = [c for c in candidates() if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER]
-        target = f"{bigger[0][1]} ({bigger[0][2]:g} GiB, ${bigger[0][0]:.2f}/GPU-h on {bigger[0][3]})" if bigger else None
-        rec("upsize", f"peak memory {peak:.0%} of GPU {u.index} is above {MEMORY_FULL:.0%}: one longer sequence "
+        bigger = [
+            c
+            for c in candidates()
+            if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER
+        ]
+        target = (
+            f"{bigger[0][1]} ({bigger[0][2]:g} GiB, ${bigger[0][0]:.2f}/GPU-h on {bigger[0][3]})"
+            if bigger
+            else None
+        )
+        rec(
+            "upsize",
+            f"peak memory {peak:.0%} of GPU {u.index} is above {MEMORY_FULL:.0%}: one longer sequence "
             "or bigger batch and it runs out of memory; move to a GPU with more memory"
             + (f" such as {target}" if target else "")
             + ", or cut memory with the estimator's fixes (`gpuwise estimate`: activation checkpointing, "
-              "ZeRO/FSDP sharding, a smaller micro-batch)", target, 0.0)
-    if peak is not None and u.peak_memory_gib is not None and peak < MEMORY_SMALL and low and price is not None:
+            "ZeRO/FSDP sharding, a smaller micro-batch)",
+            target,
+            0.0,
+        )
+    if (
+        peak is not None
+        and u.peak_memory_gib is not None
+        and peak < MEMORY_SMALL
+        and low
+        and price is not None
+    ):
         need = u.peak_memory_gib * MEMORY_BUFFER
         fits = [c for c in candidates() if c[2] >= need and c[0] < price * 0.95 and c[1] != u.gpu]
         if fits:
             p, name, mem, where = fits[0]
-            rec("downsize", f"GPU {u.index} peaked at {u.peak_memory_gib:.1f} GiB ({peak:.0%}) with mean activity "
+            rec(
+                "downsize",
+                f"GPU {u.index} peaked at {u.peak_memory_gib:.1f} GiB ({peak:.0%}) with mean activity "
                 f"{u.mean_activity_ratio:.0%}: a {name} ({mem:g} GiB) holds the peak plus 15 % for "
-                f"${p:.2f}/GPU-h instead of ${price:.2f}", f"{name} on {where}", (price - p) * month)
+                f"${p:.2f}/GPU-h instead of ${price:.2f}",
+                f"{name} on {where}",
+                (price - p) * month,
+            )
     if low and u.gpu is not None and price is not None and u.peak_memory_gib is not None:
         from gpuwise.hardware import find_gpu
 
@@ -418,35 +536,69 @@ def recommend(u: GpuUsage, window_hours: float,
         profiles = []
         for prof in spec.mig_profiles:
             m = _MIG.match(prof)
-            if m and float(m.group(2)) >= u.peak_memory_gib * MEMORY_BUFFER * 1.0737:  # profile "GB" are 10^9 B
+            if (
+                m and float(m.group(2)) >= u.peak_memory_gib * MEMORY_BUFFER * 1.0737
+            ):  # profile "GB" are 10^9 B
                 profiles.append((int(m.group(1)), float(m.group(2)), prof))
         profiles = [p for p in profiles if p[0] < 7]
         if profiles:
             g, _, prof = min(profiles)
-            rec("mig", f"GPU {u.index} ({u.gpu}) averaged {u.mean_activity_ratio:.0%} activity and peaked at "
+            rec(
+                "mig",
+                f"GPU {u.index} ({u.gpu}) averaged {u.mean_activity_ratio:.0%} activity and peaked at "
                 f"{u.peak_memory_gib:.1f} GiB: a MIG {prof} slice ({g}/7 of the GPU) fits it; the other slices "
-                "can serve other work", prof, price * (1 - g / 7) * month)
+                "can serve other work",
+                prof,
+                price * (1 - g / 7) * month,
+            )
         elif not spec.mig_profiles:
-            rec("share", f"GPU {u.index} averaged {u.mean_activity_ratio:.0%} activity: share it between jobs "
+            rec(
+                "share",
+                f"GPU {u.index} averaged {u.mean_activity_ratio:.0%} activity: share it between jobs "
                 "(time-slicing or MPS) instead of one job per GPU; the saving depends on what else runs",
-                None, None)
+                None,
+                None,
+            )
     return recs
 
 
-def build_report(history: History, prices: PriceBook, *, active_threshold: float = ACTIVE_THRESHOLD,
-                 min_idle_stretch_hours: float = 0.5) -> EfficiencyReport:
+def build_report(
+    history: History,
+    prices: PriceBook,
+    *,
+    active_threshold: float = ACTIVE_THRESHOLD,
+    min_idle_stretch_hours: float = 0.5,
+) -> EfficiencyReport:
     """The report over ``history`` with ``prices``."""
     window_h = (history.end_s - history.start_s) / 3600
     starts = [float(s.timestamp_s.min()) for s in history.gpus if len(s)]
     ends = [float((s.timestamp_s + s.duration_s).max()) for s in history.gpus if len(s)]
     obs_start = min(starts) if starts else None
     obs_end = min(max(ends), history.end_s) if ends else None
-    observed_h = (obs_end - obs_start) / 3600 if obs_start is not None and obs_end is not None else 0.0
-    observed_h = max(observed_h, max((float(s.duration_s.max()) / 3600 for s in history.gpus if len(s)), default=0.0))
-    usages = tuple(sorted((gpu_usage(s, prices, active_threshold=active_threshold,
-                                     min_idle_stretch_hours=min_idle_stretch_hours) for s in history.gpus),
-                          key=lambda u: (u.host, u.index)))
-    candidates = functools.cache(lambda: _candidates(prices.offers))  # once per report, not per GPU and rule
+    observed_h = (
+        (obs_end - obs_start) / 3600 if obs_start is not None and obs_end is not None else 0.0
+    )
+    observed_h = max(
+        observed_h,
+        max((float(s.duration_s.max()) / 3600 for s in history.gpus if len(s)), default=0.0),
+    )
+    usages = tuple(
+        sorted(
+            (
+                gpu_usage(
+                    s,
+                    prices,
+                    active_threshold=active_threshold,
+                    min_idle_stretch_hours=min_idle_stretch_hours,
+                )
+                for s in history.gpus
+            ),
+            key=lambda u: (u.host, u.index),
+        )
+    )
+    candidates = functools.cache(
+        lambda: _candidates(prices.offers)
+    )  # once per report, not per GPU and rule
     recs = [r for u in usages for r in recommend(u, observed_h, candidates)]
     recs.sort(key=lambda r: -(r.saving_usd_per_month or 0.0))
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
@@ -454,14 +606,24 @@ def build_report(history: History, prices: PriceBook, *, active_threshold: float
     cost = sum(costs) if costs else None
     wasted = sum(wastes) if wastes else None
     return EfficiencyReport(
-        start_s=history.start_s, end_s=history.end_s, window_hours=window_h, observed_start_s=obs_start,
-        observed_end_s=obs_end, observed_hours=observed_h, source=history.source,
-        gpus=usages, workloads=workload_usage(history, prices, active_threshold), recommendations=tuple(recs),
-        allocated_hours=sum(u.allocated_hours for u in usages), active_hours=sum(u.active_hours for u in usages),
-        idle_hours=sum(u.idle_hours for u in usages), cost_usd=cost, wasted_usd=wasted,
-        waste_fraction=wasted / cost if cost and wasted is not None else None, active_threshold=active_threshold)
-
-
+        start_s=history.start_s,
+        end_s=history.end_s,
+        window_hours=window_h,
+        observed_start_s=obs_start,
+        observed_end_s=obs_end,
+        observed_hours=observed_h,
+        source=history.source,
+        gpus=usages,
+        workloads=workload_usage(history, prices, active_threshold),
+        recommendations=tuple(recs),
+        allocated_hours=sum(u.allocated_hours for u in usages),
+        active_hours=sum(u.active_hours for u in usages),
+        idle_hours=sum(u.idle_hours for u in usages),
+        cost_usd=cost,
+        wasted_usd=wasted,
+        waste_fraction=wasted / cost if cost and wasted is not None else None,
+        active_threshold=active_threshold,
+    )
 
 
 def report_to_dict(report: EfficiencyReport) -> dict[str, object]:

@@ -37,32 +37,62 @@ def _charts(report: EfficiencyReport, history: History) -> list[tuple[str, str]]
 
     activity, memory = go.Figure(), go.Figure()
     for s in history.gpus:
-        t = np.array([dt.datetime.fromtimestamp(v, tz=dt.timezone.utc) for v in s.timestamp_s]) if len(s) else np.array([])
-        frac = s.memory_used_bytes / s.memory_total_bytes if s.memory_total_bytes == s.memory_total_bytes else \
-            s.memory_used_bytes * np.nan
+        t = (
+            np.array([dt.datetime.fromtimestamp(v, tz=dt.timezone.utc) for v in s.timestamp_s])
+            if len(s)
+            else np.array([])
+        )
+        frac = (
+            s.memory_used_bytes / s.memory_total_bytes
+            if s.memory_total_bytes == s.memory_total_bytes
+            else s.memory_used_bytes * np.nan
+        )
         tt, act, mem = _thin(t, s.activity_ratio * 100, frac * 100)
         if len(s):  # step lines: the last sample lasts until its end, not its start
-            end = dt.datetime.fromtimestamp(float(s.timestamp_s[-1] + s.duration_s[-1]), tz=dt.timezone.utc)
+            end = dt.datetime.fromtimestamp(
+                float(s.timestamp_s[-1] + s.duration_s[-1]), tz=dt.timezone.utc
+            )
             tt = np.append(tt, np.array([end], dtype=object))
             act, mem = np.append(act, act[-1]), np.append(mem, mem[-1])
         name = f"GPU {s.index} ({s.host})"
         activity.add_trace(go.Scatter(x=tt, y=act, mode="lines", name=name, line_shape="hv"))
         memory.add_trace(go.Scatter(x=tt, y=mem, mode="lines", name=name, line_shape="hv"))
-    activity.add_hline(y=report.active_threshold * 100, line_dash="dot", annotation_text="idle below")
-    activity.update_layout(title="Activity (SM-active where available, else utilization), %", yaxis_range=[0, 100])
+    activity.add_hline(
+        y=report.active_threshold * 100, line_dash="dot", annotation_text="idle below"
+    )
+    activity.update_layout(
+        title="Activity (SM-active where available, else utilization), %", yaxis_range=[0, 100]
+    )
     memory.add_hline(y=85, line_dash="dot", annotation_text="85 %")
     memory.update_layout(title="Memory used, % of GPU memory", yaxis_range=[0, 100])
     labels = [f"GPU {u.index} ({u.host})" for u in report.gpus]
-    money = go.Figure([
-        go.Bar(name="used", x=labels, y=[(u.cost_usd or 0) - (u.wasted_usd or 0) for u in report.gpus]),
-        go.Bar(name="wasted (idle)", x=labels, y=[u.wasted_usd or 0 for u in report.gpus]),
-    ])
+    money = go.Figure(
+        [
+            go.Bar(
+                name="used",
+                x=labels,
+                y=[(u.cost_usd or 0) - (u.wasted_usd or 0) for u in report.gpus],
+            ),
+            go.Bar(name="wasted (idle)", x=labels, y=[u.wasted_usd or 0 for u in report.gpus]),
+        ]
+    )
     money.update_layout(barmode="stack", title="Cost per GPU, USD")
     out = []
     for key, fig in (("activity", activity), ("memory", memory), ("cost", money)):
-        fig.update_layout(height=320, margin={"l": 40, "r": 20, "t": 40, "b": 30}, template="plotly_white")
-        out.append((key, fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{key}",
-                                     config={"displaylogo": False, "responsive": True})))
+        fig.update_layout(
+            height=320, margin={"l": 40, "r": 20, "t": 40, "b": 30}, template="plotly_white"
+        )
+        out.append(
+            (
+                key,
+                fig.to_html(
+                    full_html=False,
+                    include_plotlyjs=False,
+                    div_id=f"chart-{key}",
+                    config={"displaylogo": False, "responsive": True},
+                ),
+            )
+        )
     return out
 
 
@@ -78,7 +108,17 @@ def render_html(report: EfficiencyReport, history: History, report_json: dict[st
     import jinja2
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    template = env.from_string(resources.files("gpuwise.monitor").joinpath("templates/report.html.j2").read_text())
-    return str(template.render(report=report_json, charts=_charts(report, history), plotly_js=_plotly_js(),
-                           start=_when(report.start_s), end=_when(report.end_s), when=_when,
-                           gib=BYTES_PER_GIB))
+    template = env.from_string(
+        resources.files("gpuwise.monitor").joinpath("templates/report.html.j2").read_text()
+    )
+    return str(
+        template.render(
+            report=report_json,
+            charts=_charts(report, history),
+            plotly_js=_plotly_js(),
+            start=_when(report.start_s),
+            end=_when(report.end_s),
+            when=_when,
+            gib=BYTES_PER_GIB,
+        )
+    )

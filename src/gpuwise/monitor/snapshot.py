@@ -187,7 +187,9 @@ class GpuSample:
     @property
     def activity_ratio(self) -> float | None:
         """The best activity figure available: SM-active where the GPU has it, else utilization."""
-        return self.sm_active_ratio if self.sm_active_ratio is not None else self.utilization_gpu_ratio
+        return (
+            self.sm_active_ratio if self.sm_active_ratio is not None else self.utilization_gpu_ratio
+        )
 
     @property
     def mig_active_share(self) -> float | None:
@@ -198,7 +200,11 @@ class GpuSample:
             return None
         active = 0
         for m in self.mig_devices:
-            busy = m.sm_active_ratio >= ACTIVE_THRESHOLD if m.sm_active_ratio is not None else bool(m.processes)
+            busy = (
+                m.sm_active_ratio >= ACTIVE_THRESHOLD
+                if m.sm_active_ratio is not None
+                else bool(m.processes)
+            )
             active += (m.slices or 1) if busy else 0
         return min(1.0, active / self.mig_slices_total)
 

@@ -42,10 +42,24 @@ CREATE TABLE IF NOT EXISTS samples (gpu INTEGER NOT NULL, ts INTEGER NOT NULL, d
 """
 # Columns added after the first release, added to an older file on open (NULL in old rows).
 _ADDED_COLUMNS = (("mig_pm", "INTEGER"), ("lost", "INTEGER"), ("xids", "TEXT"))
-_INSERT = ("INSERT OR REPLACE INTO samples (gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, "
-           "lost, xids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
-Row = tuple[int, int, int, int | None, int | None, int | None, int | None, int | None, int | None, int | None,
-            int | None, str | None]
+_INSERT = (
+    "INSERT OR REPLACE INTO samples (gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, "
+    "lost, xids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+Row = tuple[
+    int,
+    int,
+    int,
+    int | None,
+    int | None,
+    int | None,
+    int | None,
+    int | None,
+    int | None,
+    int | None,
+    int | None,
+    str | None,
+]
 
 # The columns each table must have (the schema above); checked before a file is used.
 _COLUMNS = {
@@ -81,11 +95,15 @@ class HistoryStore:
                 if name not in have:
                     self._db.execute(f"ALTER TABLE samples ADD COLUMN {name} {kind}")
         except sqlite3.DatabaseError as exc:
-            raise StorageError(f"cannot open the history database {self.path}: {exc}",
-                               hint="give another --db path, or move the broken file away") from exc
+            raise StorageError(
+                f"cannot open the history database {self.path}: {exc}",
+                hint="give another --db path, or move the broken file away",
+            ) from exc
         except OSError as exc:
-            raise StorageError(f"cannot create {self.path.parent}: {exc.strerror}",
-                               hint="give a writable --db path") from exc
+            raise StorageError(
+                f"cannot create {self.path.parent}: {exc.strerror}",
+                hint="give a writable --db path",
+            ) from exc
         self._gpu_ids: dict[tuple[str, str], int] = {}
         self._jobset_ids: dict[str, int] = {}
         self._lock_fd: int | None = None
@@ -100,22 +118,28 @@ class HistoryStore:
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StorageError(f"cannot create {lock}: {exc.strerror}", hint="give a writable --db path") from exc
+            raise StorageError(
+                f"cannot create {lock}: {exc.strerror}", hint="give a writable --db path"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             other = os.read(fd, 32).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise StorageError(f"{self.path} is already being written by pid {other} (another `gpuwise monitor`); "
-                               "two writers would count every GPU-hour twice",
-                               hint="stop the other monitor, or give this one another --db") from None
+            raise StorageError(
+                f"{self.path} is already being written by pid {other} (another `gpuwise monitor`); "
+                "two writers would count every GPU-hour twice",
+                hint="stop the other monitor, or give this one another --db",
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
 
     def _check_schema(self) -> None:
         """Refuse another program's SQLite file before adding tables to it or reading it wrongly."""
-        tables = {str(r[0]) for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = {
+            str(r[0]) for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
         problem = ""
         if tables and not tables & _COLUMNS.keys():
             problem = f"tables {', '.join(sorted(tables))}; none of gpuwise's"
@@ -126,8 +150,10 @@ class HistoryStore:
                 break
         if problem:
             self._db.close()
-            raise StorageError(f"{self.path} is not a gpuwise history database ({problem})",
-                               hint="give another --db path (gpuwise creates the file when it does not exist)")
+            raise StorageError(
+                f"{self.path} is not a gpuwise history database ({problem})",
+                hint="give another --db path (gpuwise creates the file when it does not exist)",
+            )
 
     def close(self) -> None:
         self._db.close()
@@ -146,24 +172,32 @@ class HistoryStore:
         key = (host, uuid)
         gid = self._gpu_ids.get(key)
         if gid is None:
-            self._db.execute("INSERT OR IGNORE INTO gpus(host, uuid, idx, model, memory_total_mib) VALUES (?,?,?,?,?)",
-                             (host, uuid, idx, model, total_mib))
+            self._db.execute(
+                "INSERT OR IGNORE INTO gpus(host, uuid, idx, model, memory_total_mib) VALUES (?,?,?,?,?)",
+                (host, uuid, idx, model, total_mib),
+            )
             row = self._db.execute("SELECT id FROM gpus WHERE host=? AND uuid=?", key).fetchone()
             gid = self._gpu_ids[key] = int(row[0])
         return gid
 
-    def _jobset_id(self, names: tuple[str, ...], shares: WorkloadShares | None = None) -> int | None:
+    def _jobset_id(
+        self, names: tuple[str, ...], shares: WorkloadShares | None = None
+    ) -> int | None:
         """The id of a set of workloads: a JSON list of names, or for a MIG GPU a list of
         ``[name, share, active]`` (see :attr:`GpuSeries.workload_shares`)."""
         if not names:
             return None
-        text = json.dumps(sorted(names)) if shares is None else \
-            json.dumps(sorted([w, round(share, 6), active] for w, share, active in shares))
+        text = (
+            json.dumps(sorted(names))
+            if shares is None
+            else json.dumps(sorted([w, round(share, 6), active] for w, share, active in shares))
+        )
         jid = self._jobset_ids.get(text)
         if jid is None:
             self._db.execute("INSERT OR IGNORE INTO jobsets(names) VALUES (?)", (text,))
             jid = self._jobset_ids[text] = int(
-                self._db.execute("SELECT id FROM jobsets WHERE names=?", (text,)).fetchone()[0])
+                self._db.execute("SELECT id FROM jobsets WHERE names=?", (text,)).fetchone()[0]
+            )
         return jid
 
     def append(self, snap: Snapshot, duration_s: float) -> int:
@@ -173,19 +207,44 @@ class HistoryStore:
         for g in snap.gpus:
             total = None if g.memory_total_bytes is None else g.memory_total_bytes // _MIB
             gid = self._gpu_id(snap.host, g.uuid, g.index, g.name, total)
-            rows.append((gid, int(snap.timestamp_s), max(1, round(duration_s)), _pm(g.utilization_gpu_ratio),
-                         _pm(g.sm_active_ratio),
-                         None if g.memory_used_bytes is None else g.memory_used_bytes // _MIB,
-                         None if g.power_w is None else round(g.power_w),
-                         None if g.temperature_c is None else round(g.temperature_c),
-                         self._jobset_id(tuple(sorted({p.workload for p in g.processes})), mig_workload_shares(g)),
-                         _pm(g.mig_active_share), 1 if g.lost else None,
-                         ",".join(str(code) for code, _ in g.xid_counts) or None))
+            rows.append(
+                (
+                    gid,
+                    int(snap.timestamp_s),
+                    max(1, round(duration_s)),
+                    _pm(g.utilization_gpu_ratio),
+                    _pm(g.sm_active_ratio),
+                    None if g.memory_used_bytes is None else g.memory_used_bytes // _MIB,
+                    None if g.power_w is None else round(g.power_w),
+                    None if g.temperature_c is None else round(g.temperature_c),
+                    self._jobset_id(
+                        tuple(sorted({p.workload for p in g.processes})), mig_workload_shares(g)
+                    ),
+                    _pm(g.mig_active_share),
+                    1 if g.lost else None,
+                    ",".join(str(code) for code, _ in g.xid_counts) or None,
+                )
+            )
         self.append_rows(rows)
         return len(rows)
 
-    def append_rows(self, rows: list[Row] | list[tuple[int, int, int, int | None, int | None, int | None, int | None,
-                                                           int | None, int | None]]) -> None:
+    def append_rows(
+        self,
+        rows: list[Row]
+        | list[
+            tuple[
+                int,
+                int,
+                int,
+                int | None,
+                int | None,
+                int | None,
+                int | None,
+                int | None,
+                int | None,
+            ]
+        ],
+    ) -> None:
         """Insert raw rows (used by :meth:`append` and the benchmark; 9-column rows leave the MIG
         and health columns NULL). Takes the writer lock first."""
         self.lock_writer()
@@ -194,19 +253,29 @@ class HistoryStore:
             with self._db:
                 self._db.executemany(_INSERT, full)
         except sqlite3.DatabaseError as exc:
-            raise StorageError(f"cannot write to {self.path}: {exc}", hint="check the disk is not full") from exc
+            raise StorageError(
+                f"cannot write to {self.path}: {exc}", hint="check the disk is not full"
+            ) from exc
 
     def register_gpu(self, host: str, uuid: str, idx: int, model: str, total_mib: int) -> int:
         return self._gpu_id(host, uuid, idx, model, total_mib)
 
     # -- maintenance ---------------------------------------------------------------------
-    def maintain(self, *, now_s: float | None = None, retention_s: float = 90 * 86400,
-                 downsample_after_s: float = 35 * 86400, bucket_s: int = 300) -> tuple[int, int]:
+    def maintain(
+        self,
+        *,
+        now_s: float | None = None,
+        retention_s: float = 90 * 86400,
+        downsample_after_s: float = 35 * 86400,
+        bucket_s: int = 300,
+    ) -> tuple[int, int]:
         """Delete rows past the retention, downsample old rows; returns (deleted, folded)."""
         now = time.time() if now_s is None else now_s
         self.lock_writer()
         with self._db:
-            deleted = self._db.execute("DELETE FROM samples WHERE ts < ?", (int(now - retention_s),)).rowcount
+            deleted = self._db.execute(
+                "DELETE FROM samples WHERE ts < ?", (int(now - retention_s),)
+            ).rowcount
             cutoff = int(now - downsample_after_s)
             cur = self._db.execute(
                 "SELECT gpu, (ts / ?) * ?, SUM(dur), "
@@ -218,12 +287,15 @@ class HistoryStore:
                 " CAST(ROUND(SUM(mig_pm * dur) * 1.0 / NULLIF(SUM(CASE WHEN mig_pm IS NOT NULL THEN dur END), 0)) AS INTEGER),"
                 " MAX(lost), MAX(xids), COUNT(*) "
                 "FROM samples WHERE ts < ? AND dur < ? GROUP BY gpu, ts / ? HAVING COUNT(*) > 1",
-                (bucket_s, bucket_s, cutoff, bucket_s, bucket_s))
+                (bucket_s, bucket_s, cutoff, bucket_s, bucket_s),
+            )
             buckets = cur.fetchall()
             folded = 0
             for gpu, start, *_rest in buckets:
-                folded += self._db.execute("DELETE FROM samples WHERE gpu=? AND ts >= ? AND ts < ? AND dur < ?",
-                                           (gpu, start, start + bucket_s, bucket_s)).rowcount
+                folded += self._db.execute(
+                    "DELETE FROM samples WHERE gpu=? AND ts >= ? AND ts < ? AND dur < ?",
+                    (gpu, start, start + bucket_s, bucket_s),
+                ).rowcount
             self._db.executemany(_INSERT, [tuple(b[:12]) for b in buckets])
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return deleted, folded
@@ -239,23 +311,42 @@ class HistoryStore:
                 jobsets[jid] = (tuple(sorted({w for w, _, _ in shares})), shares)
             else:
                 jobsets[jid] = (tuple(items), None)
-        gpus = {gid: (host, uuid, idx, model, total)
-                for gid, host, uuid, idx, model, total in self._db.execute("SELECT * FROM gpus")}
+        gpus = {
+            gid: (host, uuid, idx, model, total)
+            for gid, host, uuid, idx, model, total in self._db.execute("SELECT * FROM gpus")
+        }
         builders: dict[int, SeriesBuilder] = {}
         for gid, ts, dur, util, sm, mem, power, temp, jobset, mig, lost, xids in self._db.execute(
-                "SELECT gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, lost, xids "
-                "FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts", (start_s, end_s)):
+            "SELECT gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, lost, xids "
+            "FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts",
+            (start_s, end_s),
+        ):
             b = builders.get(gid)
             if b is None:
                 host, uuid, idx, model, total = gpus[gid]
-                b = builders[gid] = SeriesBuilder(host, uuid, idx, model,
-                                                  float(total) * _MIB if total else float("nan"))
-            b.add(ts, dur, None if util is None else util / 1000, None if sm is None else sm / 1000,
-                  None if mem is None else mem * _MIB, power, temp, jobsets[jobset][0] if jobset in jobsets else (),
-                  shares=jobsets[jobset][1] if jobset in jobsets else None,
-                  mig_share=None if mig is None else mig / 1000, lost=bool(lost),
-                  xids=tuple(int(x) for x in xids.split(",") if x.isdigit()) if xids else ())
-        return History(start_s, end_s, tuple(b.build() for b in builders.values()), source=f"sqlite:{self.path}")
+                b = builders[gid] = SeriesBuilder(
+                    host, uuid, idx, model, float(total) * _MIB if total else float("nan")
+                )
+            b.add(
+                ts,
+                dur,
+                None if util is None else util / 1000,
+                None if sm is None else sm / 1000,
+                None if mem is None else mem * _MIB,
+                power,
+                temp,
+                jobsets[jobset][0] if jobset in jobsets else (),
+                shares=jobsets[jobset][1] if jobset in jobsets else None,
+                mig_share=None if mig is None else mig / 1000,
+                lost=bool(lost),
+                xids=tuple(int(x) for x in xids.split(",") if x.isdigit()) if xids else (),
+            )
+        return History(
+            start_s,
+            end_s,
+            tuple(b.build() for b in builders.values()),
+            source=f"sqlite:{self.path}",
+        )
 
     def size_bytes(self) -> int:
         """Database size on disk (main file + WAL)."""

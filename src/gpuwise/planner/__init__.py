@@ -61,9 +61,14 @@ __all__ = [
 ]
 
 
-def plan(workload: Workload | WorkloadModel, request: PlanRequest | None = None, *,
-         catalog: Sequence[Path | str] = (), calibration: Any = None,
-         offers: Sequence[Offer] | None = None) -> Plan:
+def plan(
+    workload: Workload | WorkloadModel,
+    request: PlanRequest | None = None,
+    *,
+    catalog: Sequence[Path | str] = (),
+    calibration: Any = None,
+    offers: Sequence[Offer] | None = None,
+) -> Plan:
     """Plan ``workload`` (a :class:`gpuwise.estimate.Workload`, whose settings are searched per
     GPU setup as ``request`` says, or any :class:`WorkloadModel`) over the catalog in effect (or
     the given catalog files, or ``offers`` when given). ``calibration``: a
@@ -75,9 +80,19 @@ def plan(workload: Workload | WorkloadModel, request: PlanRequest | None = None,
 
     request = request or PlanRequest()
     if isinstance(workload, Workload):
-        model: WorkloadModel = EstimatorModel(workload, calibration, max_zero=request.max_zero,
-                                              search=request.search_settings, max_batch=request.max_batch)
+        model: WorkloadModel = EstimatorModel(
+            workload,
+            calibration,
+            max_zero=request.max_zero,
+            search=request.search_settings,
+            max_batch=request.max_batch,
+        )
     else:
         model = workload
-    return plan_offers(load_catalog(catalog).offers if offers is None else offers, model, request,
-                       spot=load_spot_defaults(), reserved=load_reserved_terms())
+    return plan_offers(
+        load_catalog(catalog).offers if offers is None else offers,
+        model,
+        request,
+        spot=load_spot_defaults(),
+        reserved=load_reserved_terms(),
+    )

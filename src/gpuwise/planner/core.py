@@ -48,8 +48,16 @@ from gpuwise.planner.values import (
 )
 from gpuwise.units import BYTES_PER_GB, BYTES_PER_GIB
 
-_KIND_ORDER: dict[RejectKind, int] = {"deadline": 0, "budget": 1, "no-fit": 2, "max-gpus": 3, "no-estimate": 4,
-                                      "reserved-unknown": 5, "no-price": 6, "fractional": 7}
+_KIND_ORDER: dict[RejectKind, int] = {
+    "deadline": 0,
+    "budget": 1,
+    "no-fit": 2,
+    "max-gpus": 3,
+    "no-estimate": 4,
+    "reserved-unknown": 5,
+    "no-price": 6,
+    "fractional": 7,
+}
 
 
 class Candidate(NamedTuple):
@@ -88,7 +96,9 @@ class Candidate(NamedTuple):
 
     @property
     def label(self) -> str:
-        return option_label(self.gpu, self.gpn, self.nodes, self.site.cloud, self.site.instance_type, self.billing)
+        return option_label(
+            self.gpu, self.gpn, self.nodes, self.site.cloud, self.site.instance_type, self.billing
+        )
 
 
 @dataclass
@@ -116,15 +126,32 @@ class _Rejects:
     def __init__(self) -> None:
         self.groups: dict[tuple[object, ...], _Group] = {}
 
-    def add(self, kind: RejectKind, *, gpu: str | None = None, gpu_count: float | None = None,
-            cloud: str | None = None, billing: str | None = None, nodes: int | None = None,
-            reason: Callable[[], str] | None = None, capacity_gib: float = 0.0, count: int = 1) -> _Group:
+    def add(
+        self,
+        kind: RejectKind,
+        *,
+        gpu: str | None = None,
+        gpu_count: float | None = None,
+        cloud: str | None = None,
+        billing: str | None = None,
+        nodes: int | None = None,
+        reason: Callable[[], str] | None = None,
+        capacity_gib: float = 0.0,
+        count: int = 1,
+    ) -> _Group:
         """Count one more member of the group (made on first use; ``reason`` is called then)."""
         key = (kind, gpu, gpu_count, cloud, billing)
         g = self.groups.get(key)
         if g is None:
-            g = _Group(kind, gpu=gpu, gpu_count=gpu_count, cloud=cloud, billing=billing,
-                       reason=reason() if reason is not None else "", capacity_gib=capacity_gib)
+            g = _Group(
+                kind,
+                gpu=gpu,
+                gpu_count=gpu_count,
+                cloud=cloud,
+                billing=billing,
+                reason=reason() if reason is not None else "",
+                capacity_gib=capacity_gib,
+            )
             self.groups[key] = g
         g.offers += count
         if nodes is not None:
@@ -140,9 +167,15 @@ class _Evaluated(NamedTuple):
     ev: Evaluation
 
 
-def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequest, *,
-                spot: SpotDefaults, reserved: dict[tuple[str, int], ReservedTerm | None],
-                startup: StartupCosts | None = None) -> Plan:
+def plan_offers(
+    offers: Sequence[Offer],
+    model: WorkloadModel,
+    request: PlanRequest,
+    *,
+    spot: SpotDefaults,
+    reserved: dict[tuple[str, int], ReservedTerm | None],
+    startup: StartupCosts | None = None,
+) -> Plan:
     """Rank every way to run the workload on ``offers`` under ``request`` (module docstring)."""
     clouds, gpus = _check_filters(offers, request)
     costs = _startup(request, startup or load_startup_defaults())
@@ -154,18 +187,30 @@ def plan_offers(offers: Sequence[Offer], model: WorkloadModel, request: PlanRequ
     feasible.sort(key=_sort_key(request))
     front = _pareto(feasible)
     options = tuple(_to_option(i + 1, c, id(c) in front, costs) for i, c in enumerate(feasible))
-    pareto = tuple(sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours)))
+    pareto = tuple(
+        sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours))
+    )
     rejected = _finish_rejections(rejects, request)
     reason, nearest = (None, None) if options else _why_empty(request, candidates, rejects, sites)
     spot_clouds = {c.site.cloud for c in candidates if c.billing == "spot"}
-    return Plan(workload=dict(model.describe()), request=request, options=options, pareto=pareto,
-                rejected=rejected, explanation=tuple(explain(options, rejected, request)),
-                reason=reason, nearest_miss=nearest, considered=considered,
-                assumptions=_assumptions(request, spot, spot_clouds, costs, sites),
-                settings_evaluated=sum(e.evaluated for e in evals if isinstance(e, Evaluation)))
+    return Plan(
+        workload=dict(model.describe()),
+        request=request,
+        options=options,
+        pareto=pareto,
+        rejected=rejected,
+        explanation=tuple(explain(options, rejected, request)),
+        reason=reason,
+        nearest_miss=nearest,
+        considered=considered,
+        assumptions=_assumptions(request, spot, spot_clouds, costs, sites),
+        settings_evaluated=sum(e.evaluated for e in evals if isinstance(e, Evaluation)),
+    )
 
 
-def _check_filters(offers: Sequence[Offer], request: PlanRequest) -> tuple[set[str], set[str] | None]:
+def _check_filters(
+    offers: Sequence[Offer], request: PlanRequest
+) -> tuple[set[str], set[str] | None]:
     """Validate the cloud/region/GPU filters against the catalog (did-you-mean); return clouds and GPUs."""
     from gpuwise.catalog.query import check_clouds, check_region, resolve_gpu_filter
 
@@ -182,31 +227,55 @@ def _startup(request: PlanRequest, defaults: StartupCosts) -> StartupCosts:
 
     return replace(
         defaults,
-        provision_hours=defaults.provision_hours if request.provision_hours is None else request.provision_hours,
-        startup_hours=defaults.startup_hours if request.startup_hours is None else request.startup_hours,
-        download_gbit_s=defaults.download_gbit_s if request.download_gbit_s is None else request.download_gbit_s)
+        provision_hours=defaults.provision_hours
+        if request.provision_hours is None
+        else request.provision_hours,
+        startup_hours=defaults.startup_hours
+        if request.startup_hours is None
+        else request.startup_hours,
+        download_gbit_s=defaults.download_gbit_s
+        if request.download_gbit_s is None
+        else request.download_gbit_s,
+    )
 
 
 # -- 2. settings + evaluate ------------------------------------------------------------------------
 
-def _evaluate(sites: Sequence[Site], model: WorkloadModel, request: PlanRequest,
-              rejects: _Rejects) -> tuple[list[_Evaluated], list[Evaluation | HardwareError | EstimateError]]:
+
+def _evaluate(
+    sites: Sequence[Site], model: WorkloadModel, request: PlanRequest, rejects: _Rejects
+) -> tuple[list[_Evaluated], list[Evaluation | HardwareError | EstimateError]]:
     """Every site × node count whose job fits, with its settings; the rest become rejections."""
     out: list[_Evaluated] = []
     seen: dict[tuple[str, int, int, float], Evaluation | HardwareError | EstimateError] = {}
     for site in sites:
         count = site.gpu_count
         if count < 1 or count != int(count):
-            rejects.add("fractional", gpu=site.gpu, gpu_count=count,
-                        reason=partial(str.format, "{} ×{:g}: fractional GPUs are not planned", site.gpu, count))
+            rejects.add(
+                "fractional",
+                gpu=site.gpu,
+                gpu_count=count,
+                reason=partial(
+                    str.format, "{} ×{:g}: fractional GPUs are not planned", site.gpu, count
+                ),
+            )
             continue
         gpn = int(count)
         for nodes in range(1, request.max_nodes + 1):
             if request.max_gpus is not None and gpn * nodes > request.max_gpus:
                 if nodes == 1:
-                    rejects.add("max-gpus", gpu=site.gpu, gpu_count=gpn,
-                                reason=partial(str.format, "{} ×{}: more GPUs per node than the {} GPUs allowed in total",
-                                               site.gpu, gpn, request.max_gpus))
+                    rejects.add(
+                        "max-gpus",
+                        gpu=site.gpu,
+                        gpu_count=gpn,
+                        reason=partial(
+                            str.format,
+                            "{} ×{}: more GPUs per node than the {} GPUs allowed in total",
+                            site.gpu,
+                            gpn,
+                            request.max_gpus,
+                        ),
+                    )
                 break
             key = (site.gpu, gpn, nodes, site.network.inter_node_gbit_s if nodes > 1 else 0.0)
             ev = seen.get(key)
@@ -217,11 +286,16 @@ def _evaluate(sites: Sequence[Site], model: WorkloadModel, request: PlanRequest,
                     ev = exc
                 seen[key] = ev
             if not isinstance(ev, Evaluation):
-                rejects.add("no-estimate", gpu=site.gpu,
-                            reason=partial(str.format, "{}: cannot estimate ({})", site.gpu, ev.message))
+                rejects.add(
+                    "no-estimate",
+                    gpu=site.gpu,
+                    reason=partial(str.format, "{}: cannot estimate ({})", site.gpu, ev.message),
+                )
                 break
             if not ev.fits:
-                g = rejects.add("no-fit", gpu=site.gpu, gpu_count=gpn, capacity_gib=ev.capacity_gib, nodes=nodes)
+                g = rejects.add(
+                    "no-fit", gpu=site.gpu, gpu_count=gpn, capacity_gib=ev.capacity_gib, nodes=nodes
+                )
                 g.need_gib[nodes] = ev.per_gpu_memory_gib
                 g.searched = g.searched or ev.evaluated > 1
                 continue
@@ -237,9 +311,15 @@ def _evaluate(sites: Sequence[Site], model: WorkloadModel, request: PlanRequest,
 
 # -- 3. price -----------------------------------------------------------------------------------------
 
-def _price_all(evaluated: Sequence[_Evaluated], request: PlanRequest, spot: SpotDefaults,
-               reserved: dict[tuple[str, int], ReservedTerm | None], costs: StartupCosts,
-               rejects: _Rejects) -> tuple[list[Candidate], int]:
+
+def _price_all(
+    evaluated: Sequence[_Evaluated],
+    request: PlanRequest,
+    spot: SpotDefaults,
+    reserved: dict[tuple[str, int], ReservedTerm | None],
+    costs: StartupCosts,
+    rejects: _Rejects,
+) -> tuple[list[Candidate], int]:
     """Price each evaluated setup per billing; regions with the same instance type and price are one candidate.
 
     Sites of one instance type share their evaluations (same GPUs, same network), so the sites are
@@ -254,16 +334,38 @@ def _price_all(evaluated: Sequence[_Evaluated], request: PlanRequest, spot: Spot
         for billing in request.billings:  # prices do not depend on the node count
             price = _price(billing, site, reserved)
             if price is None:
-                kind: RejectKind = ("reserved-unknown" if billing.startswith("reserved") and site.on_demand is not None
-                                    else "no-price")
-                rejects.add(kind, cloud=site.cloud, billing=billing, count=len(items),
-                            reason=partial(_no_price_reason, kind, site.cloud, billing))
+                kind: RejectKind = (
+                    "reserved-unknown"
+                    if billing.startswith("reserved") and site.on_demand is not None
+                    else "no-price"
+                )
+                rejects.add(
+                    kind,
+                    cloud=site.cloud,
+                    billing=billing,
+                    count=len(items),
+                    reason=partial(_no_price_reason, kind, site.cloud, billing),
+                )
                 continue
             # spot risk can differ per instance type and region (fetched provider bands, issue 13)
-            risk_p = (spot.for_instance(site.cloud, site.region, site.instance_type).monthly_interruption_probability
-                      if billing == "spot" else None)
-            key = (site.cloud, site.instance_type, site.gpu, site.gpu_count, billing,
-                   round(price.usd_per_hour, 4), price.outlier, len(items), risk_p)
+            risk_p = (
+                spot.for_instance(
+                    site.cloud, site.region, site.instance_type
+                ).monthly_interruption_probability
+                if billing == "spot"
+                else None
+            )
+            key = (
+                site.cloud,
+                site.instance_type,
+                site.gpu,
+                site.gpu_count,
+                billing,
+                round(price.usd_per_hour, 4),
+                price.outlier,
+                len(items),
+                risk_p,
+            )
             group = groups.get(key)
             if group is None:
                 groups[key] = (items, price, billing, [site])
@@ -276,12 +378,26 @@ def _price_all(evaluated: Sequence[_Evaluated], request: PlanRequest, spot: Spot
         regions = tuple(sorted({s.region for s in sites}))
         zones = sum(s.zones for s in sites)
         for item in items:
-            cands.append(_candidate(item, price, billing, regions, zones, request, spot, costs, outcomes,
-                                    probabilities))
+            cands.append(
+                _candidate(
+                    item,
+                    price,
+                    billing,
+                    regions,
+                    zones,
+                    request,
+                    spot,
+                    costs,
+                    outcomes,
+                    probabilities,
+                )
+            )
     return cands, len(evaluated) * len(request.billings)
 
 
-def _price(billing: str, site: Site, reserved: dict[tuple[str, int], ReservedTerm | None]) -> ZonePrice | None:
+def _price(
+    billing: str, site: Site, reserved: dict[tuple[str, int], ReservedTerm | None]
+) -> ZonePrice | None:
     if billing == "on-demand":
         return site.on_demand
     if billing == "spot":
@@ -295,17 +411,29 @@ def _price(billing: str, site: Site, reserved: dict[tuple[str, int], ReservedTer
 
 def _no_price_reason(kind: str, cloud: str, billing: str) -> str:
     if kind == "reserved-unknown":
-        return (f"{cloud} {billing}: discount unknown (null in gpuwise's reserved.yaml) — set your rate in "
-                "<config dir>/reserved.yaml to plan reserved capacity")
+        return (
+            f"{cloud} {billing}: discount unknown (null in gpuwise's reserved.yaml) — set your rate in "
+            "<config dir>/reserved.yaml to plan reserved capacity"
+        )
     if billing == "spot":
         return f"{cloud} spot: no spot price (or no discount) in the catalog for these offers"
-    return f"{cloud} {billing}: no price in the catalog for these offers (e.g. reservation-only types)"
+    return (
+        f"{cloud} {billing}: no price in the catalog for these offers (e.g. reservation-only types)"
+    )
 
 
-def _candidate(item: _Evaluated, price: ZonePrice, billing: Billing, regions: tuple[str, ...], zones: int,
-               request: PlanRequest, spot: SpotDefaults, costs: StartupCosts,
-               outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]],
-               probabilities: dict[tuple[object, ...], float]) -> Candidate:
+def _candidate(
+    item: _Evaluated,
+    price: ZonePrice,
+    billing: Billing,
+    regions: tuple[str, ...],
+    zones: int,
+    request: PlanRequest,
+    spot: SpotDefaults,
+    costs: StartupCosts,
+    outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]],
+    probabilities: dict[tuple[object, ...], float],
+) -> Candidate:
     ev, site, nodes = item.ev, item.site, item.nodes
     fixed = costs.hours(ev.weights_gib)
     c_hours = _checkpoint_hours(ev, int(site.gpu_count) * nodes, request, spot)
@@ -332,40 +460,74 @@ def _candidate(item: _Evaluated, price: ZonePrice, billing: Billing, regions: tu
     elif run_deadline is not None:
         p = 1.0 if hours <= run_deadline else 0.0
     total = hours + fixed
-    return Candidate(site=site, regions=regions, zones=zones, nodes=nodes, billing=billing,
-                     price=price, ev=ev, hours=total, cost=price.usd_per_hour * nodes * total, fixed_hours=fixed,
-                     checkpoint_hours=c_hours, p=p, outcome=out, source=source)
+    return Candidate(
+        site=site,
+        regions=regions,
+        zones=zones,
+        nodes=nodes,
+        billing=billing,
+        price=price,
+        ev=ev,
+        hours=total,
+        cost=price.usd_per_hour * nodes * total,
+        fixed_hours=fixed,
+        checkpoint_hours=c_hours,
+        p=p,
+        outcome=out,
+        source=source,
+    )
 
 
-def _spot(ev: Evaluation, risk: CloudSpotRisk, nodes: int, c_hours: float, request: PlanRequest,
-          spot: SpotDefaults) -> tuple[SpotOutcome, str]:
+def _spot(
+    ev: Evaluation,
+    risk: CloudSpotRisk,
+    nodes: int,
+    c_hours: float,
+    request: PlanRequest,
+    spot: SpotDefaults,
+) -> tuple[SpotOutcome, str]:
     if request.spot_mtbf_hours is not None:
         rate_node = 1 / request.spot_mtbf_hours
         source = f"spot MTBF {request.spot_mtbf_hours:g} h (given)"
     elif risk.band is not None:  # the provider's published band for this instance type and region
         rate_node = risk.rate_per_node_hour
-        source = (f"{risk.instance_type} in {risk.region}: advisor band {risk.band} → "
-                  f"{risk.monthly_interruption_probability:.0%}/month, MTBF {risk.mtbf_hours:,.0f} h "
-                  f"({risk.confidence})")
+        source = (
+            f"{risk.instance_type} in {risk.region}: advisor band {risk.band} → "
+            f"{risk.monthly_interruption_probability:.0%}/month, MTBF {risk.mtbf_hours:,.0f} h "
+            f"({risk.confidence})"
+        )
     else:
         rate_node = risk.rate_per_node_hour
-        source = (f"{risk.cloud} default {risk.monthly_interruption_probability:.0%}/month "
-                  f"({_confidence_words(risk.confidence)})")
-    restart = (request.restart_hours if request.restart_hours is not None else spot.restart_hours) + c_hours
-    out = spot_outcome(ev.hours, rate_per_hour=rate_node * nodes, checkpoint_hours=c_hours, restart_hours=restart)
+        source = (
+            f"{risk.cloud} default {risk.monthly_interruption_probability:.0%}/month "
+            f"({_confidence_words(risk.confidence)})"
+        )
+    restart = (
+        request.restart_hours if request.restart_hours is not None else spot.restart_hours
+    ) + c_hours
+    out = spot_outcome(
+        ev.hours, rate_per_hour=rate_node * nodes, checkpoint_hours=c_hours, restart_hours=restart
+    )
     return out, source
 
 
-def _checkpoint_hours(ev: Evaluation, total_gpus: int, request: PlanRequest, spot: SpotDefaults) -> float:
+def _checkpoint_hours(
+    ev: Evaluation, total_gpus: int, request: PlanRequest, spot: SpotDefaults
+) -> float:
     """Checkpoint size / bandwidth; without a size, all GPU memory in use (conservative)."""
     ckpt_gib = request.checkpoint_gib
     if ckpt_gib is None:
-        ckpt_gib = ev.checkpoint_gib if ev.checkpoint_gib is not None else ev.per_gpu_memory_gib * total_gpus
+        ckpt_gib = (
+            ev.checkpoint_gib
+            if ev.checkpoint_gib is not None
+            else ev.per_gpu_memory_gib * total_gpus
+        )
     bw = request.checkpoint_bandwidth_gb_s or spot.checkpoint_bandwidth_gb_s
     return ckpt_gib * BYTES_PER_GIB / (bw * BYTES_PER_GB) / 3600
 
 
 # -- 4. filter --------------------------------------------------------------------------------------
+
 
 def _meets_deadline(c: Candidate, request: PlanRequest) -> bool:
     if request.deadline_hours is None:
@@ -379,7 +541,9 @@ def _filter(cands: Sequence[Candidate], request: PlanRequest, rejects: _Rejects)
     feasible = []
     for c in cands:
         if not _meets_deadline(c, request):
-            g = rejects.add("deadline", gpu=c.gpu, gpu_count=c.gpn, billing=c.billing, nodes=c.nodes)
+            g = rejects.add(
+                "deadline", gpu=c.gpu, gpu_count=c.gpn, billing=c.billing, nodes=c.nodes
+            )
             if g.best is None or c.hours < g.best.hours:
                 g.best = c
             continue
@@ -393,6 +557,7 @@ def _filter(cands: Sequence[Candidate], request: PlanRequest, rejects: _Rejects)
 
 
 # -- 5. rank ----------------------------------------------------------------------------------------
+
 
 def _sort_key(request: PlanRequest) -> Callable[[Candidate], tuple[object, ...]]:
     def key(c: Candidate) -> tuple[object, ...]:
@@ -429,28 +594,58 @@ def _to_option(rank: int, c: Candidate, on_front: bool, costs: StartupCosts) -> 
     ev, site = c.ev, c.site
     capacity = None
     if c.billing == "spot" and c.gpu in costs.scarce_gpus:
-        capacity = (f"{c.gpu} spot capacity is scarce (gpuwise default list, no public data): the job may wait "
-                    "for capacity or be reclaimed more often than assumed; keep an on-demand fallback")
+        capacity = (
+            f"{c.gpu} spot capacity is scarce (gpuwise default list, no public data): the job may wait "
+            "for capacity or be reclaimed more often than assumed; keep an on-demand fallback"
+        )
     return PlanOption(
-        rank=rank, cloud=site.cloud, region=site.region,
-        regions=c.regions, instance_type=site.instance_type, gpu=c.gpu, gpu_count=c.gpn, nodes=c.nodes,
-        billing=c.billing, price_usd_per_hour=c.price.usd_per_hour * c.nodes, hours=c.hours, cost_usd=c.cost,
-        fits=True, p_meet_deadline=c.p, failure_free_hours=ev.hours, per_gpu_memory_gib=ev.per_gpu_memory_gib,
-        capacity_gib=ev.capacity_gib, on_pareto_front=on_front,
-        checkpoint_interval_hours=(None if c.outcome is None or math.isinf(c.outcome.interval_hours)
-                                   else c.outcome.interval_hours),
+        rank=rank,
+        cloud=site.cloud,
+        region=site.region,
+        regions=c.regions,
+        instance_type=site.instance_type,
+        gpu=c.gpu,
+        gpu_count=c.gpn,
+        nodes=c.nodes,
+        billing=c.billing,
+        price_usd_per_hour=c.price.usd_per_hour * c.nodes,
+        hours=c.hours,
+        cost_usd=c.cost,
+        fits=True,
+        p_meet_deadline=c.p,
+        failure_free_hours=ev.hours,
+        per_gpu_memory_gib=ev.per_gpu_memory_gib,
+        capacity_gib=ev.capacity_gib,
+        on_pareto_front=on_front,
+        checkpoint_interval_hours=(
+            None
+            if c.outcome is None or math.isinf(c.outcome.interval_hours)
+            else c.outcome.interval_hours
+        ),
         expected_interruptions=None if c.outcome is None else c.outcome.expected_interruptions,
-        interruption_source=c.source, zones=c.zones, checkpoint_hours=c.checkpoint_hours,
+        interruption_source=c.source,
+        zones=c.zones,
+        checkpoint_hours=c.checkpoint_hours,
         settings=None if ev.settings is None else ev.settings.to_dict(),
-        zone=c.price.zone, zone_pinned=c.price.outlier, zones_set_aside=c.price.set_aside,
-        network=site.network.describe(), network_known=site.network.known, rdma_resource=site.network.rdma_resource,
-        fixed_hours=c.fixed_hours, cost_usd_p10=_cost_range(c, ev.hours_p10), cost_usd_p90=_cost_range(c, ev.hours_p90),
-        price_as_of=site.as_of or None, capacity_note=capacity, vcpus=site.vcpus, memory_gib=site.memory_gib,
+        zone=c.price.zone,
+        zone_pinned=c.price.outlier,
+        zones_set_aside=c.price.set_aside,
+        network=site.network.describe(),
+        network_known=site.network.known,
+        rdma_resource=site.network.rdma_resource,
+        fixed_hours=c.fixed_hours,
+        cost_usd_p10=_cost_range(c, ev.hours_p10),
+        cost_usd_p90=_cost_range(c, ev.hours_p90),
+        price_as_of=site.as_of or None,
+        capacity_note=capacity,
+        vcpus=site.vcpus,
+        memory_gib=site.memory_gib,
         similar=len(c.regions),
     )
 
 
 # -- rejections and empty plans -------------------------------------------------------------------
+
 
 def _span(nodes: set[int]) -> str:
     lo, hi = min(nodes), max(nodes)
@@ -469,40 +664,85 @@ def _finish_rejections(rejects: _Rejects, request: PlanRequest) -> tuple[Rejecti
             where = f" on {top} nodes" if len(nodes) > 1 or top > 1 else ""
             digits = 1 if round(need) == round(g.capacity_gib) else 0
             tried = " with any settings tried" if g.searched else ""
-            reason = (f"{g.gpu} ×{g.gpu_count}{_span(g.nodes)}: does not fit{tried} (needs {need:.{digits}f} "
-                      f"GiB/GPU{where}, has {g.capacity_gib:.{digits}f})")
-            out.append(((_KIND_ORDER[g.kind], need - g.capacity_gib), Rejection(
-                kind=g.kind, reason=reason, offers=g.offers, gpu=g.gpu, gpu_count=g.gpu_count, nodes=nodes)))
+            reason = (
+                f"{g.gpu} ×{g.gpu_count}{_span(g.nodes)}: does not fit{tried} (needs {need:.{digits}f} "
+                f"GiB/GPU{where}, has {g.capacity_gib:.{digits}f})"
+            )
+            out.append(
+                (
+                    (_KIND_ORDER[g.kind], need - g.capacity_gib),
+                    Rejection(
+                        kind=g.kind,
+                        reason=reason,
+                        offers=g.offers,
+                        gpu=g.gpu,
+                        gpu_count=g.gpu_count,
+                        nodes=nodes,
+                    ),
+                )
+            )
             continue
         best = g.best
         if g.kind in ("deadline", "budget") and best is not None:
             setup = f"{best.gpu} ×{best.gpn}{_span(g.nodes)} {best.billing}"
             if g.kind == "deadline":
                 deadline = request.deadline_hours or 0.0
-                if best.billing == "spot" and best.p is not None and best.outcome is not None \
-                        and best.outcome.failure_free_hours + best.fixed_hours <= deadline:
-                    why = (f"{best.p:.0%} chance to finish within {fmt_hours(deadline)} "
-                           f"(needs {request.confidence:.0%}; best {best.label})")
+                if (
+                    best.billing == "spot"
+                    and best.p is not None
+                    and best.outcome is not None
+                    and best.outcome.failure_free_hours + best.fixed_hours <= deadline
+                ):
+                    why = (
+                        f"{best.p:.0%} chance to finish within {fmt_hours(deadline)} "
+                        f"(needs {request.confidence:.0%}; best {best.label})"
+                    )
                 else:
                     why = f"misses the {fmt_hours(deadline)} deadline (fastest {fmt_hours(best.hours)}, {best.label})"
                 metric = best.hours
             else:
                 why = f"over the {fmt_usd(request.budget_usd or 0)} budget (cheapest {fmt_usd(best.cost)}, {best.label})"
                 metric = best.cost
-            out.append(((_KIND_ORDER[g.kind], metric), Rejection(
-                kind=g.kind, reason=f"{setup}: {why}", offers=g.offers, gpu=best.gpu, gpu_count=best.gpn,
-                nodes=nodes, billing=best.billing, cloud=best.site.cloud, example=best.label,
-                hours=best.hours, cost_usd=best.cost)))
+            out.append(
+                (
+                    (_KIND_ORDER[g.kind], metric),
+                    Rejection(
+                        kind=g.kind,
+                        reason=f"{setup}: {why}",
+                        offers=g.offers,
+                        gpu=best.gpu,
+                        gpu_count=best.gpn,
+                        nodes=nodes,
+                        billing=best.billing,
+                        cloud=best.site.cloud,
+                        example=best.label,
+                        hours=best.hours,
+                        cost_usd=best.cost,
+                    ),
+                )
+            )
             continue
-        out.append(((_KIND_ORDER[g.kind], 0.0), Rejection(
-            kind=g.kind, reason=g.reason, offers=g.offers, gpu=g.gpu, gpu_count=g.gpu_count,
-            billing=g.billing, cloud=g.cloud)))
+        out.append(
+            (
+                (_KIND_ORDER[g.kind], 0.0),
+                Rejection(
+                    kind=g.kind,
+                    reason=g.reason,
+                    offers=g.offers,
+                    gpu=g.gpu,
+                    gpu_count=g.gpu_count,
+                    billing=g.billing,
+                    cloud=g.cloud,
+                ),
+            )
+        )
     out.sort(key=lambda x: (x[0], x[1].reason))
     return tuple(r for _, r in out)
 
 
-def _why_empty(request: PlanRequest, cands: Sequence[Candidate], rejects: _Rejects,
-               sites: Sequence[Site]) -> tuple[str, str | None]:
+def _why_empty(
+    request: PlanRequest, cands: Sequence[Candidate], rejects: _Rejects, sites: Sequence[Site]
+) -> tuple[str, str | None]:
     if not sites:
         return ("no offer matches the cloud/region/GPU filters", None)
     if not cands:
@@ -512,59 +752,98 @@ def _why_empty(request: PlanRequest, cands: Sequence[Candidate], rejects: _Rejec
         best = min(misses, key=lambda g: g.need_gib[max(g.nodes)] / g.capacity_gib)
         top = max(best.nodes)
         total = int(best.gpu_count or 1) * top
-        return ("the workload fits on no GPU setup in the catalog",
-                f"closest: {total}×{best.gpu} needs {best.need_gib[top]:.0f} GiB/GPU, has "
-                f"{best.capacity_gib:.0f} (try more nodes, a smaller model or sequence, or another precision)")
+        return (
+            "the workload fits on no GPU setup in the catalog",
+            f"closest: {total}×{best.gpu} needs {best.need_gib[top]:.0f} GiB/GPU, has "
+            f"{best.capacity_gib:.0f} (try more nodes, a smaller model or sequence, or another precision)",
+        )
     on_time = [c for c in cands if _meets_deadline(c, request)]
     if not on_time:
         fastest = min(cands, key=lambda c: (c.hours, c.cost))
-        return ("no option meets the deadline",
-                f"fastest possible: {fmt_hours(fastest.hours)} on {fastest.label}, {fmt_usd(fastest.cost)}")
+        return (
+            "no option meets the deadline",
+            f"fastest possible: {fmt_hours(fastest.hours)} on {fastest.label}, {fmt_usd(fastest.cost)}",
+        )
     cheapest = min(on_time, key=lambda c: (c.cost, c.hours))
-    reason = "no option that meets the deadline is within the budget" if request.deadline_hours is not None \
+    reason = (
+        "no option that meets the deadline is within the budget"
+        if request.deadline_hours is not None
         else "no option is within the budget"
-    return (reason, f"cheapest possible: {fmt_usd(cheapest.cost)} on {cheapest.label} in {fmt_hours(cheapest.hours)}")
+    )
+    return (
+        reason,
+        f"cheapest possible: {fmt_usd(cheapest.cost)} on {cheapest.label} in {fmt_hours(cheapest.hours)}",
+    )
 
 
-def _assumptions(request: PlanRequest, spot: SpotDefaults, clouds: set[str], costs: StartupCosts,
-                 sites: Sequence[Site]) -> tuple[str, ...]:
+def _assumptions(
+    request: PlanRequest,
+    spot: SpotDefaults,
+    clouds: set[str],
+    costs: StartupCosts,
+    sites: Sequence[Site],
+) -> tuple[str, ...]:
     """The model inputs that are defaults or placeholders."""
     out = []
     if clouds and request.spot_mtbf_hours is None:
         for cloud in sorted(clouds):
             risk = spot.for_cloud(cloud)
-            known = sum(1 for k in spot.instances if k[0] == cloud)  # fetched per-instance bands (issue 13)
+            known = sum(
+                1 for k in spot.instances if k[0] == cloud
+            )  # fetched per-instance bands (issue 13)
             where = f" where the {known} fetched per-instance bands do not apply" if known else ""
-            out.append(f"{cloud} spot interruptions: {risk.monthly_interruption_probability:.0%}/month per "
-                       f"instance{where} (MTBF {risk.mtbf_hours:,.0f} h, {_confidence_words(risk.confidence)}) — "
-                       "override with spot_mtbf_hours (--spot-mtbf)")
+            out.append(
+                f"{cloud} spot interruptions: {risk.monthly_interruption_probability:.0%}/month per "
+                f"instance{where} (MTBF {risk.mtbf_hours:,.0f} h, {_confidence_words(risk.confidence)}) — "
+                "override with spot_mtbf_hours (--spot-mtbf)"
+            )
     if clouds and request.checkpoint_bandwidth_gb_s is None:
-        out.append(f"checkpoint bandwidth {spot.checkpoint_bandwidth_gb_s:g} GB/s (placeholder) — "
-                   "override with checkpoint_bandwidth_gb_s (--checkpoint-bandwidth)")
+        out.append(
+            f"checkpoint bandwidth {spot.checkpoint_bandwidth_gb_s:g} GB/s (placeholder) — "
+            "override with checkpoint_bandwidth_gb_s (--checkpoint-bandwidth)"
+        )
     if clouds and request.restart_hours is None:
-        out.append(f"restart {spot.restart_hours * 60:.0f} min + checkpoint reload (placeholder) — "
-                   "override with restart_hours (--restart-time)")
+        out.append(
+            f"restart {spot.restart_hours * 60:.0f} min + checkpoint reload (placeholder) — "
+            "override with restart_hours (--restart-time)"
+        )
     fixed = []
     if request.provision_hours is None:
         fixed.append(f"provisioning {costs.provision_hours * 60:.0f} min")
     if request.download_gbit_s is None:
-        fixed.append(f"downloads (image {costs.image_gib:g} GiB + model weights) at {costs.download_gbit_s:g} Gbit/s")
+        fixed.append(
+            f"downloads (image {costs.image_gib:g} GiB + model weights) at {costs.download_gbit_s:g} Gbit/s"
+        )
     if request.startup_hours is None:
         fixed.append(f"start-up {costs.startup_hours * 60:.0f} min")
     if fixed:
-        out.append("fixed costs per job (placeholders, added to every option): " + ", ".join(fixed)
-                   + " — override with provision_hours/download_gbit_s/startup_hours "
-                     "(--provision-time, --download-gbps, --startup-time)")
-    unknown = sorted({f"{s.cloud} {s.instance_type}" for s in sites if not s.network.known
-                      and s.network.fabric == "unknown"})
+        out.append(
+            "fixed costs per job (placeholders, added to every option): "
+            + ", ".join(fixed)
+            + " — override with provision_hours/download_gbit_s/startup_hours "
+            "(--provision-time, --download-gbps, --startup-time)"
+        )
+    unknown = sorted(
+        {
+            f"{s.cloud} {s.instance_type}"
+            for s in sites
+            if not s.network.known and s.network.fabric == "unknown"
+        }
+    )
     if unknown:
         more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
-        out.append(f"network of {', '.join(unknown[:3])}{more}: not in gpuwise's network table, "
-                   "a conservative 10 Gbit/s assumed for multi-node options — override with inter_node_gbit_s "
-                   "(--inter-node-gbps)")
+        out.append(
+            f"network of {', '.join(unknown[:3])}{more}: not in gpuwise's network table, "
+            "a conservative 10 Gbit/s assumed for multi-node options — override with inter_node_gbit_s "
+            "(--inter-node-gbps)"
+        )
     return tuple(out)
 
 
 def _confidence_words(confidence: str) -> str:
     """``low`` → "low confidence"; ``assumption`` → "a placeholder: no public figure"."""
-    return "a placeholder: no public figure" if confidence == "assumption" else f"{confidence} confidence"
+    return (
+        "a placeholder: no public figure"
+        if confidence == "assumption"
+        else f"{confidence} confidence"
+    )

@@ -41,14 +41,23 @@ def _varied(rejected: Sequence[Rejection], n: int) -> list[Rejection]:
     return sorted(picked[:n], key=lambda r: order[id(r)])
 
 
-def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], request: PlanRequest,
-            *, runners_up: int = 3, rejections: int = 6) -> list[str]:
+def explain(
+    options: Sequence[PlanOption],
+    rejected: Sequence[Rejection],
+    request: PlanRequest,
+    *,
+    runners_up: int = 3,
+    rejections: int = 6,
+) -> list[str]:
     """Winner first, then the nearest runners-up against it, then the main rejection groups."""
     lines: list[str] = []
     if options:
         w = options[0]
-        what = {"cost": "lowest expected cost", "time": "shortest expected time",
-                "balanced": "lowest cost × time"}[request.objective]
+        what = {
+            "cost": "lowest expected cost",
+            "time": "shortest expected time",
+            "balanced": "lowest cost × time",
+        }[request.objective]
         line = f"{w.label} wins on {what}: {fmt_usd(w.cost_usd)} in {fmt_hours(w.hours)}"
         if w.billing == "spot" and w.expected_interruptions is not None:
             line += f" (expected, incl. ~{w.expected_interruptions:.2g} interruptions"
@@ -56,7 +65,7 @@ def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], reques
                 line += f"; {w.p_meet_deadline:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
             line += ")"
         lines.append(line + f", out of {len(options)} options that meet every constraint.")
-        for o in options[1:1 + runners_up]:
+        for o in options[1 : 1 + runners_up]:
             diffs = []
             if o.cost_usd > w.cost_usd * 1.005:
                 diffs.append(f"costs {_pct(o.cost_usd, w.cost_usd)}")
@@ -66,19 +75,27 @@ def explain(options: Sequence[PlanOption], rejected: Sequence[Rejection], reques
                 diffs.append(f"takes {_pct(o.hours, w.hours)} longer")
             elif o.hours < w.hours * 0.995:
                 diffs.append(f"is {_pct(w.hours, o.hours)} faster")
-            lines.append(f"#{o.rank} {o.label}: {', '.join(diffs) or 'ties'} "
-                         f"({fmt_usd(o.cost_usd)}, {fmt_hours(o.hours)}).")
+            lines.append(
+                f"#{o.rank} {o.label}: {', '.join(diffs) or 'ties'} "
+                f"({fmt_usd(o.cost_usd)}, {fmt_hours(o.hours)})."
+            )
         fastest = min(options, key=lambda o: (o.hours, o.cost_usd))
         if fastest is not w and fastest.hours < w.hours * 0.9:
-            lines.append(f"Fastest: {fastest.label} in {fmt_hours(fastest.hours)} for {fmt_usd(fastest.cost_usd)} "
-                         f"({_pct(fastest.cost_usd, w.cost_usd)} the cost); see the Pareto front.")
+            lines.append(
+                f"Fastest: {fastest.label} in {fmt_hours(fastest.hours)} for {fmt_usd(fastest.cost_usd)} "
+                f"({_pct(fastest.cost_usd, w.cost_usd)} the cost); see the Pareto front."
+            )
         if w.billing == "spot":
             od = next((o for o in options if o.billing == "on-demand"), None)
             if od is not None:
-                lines.append(f"Best on-demand: {od.label} at {fmt_usd(od.cost_usd)} in {fmt_hours(od.hours)} "
-                             f"({_pct(od.cost_usd, w.cost_usd)} the cost, no interruption risk).")
+                lines.append(
+                    f"Best on-demand: {od.label} at {fmt_usd(od.cost_usd)} in {fmt_hours(od.hours)} "
+                    f"({_pct(od.cost_usd, w.cost_usd)} the cost, no interruption risk)."
+                )
     for r in _varied(rejected, rejections):
-        lines.append(f"Rejected: {r.reason}" + (f" [{r.offers} combinations]" if r.offers > 1 else "") + ".")
+        lines.append(
+            f"Rejected: {r.reason}" + (f" [{r.offers} combinations]" if r.offers > 1 else "") + "."
+        )
     if len(rejected) > rejections:
         lines.append(f"... and {len(rejected) - rejections} more rejection groups (see --json).")
     return lines

@@ -70,8 +70,10 @@ def _name(plan: Plan, name: str | None) -> str:
 
 def _winner(plan: Plan) -> PlanOption:
     if plan.winner is None:
-        raise PlanError("nothing to export: no option meets the constraints",
-                        hint="loosen the deadline or budget (see the nearest miss) and export again")
+        raise PlanError(
+            "nothing to export: no option meets the constraints",
+            hint="loosen the deadline or budget (see the nearest miss) and export again",
+        )
     return plan.winner
 
 
@@ -79,10 +81,14 @@ def _script(command: str) -> list[str]:
     """The user's command as argv; ``torchrun`` is refused: ``gpuwise run`` starts it itself."""
     parts = shlex.split(command)
     if not parts:
-        raise PlanError("empty run command", hint="give the training command, e.g. 'python train.py'")
+        raise PlanError(
+            "empty run command", hint="give the training command, e.g. 'python train.py'"
+        )
     if parts[0] == "torchrun" or parts[:3] == ["python", "-m", "torch.distributed.run"]:
-        raise PlanError("the run command starts torchrun; gpuwise run already does",
-                        hint="give the script as 'python train.py ARGS' (gpuwise run wraps it in torchrun)")
+        raise PlanError(
+            "the run command starts torchrun; gpuwise run already does",
+            hint="give the script as 'python train.py ARGS' (gpuwise run wraps it in torchrun)",
+        )
     return parts
 
 
@@ -114,10 +120,17 @@ def _infra(o: PlanOption, region: str) -> str:
     return f"{o.cloud}/{region}"
 
 
-def skypilot_task(plan: Plan, *, name: str | None = None, command: str = DEFAULT_COMMAND,
-                  bucket: str | None = None, candidates: int = 8,
-                  mode: Literal["ordered", "any_of"] = "ordered", workdir: str = ".",
-                  requirements: str = REQUIREMENTS) -> dict[str, Any]:
+def skypilot_task(
+    plan: Plan,
+    *,
+    name: str | None = None,
+    command: str = DEFAULT_COMMAND,
+    bucket: str | None = None,
+    candidates: int = 8,
+    mode: Literal["ordered", "any_of"] = "ordered",
+    workdir: str = ".",
+    requirements: str = REQUIREMENTS,
+) -> dict[str, Any]:
     """A SkyPilot task (managed job) for the plan's winner and its closest alternatives.
 
     Candidates keep the winner's node count, GPUs per node and settings (``num_nodes`` is per
@@ -138,7 +151,9 @@ def skypilot_task(plan: Plan, *, name: str | None = None, command: str = DEFAULT
             if key in seen:
                 continue
             seen.add(key)
-            chosen.append({"infra": infra, "instance_type": o.instance_type, "use_spot": o.billing == "spot"})
+            chosen.append(
+                {"infra": infra, "instance_type": o.instance_type, "use_spot": o.billing == "spot"}
+            )
             if len(chosen) >= candidates:
                 break
         if len(chosen) >= candidates:
@@ -160,7 +175,9 @@ def skypilot_task(plan: Plan, *, name: str | None = None, command: str = DEFAULT
             "job_recovery": {"strategy": "EAGER_NEXT_REGION", "max_restarts_on_errors": 0},
         },
         "envs": envs,
-        "file_mounts": {CHECKPOINT_DIR: {"name": bucket or f"{task_name}-checkpoints", "mode": "MOUNT_CACHED"}},
+        "file_mounts": {
+            CHECKPOINT_DIR: {"name": bucket or f"{task_name}-checkpoints", "mode": "MOUNT_CACHED"}
+        },
         "setup": setup_script(requirements),
         "run": run_line(w, command),
     }
@@ -170,10 +187,14 @@ def skypilot_task(plan: Plan, *, name: str | None = None, command: str = DEFAULT
 def _labels() -> dict[str, dict[str, list[str]]]:
     import yaml
 
-    raw = yaml.safe_load(resources.files("gpuwise.planner").joinpath("data/k8s_gpu_labels.yaml").read_text("utf-8"))
+    raw = yaml.safe_load(
+        resources.files("gpuwise.planner").joinpath("data/k8s_gpu_labels.yaml").read_text("utf-8")
+    )
     out: dict[str, dict[str, list[str]]] = {}
     for gpu, entry in (raw or {}).items():
-        out[str(gpu)] = {k: [v] if isinstance(v, str) else list(v) for k, v in (entry or {}).items()}
+        out[str(gpu)] = {
+            k: [v] if isinstance(v, str) else list(v) for k, v in (entry or {}).items()
+        }
     return out
 
 
@@ -182,16 +203,41 @@ def gpu_node_affinity(gpu: str, spot: bool) -> dict[str, Any]:
     labels = _labels().get(gpu, {})
     terms = []
     if labels.get("gke"):
-        terms.append({"matchExpressions": [{"key": "cloud.google.com/gke-accelerator", "operator": "In",
-                                            "values": labels["gke"]}]})
+        terms.append(
+            {
+                "matchExpressions": [
+                    {
+                        "key": "cloud.google.com/gke-accelerator",
+                        "operator": "In",
+                        "values": labels["gke"],
+                    }
+                ]
+            }
+        )
     product = labels.get("product") or [f"NVIDIA-{gpu}"]
-    terms.append({"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": product}]})
-    affinity: dict[str, Any] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    terms.append(
+        {
+            "matchExpressions": [
+                {"key": "nvidia.com/gpu.product", "operator": "In", "values": product}
+            ]
+        }
+    )
+    affinity: dict[str, Any] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+    }
     if spot:  # GKE Spot, EKS managed node groups, Karpenter
         affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": 100, "preference": {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}}
-            for key, value in (("cloud.google.com/gke-spot", "true"), ("eks.amazonaws.com/capacityType", "SPOT"),
-                               ("karpenter.sh/capacity-type", "spot"))
+            {
+                "weight": 100,
+                "preference": {
+                    "matchExpressions": [{"key": key, "operator": "In", "values": [value]}]
+                },
+            }
+            for key, value in (
+                ("cloud.google.com/gke-spot", "true"),
+                ("eks.amazonaws.com/capacityType", "SPOT"),
+                ("karpenter.sh/capacity-type", "spot"),
+            )
         ]
     return {"nodeAffinity": affinity}
 
@@ -212,8 +258,9 @@ def _requests(w: PlanOption) -> dict[str, str]:
     return out
 
 
-def _pod_spec(w: PlanOption, container: str, image: str, argv: list[str], pvc: str,
-              restart: str | None) -> dict[str, Any]:
+def _pod_spec(
+    w: PlanOption, container: str, image: str, argv: list[str], pvc: str, restart: str | None
+) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": pvc}})
     limits = {"nvidia.com/gpu": str(w.gpu_count)}
@@ -230,15 +277,19 @@ def _pod_spec(w: PlanOption, container: str, image: str, argv: list[str], pvc: s
         "terminationGracePeriodSeconds": grace_period_seconds(w),
         "affinity": gpu_node_affinity(w.gpu, w.billing == "spot"),
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "containers": [{
-            "name": container,
-            "image": image,
-            "command": argv,
-            "env": env,
-            "resources": resources_doc,
-            "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINT_DIR},
-                             {"name": "dshm", "mountPath": "/dev/shm"}],
-        }],
+        "containers": [
+            {
+                "name": container,
+                "image": image,
+                "command": argv,
+                "env": env,
+                "resources": resources_doc,
+                "volumeMounts": [
+                    {"name": "checkpoints", "mountPath": CHECKPOINT_DIR},
+                    {"name": "dshm", "mountPath": "/dev/shm"},
+                ],
+            }
+        ],
         "volumes": volumes,
     }
     if restart:
@@ -246,8 +297,15 @@ def _pod_spec(w: PlanOption, container: str, image: str, argv: list[str], pvc: s
     return spec
 
 
-def k8s_manifest(plan: Plan, *, name: str | None = None, command: str = DEFAULT_COMMAND,
-                 image: str | None = None, pvc: str | None = None, backoff_limit: int = 10) -> dict[str, Any]:
+def k8s_manifest(
+    plan: Plan,
+    *,
+    name: str | None = None,
+    command: str = DEFAULT_COMMAND,
+    image: str | None = None,
+    pvc: str | None = None,
+    backoff_limit: int = 10,
+) -> dict[str, Any]:
     """A ``batch/v1`` Job for one node, a ``kubeflow.org/v1`` PyTorchJob for several.
 
     ``image`` must contain gpuwise and the user's code (default :func:`default_image`, built from
@@ -269,19 +327,31 @@ def k8s_manifest(plan: Plan, *, name: str | None = None, command: str = DEFAULT_
                 "backoffLimit": backoff_limit,
                 # a preempted or drained node is not the program's fault: retry without counting it
                 # (Job pod failure policy, Kubernetes ≥ 1.26; needs restartPolicy Never)
-                "podFailurePolicy": {"rules": [
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                ]},
-                "template": {"metadata": {"labels": labels},
-                             "spec": _pod_spec(w, "train", image, argv, pvc, "Never")},
+                "podFailurePolicy": {
+                    "rules": [
+                        {
+                            "action": "Ignore",
+                            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                        },
+                    ]
+                },
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": _pod_spec(w, "train", image, argv, pvc, "Never"),
+                },
             },
         }
     argv = ["sh", "-c", f"exec {run_line(w, command)}"]
 
     def replica(count: int) -> dict[str, Any]:
-        return {"replicas": count, "restartPolicy": "OnFailure",
-                "template": {"metadata": {"labels": labels},
-                             "spec": _pod_spec(w, "pytorch", image, argv, pvc, None)}}
+        return {
+            "replicas": count,
+            "restartPolicy": "OnFailure",
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": _pod_spec(w, "pytorch", image, argv, pvc, None),
+            },
+        }
 
     return {
         "apiVersion": "kubeflow.org/v1",
@@ -307,4 +377,6 @@ def to_yaml(doc: dict[str, Any]) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
     _Dumper.add_representer(str, _str)
-    return str(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000))
+    return str(
+        yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+    )

@@ -51,7 +51,9 @@ class Evaluation:
 class WorkloadModel(Protocol):
     """Anything that gives per-GPU memory and hours for (gpu, gpus_per_node, nodes, network)."""
 
-    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork) -> Evaluation:
+    def evaluate(
+        self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork
+    ) -> Evaluation:
         """The workload on this setup; raise HardwareError/EstimateError when it cannot be estimated."""
         ...
 
@@ -68,23 +70,39 @@ class EstimatorModel:
     ZeRO stage up to ``max_zero`` where it would not fit. ``max_batch`` caps inference concurrency.
     """
 
-    def __init__(self, workload: Workload, calibration: Any = None, *, max_zero: int | None = None,
-                 search: bool = True, max_batch: int | None = None) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        calibration: Any = None,
+        *,
+        max_zero: int | None = None,
+        search: bool = True,
+        max_batch: int | None = None,
+    ) -> None:
         from gpuwise.estimate.calibration import Calibration, load_calibration
 
         self.workload = workload
         # resolved once: None means the user's calibration file when there is one
-        self.calibration = (calibration if isinstance(calibration, Calibration)
-                            else load_calibration(calibration) if calibration is not None else load_calibration())
+        self.calibration = (
+            calibration
+            if isinstance(calibration, Calibration)
+            else load_calibration(calibration)
+            if calibration is not None
+            else load_calibration()
+        )
         self.max_zero = max_zero
         self.search = search
         self.max_batch = max_batch
-        self._cache: dict[tuple[str, int, int, float], Evaluation | HardwareError | EstimateError] = {}
+        self._cache: dict[
+            tuple[str, int, int, float], Evaluation | HardwareError | EstimateError
+        ] = {}
         from gpuwise.planner.settings import SearchCache
 
         self._search_cache = SearchCache()
 
-    def evaluate(self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork) -> Evaluation:
+    def evaluate(
+        self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork
+    ) -> Evaluation:
         # one node never uses the network: share its evaluation across instance types
         key = (gpu, gpus_per_node, nodes, network.inter_node_gbit_s if nodes > 1 else 0.0)
         hit = self._cache.get(key)
@@ -106,11 +124,16 @@ class EstimatorModel:
         spec = find_gpu(gpu)
         wl = self.workload
         cal = self.calibration
-        sized = wl.requests is not None if wl.task == "inference" else (
-            wl.total_tokens is not None or wl.samples is not None)
+        sized = (
+            wl.requests is not None
+            if wl.task == "inference"
+            else (wl.total_tokens is not None or wl.samples is not None)
+        )
         if not sized:
-            raise EstimateError("the workload has no size, so it has no hours",
-                                hint="give --tokens (or --samples; --requests for inference)")
+            raise EstimateError(
+                "the workload has no size, so it has no hours",
+                hint="give --tokens (or --samples; --requests for inference)",
+            )
         if not self.search:
             found = as_given(wl, spec, gpn, nodes, gbit, cal)
             stage = wl.zero
@@ -123,16 +146,31 @@ class EstimatorModel:
             found = search_training(wl, spec, gpn, nodes, gbit, cal, self._search_cache)
         est = found.estimate
         if est is None:
-            return Evaluation(fits=False, per_gpu_memory_gib=found.smallest_gib, capacity_gib=float(spec.memory_gib),
-                              hours=float("inf"), evaluated=found.evaluated)
+            return Evaluation(
+                fits=False,
+                per_gpu_memory_gib=found.smallest_gib,
+                capacity_gib=float(spec.memory_gib),
+                hours=float("inf"),
+                evaluated=found.evaluated,
+            )
         if est.wall_hours is None:
-            raise EstimateError("the workload has no size, so it has no hours",
-                                hint="give --tokens (or --samples; --requests for inference)")
+            raise EstimateError(
+                "the workload has no size, so it has no hours",
+                hint="give --tokens (or --samples; --requests for inference)",
+            )
         mem = est.memory
-        return Evaluation(fits=True, per_gpu_memory_gib=float(mem.per_gpu_gib), capacity_gib=float(mem.capacity_gib),
-                          hours=float(est.wall_hours), checkpoint_gib=_checkpoint_gib(est), settings=found.settings,
-                          hours_p10=est.wall_hours_p10, hours_p90=est.wall_hours_p90, evaluated=found.evaluated,
-                          weights_gib=float(est.params_total) * weight_bytes_per_param(wl) / 2**30)
+        return Evaluation(
+            fits=True,
+            per_gpu_memory_gib=float(mem.per_gpu_gib),
+            capacity_gib=float(mem.capacity_gib),
+            hours=float(est.wall_hours),
+            checkpoint_gib=_checkpoint_gib(est),
+            settings=found.settings,
+            hours_p10=est.wall_hours_p10,
+            hours_p90=est.wall_hours_p90,
+            evaluated=found.evaluated,
+            weights_gib=float(est.params_total) * weight_bytes_per_param(wl) / 2**30,
+        )
 
     def describe(self) -> Mapping[str, Any]:
         from dataclasses import asdict

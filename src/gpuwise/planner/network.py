@@ -20,8 +20,16 @@ from gpuwise.errors import CatalogError
 
 Fabric = Literal["efa", "infiniband", "rdma", "gpudirect-tcpx", "tcp", "unknown", "given"]
 _FABRICS = ("efa", "infiniband", "rdma", "gpudirect-tcpx", "tcp")
-_COLUMNS = ["cloud", "instance_pattern", "inter_node_gbit_s", "fabric", "rdma_resource", "intra_node", "source",
-            "note"]
+_COLUMNS = [
+    "cloud",
+    "instance_pattern",
+    "inter_node_gbit_s",
+    "fabric",
+    "rdma_resource",
+    "intra_node",
+    "source",
+    "note",
+]
 
 
 @dataclass(frozen=True)
@@ -54,13 +62,23 @@ def _describe(net: InstanceNetwork) -> str:  # cached: thousands of options shar
         return f"{net.inter_node_gbit_s:g} Gbit/s (not in gpuwise's network table: conservative default)"
     if net.fabric == "given":
         return f"{net.inter_node_gbit_s:g} Gbit/s (given)"
-    fabric = {"efa": "EFA", "infiniband": "InfiniBand", "rdma": "RDMA", "gpudirect-tcpx": "GPUDirect-TCPX",
-              "tcp": "TCP"}[net.fabric]
+    fabric = {
+        "efa": "EFA",
+        "infiniband": "InfiniBand",
+        "rdma": "RDMA",
+        "gpudirect-tcpx": "GPUDirect-TCPX",
+        "tcp": "TCP",
+    }[net.fabric]
     return f"{net.inter_node_gbit_s:g} Gbit/s {fabric}"
 
 
-UNKNOWN = InstanceNetwork(10.0, "unknown", None, "unknown",
-                          "gpuwise default for instances without a sourced figure (conservative: a small VM's NIC)")
+UNKNOWN = InstanceNetwork(
+    10.0,
+    "unknown",
+    None,
+    "unknown",
+    "gpuwise default for instances without a sourced figure (conservative: a small VM's NIC)",
+)
 """What an instance not in the table gets: 10 Gbit/s TCP (no source: a deliberately low figure)."""
 
 
@@ -76,31 +94,49 @@ def parse_instance_network(text: str, name: str = "instance_network.csv") -> tup
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
     if reader.fieldnames != _COLUMNS:
-        raise CatalogError(f"{name}: header must be {','.join(_COLUMNS)}", hint="fix the file's first line")
+        raise CatalogError(
+            f"{name}: header must be {','.join(_COLUMNS)}", hint="fix the file's first line"
+        )
     rows = []
     for i, raw in enumerate(reader, start=2):
         try:
             gbit = float(raw["inter_node_gbit_s"])
         except ValueError:
-            raise CatalogError(f"{name} row {i}: inter_node_gbit_s {raw['inter_node_gbit_s']!r} is not a number",
-                               hint="give Gbit/s, e.g. 400") from None
+            raise CatalogError(
+                f"{name} row {i}: inter_node_gbit_s {raw['inter_node_gbit_s']!r} is not a number",
+                hint="give Gbit/s, e.g. 400",
+            ) from None
         fabric = raw["fabric"]
         if fabric not in _FABRICS or gbit <= 0 or not raw["source"].strip():
-            raise CatalogError(f"{name} row {i}: needs a fabric in {', '.join(_FABRICS)}, Gbit/s > 0 and a source",
-                               hint="fix the row")
+            raise CatalogError(
+                f"{name} row {i}: needs a fabric in {', '.join(_FABRICS)}, Gbit/s > 0 and a source",
+                hint="fix the row",
+            )
         rdma = None
         if raw["rdma_resource"]:
             res, _, count = raw["rdma_resource"].partition("=")
             rdma = (res, int(count or "1"))
-        rows.append(_Row(raw["cloud"], raw["instance_pattern"],
-                         InstanceNetwork(gbit, fabric, rdma, raw["intra_node"] or "unknown",  # type: ignore[arg-type]
-                                         raw["source"])))
+        rows.append(
+            _Row(
+                raw["cloud"],
+                raw["instance_pattern"],
+                InstanceNetwork(
+                    gbit,
+                    fabric,  # type: ignore[arg-type]
+                    rdma,
+                    raw["intra_node"] or "unknown",
+                    raw["source"],
+                ),
+            )
+        )
     return tuple(rows)
 
 
 @functools.lru_cache(maxsize=1)
 def _table() -> tuple[_Row, ...]:
-    text = resources.files("gpuwise.catalog").joinpath("data/instance_network.csv").read_text("utf-8")
+    text = (
+        resources.files("gpuwise.catalog").joinpath("data/instance_network.csv").read_text("utf-8")
+    )
     return parse_instance_network(text)
 
 

@@ -85,10 +85,19 @@ class Settings:
 
 
 @functools.lru_cache(maxsize=1024)
-def _settings_dict(s: Settings) -> dict[str, Any]:  # cached: thousands of options share a few settings
-    return {"zero": s.zero, "recompute": s.recompute, "micro_batch": s.micro_batch, "global_batch": s.global_batch,
-            "accumulation": s.accumulation, "tensor_parallel": s.tensor_parallel, "searched": s.searched,
-            "text": s.describe()}
+def _settings_dict(
+    s: Settings,
+) -> dict[str, Any]:  # cached: thousands of options share a few settings
+    return {
+        "zero": s.zero,
+        "recompute": s.recompute,
+        "micro_batch": s.micro_batch,
+        "global_batch": s.global_batch,
+        "accumulation": s.accumulation,
+        "tensor_parallel": s.tensor_parallel,
+        "searched": s.searched,
+        "text": s.describe(),
+    }
 
 
 @dataclass(frozen=True)
@@ -138,32 +147,67 @@ def _fits(wl: Workload, spec: GpuSpec, dp: int, cache: SearchCache) -> tuple[boo
 def _settings_of(est: Estimate, searched: bool = True) -> Settings:
     wl = est.workload
     if wl.task == "inference":
-        return Settings(task=wl.task, micro_batch=wl.micro_batch, tensor_parallel=wl.tensor_parallel,
-                        searched=searched)
+        return Settings(
+            task=wl.task,
+            micro_batch=wl.micro_batch,
+            tensor_parallel=wl.tensor_parallel,
+            searched=searched,
+        )
     gb = wl.global_batch
     acc = max(1, round(gb / (wl.micro_batch * est.data_parallel))) if gb else 1
-    return Settings(task=wl.task, zero=wl.zero, recompute=wl.grad_ckpt, micro_batch=wl.micro_batch,
-                    global_batch=gb, accumulation=acc, tensor_parallel=wl.tensor_parallel, searched=searched)
+    return Settings(
+        task=wl.task,
+        zero=wl.zero,
+        recompute=wl.grad_ckpt,
+        micro_batch=wl.micro_batch,
+        global_batch=gb,
+        accumulation=acc,
+        tensor_parallel=wl.tensor_parallel,
+        searched=searched,
+    )
 
 
-def as_given(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any) -> Searched:
+def as_given(
+    wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any
+) -> Searched:
     """The workload's own settings (no search)."""
-    est = estimate_workload(wl, spec, gpn * nodes, gpus_per_node=gpn, inter_node_gbit_s=gbit,
-                            calibration=calibration, suggest=False)
+    est = estimate_workload(
+        wl,
+        spec,
+        gpn * nodes,
+        gpus_per_node=gpn,
+        inter_node_gbit_s=gbit,
+        calibration=calibration,
+        suggest=False,
+    )
     fits = bool(est.memory.fits)
-    return Searched(est if fits else None, _settings_of(est, searched=False) if fits else None, 1,
-                    float(est.memory.per_gpu_gib))
+    return Searched(
+        est if fits else None,
+        _settings_of(est, searched=False) if fits else None,
+        1,
+        float(est.memory.per_gpu_gib),
+    )
 
 
-def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any,
-                    cache: SearchCache | None = None) -> Searched:
+def search_training(
+    wl: Workload,
+    spec: GpuSpec,
+    gpn: int,
+    nodes: int,
+    gbit: float,
+    calibration: Any,
+    cache: SearchCache | None = None,
+) -> Searched:
     """Fastest fitting (recompute, ZeRO, micro-batch) with the global batch kept (module docstring)."""
     cache = cache or SearchCache()
     gpus = gpn * nodes
     shard = wl.tensor_parallel * wl.pipeline_parallel
     dp = max(1, gpus // shard)
-    gb = wl.global_batch if wl.global_batch is not None else (
-        None if wl.task == "pretrain" else wl.micro_batch * dp)
+    gb = (
+        wl.global_batch
+        if wl.global_batch is not None
+        else (None if wl.task == "pretrain" else wl.micro_batch * dp)
+    )
     per_rank = None if gb is None else max(1, gb // dp)
     mbs = [m for m in _MICRO_BATCHES if per_rank is None or m <= per_rank]
     if wl.micro_batch not in mbs and (per_rank is None or wl.micro_batch <= per_rank):
@@ -178,7 +222,9 @@ def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: flo
         fit = None
         for mb in mbs:
             evaluated += 1
-            ok, need = _fits(cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb), spec, dp, cache)
+            ok, need = _fits(
+                cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb), spec, dp, cache
+            )
             smallest = min(smallest, need)
             if not ok:
                 break
@@ -190,9 +236,11 @@ def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: flo
         mb2 = largest_fit(2, rc) if dp > 1 else largest_fit(0, rc)
         if mb2 is not None:
             zero = 2
-            for z in ((0, 1) if dp > 1 else ()):
+            for z in (0, 1) if dp > 1 else ():
                 evaluated += 1
-                if _fits(cache.variant(base, zero=z, grad_ckpt=rc, micro_batch=mb2), spec, dp, cache)[0]:
+                if _fits(
+                    cache.variant(base, zero=z, grad_ckpt=rc, micro_batch=mb2), spec, dp, cache
+                )[0]:
                     zero = z
                     break
             tried.append((0 if dp == 1 else zero, mb2))
@@ -201,9 +249,15 @@ def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: flo
             if mb3 is not None and (mb2 is None or mb3 > mb2):
                 tried.append((3, mb3))
         for zero, mb in tried:
-            est = estimate_workload(cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb), spec, gpus,
-                                    gpus_per_node=gpn, inter_node_gbit_s=gbit, calibration=calibration,
-                                    suggest=False)
+            est = estimate_workload(
+                cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb),
+                spec,
+                gpus,
+                gpus_per_node=gpn,
+                inter_node_gbit_s=gbit,
+                calibration=calibration,
+                suggest=False,
+            )
             evaluated += 1
             hours = est.wall_hours if est.wall_hours is not None else float("inf")
             if est.memory.fits and (best is None or hours < best[0]):
@@ -215,8 +269,15 @@ def search_training(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: flo
     return Searched(best[1], _settings_of(best[1]), evaluated, smallest)
 
 
-def search_inference(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any,
-                     max_batch: int | None) -> Searched:
+def search_inference(
+    wl: Workload,
+    spec: GpuSpec,
+    gpn: int,
+    nodes: int,
+    gbit: float,
+    calibration: Any,
+    max_batch: int | None,
+) -> Searched:
     """Fastest fitting (tensor parallel, concurrency) within the node (module docstring)."""
     gpus = gpn * nodes
     cap = max_batch or DEFAULT_MAX_BATCH
@@ -225,11 +286,23 @@ def search_inference(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: fl
     smallest = float("inf")
     best: tuple[float, Estimate] | None = None
     for tp in _TP:
-        if tp > gpn or gpn % tp or (heads and heads % tp) or (tp > 1 and not wl.model.is_transformer):
+        if (
+            tp > gpn
+            or gpn % tp
+            or (heads and heads % tp)
+            or (tp > 1 and not wl.model.is_transformer)
+        ):
             continue
         one = wl.with_changes(tensor_parallel=tp, pipeline_parallel=1, micro_batch=1)
-        est = estimate_workload(one, spec, gpus, gpus_per_node=gpn, inter_node_gbit_s=gbit,
-                                calibration=calibration, suggest=False)
+        est = estimate_workload(
+            one,
+            spec,
+            gpus,
+            gpus_per_node=gpn,
+            inter_node_gbit_s=gbit,
+            calibration=calibration,
+            suggest=False,
+        )
         evaluated += 1
         smallest = min(smallest, float(est.memory.per_gpu_gib))
         if not est.memory.fits:
@@ -237,8 +310,15 @@ def search_inference(wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: fl
         room = est.inference.max_batch_that_fits if est.inference is not None else 1
         batch = max(1, min(cap, room if room > 0 else 1))
         while batch > 1:
-            big = estimate_workload(one.with_changes(micro_batch=batch), spec, gpus, gpus_per_node=gpn,
-                                    inter_node_gbit_s=gbit, calibration=calibration, suggest=False)
+            big = estimate_workload(
+                one.with_changes(micro_batch=batch),
+                spec,
+                gpus,
+                gpus_per_node=gpn,
+                inter_node_gbit_s=gbit,
+                calibration=calibration,
+                suggest=False,
+            )
             evaluated += 1
             if big.memory.fits:
                 est = big

@@ -77,8 +77,9 @@ def _best(prices: list[tuple[float, str | None]], allow_outliers: bool) -> ZoneP
     return ZonePrice(price, zone, set_aside=tuple(sorted(str(z) for _, z in outliers)))
 
 
-def build_sites(offers: Sequence[Offer], request: PlanRequest, clouds: set[str],
-                gpus: set[str] | None) -> tuple[Site, ...]:
+def build_sites(
+    offers: Sequence[Offer], request: PlanRequest, clouds: set[str], gpus: set[str] | None
+) -> tuple[Site, ...]:
     """Group the offers that pass the request's filters into sites (module docstring)."""
     groups: dict[tuple[str, str, str, str, float], list[Offer]] = {}
     for o in offers:
@@ -89,15 +90,34 @@ def build_sites(offers: Sequence[Offer], request: PlanRequest, clouds: set[str],
         groups.setdefault((o.cloud, o.region, o.instance_type, o.gpu, o.gpu_count), []).append(o)
     sites = []
     for (cloud, region, itype, gpu, count), rows in sorted(groups.items()):
-        od = [(o.on_demand_usd_per_hour, o.zone) for o in rows if o.on_demand_usd_per_hour is not None]
-        sp = [(o.spot_usd_per_hour, o.zone) for o in rows
-              if o.spot_usd_per_hour is not None and o.has_spot_discount]
-        net = (given_network(request.inter_node_gbit_s) if request.inter_node_gbit_s is not None
-               else instance_network(cloud, itype))
+        od = [
+            (o.on_demand_usd_per_hour, o.zone) for o in rows if o.on_demand_usd_per_hour is not None
+        ]
+        sp = [
+            (o.spot_usd_per_hour, o.zone)
+            for o in rows
+            if o.spot_usd_per_hour is not None and o.has_spot_discount
+        ]
+        net = (
+            given_network(request.inter_node_gbit_s)
+            if request.inter_node_gbit_s is not None
+            else instance_network(cloud, itype)
+        )
         first = rows[0]
-        sites.append(Site(cloud=cloud, region=region, instance_type=itype, gpu=gpu, gpu_count=count, network=net,
-                          on_demand=_best(od, request.allow_zone_outliers),
-                          spot=_best(sp, request.allow_zone_outliers),
-                          zones=len(rows), as_of=max(o.as_of for o in rows), vcpus=first.vcpus,
-                          memory_gib=first.memory_gib))
+        sites.append(
+            Site(
+                cloud=cloud,
+                region=region,
+                instance_type=itype,
+                gpu=gpu,
+                gpu_count=count,
+                network=net,
+                on_demand=_best(od, request.allow_zone_outliers),
+                spot=_best(sp, request.allow_zone_outliers),
+                zones=len(rows),
+                as_of=max(o.as_of for o in rows),
+                vcpus=first.vcpus,
+                memory_gib=first.memory_gib,
+            )
+        )
     return tuple(sites)

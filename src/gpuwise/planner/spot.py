@@ -147,8 +147,14 @@ def _segment_hours(length_hours: float, rate: float, restart_hours: float) -> fl
     return (1 / rate + restart_hours) * math.expm1(rate * length_hours)
 
 
-def spot_outcome(work_hours: float, *, rate_per_hour: float, checkpoint_hours: float,
-                 restart_hours: float, interval_hours: float | None = None) -> SpotOutcome:
+def spot_outcome(
+    work_hours: float,
+    *,
+    rate_per_hour: float,
+    checkpoint_hours: float,
+    restart_hours: float,
+    interval_hours: float | None = None,
+) -> SpotOutcome:
     """Expected wall time of ``work_hours`` of work under interruptions (module docstring).
 
     ``interval_hours`` defaults to Daly's optimum for ``M = 1/rate``.
@@ -166,17 +172,28 @@ def spot_outcome(work_hours: float, *, rate_per_hour: float, checkpoint_hours: f
         full = math.floor(w / tau)
         rest = w - full * tau
     t0 = w + full * c
-    expected = (full * _segment_hours(tau + c, rate, r) if full else 0.0) + _segment_hours(rest, rate, r)
-    return SpotOutcome(expected_hours=expected, failure_free_hours=t0, interval_hours=tau,
-                       checkpoint_hours=c, restart_hours=r, rate_per_hour=rate,
-                       expected_interruptions=rate * t0)
+    expected = (full * _segment_hours(tau + c, rate, r) if full else 0.0) + _segment_hours(
+        rest, rate, r
+    )
+    return SpotOutcome(
+        expected_hours=expected,
+        failure_free_hours=t0,
+        interval_hours=tau,
+        checkpoint_hours=c,
+        restart_hours=r,
+        rate_per_hour=rate,
+        expected_interruptions=rate * t0,
+    )
 
 
 def mean_loss_hours(outcome: SpotOutcome, work_hours: float) -> float:
     """Mean time one interruption costs: R + E[work lost | failure within a segment]."""
     rate = outcome.rate_per_hour
-    seg = (outcome.interval_hours + outcome.checkpoint_hours if math.isfinite(outcome.interval_hours)
-           else work_hours)
+    seg = (
+        outcome.interval_hours + outcome.checkpoint_hours
+        if math.isfinite(outcome.interval_hours)
+        else work_hours
+    )
     if rate == 0 or seg <= 0:
         return outcome.restart_hours
     lost = 1 / rate - seg / math.expm1(rate * seg)
@@ -214,42 +231,69 @@ def p_meet_deadline(outcome: SpotOutcome, work_hours: float, deadline_hours: flo
 
 def _value(entry: Any, key: str, origin: str) -> float:
     raw = entry.get("value") if isinstance(entry, dict) else entry
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or raw <= 0:
-        raise DataFileError(f"{origin}: {key}: {raw!r} is not a positive number",
-                            hint=f"write e.g. `{key}: {{value: 1.0}}`")
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, (int, float))
+        or not math.isfinite(raw)
+        or raw <= 0
+    ):
+        raise DataFileError(
+            f"{origin}: {key}: {raw!r} is not a positive number",
+            hint=f"write e.g. `{key}: {{value: 1.0}}`",
+        )
     return float(raw)
 
 
 def _parse_cloud(cloud: str, entry: Any, origin: str) -> CloudSpotRisk:
     if not isinstance(entry, dict):
-        raise DataFileError(f"{origin}: clouds.{cloud}: expected a mapping",
-                            hint="give monthly_interruption_probability, confidence, source")
+        raise DataFileError(
+            f"{origin}: clouds.{cloud}: expected a mapping",
+            hint="give monthly_interruption_probability, confidence, source",
+        )
     p = entry.get("monthly_interruption_probability")
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 <= p < 1:
-        raise DataFileError(f"{origin}: clouds.{cloud}.monthly_interruption_probability: {p!r} is not in [0, 1)",
-                            hint="write the chance one instance is reclaimed within a month, e.g. 0.1")
+    if (
+        isinstance(p, bool)
+        or not isinstance(p, (int, float))
+        or not math.isfinite(p)
+        or not 0 <= p < 1
+    ):
+        raise DataFileError(
+            f"{origin}: clouds.{cloud}.monthly_interruption_probability: {p!r} is not in [0, 1)",
+            hint="write the chance one instance is reclaimed within a month, e.g. 0.1",
+        )
     notice = entry.get("notice_seconds")
-    if notice is not None and (isinstance(notice, bool) or not isinstance(notice, (int, float)) or notice < 0):
-        raise DataFileError(f"{origin}: clouds.{cloud}.notice_seconds: {notice!r} is not a duration in seconds",
-                            hint="write seconds, or null when unknown")
-    return CloudSpotRisk(cloud=cloud, monthly_interruption_probability=float(p),
-                         confidence=str(entry.get("confidence", "user")), source=str(entry.get("source", origin)),
-                         notice_seconds=None if notice is None else float(notice))
+    if notice is not None and (
+        isinstance(notice, bool) or not isinstance(notice, (int, float)) or notice < 0
+    ):
+        raise DataFileError(
+            f"{origin}: clouds.{cloud}.notice_seconds: {notice!r} is not a duration in seconds",
+            hint="write seconds, or null when unknown",
+        )
+    return CloudSpotRisk(
+        cloud=cloud,
+        monthly_interruption_probability=float(p),
+        confidence=str(entry.get("confidence", "user")),
+        source=str(entry.get("source", origin)),
+        notice_seconds=None if notice is None else float(notice),
+    )
 
 
 def _merge(base: dict[str, Any], user: Any, origin: str) -> dict[str, Any]:
     if user is None:
         return base
     if not isinstance(user, dict):
-        raise DataFileError(f"{origin}: expected a mapping", hint="see gpuwise/planner/data/spot.yaml for the shape")
+        raise DataFileError(
+            f"{origin}: expected a mapping", hint="see gpuwise/planner/data/spot.yaml for the shape"
+        )
     merged = dict(base)
     for key, value in user.items():
         if key == "clouds" and isinstance(value, dict):
             clouds = dict(base.get("clouds", {}))
             for cloud, entry in value.items():
                 old = clouds.get(str(cloud).lower(), {})
-                clouds[str(cloud).lower()] = {**old, **entry} if isinstance(entry, dict) and isinstance(old, dict) \
-                    else entry
+                clouds[str(cloud).lower()] = (
+                    {**old, **entry} if isinstance(entry, dict) and isinstance(old, dict) else entry
+                )
             merged["clouds"] = clouds
         else:
             merged[key] = value
@@ -264,14 +308,21 @@ def load_spot_defaults(user_file: Path | None = None, *, fetched: bool = True) -
     import yaml
 
     origin = "gpuwise/planner/data/spot.yaml"
-    data = yaml.safe_load(resources.files("gpuwise.planner").joinpath("data/spot.yaml").read_text("utf-8"))
+    data = yaml.safe_load(
+        resources.files("gpuwise.planner").joinpath("data/spot.yaml").read_text("utf-8")
+    )
     path = user_file if user_file is not None else config_dir() / "spot.yaml"
     if path.is_file():
         data = _merge(data, read_user_yaml(path), str(path))
         origin = f"{origin} + {path}"
-    clouds = {str(c).lower(): _parse_cloud(str(c).lower(), e, origin) for c, e in (data.get("clouds") or {}).items()}
+    clouds = {
+        str(c).lower(): _parse_cloud(str(c).lower(), e, origin)
+        for c, e in (data.get("clouds") or {}).items()
+    }
     if "default" not in clouds:
-        raise DataFileError(f"{origin}: clouds.default is missing", hint="keep a `default:` entry under clouds")
+        raise DataFileError(
+            f"{origin}: clouds.default is missing", hint="keep a `default:` entry under clouds"
+        )
     bw = data.get("checkpoint_bandwidth_gb_s")
     rs = data.get("restart_minutes")
     instances = _instance_risks(data.get("aws_advisor_bands"), clouds, origin) if fetched else {}
@@ -279,14 +330,19 @@ def load_spot_defaults(user_file: Path | None = None, *, fetched: bool = True) -
         clouds=clouds,
         checkpoint_bandwidth_gb_s=_value(bw, "checkpoint_bandwidth_gb_s", origin),
         restart_hours=_value(rs, "restart_minutes", origin) / 60,
-        sources={"checkpoint_bandwidth_gb_s": str((bw or {}).get("source", "") if isinstance(bw, dict) else ""),
-                 "restart_minutes": str((rs or {}).get("source", "") if isinstance(rs, dict) else "")},
+        sources={
+            "checkpoint_bandwidth_gb_s": str(
+                (bw or {}).get("source", "") if isinstance(bw, dict) else ""
+            ),
+            "restart_minutes": str((rs or {}).get("source", "") if isinstance(rs, dict) else ""),
+        },
         instances=instances,
     )
 
 
-def _instance_risks(bands: Any, clouds: dict[str, CloudSpotRisk], origin: str
-                    ) -> dict[tuple[str, str, str], CloudSpotRisk]:
+def _instance_risks(
+    bands: Any, clouds: dict[str, CloudSpotRisk], origin: str
+) -> dict[tuple[str, str, str], CloudSpotRisk]:
     """Per-instance risks from the bands fetched by ``gpuwise catalog update --fetch aws-spot-advisor``.
 
     A band becomes a monthly probability through ``aws_advisor_bands`` in the spot data file;
@@ -295,15 +351,27 @@ def _instance_risks(bands: Any, clouds: dict[str, CloudSpotRisk], origin: str
     from gpuwise.catalog.risk import load_spot_risks
 
     if not isinstance(bands, dict):
-        raise DataFileError(f"{origin}: aws_advisor_bands is missing or not a mapping",
-                            hint="keep the `aws_advisor_bands:` table of the bundled file")
+        raise DataFileError(
+            f"{origin}: aws_advisor_bands is missing or not a mapping",
+            hint="keep the `aws_advisor_bands:` table of the bundled file",
+        )
     table: dict[str, tuple[float, str]] = {}
     for label, entry in bands.items():
         p = entry.get("monthly_interruption_probability") if isinstance(entry, dict) else entry
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 <= p < 1:
-            raise DataFileError(f"{origin}: aws_advisor_bands.{label}: {p!r} is not in [0, 1)",
-                                hint="write e.g. `'<5%': {monthly_interruption_probability: 0.05}`")
-        table[str(label)] = (float(p), str(entry.get("confidence", "low")) if isinstance(entry, dict) else "low")
+        if (
+            isinstance(p, bool)
+            or not isinstance(p, (int, float))
+            or not math.isfinite(p)
+            or not 0 <= p < 1
+        ):
+            raise DataFileError(
+                f"{origin}: aws_advisor_bands.{label}: {p!r} is not in [0, 1)",
+                hint="write e.g. `'<5%': {monthly_interruption_probability: 0.05}`",
+            )
+        table[str(label)] = (
+            float(p),
+            str(entry.get("confidence", "low")) if isinstance(entry, dict) else "low",
+        )
     out: dict[tuple[str, str, str], CloudSpotRisk] = {}
     for r in load_spot_risks():
         if r.band not in table:
@@ -311,9 +379,15 @@ def _instance_risks(bands: Any, clouds: dict[str, CloudSpotRisk], origin: str
         p, confidence = table[r.band]
         default = clouds.get(r.cloud) or clouds["default"]
         out[r.key] = CloudSpotRisk(
-            cloud=r.cloud, monthly_interruption_probability=p, confidence=confidence,
+            cloud=r.cloud,
+            monthly_interruption_probability=p,
+            confidence=confidence,
             source=f"{r.source}: band {r.band} for {r.instance_type} in {r.region} (as of {r.as_of})",
-            notice_seconds=default.notice_seconds, instance_type=r.instance_type, region=r.region, band=r.band)
+            notice_seconds=default.notice_seconds,
+            instance_type=r.instance_type,
+            region=r.region,
+            band=r.band,
+        )
     return out
 
 

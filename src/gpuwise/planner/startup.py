@@ -42,7 +42,9 @@ class StartupCosts:
 def _value(data: dict[str, Any], key: str) -> Any:
     entry = data.get(key)
     if not isinstance(entry, dict) or "value" not in entry:
-        raise DataFileError(f"gpuwise/planner/data/startup.yaml: {key}.value is missing", hint="reinstall gpuwise")
+        raise DataFileError(
+            f"gpuwise/planner/data/startup.yaml: {key}.value is missing", hint="reinstall gpuwise"
+        )
     return entry["value"]
 
 
@@ -51,10 +53,19 @@ def load_startup_defaults() -> StartupCosts:
     """The bundled defaults."""
     import yaml
 
-    data = yaml.safe_load(resources.files("gpuwise.planner").joinpath("data/startup.yaml").read_text("utf-8")) or {}
+    data = (
+        yaml.safe_load(
+            resources.files("gpuwise.planner").joinpath("data/startup.yaml").read_text("utf-8")
+        )
+        or {}
+    )
     return StartupCosts(
-        provision_hours=float(_value(data, "provision_minutes")) / 60, image_gib=float(_value(data, "image_gib")),
+        provision_hours=float(_value(data, "provision_minutes")) / 60,
+        image_gib=float(_value(data, "image_gib")),
         download_gbit_s=float(_value(data, "download_gbit_s")),
         startup_hours=float(_value(data, "startup_minutes")) / 60,
         scarce_gpus=tuple(str(g) for g in _value(data, "scarce_gpus")),
-        sources=tuple((k, str(v.get("source", ""))) for k, v in data.items() if isinstance(v, dict)))
+        sources=tuple(
+            (k, str(v.get("source", ""))) for k, v in data.items() if isinstance(v, dict)
+        ),
+    )

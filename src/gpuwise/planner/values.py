@@ -15,8 +15,16 @@ Objective = Literal["cost", "time", "balanced"]
 OBJECTIVES: tuple[Objective, ...] = ("cost", "time", "balanced")
 MAX_NODES = 64
 """Largest --max-nodes: every node count 1..N of every instance type is estimated and priced."""
-RejectKind = Literal["no-fit", "no-estimate", "fractional", "no-price", "reserved-unknown",
-                     "deadline", "budget", "max-gpus"]
+RejectKind = Literal[
+    "no-fit",
+    "no-estimate",
+    "fractional",
+    "no-price",
+    "reserved-unknown",
+    "deadline",
+    "budget",
+    "max-gpus",
+]
 
 
 @dataclass(frozen=True)
@@ -79,9 +87,15 @@ class PlanRequest:
             if value is not None:
                 check_finite(value, name.replace("_", " "))
         if self.max_zero is not None and self.max_zero not in (0, 1, 2, 3):
-            raise InputError(f"max_zero must be 0, 1, 2 or 3, got {self.max_zero}", hint="use 3 to allow FSDP full sharding")
+            raise InputError(
+                f"max_zero must be 0, 1, 2 or 3, got {self.max_zero}",
+                hint="use 3 to allow FSDP full sharding",
+            )
         if self.max_batch is not None and self.max_batch < 1:
-            raise InputError(f"max_batch must be ≥ 1, got {self.max_batch}", hint="give a positive number of sequences")
+            raise InputError(
+                f"max_batch must be ≥ 1, got {self.max_batch}",
+                hint="give a positive number of sequences",
+            )
         for name in ("deadline_hours", "checkpoint_bandwidth_gb_s", "spot_mtbf_hours"):
             value = getattr(self, name)
             if value is not None:
@@ -91,22 +105,30 @@ class PlanRequest:
             if value is not None:
                 check_finite(value, name.replace("_", " "))
         if self.max_gpus is not None and self.max_gpus < 1:
-            raise InputError(f"--max-gpus must be ≥ 1, got {self.max_gpus}", hint="give a positive GPU count")
+            raise InputError(
+                f"--max-gpus must be ≥ 1, got {self.max_gpus}", hint="give a positive GPU count"
+            )
         if not 1 <= self.max_nodes <= MAX_NODES:
-            raise InputError(f"--max-nodes must be in 1..{MAX_NODES}, got {self.max_nodes}",
-                             hint=f"give e.g. 8 (at most {MAX_NODES}: every node count is priced)")
+            raise InputError(
+                f"--max-nodes must be in 1..{MAX_NODES}, got {self.max_nodes}",
+                hint=f"give e.g. 8 (at most {MAX_NODES}: every node count is priced)",
+            )
         check_finite(self.confidence, "confidence", maximum=1.0)
         check_choice(self.objective, OBJECTIVES, "objective")
         for billing in self.billings:
             check_choice(billing, BILLINGS, "billing")
         if not self.billings:
-            raise InputError("no billing model to consider", hint=f"give one or more of {', '.join(BILLINGS)}")
+            raise InputError(
+                "no billing model to consider", hint=f"give one or more of {', '.join(BILLINGS)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def option_label(gpu: str, gpus_per_node: int, nodes: int, cloud: str, instance_type: str, billing: str) -> str:
+def option_label(
+    gpu: str, gpus_per_node: int, nodes: int, cloud: str, instance_type: str, billing: str
+) -> str:
     """``16×H100 (aws p5.48xlarge ×2, spot)``: how options and rejections name a setup."""
     node_text = f" ×{nodes}" if nodes > 1 else ""
     return f"{gpus_per_node * nodes}×{gpu} ({cloud} {instance_type}{node_text}, {billing})"
@@ -200,7 +222,9 @@ class PlanOption:
     @property
     def label(self) -> str:
         """``8×H100 (aws p5.48xlarge, spot)``."""
-        return option_label(self.gpu, self.gpu_count, self.nodes, self.cloud, self.instance_type, self.billing)
+        return option_label(
+            self.gpu, self.gpu_count, self.nodes, self.cloud, self.instance_type, self.billing
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -87,8 +87,14 @@ def serve(jobs: BinaryIO, results: BinaryIO, parent: int) -> None:
             tensors = [v.clone() for v in views(buffers[job["path"]], job["layout"])]
             state = unflatten(job["skeleton"], tensors)
             del tensors
-            report = write_checkpoint(job["storage"], job["step"], state, compress=job["compress"],
-                                      meta=job["meta"], retention=job["retention"])
+            report = write_checkpoint(
+                job["storage"],
+                job["step"],
+                state,
+                compress=job["compress"],
+                meta=job["meta"],
+                retention=job["retention"],
+            )
             send(results, ("ok", job["id"], report))
         except BaseException as exc:  # reported to the trainer on its next call
             detail = getattr(exc, "message", None) or str(exc)

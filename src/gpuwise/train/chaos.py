@@ -103,8 +103,14 @@ def _mid_write(checkpoint_dir: str) -> bool:
     return False
 
 
-def _start(target: Callable[[list[str]], int] | None, command: Sequence[str] | None, argv: list[str],
-           out_path: str, err_path: str, env: dict[str, str] | None) -> tuple[int, subprocess.Popen[bytes] | None]:
+def _start(
+    target: Callable[[list[str]], int] | None,
+    command: Sequence[str] | None,
+    argv: list[str],
+    out_path: str,
+    err_path: str,
+    env: dict[str, str] | None,
+) -> tuple[int, subprocess.Popen[bytes] | None]:
     if target is not None:
         pid = os.fork()
         if pid == 0:
@@ -130,9 +136,17 @@ def _start(target: Callable[[list[str]], int] | None, command: Sequence[str] | N
                 os._exit(code)
         return pid, None
     assert command is not None
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:  # own session: killpg gets the workers too
-        proc = subprocess.Popen([*command, *argv], stdout=out, stderr=err, env={**os.environ, **(env or {})},
-                                start_new_session=True)
+    with (
+        open(out_path, "wb") as out,
+        open(err_path, "wb") as err,
+    ):  # own session: killpg gets the workers too
+        proc = subprocess.Popen(
+            [*command, *argv],
+            stdout=out,
+            stderr=err,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
     return proc.pid, proc
 
 
@@ -172,12 +186,22 @@ def _wait(pid: int, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> i
         time.sleep(0.005)
 
 
-def run_with_kills(argv: Sequence[str], *, checkpoint_dir: str, kills: int,
-                   target: Callable[[list[str]], int] | None = None, command: Sequence[str] | None = None,
-                   min_delay_s: float = 0.1, max_delay_s: float = 1.0, seed: int = 0,
-                   env: dict[str, str] | None = None, timeout_s: float = 600.0,
-                   prewarm: Sequence[str] = ("torch._dynamo",), aim_mid_write: int = 0,
-                   sigterm_share: float = 0.0) -> ChaosReport:
+def run_with_kills(
+    argv: Sequence[str],
+    *,
+    checkpoint_dir: str,
+    kills: int,
+    target: Callable[[list[str]], int] | None = None,
+    command: Sequence[str] | None = None,
+    min_delay_s: float = 0.1,
+    max_delay_s: float = 1.0,
+    seed: int = 0,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 600.0,
+    prewarm: Sequence[str] = ("torch._dynamo",),
+    aim_mid_write: int = 0,
+    sigterm_share: float = 0.0,
+) -> ChaosReport:
     """Run ``argv`` (with ``--checkpoint-dir checkpoint_dir`` already in it), SIGKILL it ``kills``
     times after random delays in [min_delay_s, max_delay_s], then let it finish.
 
@@ -214,7 +238,9 @@ def run_with_kills(argv: Sequence[str], *, checkpoint_dir: str, kills: int,
             code = _wait(pid, proc, rng.uniform(min_delay_s, max_delay_s) if killing else timeout_s)
             if code is None and len(attempts) < aim_mid_write:
                 aim_until = time.monotonic() + 10.0
-                while code is None and not _mid_write(checkpoint_dir) and time.monotonic() < aim_until:
+                while (
+                    code is None and not _mid_write(checkpoint_dir) and time.monotonic() < aim_until
+                ):
                     code = _wait(pid, proc, 0.002)
             killed = False
             if code is None:
@@ -243,20 +269,46 @@ def run_with_kills(argv: Sequence[str], *, checkpoint_dir: str, kills: int,
             losses, resumed, dig = _parse(text)
             for step, values in losses.items():
                 all_losses.setdefault(step, []).extend(values)
-            attempts.append(Attempt(killed, None if killed else code, resumed,
-                                    max(losses) if losses else 0, mid, lived))
+            attempts.append(
+                Attempt(
+                    killed,
+                    None if killed else code,
+                    resumed,
+                    max(losses) if losses else 0,
+                    mid,
+                    lived,
+                )
+            )
             if not killed:
                 if code != 0:
-                    raise RuntimeError(f"the training run failed with exit code {code}:\n{err[-3000:]}")
+                    raise RuntimeError(
+                        f"the training run failed with exit code {code}:\n{err[-3000:]}"
+                    )
                 digest = dig
                 break
     mismatches = tuple(sorted(s for s, v in all_losses.items() if len(set(v)) > 1))
-    return ChaosReport(tuple(attempts), {s: v[-1] for s, v in sorted(all_losses.items())}, mismatches, digest,
-                       time.monotonic() - t0, skipped, outputs)
+    return ChaosReport(
+        tuple(attempts),
+        {s: v[-1] for s, v in sorted(all_losses.items())},
+        mismatches,
+        digest,
+        time.monotonic() - t0,
+        skipped,
+        outputs,
+    )
 
 
-def reference_run(argv: Sequence[str], *, target: Callable[[list[str]], int] | None = None,
-                  command: Sequence[str] | None = None, env: dict[str, str] | None = None) -> ChaosReport:
+def reference_run(
+    argv: Sequence[str],
+    *,
+    target: Callable[[list[str]], int] | None = None,
+    command: Sequence[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> ChaosReport:
     """The same program without kills (for the curve and digest to compare with)."""
-    checkpoint_dir = list(argv)[list(argv).index("--checkpoint-dir") + 1] if "--checkpoint-dir" in argv else ""
-    return run_with_kills(argv, checkpoint_dir=checkpoint_dir, kills=0, target=target, command=command, env=env)
+    checkpoint_dir = (
+        list(argv)[list(argv).index("--checkpoint-dir") + 1] if "--checkpoint-dir" in argv else ""
+    )
+    return run_with_kills(
+        argv, checkpoint_dir=checkpoint_dir, kills=0, target=target, command=command, env=env
+    )

@@ -128,11 +128,19 @@ def _dist() -> tuple[int, int]:
 class Checkpointer:
     """Atomic, asynchronous checkpoints with retention. See the module docstring."""
 
-    def __init__(self, url: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None,
-                 keep_last: int = 2, keep_every: int | None = None, compress: Compression = "none",
-                 async_write: bool = True, weights_only: bool = True,
-                 writer_start: Literal["fork", "exec"] | None = None,
-                 async_mode: AsyncMode | None = None) -> None:
+    def __init__(
+        self,
+        url: str | os.PathLike[str],
+        *,
+        storage_options: dict[str, Any] | None = None,
+        keep_last: int = 2,
+        keep_every: int | None = None,
+        compress: Compression = "none",
+        async_write: bool = True,
+        weights_only: bool = True,
+        writer_start: Literal["fork", "exec"] | None = None,
+        async_mode: AsyncMode | None = None,
+    ) -> None:
         if compress not in ("none", "zstd"):
             raise InputError(f"unknown compression {compress!r}", hint="use 'none' or 'zstd'")
         self.storage = Storage(str(url), dict(storage_options or {}))
@@ -142,7 +150,9 @@ class Checkpointer:
         self.async_mode: AsyncMode = async_mode or ("thread" if async_write else "sync")
         """Sharded saves: ``thread`` (DCP async_save, default), ``process`` (opt-in), ``sync``."""
         if self.async_mode not in ("thread", "process", "sync"):
-            raise InputError(f"unknown async_mode {async_mode!r}", hint="use 'thread', 'process' or 'sync'")
+            raise InputError(
+                f"unknown async_mode {async_mode!r}", hint="use 'thread', 'process' or 'sync'"
+            )
         self._sharded: ShardedWriter | None = None
         self.weights_only = weights_only
         self.writer_start = writer_start or ("fork" if sys.platform.startswith("linux") else "exec")
@@ -161,7 +171,9 @@ class Checkpointer:
 
     def start_writer(self) -> None:
         """Start the background writer now (``resilient`` does, before any thread exists)."""
-        if self.async_write and _dist()[1] == 1:  # more than one process: DCP writes, no writer process
+        if (
+            self.async_write and _dist()[1] == 1
+        ):  # more than one process: DCP writes, no writer process
             self._ensure_writer()
 
     def __enter__(self) -> Checkpointer:
@@ -209,9 +221,17 @@ class Checkpointer:
         self.poll()
         return self._pending[1] if self._pending else None
 
-    def build_state(self, progress: Progress, *, model: Any = None, optimizer: Any = None,
-                    scheduler: Any = None, scaler: Any = None, sampler: Any = None,
-                    extras: dict[str, Any] | None = None) -> dict[str, Any]:
+    def build_state(
+        self,
+        progress: Progress,
+        *,
+        model: Any = None,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        sampler: Any = None,
+        extras: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """The dict that is saved: state dicts, progress, RNG of every rank, extras."""
         _, world = _dist()
         _check_extras(extras or {}, self.weights_only)
@@ -228,17 +248,31 @@ class Checkpointer:
             "rng": rngs,
             "extras": dict(extras or {}),
         }
-        for name, obj in (("model", _unwrap(model) if model is not None else None),
-                          ("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler),
-                          ("sampler", sampler)):
+        for name, obj in (
+            ("model", _unwrap(model) if model is not None else None),
+            ("optimizer", optimizer),
+            ("scheduler", scheduler),
+            ("scaler", scaler),
+            ("sampler", sampler),
+        ):
             if obj is not None:
                 state[name] = obj.state_dict()
         return state
 
-    def save(self, progress: Progress | int, *, model: Any = None, optimizer: Any = None,
-             scheduler: Any = None, scaler: Any = None, sampler: Any = None,
-             extras: dict[str, Any] | None = None, state: dict[str, Any] | None = None,
-             if_busy: Literal["wait", "skip"] = "wait", block: bool = False) -> SaveStats:
+    def save(
+        self,
+        progress: Progress | int,
+        *,
+        model: Any = None,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        sampler: Any = None,
+        extras: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
+        if_busy: Literal["wait", "skip"] = "wait",
+        block: bool = False,
+    ) -> SaveStats:
         """Save a checkpoint of ``progress.step``. Call on every rank under torch.distributed.
 
         ``state`` replaces the built state when given (advanced use). ``if_busy='skip'`` returns
@@ -249,8 +283,17 @@ class Checkpointer:
         if isinstance(progress, int):
             progress = Progress(progress)
         if self.sharded is not None:
-            return self._save_sharded(progress, t0, model=model, optimizer=optimizer, scheduler=scheduler,
-                                      scaler=scaler, sampler=sampler, extras=extras, block=block)
+            return self._save_sharded(
+                progress,
+                t0,
+                model=model,
+                optimizer=optimizer,
+                scheduler=scheduler,
+                scaler=scaler,
+                sampler=sampler,
+                extras=extras,
+                block=block,
+            )
         if self._pending is not None:
             self.poll()
             if self._pending is not None:
@@ -259,24 +302,53 @@ class Checkpointer:
                 self.wait()
         self._raise_failed()
         if state is None:
-            state = self.build_state(progress, model=model, optimizer=optimizer, scheduler=scheduler,
-                                     scaler=scaler, sampler=sampler, extras=extras)
+            state = self.build_state(
+                progress,
+                model=model,
+                optimizer=optimizer,
+                scheduler=scheduler,
+                scaler=scaler,
+                sampler=sampler,
+                extras=extras,
+            )
         rank, _ = _dist()
         if rank != 0:
             return SaveStats(progress.step, time.perf_counter() - t0, "async")
         meta = {"progress": state.get("progress", {"step": progress.step})}
         if not self.async_write:
-            self.last_report = write_checkpoint(self.storage, progress.step, state, compress=self.compress,
-                                                meta=meta, retention=self.retention)
+            self.last_report = write_checkpoint(
+                self.storage,
+                progress.step,
+                state,
+                compress=self.compress,
+                meta=meta,
+                retention=self.retention,
+            )
             return SaveStats(progress.step, time.perf_counter() - t0, "sync")
         skeleton, tensors = flatten(state)
         self._ensure_writer()
         fresh = self._snapshot.copy_in(tensors)
         if fresh:
-            self._send({"kind": "map", "id": -1, "path": self._snapshot.path, "nbytes": self._snapshot.nbytes})
-        job = {"kind": "write", "id": self._next_id, "step": progress.step, "skeleton": skeleton,
-               "path": self._snapshot.path, "layout": self._snapshot.layout, "storage": self.storage,
-               "compress": self.compress, "meta": meta, "retention": self.retention}
+            self._send(
+                {
+                    "kind": "map",
+                    "id": -1,
+                    "path": self._snapshot.path,
+                    "nbytes": self._snapshot.nbytes,
+                }
+            )
+        job = {
+            "kind": "write",
+            "id": self._next_id,
+            "step": progress.step,
+            "skeleton": skeleton,
+            "path": self._snapshot.path,
+            "layout": self._snapshot.layout,
+            "storage": self.storage,
+            "compress": self.compress,
+            "meta": meta,
+            "retention": self.retention,
+        }
         self._send(job)
         self._pending = (self._next_id, progress.step)
         self._next_id += 1
@@ -285,16 +357,34 @@ class Checkpointer:
             self.wait()
         return stats
 
-    def _save_sharded(self, progress: Progress, t0: float, *, model: Any, optimizer: Any, scheduler: Any,
-                      scaler: Any, sampler: Any, extras: dict[str, Any] | None, block: bool) -> SaveStats:
+    def _save_sharded(
+        self,
+        progress: Progress,
+        t0: float,
+        *,
+        model: Any,
+        optimizer: Any,
+        scheduler: Any,
+        scaler: Any,
+        sampler: Any,
+        extras: dict[str, Any] | None,
+        block: bool,
+    ) -> SaveStats:
         from gpuwise.train.sharded import app_state
 
         sw = self.sharded
         assert sw is not None
         if sw.pending is not None:
             self.commit()  # raises CheckpointWriteError when the previous write failed
-        train_state = self.build_state(progress, model=None, optimizer=None, scheduler=scheduler,
-                                       scaler=scaler, sampler=sampler, extras=extras)
+        train_state = self.build_state(
+            progress,
+            model=None,
+            optimizer=None,
+            scheduler=scheduler,
+            scaler=scaler,
+            sampler=sampler,
+            extras=extras,
+        )
         state = app_state(_unwrap_ddp(model), optimizer) if model is not None else {}
         sw.start(progress.step, state, train_state, {"progress": train_state["progress"]})
         mode: Literal["async", "sync"] = "sync" if self.async_mode == "sync" else "async"
@@ -309,15 +399,19 @@ class Checkpointer:
         try:
             send(self._proc.stdin, job)
         except (BrokenPipeError, OSError) as exc:
-            raise CheckpointWriteError(f"the checkpoint writer process is gone ({exc})",
-                                       hint="see the log above for why it exited; the next save starts a new one") from exc
+            raise CheckpointWriteError(
+                f"the checkpoint writer process is gone ({exc})",
+                hint="see the log above for why it exited; the next save starts a new one",
+            ) from exc
 
     def _ensure_writer(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             return
         if self._proc is not None:  # it died (killed, OOM): start a fresh one, remap the buffer
-            log.warning("the checkpoint writer process exited (code %s); starting a new one",
-                        self._proc.returncode)
+            log.warning(
+                "the checkpoint writer process exited (code %s); starting a new one",
+                self._proc.returncode,
+            )
             self._snapshot.release()
         import subprocess
         import threading
@@ -334,9 +428,16 @@ class Checkpointer:
             self._proc = ForkedWriter()
         else:  # a replacement after a crash is exec'd: threads may be running now
             src = os.path.dirname(os.path.dirname(os.path.abspath(gpuwise.__file__)))
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p))
-            self._proc = subprocess.Popen([sys.executable, "-m", "gpuwise.train._writer", str(os.getpid())],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            env = dict(
+                os.environ,
+                PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p),
+            )
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "gpuwise.train._writer", str(os.getpid())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+            )
         self._results = queue.Queue()
         proc, results, snapshot = self._proc, self._results, self._snapshot
 
@@ -375,7 +476,9 @@ class Checkpointer:
         while True:
             try:
                 if timeout_s > 0:
-                    kind, job_id, payload = self._results.get(timeout=min(0.5, max(deadline - time.monotonic(), 0.001)))
+                    kind, job_id, payload = self._results.get(
+                        timeout=min(0.5, max(deadline - time.monotonic(), 0.001))
+                    )
                 else:
                     kind, job_id, payload = self._results.get_nowait()
             except queue.Empty:
@@ -399,8 +502,11 @@ class Checkpointer:
     def _raise_failed(self) -> None:
         if self._failed is not None:
             message, self._failed = self._failed, None
-            raise CheckpointWriteError(message, hint="check the storage (space, credentials, network); "
-                                       "the previous committed checkpoint is still valid")
+            raise CheckpointWriteError(
+                message,
+                hint="check the storage (space, credentials, network); "
+                "the previous committed checkpoint is still valid",
+            )
 
     def close(self) -> None:
         """Wait for the write in flight and stop the writer process. Raises a pending failure."""
@@ -443,24 +549,39 @@ class Checkpointer:
                 if is_dcp(marker):
                     assert marker is not None
                     verify(self.storage, step, marker)
-                    state: dict[str, Any] = dict(read_train_state(self.storage, step, self.weights_only))
+                    state: dict[str, Any] = dict(
+                        read_train_state(self.storage, step, self.weights_only)
+                    )
                     state["layout"] = "dcp"
                 else:
                     state, _ = read_checkpoint(self.storage, step, weights_only=self.weights_only)
             except CheckpointError as exc:
                 skipped.append(f"{step_dir(step)}: {exc.message}")
-                log.warning("skipping checkpoint %s: %s; falling back to the previous one",
-                            step_dir(step), exc.message)
+                log.warning(
+                    "skipping checkpoint %s: %s; falling back to the previous one",
+                    step_dir(step),
+                    exc.message,
+                )
                 continue
             return detach_shared(state), self.storage.join(step_dir(step)), tuple(skipped)
         if any("cannot be loaded" in s for s in skipped):
-            raise CheckpointError(f"no checkpoint under {self.storage.url} can be loaded ({skipped[0]})",
-                                  hint="fix what the message names (or pass weights_only=False for files "
-                                       "you trust); starting from scratch would silently lose the run")
+            raise CheckpointError(
+                f"no checkpoint under {self.storage.url} can be loaded ({skipped[0]})",
+                hint="fix what the message names (or pass weights_only=False for files "
+                "you trust); starting from scratch would silently lose the run",
+            )
         return None
 
-    def restore(self, *, model: Any = None, optimizer: Any = None, scheduler: Any = None,
-                scaler: Any = None, sampler: Any = None, restore_rng_state: bool = True) -> Restored | None:
+    def restore(
+        self,
+        *,
+        model: Any = None,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        sampler: Any = None,
+        restore_rng_state: bool = True,
+    ) -> Restored | None:
         """Load the newest valid checkpoint into the given objects; None when there is none.
 
         Collective under torch.distributed. A sharded checkpoint loads on any world size."""
@@ -475,7 +596,9 @@ class Checkpointer:
             step = int(name.split("-")[1])
             if rank != 0:
                 if layout == "dcp":
-                    state = dict(read_train_state(self.storage, step, self.weights_only), layout="dcp")
+                    state = dict(
+                        read_train_state(self.storage, step, self.weights_only), layout="dcp"
+                    )
                 else:
                     state, _ = read_checkpoint(self.storage, step, weights_only=self.weights_only)
                 found = (detach_shared(state), self.storage.join(name), ())
@@ -486,24 +609,45 @@ class Checkpointer:
         if state.get("layout") == "dcp":
             if model is not None:
                 load_app_state(self.storage, step, _unwrap_ddp(model), optimizer)
-            objects: tuple[tuple[str, Any], ...] = (("scheduler", scheduler), ("scaler", scaler), ("sampler", sampler))
+            objects: tuple[tuple[str, Any], ...] = (
+                ("scheduler", scheduler),
+                ("scaler", scaler),
+                ("sampler", sampler),
+            )
         else:
-            objects = (("model", _unwrap(model) if model is not None else None), ("optimizer", optimizer),
-                       ("scheduler", scheduler), ("scaler", scaler), ("sampler", sampler))
+            objects = (
+                ("model", _unwrap(model) if model is not None else None),
+                ("optimizer", optimizer),
+                ("scheduler", scheduler),
+                ("scaler", scaler),
+                ("sampler", sampler),
+            )
         for name, obj in objects:
             if obj is None:
                 continue
             if name not in state:
-                raise CheckpointError(f"{path} has no {name} state", hint=f"save the {name} too, or do not pass it to restore")
+                raise CheckpointError(
+                    f"{path} has no {name} state",
+                    hint=f"save the {name} too, or do not pass it to restore",
+                )
             obj.load_state_dict(state[name])
         if restore_rng_state:
             rngs = state["rng"]
-            restore_rng(rngs[rank % len(rngs)])  # another world size: rank r takes saved rank r mod N
+            restore_rng(
+                rngs[rank % len(rngs)]
+            )  # another world size: rank r takes saved rank r mod N
         p = state["progress"]
-        progress = Progress(int(p["step"]), int(p["epoch"]), int(p["batch_in_epoch"]), int(p["tokens_seen"]),
-                            int(p.get("samples_in_epoch", -1)))
+        progress = Progress(
+            int(p["step"]),
+            int(p["epoch"]),
+            int(p["batch_in_epoch"]),
+            int(p["tokens_seen"]),
+            int(p.get("samples_in_epoch", -1)),
+        )
         if skipped:
-            log.warning("resumed from %s after skipping %d invalid newer checkpoint(s)", path, len(skipped))
+            log.warning(
+                "resumed from %s after skipping %d invalid newer checkpoint(s)", path, len(skipped)
+            )
         if self._sharded is not None:
             self._sharded.committed_step = progress.step
         return Restored(progress.step, progress, dict(state.get("extras", {})), path, skipped)
@@ -530,7 +674,8 @@ def _check_extras(extras: dict[str, Any], weights_only: bool) -> None:
             buf.seek(0)
             torch.load(buf, weights_only=True)
         except Exception as exc:
-            raise CheckpointError(f"extras[{key!r}] ({type(value).__name__}) cannot be loaded back with "
-                                  f"weights_only=True: {str(exc).splitlines()[0]}",
-                                  hint="store plain Python values or tensors (e.g. float(x) for a NumPy "
-                                       "scalar)") from exc
+            raise CheckpointError(
+                f"extras[{key!r}] ({type(value).__name__}) cannot be loaded back with "
+                f"weights_only=True: {str(exc).splitlines()[0]}",
+                hint="store plain Python values or tensors (e.g. float(x) for a NumPy scalar)",
+            ) from exc

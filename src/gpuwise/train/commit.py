@@ -71,11 +71,15 @@ class Retention:
 
     def __post_init__(self) -> None:
         if self.keep_last < 2:
-            raise CheckpointError(f"keep_last={self.keep_last} is too small",
-                                  hint="keep at least 2 checkpoints: the newest may be half-written")
+            raise CheckpointError(
+                f"keep_last={self.keep_last} is too small",
+                hint="keep at least 2 checkpoints: the newest may be half-written",
+            )
         if self.keep_every is not None and self.keep_every < 1:
-            raise CheckpointError(f"keep_every={self.keep_every} must be a positive step count",
-                                  hint="pass None or a positive integer")
+            raise CheckpointError(
+                f"keep_every={self.keep_every} must be a positive step count",
+                hint="pass None or a positive integer",
+            )
 
     def to_delete(self, committed_steps: Iterable[int]) -> list[int]:
         steps = sorted(set(committed_steps), reverse=True)
@@ -108,9 +112,15 @@ def deserialize(data: bytes, compress: str, weights_only: bool) -> Any:
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=weights_only)
 
 
-def write_checkpoint(storage: Storage, step: int, state: Any, *, compress: Compression = "none",
-                     meta: dict[str, Any] | None = None, retention: Retention | None = None,
-                     ) -> WriteReport:
+def write_checkpoint(
+    storage: Storage,
+    step: int,
+    state: Any,
+    *,
+    compress: Compression = "none",
+    meta: dict[str, Any] | None = None,
+    retention: Retention | None = None,
+) -> WriteReport:
     """Serialize ``state`` and commit it as ``step``; then apply ``retention``."""
     t0 = time.perf_counter()
     data = serialize(state, compress)
@@ -120,10 +130,14 @@ def write_checkpoint(storage: Storage, step: int, state: Any, *, compress: Compr
     folder = storage.join(step_dir(step))
     shard = "state.pt" + (".zst" if compress == "zstd" else "")
     storage.makedirs(folder)
-    storage.remove(f"{folder}/{MARKER}")  # an older commit of this step must not vouch for new bytes
+    storage.remove(
+        f"{folder}/{MARKER}"
+    )  # an older commit of this step must not vouch for new bytes
     storage.put_durable(f"{folder}/{shard}", data)
     slow = float(os.environ.get("GPUWISE_CKPT_SLOW_WRITE_S", "0") or 0)
-    if slow > 0:  # rehearsal knob: emulate slow storage so crash tests land between shard and marker
+    if (
+        slow > 0
+    ):  # rehearsal knob: emulate slow storage so crash tests land between shard and marker
         time.sleep(slow)
     marker = {
         "format": FORMAT_VERSION,
@@ -160,7 +174,11 @@ def read_marker(storage: Storage, step: int) -> dict[str, Any] | None:
         marker = json.loads(storage.get(path))
     except (ValueError, StorageError):
         return None
-    if not isinstance(marker, dict) or marker.get("step") != step or not isinstance(marker.get("files"), dict):
+    if (
+        not isinstance(marker, dict)
+        or marker.get("step") != step
+        or not isinstance(marker.get("files"), dict)
+    ):
         return None
     return marker
 
@@ -170,26 +188,36 @@ def committed_steps(storage: Storage) -> list[int]:
     return [s for s in listed_steps(storage) if read_marker(storage, s) is not None]
 
 
-def read_checkpoint(storage: Storage, step: int, *, weights_only: bool = True) -> tuple[Any, dict[str, Any]]:
+def read_checkpoint(
+    storage: Storage, step: int, *, weights_only: bool = True
+) -> tuple[Any, dict[str, Any]]:
     """Load one checkpoint after checking its marker and every checksum; raise if any fails."""
     marker = read_marker(storage, step)
     if marker is None:
-        raise CheckpointError(f"{step_dir(step)} has no valid commit marker",
-                              hint="it was never finished; an older checkpoint is used instead")
+        raise CheckpointError(
+            f"{step_dir(step)} has no valid commit marker",
+            hint="it was never finished; an older checkpoint is used instead",
+        )
     folder = storage.join(step_dir(step))
     if marker.get("layout", "file") != "file":
-        raise CheckpointError(f"{step_dir(step)} is a sharded (DCP) checkpoint",
-                              hint="load it through Checkpointer.restore")
-    (shard, info), = marker["files"].items()
+        raise CheckpointError(
+            f"{step_dir(step)} is a sharded (DCP) checkpoint",
+            hint="load it through Checkpointer.restore",
+        )
+    ((shard, info),) = marker["files"].items()
     data = storage.get(f"{folder}/{shard}")
     if len(data) != info["bytes"] or hashlib.sha256(data).hexdigest() != info["sha256"]:
-        raise CheckpointError(f"{step_dir(step)}/{shard} does not match its checksum",
-                              hint="the file is damaged; an older checkpoint is used instead")
+        raise CheckpointError(
+            f"{step_dir(step)}/{shard} does not match its checksum",
+            hint="the file is damaged; an older checkpoint is used instead",
+        )
     try:
         state = deserialize(data, marker.get("compression", "none"), weights_only)
     except Exception as exc:
-        raise CheckpointError(f"{step_dir(step)}/{shard} cannot be loaded: {exc}",
-                              hint="pass weights_only=False only for checkpoints you trust") from exc
+        raise CheckpointError(
+            f"{step_dir(step)}/{shard} cannot be loaded: {exc}",
+            hint="pass weights_only=False only for checkpoints you trust",
+        ) from exc
     return state, marker
 
 
@@ -201,8 +229,10 @@ def intact(storage: Storage, step: int, marker: dict[str, Any] | None = None) ->
         return False
     folder = storage.join(step_dir(step))
     try:
-        return all(storage.size(f"{folder}/{name}") == int(info.get("bytes", -1))
-                   for name, info in marker["files"].items())
+        return all(
+            storage.size(f"{folder}/{name}") == int(info.get("bytes", -1))
+            for name, info in marker["files"].items()
+        )
     except (StorageError, TypeError, ValueError, AttributeError):
         return False
 
@@ -232,7 +262,9 @@ def _prune(storage: Storage, retention: Retention) -> tuple[int, ...]:
     for step in [*doomed, *stale]:
         folder = storage.join(step_dir(step))
         try:
-            storage.remove(f"{folder}/{MARKER}")  # marker first: a half-deleted folder is never valid
+            storage.remove(
+                f"{folder}/{MARKER}"
+            )  # marker first: a half-deleted folder is never valid
             storage.remove_tree(folder)
         except StorageError as exc:  # pruning never fails a commit; the next one tries again
             log.warning("could not prune %s: %s", step_dir(step), exc.message)

@@ -78,8 +78,12 @@ class FakeMetadataServer:
         return f"http://{host!s}:{port}"
 
     def start(self) -> FakeMetadataServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-metadata", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-metadata",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -135,7 +139,9 @@ class FakeMetadataServer:
             if path.startswith("/_gpuwise/") and method == "POST":
                 if path == "/_gpuwise/preempt":
                     clear = q.get("clear_after_s", [None])[0]
-                    self.preempt(float(q.get("notice_s", ["30"])[0]), float(clear) if clear else None)
+                    self.preempt(
+                        float(q.get("notice_s", ["30"])[0]), float(clear) if clear else None
+                    )
                 elif path == "/_gpuwise/rebalance":
                     self.rebalance()
                 elif path == "/_gpuwise/clear":
@@ -153,8 +159,14 @@ class FakeMetadataServer:
         except (BrokenPipeError, ConnectionResetError):
             return None
 
-    def _send(self, h: BaseHTTPRequestHandler, code: int, body: str, ctype: str = "text/plain",
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self,
+        h: BaseHTTPRequestHandler,
+        code: int,
+        body: str,
+        ctype: str = "text/plain",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         data = body.encode()
         h.send_response(code)
         h.send_header("Content-Type", ctype)
@@ -183,17 +195,25 @@ class FakeMetadataServer:
         if path == "/latest/meta-data/spot/instance-action":
             if preempt_at is None:
                 return self._send(h, 404, "Not Found")
-            return self._send(h, 200, json.dumps({"action": "terminate", "time": _utc(preempt_at)}),
-                              "application/json")
+            return self._send(
+                h,
+                200,
+                json.dumps({"action": "terminate", "time": _utc(preempt_at)}),
+                "application/json",
+            )
         if path == "/latest/meta-data/events/recommendations/rebalance":
             if rebalance_at is None:
                 return self._send(h, 404, "Not Found")
-            return self._send(h, 200, json.dumps({"noticeTime": _utc(rebalance_at)}), "application/json")
+            return self._send(
+                h, 200, json.dumps({"noticeTime": _utc(rebalance_at)}), "application/json"
+            )
         if path == "/latest/meta-data/instance-id":
             return self._send(h, 200, "i-0fake0metadata0")
         return self._send(h, 404, "Not Found")
 
-    def _gcp(self, h: BaseHTTPRequestHandler, method: str, path: str, q: dict[str, list[str]]) -> None:
+    def _gcp(
+        self, h: BaseHTTPRequestHandler, method: str, path: str, q: dict[str, list[str]]
+    ) -> None:
         with self._lock:
             self.requests["gcp"] += 1
         if h.headers.get("Metadata-Flavor") != "Google":
@@ -204,7 +224,9 @@ class FakeMetadataServer:
             timeout = min(float(q.get("timeout_sec", ["60"])[0]), 300.0)
             with self._lock:
                 before = self.preempt_at is not None
-                self._lock.wait_for(lambda: (self.preempt_at is not None) != before, timeout=timeout)
+                self._lock.wait_for(
+                    lambda: (self.preempt_at is not None) != before, timeout=timeout
+                )
         with self._lock:
             value = "TRUE" if self.preempt_at is not None else "FALSE"
         return self._send(h, 200, value, headers={"Metadata-Flavor": "Google"})
@@ -213,28 +235,53 @@ class FakeMetadataServer:
         with self._lock:
             self.requests["azure"] += 1
         if h.headers.get("Metadata", "").lower() != "true":
-            return self._send(h, 400, json.dumps({"error": "Bad request. Required metadata header not specified"}),
-                              "application/json")
+            return self._send(
+                h,
+                400,
+                json.dumps({"error": "Bad request. Required metadata header not specified"}),
+                "application/json",
+            )
         if "api-version" not in q:
-            return self._send(h, 400, json.dumps({"error": "Bad request. api-version was not specified"}),
-                              "application/json")
+            return self._send(
+                h,
+                400,
+                json.dumps({"error": "Bad request. api-version was not specified"}),
+                "application/json",
+            )
         with self._lock:
             events = []
             if self.preempt_at is not None:
-                events.append({"EventId": self.event_id, "EventType": "Preempt", "ResourceType": "VirtualMachine",
-                               "Resources": ["fakevm"], "EventStatus": "Scheduled",
-                               "NotBefore": _http_date(self.preempt_at), "Description": "spot eviction",
-                               "EventSource": "Platform", "DurationInSeconds": -1})
+                events.append(
+                    {
+                        "EventId": self.event_id,
+                        "EventType": "Preempt",
+                        "ResourceType": "VirtualMachine",
+                        "Resources": ["fakevm"],
+                        "EventStatus": "Scheduled",
+                        "NotBefore": _http_date(self.preempt_at),
+                        "Description": "spot eviction",
+                        "EventSource": "Platform",
+                        "DurationInSeconds": -1,
+                    }
+                )
             doc = {"DocumentIncarnation": self.incarnation, "Events": events}
         return self._send(h, 200, json.dumps(doc), "application/json")
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Fake AWS/GCP/Azure metadata server for preemption rehearsals.")
+    ap = argparse.ArgumentParser(
+        description="Fake AWS/GCP/Azure metadata server for preemption rehearsals."
+    )
     ap.add_argument("--port", type=int, default=8169)
-    ap.add_argument("--preempt-after", type=float, default=None, help="announce a preemption after N seconds")
-    ap.add_argument("--notice", type=float, default=30.0, help="seconds between notice and preemption")
-    ap.add_argument("--clear-after", type=float, default=None, help="withdraw the notice after N seconds")
+    ap.add_argument(
+        "--preempt-after", type=float, default=None, help="announce a preemption after N seconds"
+    )
+    ap.add_argument(
+        "--notice", type=float, default=30.0, help="seconds between notice and preemption"
+    )
+    ap.add_argument(
+        "--clear-after", type=float, default=None, help="withdraw the notice after N seconds"
+    )
     args = ap.parse_args(argv)
     server = FakeMetadataServer(port=args.port).start()
     print(f"fake metadata server on {server.url}  (GPUWISE_METADATA_URL={server.url})", flush=True)

@@ -38,8 +38,11 @@ class HFPreemptionCallback(_HFCallback, _Watching):
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._progress(int(state.global_step), "preempted" if self.preempted else None,
-                       committed=int(state.global_step))
+        self._progress(
+            int(state.global_step),
+            "preempted" if self.preempted else None,
+            committed=int(state.global_step),
+        )
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._stop()

@@ -61,7 +61,9 @@ class _Watching:
         if self._own:
             self.watcher.stop()
 
-    def _progress(self, step: int, exit_reason: str | None = None, committed: int | None = None) -> None:
+    def _progress(
+        self, step: int, exit_reason: str | None = None, committed: int | None = None
+    ) -> None:
         """This rank's progress file for ``gpuwise run`` (at most twice a second, and at the end)."""
         if committed is not None:
             self._committed = committed
@@ -69,5 +71,10 @@ class _Watching:
         if exit_reason is None and now - self._last_progress < 0.5:
             return
         self._last_progress = now
-        write_progress(run_dir(), rank=global_rank(), step=step, committed_step=self._committed,
-                       exit_reason=exit_reason)
+        write_progress(
+            run_dir(),
+            rank=global_rank(),
+            step=step,
+            committed_step=self._committed,
+            exit_reason=exit_reason,
+        )

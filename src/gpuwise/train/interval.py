@@ -41,16 +41,26 @@ def daly_interval_s(cost_s: float, mtbf_s: float) -> float:
     return daly_interval_hours(cost_s / 3600.0, mtbf_s / 3600.0) * 3600.0
 
 
-def checkpoint_interval_s(stall_s: float, *, mtbf_hours: float = DEFAULT_MTBF_HOURS, nodes: int = 1,
-                          write_s: float = 0.0, max_interval_s: float = DEFAULT_MAX_INTERVAL_S) -> float:
+def checkpoint_interval_s(
+    stall_s: float,
+    *,
+    mtbf_hours: float = DEFAULT_MTBF_HOURS,
+    nodes: int = 1,
+    write_s: float = 0.0,
+    max_interval_s: float = DEFAULT_MAX_INTERVAL_S,
+) -> float:
     """Seconds between periodic saves: Daly(stall, M/nodes), at least the write time, at most the cap."""
     if nodes < 1:
-        raise InputError(f"nodes={nodes} must be at least 1", hint="pass the number of machines in the job")
+        raise InputError(
+            f"nodes={nodes} must be at least 1", hint="pass the number of machines in the job"
+        )
     t = daly_interval_s(max(stall_s, 1e-6), mtbf_hours * 3600.0 / nodes)
     return min(max(t, write_s), max_interval_s)
 
 
-def waste_fraction(interval_s: float, stall_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+def waste_fraction(
+    interval_s: float, stall_s: float, mtbf_s: float, restart_s: float = 0.0
+) -> float:
     """Expected share of time lost: C/T + T/(2M) + R/M (first order, notes §5 [derived])."""
     return stall_s / interval_s + interval_s / (2 * mtbf_s) + restart_s / mtbf_s
 
@@ -58,5 +68,7 @@ def waste_fraction(interval_s: float, stall_s: float, mtbf_s: float, restart_s: 
 def _check(cost_s: float, mtbf_s: float) -> None:
     for name, v in (("checkpoint cost", cost_s), ("MTBF", mtbf_s)):
         if not math.isfinite(v) or v <= 0:
-            raise InputError(f"{name} must be a positive number of seconds, got {v}",
-                             hint="measure the save stall; take the MTBF from your failure history")
+            raise InputError(
+                f"{name} must be a positive number of seconds, got {v}",
+                hint="measure the save stall; take the MTBF from your failure history",
+            )

@@ -82,27 +82,50 @@ class LaunchSpec:
 
     def __post_init__(self) -> None:
         if not self.command:
-            raise InputError("no command to run", hint="put it after --, e.g. gpuwise run -- python train.py")
+            raise InputError(
+                "no command to run", hint="put it after --, e.g. gpuwise run -- python train.py"
+            )
         if shutil.which(self.command[0]) is None:  # restarting a typo would only fail N more times
-            raise InputError(f"command not found: {self.command[0]!r}",
-                             hint="check the spelling and PATH, or give the program's full path")
+            raise InputError(
+                f"command not found: {self.command[0]!r}",
+                hint="check the spelling and PATH, or give the program's full path",
+            )
         if os.path.basename(self.command[0]).startswith("python"):
             rest = self.command[1:]
             if self.torchrun and rest and rest[0] == "-c":
-                raise InputError("torchrun runs a script or a module, not `python -c`",
-                                 hint="put the code in a file (gpuwise run -- python train.py), or add --no-torchrun")
-            if rest and rest[0] != "-m" and not rest[0].startswith("-") and not os.path.isfile(rest[0]):
-                raise InputError(f"script not found: {rest[0]!r}", hint="check the path (relative to the current folder)")
+                raise InputError(
+                    "torchrun runs a script or a module, not `python -c`",
+                    hint="put the code in a file (gpuwise run -- python train.py), or add --no-torchrun",
+                )
+            if (
+                rest
+                and rest[0] != "-m"
+                and not rest[0].startswith("-")
+                and not os.path.isfile(rest[0])
+            ):
+                raise InputError(
+                    f"script not found: {rest[0]!r}",
+                    hint="check the path (relative to the current folder)",
+                )
         if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
-            raise InputError(f"node rank {self.node_rank} of {self.nnodes} node(s) is not usable",
-                             hint="nnodes at least 1; node rank from 0 to nnodes-1")
+            raise InputError(
+                f"node rank {self.node_rank} of {self.nnodes} node(s) is not usable",
+                hint="nnodes at least 1; node rank from 0 to nnodes-1",
+            )
         if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise InputError(f"{self.nnodes} nodes need a rendezvous endpoint",
-                             hint="give node 0's address as rdzv_endpoint (HOST:PORT)")
+            raise InputError(
+                f"{self.nnodes} nodes need a rendezvous endpoint",
+                hint="give node 0's address as rdzv_endpoint (HOST:PORT)",
+            )
         if self.nproc_per_node < 1:
-            raise InputError(f"--nproc-per-node {self.nproc_per_node} must be at least 1", hint="e.g. 8 on an 8-GPU machine")
+            raise InputError(
+                f"--nproc-per-node {self.nproc_per_node} must be at least 1",
+                hint="e.g. 8 on an 8-GPU machine",
+            )
         if self.max_restarts < 0 or self.max_preemptions < 0:
-            raise InputError("--max-restarts and --max-preemptions must be 0 or more", hint="e.g. 3")
+            raise InputError(
+                "--max-restarts and --max-preemptions must be 0 or more", hint="e.g. 3"
+            )
         if not (self.restart_delay_s >= 0 and self.restart_delay_s < 3600):
             raise InputError(f"restart delay {self.restart_delay_s} s is not usable", hint="e.g. 1")
 
@@ -154,17 +177,27 @@ def build_argv(spec: LaunchSpec) -> list[str]:
         return cmd
     if importlib.util.find_spec("torch") is None:
         raise MissingExtraError("torch", "train")
-    run = [sys.executable, "-m", "gpuwise.train._torchrun", f"--nproc-per-node={spec.nproc_per_node}",
-           "--max-restarts=0"]
+    run = [
+        sys.executable,
+        "-m",
+        "gpuwise.train._torchrun",
+        f"--nproc-per-node={spec.nproc_per_node}",
+        "--max-restarts=0",
+    ]
     if spec.nnodes == 1 and not spec.rdzv_endpoint:
         run.append("--standalone")
     else:
         endpoint = spec.rdzv_endpoint or f"127.0.0.1:{DEFAULT_RDZV_PORT}"
         if ":" not in endpoint:
             endpoint = f"{endpoint}:{DEFAULT_RDZV_PORT}"
-        run += [f"--nnodes={spec.nnodes}", f"--node-rank={spec.node_rank}", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint={endpoint}", f"--rdzv-id={spec.rdzv_id}",
-                f"--rdzv-conf=is_host={'true' if spec.node_rank == 0 else 'false'}"]
+        run += [
+            f"--nnodes={spec.nnodes}",
+            f"--node-rank={spec.node_rank}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={endpoint}",
+            f"--rdzv-id={spec.rdzv_id}",
+            f"--rdzv-conf=is_host={'true' if spec.node_rank == 0 else 'false'}",
+        ]
     if os.path.basename(cmd[0]).startswith("python"):
         rest = cmd[1:]
         if not rest:
@@ -209,7 +242,9 @@ def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
         try:
             return int(text)
         except ValueError as exc:
-            raise InputError(f"{key}={text!r} is not a whole number", hint=f"fix or unset {key}") from exc
+            raise InputError(
+                f"{key}={text!r} is not a whole number", hint=f"fix or unset {key}"
+            ) from exc
 
     if e.get("SKYPILOT_NUM_NODES"):
         out["nnodes"] = number("SKYPILOT_NUM_NODES")
@@ -232,8 +267,13 @@ def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
     return out
 
 
-def launch(spec: LaunchSpec, *, say: Callable[[str], None] | None = None,
-           env: dict[str, str] | None = None, stdout: int | None = None) -> LaunchResult:
+def launch(
+    spec: LaunchSpec,
+    *,
+    say: Callable[[str], None] | None = None,
+    env: dict[str, str] | None = None,
+    stdout: int | None = None,
+) -> LaunchResult:
     """Run ``spec`` until it finishes or runs out of restarts; see the module docstring.
 
     ``stdout``: a file descriptor for the command's output (``--json`` sends it to stderr)."""
@@ -250,7 +290,9 @@ def launch(spec: LaunchSpec, *, say: Callable[[str], None] | None = None,
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    previous = {
+        s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+    }
     try:
         with tempfile.TemporaryDirectory(prefix="gpuwise-run-") as run_dir:
             child_env = {**os.environ, **(env or {}), "GPUWISE_RUN_DIR": run_dir}
@@ -270,34 +312,66 @@ def launch(spec: LaunchSpec, *, say: Callable[[str], None] | None = None,
                 progress = _read_progress(run_dir)
                 outcome = _classify(code, progress, bool(received))
                 steps = [p["step"] for p in progress if isinstance(p.get("step"), int)]
-                commits = [p["committed_step"] for p in progress if isinstance(p.get("committed_step"), int)]
-                resumed = [p["resumed_from"] for p in progress if isinstance(p.get("resumed_from"), int)]
+                commits = [
+                    p["committed_step"]
+                    for p in progress
+                    if isinstance(p.get("committed_step"), int)
+                ]
+                resumed = [
+                    p["resumed_from"] for p in progress if isinstance(p.get("resumed_from"), int)
+                ]
                 reached = max(steps) if steps else None
                 committed = min(commits) if commits else None
-                lost = (reached - (committed or 0)) if reached is not None and outcome != "done" else None
-                result = AttemptResult(number, code, outcome, min(resumed) if resumed else None, reached,
-                                       committed, lost, time.monotonic() - started)
+                lost = (
+                    (reached - (committed or 0))
+                    if reached is not None and outcome != "done"
+                    else None
+                )
+                result = AttemptResult(
+                    number,
+                    code,
+                    outcome,
+                    min(resumed) if resumed else None,
+                    reached,
+                    committed,
+                    lost,
+                    time.monotonic() - started,
+                )
                 attempts.append(result)
-                lost_text = f"; {lost} step(s) lost (reached {reached}, committed {committed})" if lost is not None else ""
-                say(f"attempt {number} {outcome} (exit code {code}) after {result.wall_s:.1f} s{lost_text}")
+                lost_text = (
+                    f"; {lost} step(s) lost (reached {reached}, committed {committed})"
+                    if lost is not None
+                    else ""
+                )
+                say(
+                    f"attempt {number} {outcome} (exit code {code}) after {result.wall_s:.1f} s{lost_text}"
+                )
                 if outcome == "done":
                     return LaunchResult(EXIT_OK, tuple(attempts))
                 if outcome == "usage":
-                    say(f"the command exited with {code} (a usage error): not retried, a retry cannot change it")
+                    say(
+                        f"the command exited with {code} (a usage error): not retried, a retry cannot change it"
+                    )
                     return LaunchResult(EXIT_USAGE, tuple(attempts))
                 if outcome == "stopped":
-                    say(f"stop signal received: exiting with {EXIT_PREEMPTED} so the scheduler can recover the job")
+                    say(
+                        f"stop signal received: exiting with {EXIT_PREEMPTED} so the scheduler can recover the job"
+                    )
                     return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
                 if outcome == "preempted":
                     preemptions += 1
                     if preemptions > spec.max_preemptions:
-                        say(f"{preemptions} preemptions: handing over with exit code {EXIT_PREEMPTED}")
+                        say(
+                            f"{preemptions} preemptions: handing over with exit code {EXIT_PREEMPTED}"
+                        )
                         return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
                     say(f"restarting after preemption ({preemptions}/{spec.max_preemptions})")
                 else:
                     crashes += 1
                     if crashes > spec.max_restarts:
-                        say(f"the command failed {crashes} time(s): giving up with exit code {EXIT_RESTARTS_EXHAUSTED}")
+                        say(
+                            f"the command failed {crashes} time(s): giving up with exit code {EXIT_RESTARTS_EXHAUSTED}"
+                        )
                         return LaunchResult(EXIT_RESTARTS_EXHAUSTED, tuple(attempts))
                     say(f"restarting after a failure ({crashes}/{spec.max_restarts})")
                 time.sleep(spec.restart_delay_s)

@@ -21,7 +21,9 @@ class LightningPreemptionCallback(_LightningCallback, _Watching):
     temporary name and renamed), then ``trainer.should_stop``. Every rank takes the same decision
     (``strategy.reduce_boolean_decision``), so no rank is left in a collective."""
 
-    def __init__(self, dirpath: str | os.PathLike[str], watcher: PreemptionWatcher | None = None) -> None:
+    def __init__(
+        self, dirpath: str | os.PathLike[str], watcher: PreemptionWatcher | None = None
+    ) -> None:
         super().__init__()
         self.dirpath = os.fspath(dirpath)
         self._init_watcher(watcher)
@@ -30,12 +32,16 @@ class LightningPreemptionCallback(_LightningCallback, _Watching):
     def latest_checkpoint(self) -> str | None:
         """The newest ``preempted-step*.ckpt`` in ``dirpath`` (for ``fit(ckpt_path=...)``)."""
         paths = glob.glob(os.path.join(self.dirpath, "preempted-step*.ckpt"))
-        return max(paths, key=lambda p: int(p.rsplit("step", 1)[1].split(".")[0])) if paths else None
+        return (
+            max(paths, key=lambda p: int(p.rsplit("step", 1)[1].split(".")[0])) if paths else None
+        )
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._start()  # after Lightning's own signal handlers, so ours see SIGTERM
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         stop = self.watcher.should_stop() or bool(getattr(trainer, "received_sigterm", False))
         stop = bool(trainer.strategy.reduce_boolean_decision(stop, all=False))
         if not stop or self.preempted:

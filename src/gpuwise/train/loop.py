@@ -61,26 +61,52 @@ _INITIAL_STALL_GUESS_S = 1.0  # until the first save is measured; replaced by th
 class Run:
     """State of one resilient run; made by :func:`resilient`."""
 
-    def __init__(self, model: Any, optimizer: Any, *, checkpoint_dir: str | os.PathLike[str], max_steps: int,
-                 scheduler: Any = None, precision: Precision = "fp32", grad_accum: int = 1,
-                 every_steps: int | None = None, every_minutes: float | None = None,
-                 mtbf_hours: float = DEFAULT_MTBF_HOURS, max_interval_s: float = DEFAULT_MAX_INTERVAL_S,
-                 keep_last: int = 2, keep_every: int | None = None, compress: Compression = "none",
-                 async_write: bool = True, storage_options: dict[str, Any] | None = None,
-                 watcher: PreemptionWatcher | bool = True, activation_checkpointing: tuple[type, ...] = (),
-                 clip_grad_norm: float | None = None, tokens_per_batch: int = 0,
-                 exit_on_preemption: bool | Literal["at_exit"] = "at_exit", extras: dict[str, Any] | None = None,
-                 local_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        optimizer: Any,
+        *,
+        checkpoint_dir: str | os.PathLike[str],
+        max_steps: int,
+        scheduler: Any = None,
+        precision: Precision = "fp32",
+        grad_accum: int = 1,
+        every_steps: int | None = None,
+        every_minutes: float | None = None,
+        mtbf_hours: float = DEFAULT_MTBF_HOURS,
+        max_interval_s: float = DEFAULT_MAX_INTERVAL_S,
+        keep_last: int = 2,
+        keep_every: int | None = None,
+        compress: Compression = "none",
+        async_write: bool = True,
+        storage_options: dict[str, Any] | None = None,
+        watcher: PreemptionWatcher | bool = True,
+        activation_checkpointing: tuple[type, ...] = (),
+        clip_grad_norm: float | None = None,
+        tokens_per_batch: int = 0,
+        exit_on_preemption: bool | Literal["at_exit"] = "at_exit",
+        extras: dict[str, Any] | None = None,
+        local_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
         if max_steps < 1:
-            raise InputError(f"max_steps={max_steps} must be at least 1", hint="pass the number of optimizer steps")
+            raise InputError(
+                f"max_steps={max_steps} must be at least 1",
+                hint="pass the number of optimizer steps",
+            )
         if grad_accum < 1:
-            raise InputError(f"grad_accum={grad_accum} must be at least 1", hint="1 means no accumulation")
+            raise InputError(
+                f"grad_accum={grad_accum} must be at least 1", hint="1 means no accumulation"
+            )
         if precision not in ("fp32", "bf16", "fp16"):
             raise InputError(f"unknown precision {precision!r}", hint="use fp32, bf16 or fp16")
         if every_steps is not None and every_steps < 1:
-            raise InputError(f"every_steps={every_steps} must be positive", hint="or leave it unset")
+            raise InputError(
+                f"every_steps={every_steps} must be positive", hint="or leave it unset"
+            )
         if every_minutes is not None and not every_minutes > 0:
-            raise InputError(f"every_minutes={every_minutes} must be positive", hint="or leave it unset")
+            raise InputError(
+                f"every_minutes={every_minutes} must be positive", hint="or leave it unset"
+            )
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.max_steps, self.precision, self.grad_accum = max_steps, precision, grad_accum
         self.every_steps, self.every_minutes = every_steps, every_minutes
@@ -90,10 +116,22 @@ class Run:
         self.extras = dict(extras or {})
         self.device_type = _device_type(model)
         self.scaler = torch.amp.GradScaler(self.device_type) if precision == "fp16" else None
-        self.checkpointer = Checkpointer(checkpoint_dir, storage_options=storage_options, keep_last=keep_last,
-                                         keep_every=keep_every, compress=compress, async_write=async_write)
-        self.local_checkpointer = _local_checkpointer(self.checkpointer, local_dir, keep_last, compress)
-        self.watcher = watcher if isinstance(watcher, PreemptionWatcher) else (PreemptionWatcher() if watcher else None)
+        self.checkpointer = Checkpointer(
+            checkpoint_dir,
+            storage_options=storage_options,
+            keep_last=keep_last,
+            keep_every=keep_every,
+            compress=compress,
+            async_write=async_write,
+        )
+        self.local_checkpointer = _local_checkpointer(
+            self.checkpointer, local_dir, keep_last, compress
+        )
+        self.watcher = (
+            watcher
+            if isinstance(watcher, PreemptionWatcher)
+            else (PreemptionWatcher() if watcher else None)
+        )
         self._own_watcher = watcher is True
         rank, world = _dist()
         self.rank, self.world_size = rank, world
@@ -127,7 +165,12 @@ class Run:
         restored = self._restore()
         if restored is not None:
             p = restored.progress
-            self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen = p.step, p.epoch, p.batch_in_epoch, p.tokens_seen
+            self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen = (
+                p.step,
+                p.epoch,
+                p.batch_in_epoch,
+                p.tokens_seen,
+            )
             self.samples_in_epoch = p.samples_in_epoch
             self.resumed_from = self.committed_step = p.step
             self.extras.update(restored.extras)
@@ -140,7 +183,12 @@ class Run:
 
     def _restore(self) -> Any:
         """The newest checkpoint of the main storage or of the local notice copy, whichever is newer."""
-        kw = {"model": self.model, "optimizer": self.optimizer, "scheduler": self.scheduler, "scaler": self.scaler}
+        kw = {
+            "model": self.model,
+            "optimizer": self.optimizer,
+            "scheduler": self.scheduler,
+            "scaler": self.scaler,
+        }
         local = self.local_checkpointer
         if local is not None:
             steps = local.committed_steps()
@@ -151,7 +199,10 @@ class Run:
             if newer[0]:
                 restored = local.restore(**kw)
                 if restored is not None:
-                    log.warning("resumed from the local notice copy %s (newer than the main storage)", restored.path)
+                    log.warning(
+                        "resumed from the local notice copy %s (newer than the main storage)",
+                        restored.path,
+                    )
                     return restored
         return self.checkpointer.restore(**kw)
 
@@ -164,7 +215,12 @@ class Run:
         try:
             if exc is None and self.checkpointer.sharded_pending is not None:
                 self._commit()  # the last periodic save may be this very step: no second write
-            if exc is None and not self.preempted and self.global_step >= self.max_steps and self.committed_step != self.global_step:
+            if (
+                exc is None
+                and not self.preempted
+                and self.global_step >= self.max_steps
+                and self.committed_step != self.global_step
+            ):
                 self._save("final", block=True)
             if not (self.preempted and self.local_checkpointer is not None):
                 self.checkpointer.close()  # after a local notice save the remote write may hang: leave it
@@ -174,8 +230,12 @@ class Run:
         finally:
             if self.watcher is not None and self._own_watcher:
                 self.watcher.stop()
-            self._write_progress(force=True, exit_reason="preempted" if self.preempted else
-                                 ("done" if exc is None and self.global_step >= self.max_steps else "stopped"))
+            self._write_progress(
+                force=True,
+                exit_reason="preempted"
+                if self.preempted
+                else ("done" if exc is None and self.global_step >= self.max_steps else "stopped"),
+            )
 
     @property
     def done(self) -> bool:
@@ -197,8 +257,11 @@ class Run:
             if sampler is not None:
                 sampler.set_position(self.epoch, self.samples_in_epoch)
             elif self.batch_in_epoch:
-                log.warning("the loader has no ResumableSampler: replaying %d batches to reach the saved "
-                            "position (use gpuwise.train.ResumableSampler to resume in O(1))", self.batch_in_epoch)
+                log.warning(
+                    "the loader has no ResumableSampler: replaying %d batches to reach the saved "
+                    "position (use gpuwise.train.ResumableSampler to resume in O(1))",
+                    self.batch_in_epoch,
+                )
                 skip = self.batch_in_epoch
             produced = False
             # a DataLoader iterator draws its base seed from the global torch RNG; a resumed run
@@ -211,13 +274,17 @@ class Run:
                     skip -= 1
                     continue
                 produced = True
-                self.batch_in_epoch += 1  # counted before the step, so a save at this step includes it
+                self.batch_in_epoch += (
+                    1  # counted before the step, so a save at this step includes it
+                )
                 self.samples_in_epoch += batch_size * self.world_size
                 yield batch
                 if self.done:
                     return
             if not produced and self.batch_in_epoch == 0:
-                raise InputError("the data loader yielded no batches", hint="check the dataset and batch size")
+                raise InputError(
+                    "the data loader yielded no batches", hint="check the dataset and batch size"
+                )
             self.epoch += 1
             self.batch_in_epoch = 0
             self.samples_in_epoch = 0
@@ -269,8 +336,13 @@ class Run:
         report = self.checkpointer.last_report
         write_s = report.serialize_s + report.write_s if report else 0.0
         stall = self._stall_ema_s if self._stall_ema_s is not None else _INITIAL_STALL_GUESS_S
-        return checkpoint_interval_s(stall, mtbf_hours=self.mtbf_hours, nodes=self.nodes, write_s=write_s,
-                                     max_interval_s=self.max_interval_s)
+        return checkpoint_interval_s(
+            stall,
+            mtbf_hours=self.mtbf_hours,
+            nodes=self.nodes,
+            write_s=write_s,
+            max_interval_s=self.max_interval_s,
+        )
 
     def _after_step(self) -> None:
         w = self.watcher
@@ -283,7 +355,9 @@ class Run:
         writing = False
         if self.world_size > 1:  # every rank takes the same decision at the same step
             writing = not self.checkpointer.sharded_write_done()
-            device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"  # NCCL reduces GPU tensors
+            device = (
+                "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+            )  # NCCL reduces GPU tensors
             flags = torch.tensor([stop, notice, by_time, writing], dtype=torch.int32, device=device)
             torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
             stop, notice, by_time, writing = (bool(x) for x in flags.tolist())
@@ -338,20 +412,42 @@ class Run:
             self.checkpointer = target
         from gpuwise.train.upload import upload_committed
 
-        uploaded = upload_committed(local.storage, target.storage, self.global_step,
-                                    deadline=deadline, rank=self.rank, world_size=self.world_size)
-        log.warning("notice save of step %d committed on local disk %s; upload %s", self.global_step,
-                    local.storage.url, "finished" if uploaded else "did not finish before the deadline")
+        uploaded = upload_committed(
+            local.storage,
+            target.storage,
+            self.global_step,
+            deadline=deadline,
+            rank=self.rank,
+            world_size=self.world_size,
+        )
+        log.warning(
+            "notice save of step %d committed on local disk %s; upload %s",
+            self.global_step,
+            local.storage.url,
+            "finished" if uploaded else "did not finish before the deadline",
+        )
         if self.world_size > 1:
             torch.distributed.barrier()
 
     def _save(self, why: str, block: bool) -> None:
         try:
             stats = self.checkpointer.save(
-                Progress(self.global_step, self.epoch, self.batch_in_epoch, self.tokens_seen, self.samples_in_epoch),
-                model=self.model, optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler,
-                sampler=self._sampler, extras=self.extras, if_busy="skip" if why == "periodic" else "wait",
-                block=block)
+                Progress(
+                    self.global_step,
+                    self.epoch,
+                    self.batch_in_epoch,
+                    self.tokens_seen,
+                    self.samples_in_epoch,
+                ),
+                model=self.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                scaler=self.scaler,
+                sampler=self._sampler,
+                extras=self.extras,
+                if_busy="skip" if why == "periodic" else "wait",
+                block=block,
+            )
         except CheckpointWriteError as err:  # the previous write failed: report it, keep training
             self.save_errors.append(err.message)
             log.error("checkpoint write failed: %s", err)
@@ -362,7 +458,11 @@ class Run:
         self._last_save = time.monotonic()
         self.stalls_s.append(stats.stall_s)
         if stats.mode == "async" and not block:
-            self._stall_ema_s = stats.stall_s if self._stall_ema_s is None else 0.7 * self._stall_ema_s + 0.3 * stats.stall_s
+            self._stall_ema_s = (
+                stats.stall_s
+                if self._stall_ema_s is None
+                else 0.7 * self._stall_ema_s + 0.3 * stats.stall_s
+            )
         if block or stats.mode == "sync":
             self.committed_step = self.global_step
         report = self.checkpointer.last_report
@@ -382,8 +482,15 @@ class Run:
         report = self.checkpointer.last_report
         if report is not None:
             self.committed_step = max(self.committed_step or 0, report.step)
-        write_progress(self._run_dir, rank=self.rank, step=self.global_step, committed_step=self.committed_step,
-                       resumed_from=self.resumed_from, exit_reason=exit_reason, save_errors=self.save_errors[-3:])
+        write_progress(
+            self._run_dir,
+            rank=self.rank,
+            step=self.global_step,
+            committed_step=self.committed_step,
+            resumed_from=self.resumed_from,
+            exit_reason=exit_reason,
+            save_errors=self.save_errors[-3:],
+        )
 
 
 @contextlib.contextmanager
@@ -397,12 +504,19 @@ def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
         raise
     run.close()
     if run.preempted and run.exit_on_preemption == "at_exit":
-        log.warning("preempted after committing step %s: the process exits with code %d once it ends",
-                    run.committed_step, EXIT_PREEMPTED)
+        log.warning(
+            "preempted after committing step %s: the process exits with code %d once it ends",
+            run.committed_step,
+            EXIT_PREEMPTED,
+        )
         global _exit_code
         _exit_code = EXIT_PREEMPTED
     elif run.preempted and run.exit_on_preemption:
-        log.warning("exiting with code %d (preempted) after committing step %s", EXIT_PREEMPTED, run.committed_step)
+        log.warning(
+            "exiting with code %d (preempted) after committing step %s",
+            EXIT_PREEMPTED,
+            run.committed_step,
+        )
         sys.exit(EXIT_PREEMPTED)
 
 
@@ -436,8 +550,10 @@ def _checkpointed(forward: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _resumable_sampler(loader: Any) -> ResumableSampler | None:
-    for candidate in (getattr(loader, "sampler", None),
-                      getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+    for candidate in (
+        getattr(loader, "sampler", None),
+        getattr(getattr(loader, "batch_sampler", None), "sampler", None),
+    ):
         if isinstance(candidate, ResumableSampler):
             return candidate
     return None
@@ -445,12 +561,18 @@ def _resumable_sampler(loader: Any) -> ResumableSampler | None:
 
 def _batch_size(loader: Any) -> int:
     """Samples per batch, also when the loader was given a ``BatchSampler`` (its batch_size is None)."""
-    size = getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    size = getattr(loader, "batch_size", None) or getattr(
+        getattr(loader, "batch_sampler", None), "batch_size", None
+    )
     return int(size or 1)
 
 
-def _local_checkpointer(main: Checkpointer, local_dir: str | os.PathLike[str] | None, keep_last: int,
-                        compress: Compression) -> Checkpointer | None:
+def _local_checkpointer(
+    main: Checkpointer,
+    local_dir: str | os.PathLike[str] | None,
+    keep_last: int,
+    compress: Compression,
+) -> Checkpointer | None:
     """Fast local disk for notice saves when the main storage is remote: ``local_dir``, else
     ``GPUWISE_LOCAL_CHECKPOINT_DIR``, else a folder per checkpoint URL in the temp folder.
     None for local storage (it is the fast disk already)."""
@@ -459,8 +581,14 @@ def _local_checkpointer(main: Checkpointer, local_dir: str | os.PathLike[str] | 
     import hashlib
     import tempfile
 
-    folder = local_dir or os.environ.get("GPUWISE_LOCAL_CHECKPOINT_DIR") or os.path.join(
-        tempfile.gettempdir(), "gpuwise-notice-" + hashlib.sha256(main.storage.url.encode()).hexdigest()[:12])
+    folder = (
+        local_dir
+        or os.environ.get("GPUWISE_LOCAL_CHECKPOINT_DIR")
+        or os.path.join(
+            tempfile.gettempdir(),
+            "gpuwise-notice-" + hashlib.sha256(main.storage.url.encode()).hexdigest()[:12],
+        )
+    )
     return Checkpointer(folder, keep_last=keep_last, compress=compress, async_write=False)
 
 

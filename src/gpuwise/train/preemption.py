@@ -47,7 +47,9 @@ DEFAULT_URLS: dict[str, str] = {
     "azure": "http://169.254.169.254",  # Azure IMDS
 }
 AWS_TOKEN_TTL_S = 21600  # the value in AWS's IMDSv2 examples (6 h)
-GRACE_PERIOD_DEFAULT_S = 30.0  # Kubernetes terminationGracePeriodSeconds default; GCP/Azure Spot window
+GRACE_PERIOD_DEFAULT_S = (
+    30.0  # Kubernetes terminationGracePeriodSeconds default; GCP/Azure Spot window
+)
 GCP_WINDOW_S = 30.0  # GCP Spot: 30 s between ACPI soft-off and power-off (Compute API docs)
 
 
@@ -80,7 +82,9 @@ def _parse_time(text: str) -> float | None:
 class _Http:
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+        self._opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({})
+        )  # never via a proxy
 
     def call(self, method: str, url: str, headers: dict[str, str]) -> tuple[int, str]:
         req = urllib.request.Request(url, method=method, headers=headers)
@@ -96,8 +100,11 @@ class _Aws:
         self.base, self.http, self.token = base.rstrip("/"), http, ""
 
     def _token(self) -> str:
-        code, body = self.http.call("PUT", f"{self.base}/latest/api/token",
-                                    {"X-aws-ec2-metadata-token-ttl-seconds": str(AWS_TOKEN_TTL_S)})
+        code, body = self.http.call(
+            "PUT",
+            f"{self.base}/latest/api/token",
+            {"X-aws-ec2-metadata-token-ttl-seconds": str(AWS_TOKEN_TTL_S)},
+        )
         if code != 200:
             raise OSError(f"IMDSv2 token refused ({code})")
         return body.strip()
@@ -109,10 +116,14 @@ class _Aws:
     def _get(self, path: str) -> tuple[int, str]:
         if not self.token:
             self.token = self._token()
-        code, body = self.http.call("GET", f"{self.base}{path}", {"X-aws-ec2-metadata-token": self.token})
+        code, body = self.http.call(
+            "GET", f"{self.base}{path}", {"X-aws-ec2-metadata-token": self.token}
+        )
         if code == 401:  # token expired: fetch a new one once
             self.token = self._token()
-            code, body = self.http.call("GET", f"{self.base}{path}", {"X-aws-ec2-metadata-token": self.token})
+            code, body = self.http.call(
+                "GET", f"{self.base}{path}", {"X-aws-ec2-metadata-token": self.token}
+            )
         return code, body
 
     def poll(self) -> Notice | None:
@@ -131,8 +142,11 @@ class _Gcp:
         self.base, self.http = base.rstrip("/"), http
 
     def _get(self) -> tuple[int, str]:
-        return self.http.call("GET", f"{self.base}/computeMetadata/v1/instance/preempted",
-                              {"Metadata-Flavor": "Google"})
+        return self.http.call(
+            "GET",
+            f"{self.base}/computeMetadata/v1/instance/preempted",
+            {"Metadata-Flavor": "Google"},
+        )
 
     def probe(self) -> bool:
         code, body = self._get()
@@ -151,8 +165,11 @@ class _Azure:
         self.base, self.http = base.rstrip("/"), http
 
     def _get(self) -> tuple[int, str]:
-        return self.http.call("GET", f"{self.base}/metadata/scheduledevents?api-version=2020-07-01",
-                              {"Metadata": "true"})
+        return self.http.call(
+            "GET",
+            f"{self.base}/metadata/scheduledevents?api-version=2020-07-01",
+            {"Metadata": "true"},
+        )
 
     def probe(self) -> bool:
         code, body = self._get()
@@ -164,11 +181,17 @@ class _Azure:
             return None
         for event in json.loads(body or "{}").get("Events", []):
             if event.get("EventType") == "Preempt":
-                return Notice("azure", "preemption", time.time(), _parse_time(str(event.get("NotBefore", ""))))
+                return Notice(
+                    "azure", "preemption", time.time(), _parse_time(str(event.get("NotBefore", "")))
+                )
         return None
 
 
-_PROVIDERS: dict[str, type[_Aws] | type[_Gcp] | type[_Azure]] = {"aws": _Aws, "gcp": _Gcp, "azure": _Azure}
+_PROVIDERS: dict[str, type[_Aws] | type[_Gcp] | type[_Azure]] = {
+    "aws": _Aws,
+    "gcp": _Gcp,
+    "azure": _Azure,
+}
 
 
 class PreemptionWatcher:
@@ -185,24 +208,37 @@ class PreemptionWatcher:
                     break
     """
 
-    def __init__(self, *, cloud: str | None = None, metadata_url: str | None = None,
-                 poll_interval_s: float | None = None, probe_timeout_s: float = 0.5,
-                 signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1),
-                 grace_period_s: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        cloud: str | None = None,
+        metadata_url: str | None = None,
+        poll_interval_s: float | None = None,
+        probe_timeout_s: float = 0.5,
+        signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1),
+        grace_period_s: float | None = None,
+    ) -> None:
         self.cloud = (cloud or os.environ.get("GPUWISE_CLOUD") or "auto").lower()
         if self.cloud not in ("auto", "none", *CLOUDS):
-            raise InputError(f"unknown cloud {self.cloud!r} for preemption notices",
-                             hint="use auto, none, aws, gcp or azure")
+            raise InputError(
+                f"unknown cloud {self.cloud!r} for preemption notices",
+                hint="use auto, none, aws, gcp or azure",
+            )
         self.metadata_url = metadata_url or os.environ.get("GPUWISE_METADATA_URL") or None
         if poll_interval_s is None:  # AWS: "check for these interruption notices every 5 seconds"
             poll_interval_s = float(os.environ.get("GPUWISE_POLL_INTERVAL_S", "5") or 5)
         if not (poll_interval_s > 0 and probe_timeout_s > 0):
-            raise InputError("poll_interval_s and probe_timeout_s must be positive", hint="e.g. 5 and 0.5")
+            raise InputError(
+                "poll_interval_s and probe_timeout_s must be positive", hint="e.g. 5 and 0.5"
+            )
         self.poll_interval_s = poll_interval_s
         self.probe_timeout_s = probe_timeout_s
         self.signals = tuple(signals)
-        self.grace_period_s = grace_period_s if grace_period_s is not None else float(
-            os.environ.get("GPUWISE_GRACE_PERIOD_S", GRACE_PERIOD_DEFAULT_S))
+        self.grace_period_s = (
+            grace_period_s
+            if grace_period_s is not None
+            else float(os.environ.get("GPUWISE_GRACE_PERIOD_S", GRACE_PERIOD_DEFAULT_S))
+        )
         self.detected_cloud: str | None = None
         self._notice: Notice | None = None
         self._stop_flag = False
@@ -219,9 +255,13 @@ class PreemptionWatcher:
             for sig in self.signals:
                 self._previous[sig] = signal.signal(sig, self._on_signal)
         else:
-            log.warning("PreemptionWatcher started outside the main thread: signals are not watched")
+            log.warning(
+                "PreemptionWatcher started outside the main thread: signals are not watched"
+            )
         if self.cloud != "none":
-            self._thread = threading.Thread(target=self._poll_loop, name="gpuwise-preemption", daemon=True)
+            self._thread = threading.Thread(
+                target=self._poll_loop, name="gpuwise-preemption", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -259,8 +299,12 @@ class PreemptionWatcher:
     def notice(self) -> Notice | None:
         return self._notice
 
-    def trigger(self, source: str = "manual", kind: Literal["preemption", "rebalance"] = "preemption",
-                deadline_unix: float | None = None) -> None:
+    def trigger(
+        self,
+        source: str = "manual",
+        kind: Literal["preemption", "rebalance"] = "preemption",
+        deadline_unix: float | None = None,
+    ) -> None:
         """Raise a notice by hand (used by the signal handler and the poller)."""
         notice = Notice(source, kind, time.time(), deadline_unix)
         if self._notice is None or (kind == "preemption" and self._notice.kind != "preemption"):
@@ -275,9 +319,15 @@ class PreemptionWatcher:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # only flags: no I/O, no locks, no logging in a signal handler
-        if signum == signal.SIGINT and self._stop_flag and (self._notice or Notice("", "preemption", 0, None)).source == "signal:SIGINT":
+        if (
+            signum == signal.SIGINT
+            and self._stop_flag
+            and (self._notice or Notice("", "preemption", 0, None)).source == "signal:SIGINT"
+        ):
             raise KeyboardInterrupt  # a second Ctrl-C: the user wants out now
-        self.trigger(f"signal:{signal.Signals(signum).name}", "preemption", time.time() + self.grace_period_s)
+        self.trigger(
+            f"signal:{signal.Signals(signum).name}", "preemption", time.time() + self.grace_period_s
+        )
 
     def _detect(self) -> Any:
         http = _Http(self.probe_timeout_s)
@@ -305,8 +355,14 @@ class PreemptionWatcher:
                 log.debug("%s metadata poll failed: %s", name, exc)
                 notice = None
             fresh = notice is not None and (self._notice is None or notice.kind == "preemption")
-            if notice is not None and fresh and not (self._stop_flag and notice.kind == "preemption"):
-                log.warning("%s %s notice received (deadline %s)", name, notice.kind, notice.deadline_unix)
+            if (
+                notice is not None
+                and fresh
+                and not (self._stop_flag and notice.kind == "preemption")
+            ):
+                log.warning(
+                    "%s %s notice received (deadline %s)", name, notice.kind, notice.deadline_unix
+                )
                 self.trigger(name, notice.kind, notice.deadline_unix)
             if self._halt.wait(self.poll_interval_s):
                 return

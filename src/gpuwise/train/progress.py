@@ -19,15 +19,29 @@ def run_dir() -> str | None:
     return os.environ.get("GPUWISE_RUN_DIR") or None
 
 
-def write_progress(folder: str | None, *, rank: int, step: int, committed_step: int | None,
-                   resumed_from: int | None = None, exit_reason: str | None = None,
-                   save_errors: list[str] | None = None) -> None:
+def write_progress(
+    folder: str | None,
+    *,
+    rank: int,
+    step: int,
+    committed_step: int | None,
+    resumed_from: int | None = None,
+    exit_reason: str | None = None,
+    save_errors: list[str] | None = None,
+) -> None:
     """Replace this rank's progress file atomically; silent when ``folder`` is None or unwritable."""
     if folder is None:
         return
-    doc = {"rank": rank, "pid": os.getpid(), "step": step, "committed_step": committed_step,
-           "resumed_from": resumed_from, "exit": exit_reason, "time_unix": time.time(),
-           "save_errors": list(save_errors or [])}
+    doc = {
+        "rank": rank,
+        "pid": os.getpid(),
+        "step": step,
+        "committed_step": committed_step,
+        "resumed_from": resumed_from,
+        "exit": exit_reason,
+        "time_unix": time.time(),
+        "save_errors": list(save_errors or []),
+    }
     path = os.path.join(folder, f"progress-rank{rank}.json")
     with contextlib.suppress(OSError):
         tmp = f"{path}.{os.getpid()}.tmp"

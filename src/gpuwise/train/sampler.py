@@ -26,11 +26,21 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
     DataLoader prefetches, so the sampler alone cannot know).
     """
 
-    def __init__(self, length: int, *, seed: int = 0, shuffle: bool = True, rank: int = 0,
-                 num_replicas: int = 1, drop_last: bool = True) -> None:
+    def __init__(
+        self,
+        length: int,
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+        rank: int = 0,
+        num_replicas: int = 1,
+        drop_last: bool = True,
+    ) -> None:
         if length < 1:
-            raise InputError(f"a sampler over {length} samples has nothing to give",
-                             hint="pass the dataset length (at least 1)")
+            raise InputError(
+                f"a sampler over {length} samples has nothing to give",
+                hint="pass the dataset length (at least 1)",
+            )
         self.length = length
         self.seed = seed
         self.shuffle = shuffle
@@ -57,7 +67,7 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
         rest = self.epoch_indices(epoch)[start:]
         if self.drop_last:
             rest = rest[: len(rest) - len(rest) % self.num_replicas]
-        return rest[self.rank:: self.num_replicas]
+        return rest[self.rank :: self.num_replicas]
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.rank_indices(self.epoch, self.start))
@@ -70,15 +80,26 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
         self.epoch, self.start = epoch, start
 
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "epoch": self.epoch, "start": self.start, "length": self.length,
-                "position": "global"}
+        return {
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "start": self.start,
+            "length": self.length,
+            "position": "global",
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if int(state["length"]) != self.length:
-            raise InputError(f"the checkpoint's sampler covered {state['length']} samples, "
-                             f"this one covers {self.length}",
-                             hint="resume with the same dataset, or start a new checkpoint folder")
-        self.seed, self.epoch, self.start = int(state["seed"]), int(state["epoch"]), int(state["start"])
+            raise InputError(
+                f"the checkpoint's sampler covered {state['length']} samples, "
+                f"this one covers {self.length}",
+                hint="resume with the same dataset, or start a new checkpoint folder",
+            )
+        self.seed, self.epoch, self.start = (
+            int(state["seed"]),
+            int(state["epoch"]),
+            int(state["start"]),
+        )
         if state.get("position") != "global":  # saved before positions were global: per-rank count
             self.start *= self.num_replicas
 

@@ -76,7 +76,9 @@ def apply_app_state(model: Any, optimizer: Any, state: dict[str, Any]) -> None:
     if optimizer is None:
         set_model_state_dict(model, state["model"])
     else:
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        set_state_dict(
+            model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
+        )
 
 
 def _writer(storage: Storage, folder: str) -> Any:
@@ -101,7 +103,11 @@ def _reader(storage: Storage, folder: str) -> Any:
 
 def rank_files(storage: Storage, folder: str, rank: int) -> dict[str, dict[str, Any]]:
     """sha256 and size of the files this rank is responsible for in ``folder``."""
-    names = [n for n in storage.list_names(folder) if n.startswith(f"__{rank}_") and n.endswith(".distcp")]
+    names = [
+        n
+        for n in storage.list_names(folder)
+        if n.startswith(f"__{rank}_") and n.endswith(".distcp")
+    ]
     if rank == 0:
         names += [n for n in (".metadata", TRAIN_STATE) if n in storage.list_names(folder)]
     out = {}
@@ -144,7 +150,9 @@ class ShardedWriter:
 
     # -- save ----------------------------------------------------------------------------------
 
-    def start(self, step: int, state: dict[str, Any], train_state: dict[str, Any], meta: dict[str, Any]) -> None:
+    def start(
+        self, step: int, state: dict[str, Any], train_state: dict[str, Any], meta: dict[str, Any]
+    ) -> None:
         """Begin writing ``step`` (collective). Returns once the state is staged (async) or written."""
         from torch.distributed.checkpoint.state_dict_saver import async_save, save
 
@@ -158,7 +166,9 @@ class ShardedWriter:
                     self.storage.remove(f"{folder}/{MARKER}")
                     self.storage.remove_tree(folder)
                 self.storage.makedirs(folder)
-            except StorageError as exc:  # still take part in the collective save; fail at the commit
+            except (
+                StorageError
+            ) as exc:  # still take part in the collective save; fail at the commit
                 early_error = exc.message
         small = b""
         if rank == 0:  # serialized now (small), written durably in the background with the shards
@@ -168,8 +178,9 @@ class ShardedWriter:
         # No barrier needed before writing: DCP's planning is a collective that waits for rank 0,
         # which enters it only after clearing the folder, so no rank writes into it before then.
         group = self._process_group()
-        pending = _Pending(step, folder, time.perf_counter(), None, threading.Event(), meta=meta,
-                           error=early_error)
+        pending = _Pending(
+            step, folder, time.perf_counter(), None, threading.Event(), meta=meta, error=early_error
+        )
         writer = _writer(self.storage, folder)
 
         def hash_own(fut: Any = None) -> None:
@@ -183,7 +194,9 @@ class ShardedWriter:
                     time.sleep(slow)
                 pending.files = rank_files(self.storage, folder, rank)
             except BaseException as exc:  # reported at the commit, on every rank
-                pending.error = pending.error or f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+                pending.error = (
+                    pending.error or f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+                )
             finally:
                 pending.hashed.set()
 
@@ -198,8 +211,14 @@ class ShardedWriter:
         else:
             from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
-            kind = AsyncCheckpointerType.PROCESS if self.async_mode == "process" else AsyncCheckpointerType.THREAD
-            result = async_save(state, storage_writer=writer, async_checkpointer_type=kind, process_group=group)
+            kind = (
+                AsyncCheckpointerType.PROCESS
+                if self.async_mode == "process"
+                else AsyncCheckpointerType.THREAD
+            )
+            result = async_save(
+                state, storage_writer=writer, async_checkpointer_type=kind, process_group=group
+            )
             future = getattr(result, "upload_completion", result)
             pending.future = future
             if isinstance(future, concurrent.futures.Future):
@@ -220,7 +239,10 @@ class ShardedWriter:
         if p is None:
             return None
         if not p.hashed.wait(timeout_s):
-            p.error = p.error or f"the write of {step_dir(p.step)} did not finish within {timeout_s:.0f} s"
+            p.error = (
+                p.error
+                or f"the write of {step_dir(p.step)} did not finish within {timeout_s:.0f} s"
+            )
         dist = _dist()
         gathered: list[Any] = [None] * dist.get_world_size()
         dist.all_gather_object(gathered, (p.error, p.files))
@@ -235,46 +257,67 @@ class ShardedWriter:
         dist.broadcast_object_list(outcome, src=0)
         kind, payload = outcome[0]
         if kind == "error":
-            raise CheckpointError(f"checkpoint {step_dir(p.step)} was not committed: {payload}",
-                                  hint="check the storage (space, credentials, network); "
-                                       "the previous committed checkpoint is still valid")
+            raise CheckpointError(
+                f"checkpoint {step_dir(p.step)} was not committed: {payload}",
+                hint="check the storage (space, credentials, network); "
+                "the previous committed checkpoint is still valid",
+            )
         self.last_report = payload
         self.committed_step = p.step
         return payload  # type: ignore[no-any-return]
 
-    def _write_marker(self, p: _Pending, per_rank: list[dict[str, dict[str, Any]]]) -> tuple[str, Any]:
+    def _write_marker(
+        self, p: _Pending, per_rank: list[dict[str, dict[str, Any]]]
+    ) -> tuple[str, Any]:
         files: dict[str, dict[str, Any]] = {}
         for f in per_rank:
             files.update(f or {})
         if ".metadata" not in files:
             return "error", "DCP's .metadata is missing"
-        marker = {"format": FORMAT_VERSION, "layout": "dcp", "step": p.step, "compression": "none",
-                  "created_unix": time.time(), "files": files, "meta": p.meta or {},
-                  "world_size": len(per_rank)}
+        marker = {
+            "format": FORMAT_VERSION,
+            "layout": "dcp",
+            "step": p.step,
+            "compression": "none",
+            "created_unix": time.time(),
+            "files": files,
+            "meta": p.meta or {},
+            "world_size": len(per_rank),
+        }
         try:
-            self.storage.put_durable(f"{p.folder}/{MARKER}", json.dumps(marker, sort_keys=True).encode())
+            self.storage.put_durable(
+                f"{p.folder}/{MARKER}", json.dumps(marker, sort_keys=True).encode()
+            )
         except StorageError as exc:
             return "error", exc.message
         t = time.perf_counter() - p.started
         pruned = prune(self.storage, self.retention)
-        return "ok", WriteReport(p.step, p.folder, sum(int(i["bytes"]) for i in files.values()), 0.0, t, pruned)
+        return "ok", WriteReport(
+            p.step, p.folder, sum(int(i["bytes"]) for i in files.values()), 0.0, t, pruned
+        )
 
 
 def verify(storage: Storage, step: int, marker: dict[str, Any]) -> None:
     """Check every file of a DCP checkpoint against its marker; raise CheckpointError if any fails."""
     folder = storage.join(step_dir(step))
     if ".metadata" not in marker["files"] or TRAIN_STATE not in marker["files"]:
-        raise CheckpointError(f"{step_dir(step)}'s marker lists no .metadata or {TRAIN_STATE}",
-                              hint="it was written by another tool; an older checkpoint is used instead")
+        raise CheckpointError(
+            f"{step_dir(step)}'s marker lists no .metadata or {TRAIN_STATE}",
+            hint="it was written by another tool; an older checkpoint is used instead",
+        )
     for name, info in marker["files"].items():
         try:
             data = storage.get(f"{folder}/{name}")
         except StorageError as exc:
-            raise CheckpointError(f"{step_dir(step)}/{name} cannot be read: {exc.message}",
-                                  hint="the file is missing; an older checkpoint is used instead") from exc
+            raise CheckpointError(
+                f"{step_dir(step)}/{name} cannot be read: {exc.message}",
+                hint="the file is missing; an older checkpoint is used instead",
+            ) from exc
         if len(data) != info["bytes"] or hashlib.sha256(data).hexdigest() != info["sha256"]:
-            raise CheckpointError(f"{step_dir(step)}/{name} does not match its checksum",
-                                  hint="the file is damaged; an older checkpoint is used instead")
+            raise CheckpointError(
+                f"{step_dir(step)}/{name} does not match its checksum",
+                hint="the file is damaged; an older checkpoint is used instead",
+            )
 
 
 def read_train_state(storage: Storage, step: int, weights_only: bool) -> dict[str, Any]:
@@ -282,10 +325,15 @@ def read_train_state(storage: Storage, step: int, weights_only: bool) -> dict[st
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=weights_only)
     except Exception as exc:
-        raise CheckpointError(f"{step_dir(step)}/{TRAIN_STATE} cannot be loaded: {exc}",
-                              hint="pass weights_only=False only for checkpoints you trust") from exc
+        raise CheckpointError(
+            f"{step_dir(step)}/{TRAIN_STATE} cannot be loaded: {exc}",
+            hint="pass weights_only=False only for checkpoints you trust",
+        ) from exc
     if not isinstance(state, dict):
-        raise CheckpointError(f"{step_dir(step)}/{TRAIN_STATE} is not a dict", hint="an older checkpoint is used instead")
+        raise CheckpointError(
+            f"{step_dir(step)}/{TRAIN_STATE} is not a dict",
+            hint="an older checkpoint is used instead",
+        )
     return state
 
 
@@ -304,5 +352,13 @@ def is_dcp(marker: dict[str, Any] | None) -> bool:
     return bool(marker) and marker.get("layout") == "dcp"  # type: ignore[union-attr]
 
 
-__all__ = ["ShardedWriter", "app_state", "apply_app_state", "is_dcp", "load_app_state", "read_marker",
-           "read_train_state", "verify"]
+__all__ = [
+    "ShardedWriter",
+    "app_state",
+    "apply_app_state",
+    "is_dcp",
+    "load_app_state",
+    "read_marker",
+    "read_train_state",
+    "verify",
+]

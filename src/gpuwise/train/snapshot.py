@@ -48,8 +48,10 @@ def flatten(obj: Any, tensors: list[Any] | None = None) -> tuple[Any, list[Any]]
     out = [] if tensors is None else tensors
     if isinstance(obj, torch.Tensor):
         if obj.is_sparse or obj.is_quantized:
-            raise CheckpointError("sparse and quantized tensors cannot be checkpointed yet",
-                                  hint="convert them to dense tensors in the state you save")
+            raise CheckpointError(
+                "sparse and quantized tensors cannot be checkpointed yet",
+                hint="convert them to dense tensors in the state you save",
+            )
         out.append(obj)
         return TensorRef(len(out) - 1), out
     if isinstance(obj, dict):
@@ -84,8 +86,10 @@ def layout_for(tensors: list[Any]) -> tuple[Slot, ...]:
 
 def views(buffer: Any, layout: tuple[Slot, ...]) -> list[Any]:
     """Tensors viewing ``buffer`` (a flat uint8 tensor) as laid out by ``layout``."""
-    return [buffer[s.offset_bytes: s.offset_bytes + s.nbytes].view(s.dtype).view(s.shape)
-            for s in layout]
+    return [
+        buffer[s.offset_bytes : s.offset_bytes + s.nbytes].view(s.dtype).view(s.shape)
+        for s in layout
+    ]
 
 
 def _shm_dir() -> str:
@@ -136,7 +140,9 @@ class SharedSnapshot:
             finally:
                 os.close(fd)
             self.nbytes = max(size, 1)
-            self.buffer = torch.from_file(self.path, shared=True, size=self.nbytes, dtype=torch.uint8)
+            self.buffer = torch.from_file(
+                self.path, shared=True, size=self.nbytes, dtype=torch.uint8
+            )
             self.layout = layout
             self._views = views(self.buffer, layout)
         with torch.no_grad():

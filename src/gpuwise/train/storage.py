@@ -32,8 +32,10 @@ def storage_errors(what: str) -> Iterator[None]:
     except FileNotFoundError as exc:
         raise StorageError(f"{what}: not found ({exc})", hint="check the checkpoint URL") from exc
     except Exception as exc:  # every backend has its own tree (OSError, ClientError, aiohttp ...)
-        raise StorageError(f"{what}: {type(exc).__name__}: {exc}",
-                           hint="check that the storage is reachable, writable and not full") from exc
+        raise StorageError(
+            f"{what}: {type(exc).__name__}: {exc}",
+            hint="check that the storage is reachable, writable and not full",
+        ) from exc
 
 
 @dataclass(frozen=True)

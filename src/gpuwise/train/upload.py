@@ -20,8 +20,15 @@ from gpuwise.train.storage import Storage
 log = logging.getLogger(__name__)
 
 
-def upload_committed(local: Storage, remote: Storage, step: int, *, deadline: float, rank: int = 0,
-                     world_size: int = 1) -> bool:
+def upload_committed(
+    local: Storage,
+    remote: Storage,
+    step: int,
+    *,
+    deadline: float,
+    rank: int = 0,
+    world_size: int = 1,
+) -> bool:
     """Upload ``step`` from ``local`` to ``remote`` until ``deadline`` (``time.monotonic()``).
 
     True when the remote copy was committed in time. Only rank 0 uploads; other ranks return False."""
@@ -42,7 +49,9 @@ def upload_committed(local: Storage, remote: Storage, step: int, *, deadline: fl
             remote.put_durable(f"{dst}/{MARKER}", local.get(f"{src}/{MARKER}"))
             done.set()
         except StorageError as exc:
-            log.warning("upload of the notice checkpoint %s failed: %s", step_dir(step), exc.message)
+            log.warning(
+                "upload of the notice checkpoint %s failed: %s", step_dir(step), exc.message
+            )
 
     threading.Thread(target=copy, name="gpuwise-notice-upload", daemon=True).start()
     return done.wait(max(deadline - time.monotonic(), 0.0))
