@@ -100,14 +100,18 @@ def test_fsdp2_resume_after_sigkills_and_sigterms_equals_an_uninterrupted_run(
         checkpoint_dir=ckpt,
         kills=3,
         command=command,
-        min_delay_s=8.0,
-        max_delay_s=16.0,
+        # short delays so the three stops land before the run ends on a fast or idle machine;
+        # the first two wait for a half-written checkpoint, so they hit mid-write under any load
+        min_delay_s=2.0,
+        max_delay_s=5.0,
+        aim_mid_write=2,
         seed=3,
         sigterm_share=0.34,
         env={"GPUWISE_CLOUD": "none"},
         timeout_s=900,
     )
     assert report.kills == 3
+    assert report.mid_write_kills >= 1
     assert report.losses == _losses(ref.stdout), (
         report.attempts,
         [o[-400:] for o in report.outputs],
