@@ -14,12 +14,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 GPUWISE_CHEC
 
 WORKDIR /workspace
 COPY . /workspace
-RUN python -m pip install --upgrade ${GPUWISE_PIP_SPEC} \
+# GPUWISE_PIP_SPEC pins gpuwise by default (a build arg hadolint cannot see through)
+# hadolint ignore=DL3013
+RUN python -m pip install ${GPUWISE_PIP_SPEC} \
     && if [ -f requirements.txt ]; then python -m pip install -r requirements.txt; fi \
     && useradd --create-home --uid 1000 trainer \
     && mkdir -p /checkpoints && chown trainer /checkpoints /workspace \
     && gpuwise --help > /dev/null
 
-USER trainer
+USER 1000
 # The export sets the command: gpuwise run --nproc-per-node N -- python SCRIPT (gpuwise run adds torchrun).
 CMD ["gpuwise", "run", "--help"]
