@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from gpuwise.catalog import Offer
 from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
-from gpuwise.planner.export import k8s_manifest, skypilot_task
+from gpuwise.planner.export import k8s_manifest, skypilot_task, zone_id_notes
 
 from .test_export import validate_skypilot
 from .toy import NO_STARTUP, ToyModel
@@ -85,7 +86,20 @@ def test_an_allowed_outlier_is_pinned_in_the_export() -> None:
     )
     doc = skypilot_task(p)
     validate_skypilot(doc)
-    assert doc["resources"]["ordered"][0]["infra"] == "aws/us-east-1/use1-atl2-az1"
+    # an AWS zone ID is not a zone name SkyPilot can take: the region is named, and a note says
+    # which zone the price is from and how to find its name in the user's account
+    assert doc["resources"]["ordered"][0]["infra"] == "aws/us-east-1"
+    (note,) = zone_id_notes(p)
+    assert "use1-atl2-az1" in note and "--zone-ids use1-atl2-az1" in note and "$13.00/h" in note
+
+
+def test_a_zone_name_is_pinned_in_infra() -> None:
+    named = replace(LOCAL, cloud="gcp", region="us-central1", zone="us-central1-a")
+    other = replace(NORMAL, cloud="gcp", region="us-central1", zone="us-central1-b")
+    p = plan([named, other], allow_zone_outliers=True)
+    assert p.winner is not None and p.winner.zone == "us-central1-a"
+    assert skypilot_task(p)["resources"]["ordered"][0]["infra"] == "gcp/us-central1/us-central1-a"
+    assert zone_id_notes(p) == []
 
 
 def test_k8s_requests_cpu_memory_and_efa_for_multi_node_aws() -> None:

@@ -501,7 +501,7 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _export_text(plan: Plan, export: str, **kw: Any) -> str:
-    from gpuwise.planner.export import k8s_manifest, skypilot_task, to_yaml
+    from gpuwise.planner.export import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
 
     if export == "skypilot":
         doc = skypilot_task(
@@ -510,7 +510,7 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
         head = (
             "# SkyPilot task from `gpuwise plan`: candidates in our ranking order. Run from your code's folder:\n"
             "#   sky jobs launch this.yaml   (setup installs the pinned gpuwise; set GPUWISE_PIP_SPEC to override)\n"
-        )
+        ) + "".join(f"# {note}\n" for note in zone_id_notes(plan))
     else:
         doc = k8s_manifest(
             plan, name=kw["name"], command=kw["run_cmd"], image=kw["image"], pvc=kw["pvc"]

@@ -113,11 +113,42 @@ def setup_script(requirements: str = REQUIREMENTS) -> str:
     )
 
 
+# AWS zone IDs (use1-az4, use1-atl2-az1): the same physical zone in every account. SkyPilot's
+# `infra:` takes zone *names* (us-east-1a), which AWS maps to IDs differently per account.
+_AWS_ZONE_ID = re.compile(r"^[a-z]{2,6}\d-(?:[a-z]+\d+-)?az\d+$")
+
+
+def _is_aws_zone_id(o: PlanOption) -> bool:
+    return o.cloud == "aws" and bool(o.zone) and bool(_AWS_ZONE_ID.match(o.zone or ""))
+
+
 def _infra(o: PlanOption, region: str) -> str:
-    """``cloud/region`` or, where the option's price is one zone's, ``cloud/region/zone``."""
-    if o.zone and region == o.region:
+    """``cloud/region`` or, where the option's price is one zone's, ``cloud/region/zone``.
+
+    An AWS zone ID cannot be written as a zone name without the user's account, so those
+    candidates name the region and :func:`zone_id_notes` says which zone the price is from."""
+    if o.zone and region == o.region and not _is_aws_zone_id(o):
         return f"{o.cloud}/{region}/{o.zone}"
     return f"{o.cloud}/{region}"
+
+
+def zone_id_notes(plan: Plan, candidates: int = 8) -> list[str]:
+    """One line per exported AWS candidate whose price is one zone's, given by zone ID: how to
+    pin that zone by the name it has in the user's account."""
+    w = _winner(plan)
+    notes: list[str] = []
+    for o in plan.options:
+        if o.nodes != w.nodes or o.gpu_count != w.gpu_count or o.settings != w.settings:
+            continue
+        if _is_aws_zone_id(o) and (o.zone_pinned or o is w):
+            notes.append(
+                f"{o.instance_type} in {o.region}: the ${o.price_usd_per_hour:,.2f}/h price is zone ID "
+                f"{o.zone}'s. To pin it, add its name in your account to infra (aws/{o.region}/NAME; "
+                f"aws ec2 describe-availability-zones --region {o.region} --zone-ids {o.zone})"
+            )
+        if len(notes) >= candidates:
+            break
+    return notes
 
 
 def skypilot_task(
