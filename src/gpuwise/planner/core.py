@@ -328,7 +328,10 @@ def _price_all(
     by_site: dict[int, list[_Evaluated]] = {}
     for item in evaluated:
         by_site.setdefault(id(item.site), []).append(item)
-    groups: dict[tuple[object, ...], tuple[list[_Evaluated], ZonePrice, Billing, list[Site]]] = {}
+    groups: dict[
+        tuple[object, ...],
+        tuple[list[_Evaluated], ZonePrice, Billing, list[Site], CloudSpotRisk | None],
+    ] = {}
     for items in by_site.values():
         site = items[0].site
         for billing in request.billings:  # prices do not depend on the node count
@@ -348,13 +351,12 @@ def _price_all(
                 )
                 continue
             # spot risk can differ per instance type and region (fetched provider bands, issue 13)
-            risk_p = (
-                spot.for_instance(
-                    site.cloud, site.region, site.instance_type
-                ).monthly_interruption_probability
+            risk = (
+                spot.for_instance(site.cloud, site.region, site.instance_type)
                 if billing == "spot"
                 else None
             )
+            risk_p = None if risk is None else risk.monthly_interruption_probability
             key = (
                 site.cloud,
                 site.instance_type,
@@ -368,16 +370,25 @@ def _price_all(
             )
             group = groups.get(key)
             if group is None:
-                groups[key] = (items, price, billing, [site])
+                groups[key] = (items, price, billing, [site], risk)
             else:
                 group[3].append(site)
     outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]] = {}
     probabilities: dict[tuple[object, ...], float] = {}
+    # fixed and checkpoint hours depend on the setup, not the billing: once per evaluated setup
+    setup_hours = {
+        id(item): (
+            costs.hours(item.ev.weights_gib),
+            _checkpoint_hours(item.ev, int(item.site.gpu_count) * item.nodes, request, spot),
+        )
+        for item in evaluated
+    }
     cands = []
-    for items, price, billing, sites in groups.values():
+    for items, price, billing, sites, risk in groups.values():
         regions = tuple(sorted({s.region for s in sites}))
         zones = sum(s.zones for s in sites)
         for item in items:
+            fixed, c_hours = setup_hours[id(item)]
             cands.append(
                 _candidate(
                     item,
@@ -385,9 +396,11 @@ def _price_all(
                     billing,
                     regions,
                     zones,
+                    fixed,
+                    c_hours,
+                    risk,
                     request,
                     spot,
-                    costs,
                     outcomes,
                     probabilities,
                 )
@@ -428,22 +441,22 @@ def _candidate(
     billing: Billing,
     regions: tuple[str, ...],
     zones: int,
+    fixed: float,
+    c_hours: float,
+    risk: CloudSpotRisk | None,
     request: PlanRequest,
     spot: SpotDefaults,
-    costs: StartupCosts,
     outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]],
     probabilities: dict[tuple[object, ...], float],
 ) -> Candidate:
+    """``fixed``: start-up hours; ``c_hours``: one checkpoint write; ``risk``: the site's spot risk (spot only)."""
     ev, site, nodes = item.ev, item.site, item.nodes
-    fixed = costs.hours(ev.weights_gib)
-    c_hours = _checkpoint_hours(ev, int(site.gpu_count) * nodes, request, spot)
     run_deadline = None if request.deadline_hours is None else request.deadline_hours - fixed
     p: float | None = None
     out: SpotOutcome | None = None
     source: str | None = None
     hours = ev.hours
-    if billing == "spot":
-        risk = spot.for_instance(site.cloud, site.region, site.instance_type)
+    if risk is not None:
         key = (site.cloud, nodes, ev.hours, c_hours, risk.monthly_interruption_probability)
         hit = outcomes.get(key)
         if hit is None:
@@ -598,7 +611,7 @@ def _to_option(rank: int, c: Candidate, on_front: bool, costs: StartupCosts) -> 
             f"{c.gpu} spot capacity is scarce (gpuwise default list, no public data): the job may wait "
             "for capacity or be reclaimed more often than assumed; keep an on-demand fallback"
         )
-    return PlanOption(
+    return PlanOption.of_all_fields(  # every field given: see of_all_fields
         rank=rank,
         cloud=site.cloud,
         region=site.region,

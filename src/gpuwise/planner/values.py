@@ -226,6 +226,18 @@ class PlanOption:
             self.gpu, self.gpu_count, self.nodes, self.cloud, self.instance_type, self.billing
         )
 
+    @classmethod
+    def of_all_fields(cls, **values: Any) -> PlanOption:
+        """Construct from every field by name, without the frozen ``__init__``'s per-field
+        ``object.__setattr__`` (a plan makes thousands of options; this is several times faster).
+
+        The caller gives every field (no defaults are filled in); the planner's tests check that
+        the options it builds this way equal ones built with ``PlanOption(**values)``.
+        """
+        obj = object.__new__(cls)
+        obj.__dict__.update(values)
+        return obj
+
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["settings"] = None if self.settings is None else dict(self.settings)
