@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gpuwise.catalog.offer import Billing, Offer
 from gpuwise.catalog.reserved import ReservedTerm
@@ -186,7 +186,7 @@ def plan_offers(
     feasible = _filter(candidates, request, rejects)
     feasible.sort(key=_sort_key(request))
     front = _pareto(feasible)
-    options = tuple(_to_option(i + 1, c, id(c) in front, costs) for i, c in enumerate(feasible))
+    options = _to_options(feasible, front, costs)
     pareto = tuple(
         sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours))
     )
@@ -603,28 +603,64 @@ def _cost_range(c: Candidate, hours: float | None) -> float | None:
     return c.price.usd_per_hour * c.nodes * (run + c.fixed_hours)
 
 
-def _to_option(rank: int, c: Candidate, on_front: bool, costs: StartupCosts) -> PlanOption:
+def _to_options(
+    feasible: Sequence[Candidate], front: set[int], costs: StartupCosts
+) -> tuple[PlanOption, ...]:
+    """The ranked options; what depends only on the site (and the evaluation) is built once."""
+    per_site: dict[int, dict[str, Any]] = {}
+    per_ev: dict[int, dict[str, Any] | None] = {}
+    return tuple(
+        _to_option(i + 1, c, id(c) in front, costs, per_site, per_ev)
+        for i, c in enumerate(feasible)
+    )
+
+
+def _to_option(
+    rank: int,
+    c: Candidate,
+    on_front: bool,
+    costs: StartupCosts,
+    per_site: dict[int, dict[str, Any]],
+    per_ev: dict[int, dict[str, Any] | None],
+) -> PlanOption:
     ev, site = c.ev, c.site
+    base = per_site.get(id(site))
+    if base is None:
+        base = per_site[id(site)] = {
+            "cloud": site.cloud,
+            "region": site.region,
+            "instance_type": site.instance_type,
+            "gpu": site.gpu,
+            "gpu_count": int(site.gpu_count),
+            "fits": True,
+            "network": site.network.describe(),
+            "network_known": site.network.known,
+            "rdma_resource": site.network.rdma_resource,
+            "price_as_of": site.as_of or None,
+            "vcpus": site.vcpus,
+            "memory_gib": site.memory_gib,
+        }
+    key = id(ev)
+    if key in per_ev:
+        settings = per_ev[key]
+    else:
+        settings = per_ev[key] = None if ev.settings is None else ev.settings.to_dict()
     capacity = None
-    if c.billing == "spot" and c.gpu in costs.scarce_gpus:
+    if c.billing == "spot" and site.gpu in costs.scarce_gpus:
         capacity = (
-            f"{c.gpu} spot capacity is scarce (gpuwise default list, no public data): the job may wait "
+            f"{site.gpu} spot capacity is scarce (gpuwise default list, no public data): the job may wait "
             "for capacity or be reclaimed more often than assumed; keep an on-demand fallback"
         )
-    return PlanOption.of_all_fields(  # every field given: see of_all_fields
+    outcome, price, nodes = c.outcome, c.price, c.nodes
+    values = base.copy()
+    values.update(
         rank=rank,
-        cloud=site.cloud,
-        region=site.region,
         regions=c.regions,
-        instance_type=site.instance_type,
-        gpu=c.gpu,
-        gpu_count=c.gpn,
-        nodes=c.nodes,
+        nodes=nodes,
         billing=c.billing,
-        price_usd_per_hour=c.price.usd_per_hour * c.nodes,
+        price_usd_per_hour=price.usd_per_hour * nodes,
         hours=c.hours,
         cost_usd=c.cost,
-        fits=True,
         p_meet_deadline=c.p,
         failure_free_hours=ev.hours,
         per_gpu_memory_gib=ev.per_gpu_memory_gib,
@@ -632,29 +668,25 @@ def _to_option(rank: int, c: Candidate, on_front: bool, costs: StartupCosts) -> 
         on_pareto_front=on_front,
         checkpoint_interval_hours=(
             None
-            if c.outcome is None or math.isinf(c.outcome.interval_hours)
-            else c.outcome.interval_hours
+            if outcome is None or math.isinf(outcome.interval_hours)
+            else outcome.interval_hours
         ),
-        expected_interruptions=None if c.outcome is None else c.outcome.expected_interruptions,
+        expected_interruptions=None if outcome is None else outcome.expected_interruptions,
         interruption_source=c.source,
         zones=c.zones,
         checkpoint_hours=c.checkpoint_hours,
-        settings=None if ev.settings is None else ev.settings.to_dict(),
-        zone=c.price.zone,
-        zone_pinned=c.price.outlier,
-        zones_set_aside=c.price.set_aside,
-        network=site.network.describe(),
-        network_known=site.network.known,
-        rdma_resource=site.network.rdma_resource,
+        # each option its own copy: options are values, and a caller may edit one's settings
+        settings=None if settings is None else dict(settings),
+        zone=price.zone,
+        zone_pinned=price.outlier,
+        zones_set_aside=price.set_aside,
         fixed_hours=c.fixed_hours,
         cost_usd_p10=_cost_range(c, ev.hours_p10),
         cost_usd_p90=_cost_range(c, ev.hours_p90),
-        price_as_of=site.as_of or None,
         capacity_note=capacity,
-        vcpus=site.vcpus,
-        memory_gib=site.memory_gib,
         similar=len(c.regions),
     )
+    return PlanOption.of_all_fields(values)  # every field given: see of_all_fields
 
 
 # -- rejections and empty plans -------------------------------------------------------------------

@@ -227,15 +227,16 @@ class PlanOption:
         )
 
     @classmethod
-    def of_all_fields(cls, **values: Any) -> PlanOption:
-        """Construct from every field by name, without the frozen ``__init__``'s per-field
+    def of_all_fields(cls, values: dict[str, Any]) -> PlanOption:
+        """Construct from a dict of every field, without the frozen ``__init__``'s per-field
         ``object.__setattr__`` (a plan makes thousands of options; this is several times faster).
 
-        The caller gives every field (no defaults are filled in); the planner's tests check that
-        the options it builds this way equal ones built with ``PlanOption(**values)``.
+        ``values`` must name every field (no defaults are filled in) and is owned by the option
+        afterwards; the planner's tests check that options built this way equal ones built with
+        ``PlanOption(**values)``.
         """
         obj = object.__new__(cls)
-        obj.__dict__.update(values)
+        object.__setattr__(obj, "__dict__", values)
         return obj
 
     def to_dict(self) -> dict[str, Any]:
