@@ -376,13 +376,18 @@ def _price_all(
     outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]] = {}
     probabilities: dict[tuple[object, ...], float] = {}
     # fixed and checkpoint hours depend on the setup, not the billing: once per evaluated setup
-    setup_hours = {
-        id(item): (
-            costs.hours(item.ev.weights_gib),
-            _checkpoint_hours(item.ev, int(item.site.gpu_count) * item.nodes, request, spot),
-        )
-        for item in evaluated
-    }
+    # (sites of one GPU setup share its Evaluation object)
+    by_ev: dict[tuple[int, int], tuple[float, float]] = {}
+    setup_hours: dict[int, tuple[float, float]] = {}
+    for item in evaluated:
+        gpus = int(item.site.gpu_count) * item.nodes
+        hit = by_ev.get((id(item.ev), gpus))
+        if hit is None:
+            hit = by_ev[(id(item.ev), gpus)] = (
+                costs.hours(item.ev.weights_gib),
+                _checkpoint_hours(item.ev, gpus, request, spot),
+            )
+        setup_hours[id(item)] = hit
     cands = []
     for items, price, billing, sites, risk in groups.values():
         regions = tuple(sorted({s.region for s in sites}))
@@ -473,21 +478,22 @@ def _candidate(
     elif run_deadline is not None:
         p = 1.0 if hours <= run_deadline else 0.0
     total = hours + fixed
+    # positional (the field order of Candidate): a keyword call costs twice as much, 15k times a plan
     return Candidate(
-        site=site,
-        regions=regions,
-        zones=zones,
-        nodes=nodes,
-        billing=billing,
-        price=price,
-        ev=ev,
-        hours=total,
-        cost=price.usd_per_hour * nodes * total,
-        fixed_hours=fixed,
-        checkpoint_hours=c_hours,
-        p=p,
-        outcome=out,
-        source=source,
+        site,
+        regions,
+        zones,
+        nodes,
+        billing,
+        price,
+        ev,
+        total,
+        price.usd_per_hour * nodes * total,  # cost
+        fixed,
+        c_hours,
+        p,
+        out,
+        source,
     )
 
 
