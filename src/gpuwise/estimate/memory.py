@@ -356,3 +356,16 @@ def memory_breakdown_bytes(
     out["allocator_overhead"] = allocated * overheads.allocator_fraction
     out["cuda_context"] = overheads.cuda_context_gib * 2**30
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _breakdown_cached(wl: Workload, dp: int, overheads: Overheads) -> dict[str, float]:
+    return memory_breakdown_bytes(wl, dp, overheads)
+
+
+def memory_breakdown_bytes_cached(
+    wl: Workload, dp: int, overheads: Overheads = Overheads()
+) -> dict[str, float]:
+    """:func:`memory_breakdown_bytes`, memoised (a fresh copy each call): the planner's settings
+    search asks for the same workload variants and data-parallel degrees on many GPU setups."""
+    return dict(_breakdown_cached(wl, dp, overheads))
