@@ -1,4 +1,6 @@
-"""The settings search against a brute force over the same settings, on a small toy catalog.
+"""The settings search against a brute force over the same settings, on a small toy catalog; and
+the planner's fast paths (options built without the dataclass ``__init__``, GC paused) give the
+same values and leave the process as they found it.
 
 The search skips settings it reasons cannot win (ZeRO 0/1/2 cost the same time; heavier recompute
 only adds time; a micro-batch that does not fit makes every larger one not fit). A brute force
@@ -8,10 +10,12 @@ estimates every (recompute, ZeRO, micro-batch) and must find the same fastest ti
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 
 import pytest
 
+from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.estimator import estimate_workload
 from gpuwise.estimate.workload import Workload, workload_from_options
 from gpuwise.hardware import find_gpu
@@ -142,3 +146,28 @@ def test_plan_options_equal_ones_built_through_the_dataclass_init() -> None:
     first, second = plan.options[0], plan.options[1]
     assert first.settings is not None and second.settings is not None
     assert first.settings is not second.settings
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_plan_offers_leaves_the_garbage_collector_as_it_was(enabled: bool) -> None:
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        offers = [offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, 32.77)]
+        model = EstimatorModel(WORKLOADS["lora-8b"])
+        plan_offers(
+            offers, model, PlanRequest(), spot=load_spot_defaults(), reserved={}, startup=NO_STARTUP
+        )
+        assert gc.isenabled() is enabled
+        with pytest.raises(GpuwiseError):  # a failing plan restores it too
+            plan_offers(
+                offers,
+                model,
+                PlanRequest(clouds=("nosuchcloud",)),
+                spot=load_spot_defaults(),
+                reserved={},
+                startup=NO_STARTUP,
+            )
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
