@@ -20,7 +20,7 @@ from gpuwise.estimate.memory import (
     activation_bytes,
     kv_cache_bytes,
     layer_activation_bytes,
-    memory_breakdown_bytes,
+    memory_breakdown_bytes_cached,
     trainable_params,
     weight_bytes_per_param,
 )
@@ -663,7 +663,7 @@ def _setup(
             f"{spec.name} has no bf16: estimated in fp16 (same memory; train with loss scaling)"
         )
     peak_flops(spec, wl.precision)  # raises for a precision the GPU lacks
-    breakdown_b = memory_breakdown_bytes(wl, dp, _overheads(cal))
+    breakdown_b = memory_breakdown_bytes_cached(wl, dp, _overheads(cal))
     per_gpu = sum(breakdown_b.values()) / BYTES_PER_GIB
     capacity_gib = float(spec.memory_gib)
     memory = MemoryEstimate(

@@ -26,6 +26,7 @@ the ``a·s²·b`` score terms; Dao et al. 2022, Sec. 3.1). Full recompute keeps 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gpuwise.estimate.model import ModelConfig
@@ -68,10 +69,16 @@ def weight_bytes_per_param(wl: Workload) -> float:
 def trainable_params(wl: Workload) -> float:
     """Parameters that get gradients and optimizer states."""
     if wl.task in ("lora", "qlora"):
-        return wl.model.lora_params(wl.lora_rank, wl.lora_targets)
+        return _lora_params(wl.model, wl.lora_rank, wl.lora_targets)
     if wl.task == "inference":
         return 0.0
     return wl.model.total_params
+
+
+@functools.lru_cache(maxsize=256)
+def _lora_params(model: ModelConfig, rank: int, targets: str) -> float:
+    # cached: the planner's settings search asks for the same model's adapters thousands of times
+    return model.lora_params(rank, targets)
 
 
 def adapter_bytes_per_param(wl: Workload) -> float:
@@ -349,3 +356,16 @@ def memory_breakdown_bytes(
     out["allocator_overhead"] = allocated * overheads.allocator_fraction
     out["cuda_context"] = overheads.cuda_context_gib * 2**30
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _breakdown_cached(wl: Workload, dp: int, overheads: Overheads) -> dict[str, float]:
+    return memory_breakdown_bytes(wl, dp, overheads)
+
+
+def memory_breakdown_bytes_cached(
+    wl: Workload, dp: int, overheads: Overheads = Overheads()
+) -> dict[str, float]:
+    """:func:`memory_breakdown_bytes`, memoised (a fresh copy each call): the planner's settings
+    search asks for the same workload variants and data-parallel degrees on many GPU setups."""
+    return dict(_breakdown_cached(wl, dp, overheads))

@@ -17,6 +17,7 @@ from gpuwise.planner.network import InstanceNetwork
 if TYPE_CHECKING:
     from gpuwise.estimate.estimator import Estimate
     from gpuwise.estimate.workload import Workload
+    from gpuwise.hardware import GpuSpec
     from gpuwise.planner.settings import Settings
 
 
@@ -99,6 +100,22 @@ class EstimatorModel:
         from gpuwise.planner.settings import SearchCache
 
         self._search_cache = SearchCache()
+        # GPU table look-ups (and their did-you-mean errors) once per GPU name, not per setup
+        self._specs: dict[str, GpuSpec | HardwareError] = {}
+
+    def _spec(self, gpu: str) -> GpuSpec:
+        from gpuwise.hardware import find_gpu
+
+        hit = self._specs.get(gpu)
+        if hit is None:
+            try:
+                hit = find_gpu(gpu)
+            except HardwareError as exc:
+                hit = exc
+            self._specs[gpu] = hit
+        if isinstance(hit, HardwareError):
+            raise hit
+        return hit
 
     def evaluate(
         self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork
@@ -118,10 +135,9 @@ class EstimatorModel:
 
     def _evaluate(self, gpu: str, gpn: int, nodes: int, gbit: float) -> Evaluation:
         from gpuwise.estimate.memory import weight_bytes_per_param
-        from gpuwise.hardware import find_gpu
         from gpuwise.planner.settings import as_given, search_inference, search_training
 
-        spec = find_gpu(gpu)
+        spec = self._spec(gpu)
         wl = self.workload
         cal = self.calibration
         sized = (

@@ -123,12 +123,25 @@ class SearchCache:
     def __init__(self) -> None:
         self._variants: dict[tuple[object, ...], Workload] = {}
         self._need: dict[tuple[object, ...], float] = {}
+        self._settings: dict[tuple[object, ...], Workload] = {}
 
     def variant(self, wl: Workload, **changes: object) -> Workload:
         key = (id(wl), *sorted(changes.items()))
         hit = self._variants.get(key)
         if hit is None:
             hit = self._variants[key] = wl.with_changes(**changes)
+        return hit
+
+    def setting(
+        self, base: Workload, zero: int, recompute: Recompute, micro_batch: int
+    ) -> Workload:
+        """``base`` with one (ZeRO, recompute, micro-batch): :meth:`variant` with a cheaper key."""
+        key = (id(base), zero, recompute, micro_batch)
+        hit = self._settings.get(key)
+        if hit is None:
+            hit = self._settings[key] = self.variant(
+                base, zero=zero, grad_ckpt=recompute, micro_batch=micro_batch
+            )
         return hit
 
     def need_gib(self, wl: Workload, dp: int) -> float:
@@ -222,9 +235,7 @@ def search_training(
         fit = None
         for mb in mbs:
             evaluated += 1
-            ok, need = _fits(
-                cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb), spec, dp, cache
-            )
+            ok, need = _fits(cache.setting(base, zero, rc, mb), spec, dp, cache)
             smallest = min(smallest, need)
             if not ok:
                 break
@@ -238,9 +249,7 @@ def search_training(
             zero = 2
             for z in (0, 1) if dp > 1 else ():
                 evaluated += 1
-                if _fits(
-                    cache.variant(base, zero=z, grad_ckpt=rc, micro_batch=mb2), spec, dp, cache
-                )[0]:
+                if _fits(cache.setting(base, z, rc, mb2), spec, dp, cache)[0]:
                     zero = z
                     break
             tried.append((0 if dp == 1 else zero, mb2))
@@ -250,7 +259,7 @@ def search_training(
                 tried.append((3, mb3))
         for zero, mb in tried:
             est = estimate_workload(
-                cache.variant(base, zero=zero, grad_ckpt=rc, micro_batch=mb),
+                cache.setting(base, zero, rc, mb),
                 spec,
                 gpus,
                 gpus_per_node=gpn,
