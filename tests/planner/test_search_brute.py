@@ -77,16 +77,11 @@ def brute_force(wl: Workload, gpu: str, gpn: int, nodes: int, gbit: float) -> fl
     return best
 
 
-# Known gaps, found by this test (the search's shortcuts are not exact in the estimator's model):
-_GAPS = {
-    # heavier recompute can be faster when it lets a larger micro-batch fit: selective recompute,
-    # ZeRO-3, micro-batch 4 (28.7 h) beats no recompute, ZeRO-1, micro-batch 1 (35.1 h); the search
-    # stops at the first recompute level where ZeRO <= 2 fits
-    ("finetune-gpt2-xl", "L4", 1, 3): "heavier recompute with a larger micro-batch is faster",
-    # ZeRO-1/2 shard the optimizer step, so they are ~0.03% faster than DDP here; the search takes the
-    # lowest ZeRO <= 2 stage that fits, assuming 0/1/2 take the same time
-    ("lora-8b", "H100", 8, 2): "ZeRO-1 is slightly faster than DDP (sharded optimizer step)",
-}
+# Gaps this test found and the search now closes: heavier recompute can be faster when it lets a
+# larger micro-batch fit (gpt2-xl on 3 single-L4 nodes: selective recompute, ZeRO-3, micro-batch 4,
+# 28.7 h, against 35.1 h for the first fitting recompute level), and ZeRO-1/2 shard the optimizer
+# step, so they are slightly faster than DDP (lora-8b on 2 x 8 H100).
+_GAPS: dict[tuple[str, str, int, int], str] = {}
 CASES = [
     pytest.param(
         name,

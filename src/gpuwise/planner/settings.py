@@ -246,13 +246,15 @@ def search_training(
         tried: list[tuple[int, int]] = []
         mb2 = largest_fit(2, rc) if dp > 1 else largest_fit(0, rc)
         if mb2 is not None:
-            zero = 2
-            for z in (0, 1) if dp > 1 else ():
-                evaluated += 1
-                if _fits(cache.setting(base, z, rc, mb2), spec, dp, cache)[0]:
-                    zero = z
-                    break
-            tried.append((0 if dp == 1 else zero, mb2))
+            if dp == 1:
+                tried.append((0, mb2))
+            else:  # ZeRO 1/2 shard the optimizer step, so each stage that fits is timed;
+                # lowest first, so a tie goes to the simpler setup
+                for z in (0, 1):
+                    evaluated += 1
+                    if _fits(cache.setting(base, z, rc, mb2), spec, dp, cache)[0]:
+                        tried.append((z, mb2))
+                tried.append((2, mb2))
         if dp > 1:
             mb3 = largest_fit(3, rc)
             if mb3 is not None and (mb2 is None or mb3 > mb2):
@@ -271,8 +273,10 @@ def search_training(
             hours = est.wall_hours if est.wall_hours is not None else float("inf")
             if est.memory.fits and (best is None or hours < best[0]):
                 best = (hours, est)
-        if mb2 is not None and best is not None:
-            break  # heavier recompute only adds time
+        if best is not None and mb2 == mbs[-1]:
+            # heavier recompute only adds time once the largest micro-batch fits; before that it
+            # can pay for itself by letting a larger micro-batch fit (fewer, fuller steps)
+            break
     if best is None:
         return Searched(None, None, evaluated, smallest)
     return Searched(best[1], _settings_of(best[1]), evaluated, smallest)
