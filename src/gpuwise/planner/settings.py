@@ -36,6 +36,10 @@ Recompute = GradCkpt
 _RECOMPUTE: tuple[Recompute, ...] = ("none", "selective", "full")
 _MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 _TP = (1, 2, 4, 8)
+SIMPLER_WITHIN = 0.01
+"""Training settings: the simplest (least recompute, lowest ZeRO stage) within this fraction of
+the fastest time are chosen. gpuwise's own rule, not a published figure: the estimator's error
+bars are far wider than 1%, so a smaller gain is not evidence enough for a more complex setup."""
 DEFAULT_MAX_BATCH = 256
 """Inference: most concurrent sequences tried when the request gives no ``max_batch``."""
 
@@ -227,7 +231,7 @@ def search_training(
         mbs = sorted({*mbs, wl.micro_batch})
     evaluated = 0
     smallest = float("inf")
-    best: tuple[float, Estimate] | None = None
+    timed: list[tuple[float, int, int, Estimate]] = []  # hours, recompute level, ZeRO, estimate
     base = cache.variant(wl, global_batch=gb) if gb is not None else wl
 
     def largest_fit(zero: int, rc: Recompute) -> int | None:
@@ -248,8 +252,7 @@ def search_training(
         if mb2 is not None:
             if dp == 1:
                 tried.append((0, mb2))
-            else:  # ZeRO 1/2 shard the optimizer step, so each stage that fits is timed;
-                # lowest first, so a tie goes to the simpler setup
+            else:  # ZeRO 1/2 shard the optimizer step, so each stage that fits is timed
                 for z in (0, 1):
                     evaluated += 1
                     if _fits(cache.setting(base, z, rc, mb2), spec, dp, cache)[0]:
@@ -271,15 +274,22 @@ def search_training(
             )
             evaluated += 1
             hours = est.wall_hours if est.wall_hours is not None else float("inf")
-            if est.memory.fits and (best is None or hours < best[0]):
-                best = (hours, est)
-        if best is not None and mb2 == mbs[-1]:
+            if est.memory.fits:
+                timed.append((hours, _RECOMPUTE.index(rc), zero, est))
+        if timed and mb2 == mbs[-1]:
             # heavier recompute only adds time once the largest micro-batch fits; before that it
             # can pay for itself by letting a larger micro-batch fit (fewer, fuller steps)
             break
-    if best is None:
+    if not timed:
         return Searched(None, None, evaluated, smallest)
-    return Searched(best[1], _settings_of(best[1]), evaluated, smallest)
+    fastest = min(t[0] for t in timed)
+    # the simplest settings (least recompute, then lowest ZeRO stage) within SIMPLER_WITHIN of the
+    # fastest: a sharded optimizer step that saves 0.03% is not worth a higher ZeRO stage
+    best = min(
+        (t for t in timed if t[0] <= fastest * (1 + SIMPLER_WITHIN)),
+        key=lambda t: (t[1], t[2], t[0]),
+    )
+    return Searched(best[3], _settings_of(best[3]), evaluated, smallest)
 
 
 def search_inference(
