@@ -21,9 +21,10 @@ import argparse
 import importlib.util
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from gpuwise.train.chaos import reference_run, run_with_kills
+from gpuwise.train.chaos import Attempt, reference_run, run_with_kills
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_tiny.py"
 
@@ -72,8 +73,25 @@ def main() -> None:
             ]
         }
     env = {"GPUWISE_CLOUD": "none", "GPUWISE_CKPT_SLOW_WRITE_S": str(args.slow_write)}
+    t0 = time.monotonic()
+    stops = {"all": 0, "mid": 0}
+
+    def progress_line(a: Attempt) -> None:  # on stderr, so a run cut short still tells its count
+        stops["all"] += a.killed
+        stops["mid"] += a.mid_write
+        print(
+            f"[{time.monotonic() - t0:7.1f} s] attempt {'stopped' if a.killed else 'ended'} "
+            f"after {a.lived_s:.1f} s at step {a.last_step} (resumed from {a.resumed_from}); "
+            f"stops {stops['all']}, mid-write {stops['mid']}",
+            file=sys.stderr,
+            flush=True,
+        )
+
     with tempfile.TemporaryDirectory() as ref_dir, tempfile.TemporaryDirectory() as run_dir:
         ref = reference_run([*argv, "--checkpoint-dir", ref_dir], env=env, **how)  # type: ignore[arg-type]
+        print(
+            f"[{time.monotonic() - t0:7.1f} s] uninterrupted run done", file=sys.stderr, flush=True
+        )
         rep = run_with_kills(
             [*argv, "--checkpoint-dir", run_dir],
             checkpoint_dir=run_dir,
@@ -84,6 +102,7 @@ def main() -> None:
             env=env,
             sigterm_share=args.sigterm_share,
             timeout_s=6 * 3600,
+            on_attempt=progress_line,
             **how,
         )  # type: ignore[arg-type]
     progress = [

@@ -22,6 +22,8 @@ _LAZY: dict[str, str] = {
     "FakeMetadataServer": "gpuwise.train.fake_metadata",
     "ResumableSampler": "gpuwise.train.sampler",
     "ignore_sigterm_worker_init": "gpuwise.train.sampler",
+    "worker_init": "gpuwise.train.sampler",
+    "SampleIndex": "gpuwise.train.sampler",
     "resilient": "gpuwise.train.loop",
     "Run": "gpuwise.train.loop",
     "checkpoint_interval_s": "gpuwise.train.interval",

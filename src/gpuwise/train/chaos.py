@@ -201,6 +201,7 @@ def run_with_kills(
     prewarm: Sequence[str] = ("torch._dynamo",),
     aim_mid_write: int = 0,
     sigterm_share: float = 0.0,
+    on_attempt: Callable[[Attempt], None] | None = None,
 ) -> ChaosReport:
     """Run ``argv`` (with ``--checkpoint-dir checkpoint_dir`` already in it), SIGKILL it ``kills``
     times after random delays in [min_delay_s, max_delay_s], then let it finish.
@@ -209,7 +210,8 @@ def run_with_kills(
     is half-written, so that kills mid-write happen whatever the machine's load (no timing luck).
     ``sigterm_share``: that share of the stops are a SIGTERM to the launcher (a notice: save, then
     exit) instead of a SIGKILL of the whole process group. With ``command`` every attempt runs in
-    its own session and a SIGKILL reaches torchrun's workers too.
+    its own session and a SIGKILL reaches torchrun's workers too. ``on_attempt`` is called with
+    each finished attempt (progress for long runs that may be cut short).
 
     ``prewarm``: modules imported here before forking (torch's first optimizer step imports
     ``torch._dynamo``, ~2 s, which every forked attempt would otherwise pay again)."""
@@ -279,6 +281,8 @@ def run_with_kills(
                     lived,
                 )
             )
+            if on_attempt is not None:
+                on_attempt(attempts[-1])
             if not killed:
                 if code != 0:
                     raise RuntimeError(

@@ -50,7 +50,7 @@ from gpuwise.train.exitcodes import EXIT_PREEMPTED
 from gpuwise.train.interval import DEFAULT_MAX_INTERVAL_S, DEFAULT_MTBF_HOURS, checkpoint_interval_s
 from gpuwise.train.preemption import PreemptionWatcher
 from gpuwise.train.progress import write_progress
-from gpuwise.train.sampler import ResumableSampler
+from gpuwise.train.sampler import ResumableSampler, install_worker_seeding
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +256,7 @@ class Run:
                 self.batch_in_epoch = self.samples_in_epoch // (batch_size * self.world_size)
             if sampler is not None:
                 sampler.set_position(self.epoch, self.samples_in_epoch)
+                install_worker_seeding(loader)  # augmentations in workers resume exactly
             elif self.batch_in_epoch:
                 log.warning(
                     "the loader has no ResumableSampler: replaying %d batches to reach the saved "
