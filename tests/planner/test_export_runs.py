@@ -188,6 +188,13 @@ def test_two_node_task_on_loopback(venv: Path, tmp_path: Path) -> None:
                 text=True,
             )
         )
-    outs = [p.communicate(timeout=600)[0] for p in procs]
+    try:
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+    finally:  # a hung rendezvous must not leave the two "nodes" running into the next test
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
     assert [p.returncode for p in procs] == [0, 0], outs
-    assert "digest " in outs[0]
+    # c10d hands out global ranks in the order the nodes join, so either node may hold rank 0
+    assert any("digest " in out for out in outs), outs
