@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwise.errors import EstimateError, InputError
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
@@ -79,6 +79,17 @@ class MemoryEstimate:
     breakdown: dict[str, float]
     """Term name → GiB: weights, gradients, optimizer_states, master_weights, activations, logits or
     kv_cache, comm_buffers, allocator_overhead, cuda_context."""
+
+    @property
+    def verdict(self) -> Literal["fits", "tight", "does not fit"]:
+        """``tight``: over capacity only because of the fragmentation allowance (an assumption, not a
+        measured figure): it may run, or run out of memory. ``fits`` stays strict, so the planner
+        and the fixes avoid tight settings."""
+        if self.fits:
+            return "fits"
+        if self.per_gpu_gib - self.breakdown.get("allocator_overhead", 0.0) <= self.capacity_gib:
+            return "tight"
+        return "does not fit"
 
 
 @dataclass(frozen=True)
@@ -212,6 +223,9 @@ class Estimate:
                 "pipeline_parallel": wl.pipeline_parallel,
                 "cpu_offload": wl.cpu_offload,
                 "flash_attention": wl.uses_flash_attention,
+                "flash_attention_version": wl.flash_attention_version
+                if wl.uses_flash_attention
+                else None,
                 "fused_kernels": wl.fused_kernels,
                 "sequence_parallel": wl.sequence_parallel,
                 "lora_rank": wl.lora_rank if wl.task in ("lora", "qlora") else None,
@@ -228,6 +242,7 @@ class Estimate:
                 "per_gpu_gib": self.memory.per_gpu_gib,
                 "capacity_gib": self.memory.capacity_gib,
                 "fits": self.memory.fits,
+                "verdict": self.memory.verdict,
                 "headroom_gib": self.memory.headroom_gib,
                 "breakdown": dict(self.memory.breakdown),
             },
@@ -401,7 +416,9 @@ def _train_parts(
         traffic = per_tok_layer * m.total_layers * tok_gpu * tp  # tokens each GPU's layers see
         if flash:
             attention = (
-                attn_flops * (0.5 if causal else 1.0) / (peak16 * attention_efficiency(spec))
+                attn_flops
+                * (0.5 if causal else 1.0)
+                / (peak16 * attention_efficiency(spec, wl.flash_attention_version))
             )
         else:  # score matrix written and read: 4 passes forward, 4 backward (assumption)
             attention = attn_flops / mm16

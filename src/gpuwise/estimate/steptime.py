@@ -10,8 +10,9 @@ A training step is the sum of
 - **attention**: ``12·L·H·Q·T`` FLOPs per token (PaLM App. B), halved for causal decoders because
   FlashAttention skips masked blocks, at the FlashAttention kernel's efficiency (FlashAttention-2 on
   A100: 50–73% of peak forward+backward, Dao 2023 abstract; on H100 FlashAttention-2 reaches about
-  35%, Shah et al. 2024 "FlashAttention-3", abstract). Without FlashAttention the score matrix is
-  written and read from memory (memory-bound, below);
+  35%, Shah et al. 2024 "FlashAttention-3", abstract); FlashAttention-1-era kernels (FlashAttention-1,
+  its Triton port) at half that (FlashAttention-2 is "around 2×" faster, Dao 2023, abstract).
+  Without FlashAttention the score matrix is written and read from memory (memory-bound, below);
 - **memory-bound work** (norms, activations, residuals, rotary, softmax without FlashAttention,
   cross-entropy over the logits): the activation bytes a layer keeps (:func:`.memory.layer_activation_bytes`)
   are written in the forward pass, read and their gradients written in the backward pass: 3× that
@@ -73,6 +74,9 @@ DEFAULT_BANDWIDTH_FRACTION = 0.8
 # architectures: the A100 figure (not measured).
 ATTENTION_EFFICIENCY = {"Hopper": 0.35, "Ampere": 0.6}
 _ATTENTION_DEFAULT = 0.6
+# FlashAttention-1-era kernels (FlashAttention-1, its Triton port) take twice FlashAttention-2's time:
+# FlashAttention-2 "yield[s] around 2x speedup compared to FlashAttention" (Dao 2023, abstract).
+FLASH1_SLOWDOWN = 2.0
 # Memory traffic of activations: written in forward, read and gradient written in backward.
 ACTIVATION_TRAFFIC_PASSES = 3.0
 # CNNs in eager mode (conv -> BatchNorm -> ReLU, unfused): per conv the forward writes the conv output,
@@ -126,8 +130,10 @@ def achievable_matmul(gpu: GpuSpec, precision: str) -> Achievable:
     )
 
 
-def attention_efficiency(gpu: GpuSpec) -> float:
-    return ATTENTION_EFFICIENCY.get(gpu.architecture or "", _ATTENTION_DEFAULT)
+def attention_efficiency(gpu: GpuSpec, flash_version: int = 2) -> float:
+    """FlashAttention's forward+backward rate as a fraction of the dense 16-bit peak."""
+    eff = ATTENTION_EFFICIENCY.get(gpu.architecture or "", _ATTENTION_DEFAULT)
+    return eff / FLASH1_SLOWDOWN if flash_version == 1 else eff
 
 
 @dataclass(frozen=True)

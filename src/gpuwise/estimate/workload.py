@@ -104,6 +104,11 @@ class Workload:
     tensor-parallel GPUs too (Korthikanti et al. 2022, Sec. 4.2.2)."""
     flash_attention: bool | None = None
     """Fused attention that never stores the score matrix. None: the model's default."""
+    flash_attention_version: Literal[1, 2] = 2
+    """Generation of the fused-attention kernel: 2 = FlashAttention-2 or a kernel as fast (PyTorch SDPA,
+    cuDNN/Transformer Engine fused attention); 1 = FlashAttention-1 and kernels of its time (its Triton
+    port, which llm-foundry's ALiBi models ran as ``attn_impl: triton``): about half as fast
+    (:data:`gpuwise.estimate.steptime.FLASH1_SLOWDOWN`). Ignored without flash attention."""
     prompt_len: int = 512
     """Inference: prompt tokens per sequence."""
     output_len: int = 256
@@ -119,6 +124,11 @@ class Workload:
         _choice(self.optimizer, OPTIMIZERS, "optimizer")
         _choice(self.grad_ckpt, GRAD_CKPT, "grad_ckpt")
         _choice(self.lora_targets, LORA_TARGETS, "lora_targets")
+        if self.flash_attention_version not in (1, 2):
+            raise InputError(
+                f"flash_attention_version={self.flash_attention_version!r} is not 1 or 2",
+                hint="give 2 (FlashAttention-2, PyTorch SDPA, cuDNN) or 1 (FlashAttention-1 era kernels)",
+            )
         if self.zero not in (0, 1, 2, 3):
             raise InputError(
                 f"zero={self.zero!r} is not a ZeRO stage",
