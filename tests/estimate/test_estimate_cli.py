@@ -252,3 +252,37 @@ def test_implausible_default_calibration_is_refused_in_one_line(
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "To fix:" in lines[0]
     assert "calibration.json" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_a_configuration_over_only_by_the_fragmentation_allowance_is_tight(cli: Any) -> None:
+    """torchtitan ran Llama 2 13B, FSDP on 64 A100-80GB, local batch 2, no recompute: the named
+    terms fit, the assumed 5% fragmentation does not. gpuwise says "tight", not "does not fit"."""
+    args = (
+        "estimate",
+        "--model",
+        "llama-2-13b",
+        "--task",
+        "pretrain",
+        "--gpu",
+        "A100-80GB",
+        "--gpus",
+        "64",
+        "--seq-len",
+        "4096",
+        "--micro-batch",
+        "2",
+        "--zero",
+        "3",
+        "--grad-ckpt",
+        "none",
+        "--tokens",
+        "1e9",
+        "--no-calibration",
+    )
+    r = cli(*args)
+    assert r.code == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "Tight: 83.1 GiB per GPU" in text and "79.2 GiB without" in text
+    assert "Does not fit" not in text
+    doc = cli(*args, "--json").json()
+    assert doc["memory"]["verdict"] == "tight" and doc["memory"]["fits"] is False

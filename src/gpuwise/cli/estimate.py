@@ -263,6 +263,15 @@ def _render(est: Estimate) -> None:
             f"[green]Fits[/green]: {mem.per_gpu_gib:,.1f} of {mem.capacity_gib:g} GiB "
             f"({mem.headroom_gib:,.1f} GiB free)."
         )
+    elif mem.verdict == "tight":
+        frag = mem.breakdown.get("allocator_overhead", 0.0)
+        out.print(
+            f"[yellow]Tight[/yellow]: {mem.per_gpu_gib:,.1f} GiB per GPU with the assumed "
+            f"{frag:,.1f} GiB of allocator fragmentation, {mem.per_gpu_gib - frag:,.1f} GiB without, "
+            f"of {mem.capacity_gib:g} GiB: it may run out of memory. "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation; the planner "
+            "and gpuwise's fixes only use settings that fit with the allowance."
+        )
     else:
         short = -mem.headroom_gib
         out.print(
