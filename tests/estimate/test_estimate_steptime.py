@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gpuwise.errors import InputError
 from gpuwise.estimate import estimate_workload
 from gpuwise.estimate.measured import (
     UNIT_EFFICIENCY,
@@ -16,7 +17,13 @@ from gpuwise.estimate.measured import (
     load_measured_runs,
     residual_intervals,
 )
-from gpuwise.estimate.steptime import QLORA_DEQUANT_FACTOR, achievable_matmul, goodput
+from gpuwise.estimate.model import get_preset
+from gpuwise.estimate.steptime import (
+    FLASH1_SLOWDOWN,
+    QLORA_DEQUANT_FACTOR,
+    achievable_matmul,
+    goodput,
+)
 from gpuwise.estimate.workload import Workload, workload_from_options
 from gpuwise.hardware import find_gpu
 
@@ -66,7 +73,56 @@ def test_torchtitan_selective_ac_configurations_that_ran_fit() -> None:
         est = _est(r.workload, r.gpu, r.gpus)
         assert est.memory.fits, (r.label, est.memory.per_gpu_gib)
     oom = next(r for r in rows if "llama-2-70b" in r.label).workload.with_changes(micro_batch=2)
-    assert not _est(oom, "A100-80GB", 64).memory.fits
+    assert _est(oom, "A100-80GB", 64).memory.verdict == "does not fit"
+
+
+def test_no_measured_configuration_is_called_does_not_fit() -> None:
+    """Every row ran; the one whose named terms fit only without the assumed fragmentation
+    allowance is "tight" (strict ``fits`` stays False so the planner avoids it), never "does not fit"."""
+    verdicts = {}
+    for r in load_measured_runs():
+        verdicts[(r.source_id, r.gpu, r.gpus, r.label)] = _est(r.workload, r.gpu, r.gpus).memory
+    assert all(m.verdict != "does not fit" for m in verdicts.values())
+    tight = [k for k, m in verdicts.items() if m.verdict == "tight"]
+    assert tight == [("torchtitan", "A100-80GB", 64, "llama-2-13b pretrain s4096 mb2 bf16 none")]
+    mem = verdicts[tight[0]]
+    assert not mem.fits
+    frag = mem.breakdown["allocator_overhead"]
+    assert mem.per_gpu_gib - frag <= mem.capacity_gib < mem.per_gpu_gib
+
+
+def test_unstated_recompute_is_the_least_that_fits() -> None:
+    """NeMo does not say which recompute its rows used: the least of none/selective/full that fits,
+    as the planner would choose. Llama 2 70B SFT on 16 H100 (TP4 PP4, no data parallelism left to
+    shard the optimizer) fits only with full recompute; the 7B rows need none."""
+    nemo = {r.label: r for r in load_measured_runs() if r.source_id == "nemo"}
+    sft70 = nemo["llama-2-70b sft s4096 mb1 fp8 unstated"]
+    assert sft70.workload.grad_ckpt == "full"
+    assert _est(sft70.workload, sft70.gpu, sft70.gpus).memory.fits
+    assert not _est(
+        sft70.workload.with_changes(grad_ckpt="none"), sft70.gpu, sft70.gpus
+    ).memory.fits
+    assert nemo["llama-2-7b pretrain s4096 mb1 fp8 unstated"].workload.grad_ckpt == "none"
+
+
+def test_flash_attention_1_era_kernels_take_twice_the_attention_time() -> None:
+    wl = Workload(model=get_preset("llama-2-7b"), seq_len=16384, zero=3)
+    fa2 = _est(wl).step_parts
+    fa1 = _est(wl.with_changes(flash_attention_version=1)).step_parts
+    assert fa2 is not None and fa1 is not None
+    assert fa1["attention_s"] == pytest.approx(FLASH1_SLOWDOWN * fa2["attention_s"])
+    assert fa1["matmul_s"] == pytest.approx(fa2["matmul_s"])
+    with pytest.raises(InputError, match="flash_attention_version"):
+        wl.with_changes(flash_attention_version=3)
+
+
+def test_measured_rows_say_which_attention_kernel_ran() -> None:
+    """llm-foundry's sweep ran `attn_impl: triton` (FlashAttention-1's Triton port) on torch 1.13;
+    torchtitan, NeMo, TinyLlama and fms-fsdp ran FlashAttention-2-class kernels."""
+    runs = load_measured_runs()
+    assert {r.workload.flash_attention_version for r in runs if r.source_id == "foundry"} == {1}
+    for src in ("torchtitan", "nemo", "tinyllama", "fms"):
+        assert {r.workload.flash_attention_version for r in runs if r.source_id == src} == {2}
 
 
 def test_fp8_speeds_up_only_the_matmuls_it_covers() -> None:
@@ -230,6 +286,9 @@ def test_json_keeps_its_fields_and_adds_the_new_ones(cli: Any) -> None:
     ):
         assert key in doc, key
     assert doc["wall_hours_p10"] < doc["wall_hours"] < doc["wall_hours_p90"]
+    # 7B, plain data parallelism: 16 bytes of model state per parameter alone exceed 80 GB
+    assert doc["memory"]["verdict"] == "does not fit" and doc["memory"]["fits"] is False
+    assert doc["workload"]["flash_attention_version"] == 2
     assert set(doc["step_parts"]) >= {
         "matmul_s",
         "attention_s",

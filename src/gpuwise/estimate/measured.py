@@ -97,6 +97,24 @@ def _models() -> dict[str, tuple[ModelConfig, bool]]:
     return out
 
 
+# Recompute a source leaves unstated: the least of these (the planner's search order) under which the
+# configuration fits, as the planner would choose; the run worked, so one of them must have.
+UNSTATED_RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
+
+
+def _least_recompute_that_fits(wl: Workload, gpu: str, gpus: int) -> Workload:
+    from gpuwise.estimate.estimator import estimate_workload
+
+    for mode in UNSTATED_RECOMPUTE:
+        candidate = replace(wl, grad_ckpt=mode)  # type: ignore[arg-type]
+        est = estimate_workload(
+            candidate, gpu, gpus, calibration=None, suggest=False, efficiency=UNIT_EFFICIENCY
+        )
+        if est.memory.fits:
+            return candidate
+    return wl
+
+
 @functools.lru_cache(maxsize=1)
 def load_measured_runs() -> tuple[MeasuredRun, ...]:
     text = (
@@ -126,12 +144,16 @@ def load_measured_runs() -> tuple[MeasuredRun, ...]:
             zero=_ZERO[r["parallelism"]],
             global_batch=int(r["global_batch"]) if r["global_batch"] else None,
             grad_ckpt=("none" if r["recompute"] == "unstated" else r["recompute"]),  # type: ignore[arg-type]
+            # (unstated: resolved below to the least recompute that fits)
             tensor_parallel=int(r["tp"]),
             pipeline_parallel=int(r["pp"]),
             fused_kernels=r["fused"] == "true",
+            flash_attention_version=1 if r["attention"] == "flash1" else 2,
             sequence_parallel=r["parallelism"] == "megatron" and int(r["tp"]) > 1,
             **kw,  # type: ignore[arg-type]
         )
+        if r["recompute"] == "unstated":
+            wl = _least_recompute_that_fits(wl, r["gpu"], int(r["gpus"]))
         label = f"{r['model']} {r['task']} s{seq} mb{r['micro_batch'] or '?'} {r['precision']} {r['recompute']}"
         runs.append(
             MeasuredRun(
