@@ -112,8 +112,9 @@ def test_flash_attention_1_era_kernels_take_twice_the_attention_time() -> None:
     assert fa2 is not None and fa1 is not None
     assert fa1["attention_s"] == pytest.approx(FLASH1_SLOWDOWN * fa2["attention_s"])
     assert fa1["matmul_s"] == pytest.approx(fa2["matmul_s"])
-    with pytest.raises(InputError, match="flash_attention_version"):
-        wl.with_changes(flash_attention_version=3)
+    for bad in (3, True, 2.0):
+        with pytest.raises(InputError, match="flash_attention_version"):
+            wl.with_changes(flash_attention_version=bad)
 
 
 def test_measured_rows_say_which_attention_kernel_ran() -> None:
@@ -318,3 +319,12 @@ def test_published_runs_always_pay_the_whole_run_efficiency() -> None:
         efficiency=eff,
     )
     assert plain.goodput > 0.5  # a user's small job is not a whole published run
+
+
+def test_unstated_recompute_falls_back_to_the_least_memory_when_nothing_fits() -> None:
+    from gpuwise.estimate.measured import _least_recompute_that_fits
+
+    wl = Workload(model=get_preset("llama-2-70b"), seq_len=4096, zero=0)
+    picked = _least_recompute_that_fits(wl, "T4", 1)
+    assert picked.grad_ckpt == "full"
+    assert _est(picked, "T4", 1).memory.verdict == "does not fit"

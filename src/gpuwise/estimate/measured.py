@@ -8,7 +8,8 @@ Two things are fitted to them, nothing else:
 
 - the **framework factor** (:class:`EfficiencyModel`): measured step time ÷ the named parts of
   :mod:`.steptime`, averaged in log space per workload class (shrunk toward the overall mean), and
-  one **attention factor** (the FlashAttention version in use is unknown);
+  one **attention factor** (what the FlashAttention efficiency figures miss; each row's kernel
+  generation is data, the ``attention`` column);
 - the **whole-run efficiency** of published pretraining runs (``data/published_runs.csv``):
   reported GPU-hours ÷ the hours the step-time and failure models give, geometric mean;
 - the **p10–p90 error bars**: ± the 80th percentile of the absolute leave-one-source-out log errors
@@ -105,6 +106,7 @@ UNSTATED_RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
 def _least_recompute_that_fits(wl: Workload, gpu: str, gpus: int) -> Workload:
     from gpuwise.estimate.estimator import estimate_workload
 
+    candidate = wl
     for mode in UNSTATED_RECOMPUTE:
         candidate = replace(wl, grad_ckpt=mode)  # type: ignore[arg-type]
         est = estimate_workload(
@@ -112,7 +114,7 @@ def _least_recompute_that_fits(wl: Workload, gpu: str, gpus: int) -> Workload:
         )
         if est.memory.fits:
             return candidate
-    return wl
+    return candidate  # none fits: the least memory (the benchmark then reports it)
 
 
 @functools.lru_cache(maxsize=1)

@@ -124,7 +124,10 @@ class Workload:
         _choice(self.optimizer, OPTIMIZERS, "optimizer")
         _choice(self.grad_ckpt, GRAD_CKPT, "grad_ckpt")
         _choice(self.lora_targets, LORA_TARGETS, "lora_targets")
-        if self.flash_attention_version not in (1, 2):
+        if type(self.flash_attention_version) is not int or self.flash_attention_version not in (
+            1,
+            2,
+        ):
             raise InputError(
                 f"flash_attention_version={self.flash_attention_version!r} is not 1 or 2",
                 hint="give 2 (FlashAttention-2, PyTorch SDPA, cuDNN) or 1 (FlashAttention-1 era kernels)",
