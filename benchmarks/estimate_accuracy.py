@@ -28,6 +28,7 @@ import argparse
 import collections
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,9 +95,11 @@ def _summary(errs: list[float]) -> str:
     return f"{statistics.median(a):6.1%} {_q(a, 0.9):6.1%}" if a else "     -      -"
 
 
-def throughput_set() -> tuple[list[tuple[MeasuredRun, float, float]], dict[str, list[float]]]:
+def throughput_set(
+    runs_in: list[MeasuredRun] | None = None,
+) -> tuple[list[tuple[MeasuredRun, float, float]], dict[str, list[float]]]:
     """[(run, LOSO log residual, rule-40 log residual)] and LOSO residuals by class."""
-    runs = list(load_measured_runs())
+    runs = list(load_measured_runs()) if runs_in is None else runs_in
     sources = sorted({r.source_id for r in runs})
     out: list[tuple[MeasuredRun, float, float]] = []
     for s in sources:
@@ -144,6 +147,46 @@ def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float, float]
     return out
 
 
+def _attention_share(run: MeasuredRun) -> float:
+    est = estimate_workload(run.workload, run.gpu, run.gpus, calibration=None, suggest=False)
+    p = est.step_parts or {}
+    compute = sum(
+        p.get(k, 0.0) for k in ("matmul_s", "memory_bound_s", "recompute_s", "attention_s")
+    )
+    return p.get("attention_s", 0.0) / compute if compute else 0.0
+
+
+def ablation(rows: list[tuple[MeasuredRun, float, float]]) -> None:
+    """The same leave-one-source-out run with the ``attention`` column ignored (every row
+    FlashAttention-2), so the effect of that one data column is on the record."""
+    as_fa2 = [
+        replace(r, workload=r.workload.with_changes(flash_attention_version=2))
+        for r in load_measured_runs()
+    ]
+    alt, _ = throughput_set(as_fa2)
+    print("\nABLATION: the attention column ignored (every row read as FlashAttention-2)\n")
+    print(f"{'group':42s} {'rows':>4s}  {'as committed':>12s}  {'all FlashAttention-2':>20s}")
+
+    def med(sel: list[float]) -> str:
+        return f"{statistics.median([abs(math.exp(x) - 1) for x in sel]):.1%}" if sel else "-"
+
+    pairs = list(zip(rows, alt, strict=True))  # same sources, same order
+
+    def line(label: str, keep: Callable[[MeasuredRun], bool]) -> None:
+        a = [x for (r, x, _), _alt in pairs if keep(r)]
+        b = [y for (r, _, _), (_, y, _) in pairs if keep(r)]
+        print(f"{label:42s} {len(a):4d}  {med(a):>12s}  {med(b):>20s}")
+
+    line("all", lambda r: True)
+    for gpu in sorted({r.gpu for r, _, _ in rows}):
+        line(f"  GPU {gpu}", lambda r, g=gpu: r.gpu == g)
+    share = {id(r): _attention_share(r) for r, _, _ in rows}
+    fa1 = [r for r, _, _ in rows if r.workload.flash_attention_version == 1]
+    line("  FlashAttention-1 rows, attention < 10%", lambda r: r in fa1 and share[id(r)] < 0.1)
+    line("  FlashAttention-1 rows, attention >= 10%", lambda r: r in fa1 and share[id(r)] >= 0.1)
+    line("  FlashAttention-2 rows", lambda r: r.workload.flash_attention_version == 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -152,6 +195,12 @@ def main() -> None:
         help="write the LOSO residual quantiles to src/gpuwise/estimate/data/estimate_residuals.csv",
     )
     parser.add_argument("--rows", action="store_true", help="print every row")
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also rerun the LOSO with every row read as FlashAttention-2 (what the attention "
+        "column changes), split by the attention share of the named compute time",
+    )
     args = parser.parse_args()
 
     rows, by_class = throughput_set()
@@ -254,6 +303,9 @@ def main() -> None:
     print(
         f"  p10-p90 range holds the reported GPU-hours: {inside_h}/{len(hours)} = {inside_h / len(hours):.0%}"
     )
+
+    if args.ablation:
+        ablation(rows)
 
     if args.write_residuals:
         path = (
