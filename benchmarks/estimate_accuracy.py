@@ -184,7 +184,10 @@ def ablation(rows: list[tuple[MeasuredRun, float, float]]) -> None:
     fa1 = [r for r, _, _ in rows if r.workload.flash_attention_version == 1]
     line("  FlashAttention-1 rows, attention < 10%", lambda r: r in fa1 and share[id(r)] < 0.1)
     line("  FlashAttention-1 rows, attention >= 10%", lambda r: r in fa1 and share[id(r)] >= 0.1)
-    line("  FlashAttention-2 rows", lambda r: r.workload.flash_attention_version == 2)
+    line(
+        "  the other rows (FlashAttention-2; CNNs)",
+        lambda r: r.workload.flash_attention_version == 2,
+    )
 
 
 def main() -> None:
