@@ -22,6 +22,7 @@ import hashlib
 import os
 import random
 import sys
+import time
 
 import numpy as np
 import torch
@@ -98,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--deterministic", action="store_true", help="torch.use_deterministic_algorithms (GPU runs)"
     )
+    ap.add_argument(
+        "--step-delay",
+        type=float,
+        default=0.0,
+        help="seconds to sleep after each optimizer step (tests that must act mid-run; "
+        "changes no number)",
+    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
@@ -153,8 +161,11 @@ def main(argv: list[str] | None = None) -> int:
             with run.autocast():
                 loss = torch.nn.functional.cross_entropy(model(x * mask), y)
             total += float(loss.detach())
-            if run.step(loss) and rank == 0:
+            stepped = run.step(loss)
+            if stepped and rank == 0:
                 print(f"loss {run.global_step} {(total / args.grad_accum).hex()}", flush=True)
+            if stepped and args.step_delay > 0:
+                time.sleep(args.step_delay)
             if run.micro % args.grad_accum == 0:
                 total = 0.0
     final = digest(getattr(model, "module", model), opt)

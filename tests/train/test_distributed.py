@@ -5,6 +5,7 @@ Slow (torch starts in every worker); the big kill counts live in benchmarks/trai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -164,6 +165,18 @@ def _workers_of(proc: subprocess.Popen[str]) -> list[psutil.Process]:
     ]
 
 
+def _kill_tree(proc: subprocess.Popen[str]) -> None:
+    """Kill ``proc`` and everything under it (torchrun, its workers) and reap it, so nothing
+    outlives the test."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+    if proc.poll() is None:
+        proc.kill()
+
+
+@pytest.mark.timeout(1100)  # a reference run, then two "nodes" and a restart, on 2 shared cores
 @pytest.mark.parametrize(
     "per_node",
     [
@@ -200,6 +213,10 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
             EXAMPLE,
             *TINY,
             *args,
+            # 40 steps take a few seconds: without a pause per step a loaded machine can run the
+            # whole job before the kill lands, and node 1 then restarts alone (node 0 is done)
+            "--step-delay",
+            "0.25",
             "--checkpoint-dir",
             str(ckpt),
         ]
@@ -217,13 +234,25 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
         assert lost
         for p in lost:  # node 1's machine goes away (its gpuwise run stands for the replacement)
             p.send_signal(signal.SIGKILL)
-        outs = [n.communicate(timeout=600) for n in nodes]
+        try:
+            outs = [
+                n.communicate(timeout=max(1.0, deadline + 300 - time.monotonic())) for n in nodes
+            ]
+        except subprocess.TimeoutExpired:
+            for n in nodes:
+                _kill_tree(n)
+            tails = [n.communicate()[1][-3000:] for n in nodes]
+            pytest.fail(f"the restart did not finish; node 0:\n{tails[0]}\nnode 1:\n{tails[1]}")
     finally:
         for n in nodes:
-            if n.poll() is None:
-                n.kill()
+            _kill_tree(n)
+            if n.stdout and not n.stdout.closed:
+                n.communicate()
     for n, (_, err) in zip(nodes, outs, strict=True):
-        assert n.returncode == 0, err[-4000:]
+        assert n.returncode == 0, "\n".join(
+            f"node {i} (exit {m.returncode}) stdout:\n{o[-1500:]}\nstderr:\n{e[-2500:]}"
+            for i, (m, (o, e)) in enumerate(zip(nodes, outs, strict=True))
+        )
         assert re.search(r"attempt 1 crashed", err) and re.search(r"attempt \d+ done", err), err[
             -3000:
         ]

@@ -75,6 +75,42 @@ def test_run_restart_rules_and_exit_codes(
     assert [a["number"] for a in doc["attempts"]] == list(range(1, attempts + 1))
 
 
+CLOSED = """
+import os, sys
+path = sys.argv[1]
+n = int(open(path).read()) if os.path.exists(path) else 0
+open(path, "w").write(str(n + 1))
+if n < int(sys.argv[2]):  # what gpuwise.train._torchrun does on RendezvousClosedError
+    open(os.path.join(os.environ["GPUWISE_RUN_DIR"], "rendezvous-closed"), "w").write("closed")
+    sys.exit(1)
+sys.exit(0)
+"""
+
+
+def test_a_closed_rendezvous_is_joined_again_without_counting_a_failure(tmp_path: Path) -> None:
+    """Several nodes: a replacement node's new attempt can find the rendezvous still closed while
+    the survivors end the previous attempt. That must not spend --max-restarts (it used to, in
+    seconds, and the node gave up with 76 while the others were still shutting down)."""
+    script = tmp_path / "closed.py"
+    script.write_text(CLOSED)
+    base = [sys.executable, "-m", "gpuwise", "run", "--no-torchrun", "--restart-delay", "0s"]
+    cmd = [*base, "--max-restarts", "0", "--json", "--"]
+    r = subprocess.run(
+        [*cmd, sys.executable, str(script), str(tmp_path / "n"), "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [a["outcome"] for a in doc["attempts"]] == [
+        "rendezvous-closed",
+        "rendezvous-closed",
+        "done",
+    ]
+    assert "not counted as a failure" in r.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [

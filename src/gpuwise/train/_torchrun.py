@@ -4,16 +4,25 @@ torchrun turns any worker failure into its own exit code 1, which hides what ``g
 needs to decide on a restart: 75 (preempted) and 2 (usage error: retrying cannot help). When
 every failed worker exited with the same positive code, this wrapper exits with that code;
 otherwise (mixed codes, signals) with 1, as torchrun does.
+
+Joining a rendezvous that another node has closed (several nodes: the survivors of a lost node
+are still ending the previous attempt) is not a failure of the command: the wrapper writes
+``rendezvous-closed`` into ``GPUWISE_RUN_DIR`` so that ``gpuwise run`` joins again without
+counting a crash.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+
+RENDEZVOUS_CLOSED_MARKER = "rendezvous-closed"
 
 
 def main(argv: list[str]) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousClosedError
     from torch.distributed.run import parse_args, run
 
     try:
@@ -21,6 +30,16 @@ def main(argv: list[str]) -> int:
     except SignalException as exc:  # stopped by a signal: torchrun has stopped the workers
         print(f"torchrun: stopped by signal {int(exc.sigval)}", file=sys.stderr)
         return 128 + int(exc.sigval)
+    except RendezvousClosedError:
+        print(
+            "torchrun: the rendezvous is closed (another node is ending the previous attempt)",
+            file=sys.stderr,
+        )
+        run_dir = os.environ.get("GPUWISE_RUN_DIR")
+        if run_dir:
+            with open(os.path.join(run_dir, RENDEZVOUS_CLOSED_MARKER), "w") as f:
+                f.write("closed\n")
+        return 1
     except ChildFailedError as exc:
         codes = {int(f.exitcode) for f in exc.failures.values()}
         code = codes.pop() if len(codes) == 1 else 1

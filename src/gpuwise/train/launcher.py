@@ -13,6 +13,11 @@ Multi-node settings come from the flags, else SkyPilot's ``SKYPILOT_NUM_NODES``,
 ``PET_NPROC_PER_NODE``, ``MASTER_ADDR``, ``MASTER_PORT`` (``WORLD_SIZE``/``RANK`` as node count
 and index) — :func:`from_environment`.
 
+A node whose new attempt finds the rendezvous still closed (the survivors' torchrun is ending
+the previous attempt) joins again after the restart delay without counting a failure, for up to
+:data:`RENDEZVOUS_CLOSED_WAIT_S`; otherwise a replacement node would spend ``--max-restarts`` in
+seconds and give up while the others were still shutting down.
+
 Failures that cannot change on retry stop at once, not after ``--max-restarts`` attempts: the
 script does not exist, ``python -c`` (torchrun needs a script file), and an attempt whose workers
 all exit with code 2 (the usage-error code of argparse, click and gpuwise) — ``gpuwise run`` then
@@ -45,12 +50,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuwise.errors import InputError, MissingExtraError
+from gpuwise.train._torchrun import RENDEZVOUS_CLOSED_MARKER
 from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED, EXIT_USAGE
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["done", "preempted", "crashed", "stopped", "usage"]
+Outcome = Literal["done", "preempted", "crashed", "stopped", "usage", "rendezvous-closed"]
 DEFAULT_RDZV_PORT = 29500
+# How long a node keeps joining a rendezvous that the other nodes have closed (they are still
+# ending the previous attempt) before it counts as a failure: torchrun's default rendezvous join
+# timeout (`--rdzv-conf join_timeout`, 600 s).
+RENDEZVOUS_CLOSED_WAIT_S = 600.0
 NOT_RETRIED_EXIT_CODES = (EXIT_USAGE,)
 """Worker exit codes that a retry cannot change (module docstring)."""
 
@@ -281,6 +291,7 @@ def launch(
     argv = build_argv(spec)
     attempts: list[AttemptResult] = []
     crashes = preemptions = 0
+    closed_since: float | None = None
     received: list[int] = []
     proc: subprocess.Popen[bytes] | None = None
 
@@ -299,6 +310,9 @@ def launch(
             while True:
                 for path in glob.glob(os.path.join(run_dir, "progress-rank*.json")):
                     os.remove(path)
+                closed_marker = os.path.join(run_dir, RENDEZVOUS_CLOSED_MARKER)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(closed_marker)
                 number = len(attempts) + 1
                 say(f"attempt {number}: {' '.join(argv)}")
                 started = time.monotonic()
@@ -311,6 +325,8 @@ def launch(
                         continue
                 progress = _read_progress(run_dir)
                 outcome = _classify(code, progress, bool(received))
+                if outcome == "crashed" and not progress and os.path.exists(closed_marker):
+                    outcome = "rendezvous-closed"
                 steps = [p["step"] for p in progress if isinstance(p.get("step"), int)]
                 commits = [
                     p["committed_step"]
@@ -358,6 +374,20 @@ def launch(
                         f"stop signal received: exiting with {EXIT_PREEMPTED} so the scheduler can recover the job"
                     )
                     return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
+                if outcome == "rendezvous-closed":
+                    if closed_since is None:
+                        closed_since = time.monotonic() - result.wall_s
+                    if time.monotonic() - closed_since <= RENDEZVOUS_CLOSED_WAIT_S:
+                        say(
+                            "the rendezvous is still closed: the other nodes are ending the previous "
+                            "attempt; joining again (not counted as a failure)"
+                        )
+                        time.sleep(max(spec.restart_delay_s, 1.0))
+                        if received:
+                            return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
+                        continue
+                    outcome = "crashed"
+                closed_since = None
                 if outcome == "preempted":
                     preemptions += 1
                     if preemptions > spec.max_preemptions:
