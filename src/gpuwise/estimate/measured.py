@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from gpuwise.datafiles import commented_csv
 from gpuwise.estimate.model import ModelConfig, get_preset
-from gpuwise.estimate.workload import Workload
+from gpuwise.estimate.workload import RECOMPUTE_SEARCH, Workload
 
 if TYPE_CHECKING:
     from gpuwise.estimate.estimator import Estimate
@@ -98,17 +98,17 @@ def _models() -> dict[str, tuple[ModelConfig, bool]]:
     return out
 
 
-# Recompute a source leaves unstated: the least of these (the planner's search order) under which the
-# configuration fits, as the planner would choose; the run worked, so one of them must have.
-UNSTATED_RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
+# Recompute a source leaves unstated: the least of RECOMPUTE_SEARCH (the planner's search order)
+# under which the configuration fits, as the planner would choose; the run worked, so one of them
+# must have.
 
 
 def _least_recompute_that_fits(wl: Workload, gpu: str, gpus: int) -> Workload:
     from gpuwise.estimate.estimator import estimate_workload
 
     candidate = wl
-    for mode in UNSTATED_RECOMPUTE:
-        candidate = replace(wl, grad_ckpt=mode)  # type: ignore[arg-type]
+    for mode in RECOMPUTE_SEARCH:
+        candidate = replace(wl, grad_ckpt=mode)
         est = estimate_workload(
             candidate, gpu, gpus, calibration=None, suggest=False, efficiency=UNIT_EFFICIENCY
         )

@@ -29,6 +29,9 @@ GRAD_CKPT: tuple[GradCkpt, ...] = ("none", "selective", "full", "selective-op", 
 matmul and attention outputs named in its policy, recompute the rest) and ``= "2"`` (full
 recomputation of every second block); see :func:`gpuwise.estimate.memory.activation_bytes`."""
 LORA_TARGETS: tuple[LoraTargets, ...] = ("qv", "attn", "all-linear")
+RECOMPUTE_SEARCH: tuple[GradCkpt, ...] = ("none", "selective", "full")
+"""The recompute modes a search tries, least recompute first: the planner's settings search, and
+the measured rows whose source leaves recompute unstated."""
 
 # Sanity bounds: beyond these a value is a typo, not a workload.
 _MAX_TOKENS = 1e16  # ~600x Llama 3's 15.6T pretraining tokens

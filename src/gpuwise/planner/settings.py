@@ -26,14 +26,14 @@ from typing import Any
 
 from gpuwise.estimate.estimator import Estimate, estimate_workload
 from gpuwise.estimate.memory import memory_breakdown_bytes
-from gpuwise.estimate.workload import GradCkpt, Workload
+from gpuwise.estimate.workload import RECOMPUTE_SEARCH, GradCkpt, Workload
 from gpuwise.hardware import GpuSpec
 from gpuwise.units import BYTES_PER_GIB
 
 Recompute = GradCkpt
 # the search tries the three framework-neutral modes; a workload given with torchtitan's
 # selective-op/selective-layer keeps it when the search is off
-_RECOMPUTE: tuple[Recompute, ...] = ("none", "selective", "full")
+_RECOMPUTE: tuple[Recompute, ...] = RECOMPUTE_SEARCH
 _MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 _TP = (1, 2, 4, 8)
 SIMPLER_WITHIN = 0.01

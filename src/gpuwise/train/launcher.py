@@ -226,7 +226,10 @@ def _read_progress(run_dir: str) -> list[dict[str, Any]]:
     return docs
 
 
-def _classify(code: int, progress: list[dict[str, Any]], signalled: bool) -> Outcome:
+def _classify(
+    code: int, progress: list[dict[str, Any]], signalled: bool, rendezvous_closed: bool = False
+) -> Outcome:
+    """``rendezvous_closed``: the attempt left the marker of :mod:`._torchrun` (no worker ran)."""
     if signalled:
         return "stopped"
     exits = {p.get("exit") for p in progress}
@@ -236,6 +239,8 @@ def _classify(code: int, progress: list[dict[str, Any]], signalled: bool) -> Out
         return "done"
     if code in NOT_RETRIED_EXIT_CODES:
         return "usage"
+    if rendezvous_closed and not progress:
+        return "rendezvous-closed"
     return "crashed"
 
 
@@ -324,9 +329,7 @@ def launch(
                     except KeyboardInterrupt:  # our handler already forwarded SIGTERM
                         continue
                 progress = _read_progress(run_dir)
-                outcome = _classify(code, progress, bool(received))
-                if outcome == "crashed" and not progress and os.path.exists(closed_marker):
-                    outcome = "rendezvous-closed"
+                outcome = _classify(code, progress, bool(received), os.path.exists(closed_marker))
                 steps = [p["step"] for p in progress if isinstance(p.get("step"), int)]
                 commits = [
                     p["committed_step"]
@@ -374,21 +377,19 @@ def launch(
                         f"stop signal received: exiting with {EXIT_PREEMPTED} so the scheduler can recover the job"
                     )
                     return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
-                if outcome == "rendezvous-closed":
-                    if closed_since is None:
-                        closed_since = time.monotonic() - result.wall_s
-                    if time.monotonic() - closed_since <= RENDEZVOUS_CLOSED_WAIT_S:
-                        say(
-                            "the rendezvous is still closed: the other nodes are ending the previous "
-                            "attempt; joining again (not counted as a failure)"
-                        )
-                        time.sleep(max(spec.restart_delay_s, 1.0))
-                        if received:
-                            return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
-                        continue
-                    outcome = "crashed"
-                closed_since = None
-                if outcome == "preempted":
+                # consecutive closed-rendezvous attempts: since the first one started
+                closed_since = (closed_since or started) if outcome == "rendezvous-closed" else None
+                delay = spec.restart_delay_s
+                if (
+                    closed_since is not None
+                    and time.monotonic() - closed_since <= RENDEZVOUS_CLOSED_WAIT_S
+                ):
+                    say(
+                        "the rendezvous is still closed: the other nodes are ending the previous "
+                        "attempt; joining again (not counted as a failure)"
+                    )
+                    delay = max(delay, 1.0)  # no busy loop with --restart-delay 0s
+                elif outcome == "preempted":
                     preemptions += 1
                     if preemptions > spec.max_preemptions:
                         say(
@@ -404,7 +405,7 @@ def launch(
                         )
                         return LaunchResult(EXIT_RESTARTS_EXHAUSTED, tuple(attempts))
                     say(f"restarting after a failure ({crashes}/{spec.max_restarts})")
-                time.sleep(spec.restart_delay_s)
+                time.sleep(delay)
                 if received:
                     return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
     finally:
