@@ -168,6 +168,13 @@ def test_hf_config_gives_the_presets_param_count(
     )  # a model folder works too
 
 
+def test_a_config_json_saved_with_a_bom_reads_like_one_without(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_LLAMA2_7B), encoding="utf-8-sig")  # Windows editors add one
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    assert parse_hf_config(path).total_params == get_preset("llama-2-7b").total_params
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -268,7 +268,7 @@ def load_calibration(path: str | Path | None = None) -> Calibration | None:
             )
         return None
     try:
-        data = json.loads(p.read_text("utf-8"))
+        data = json.loads(p.read_text("utf-8-sig"))
     except UnicodeDecodeError as exc:  # was reported as a permissions problem
         raise DataFileError(
             f"{p}: {parse_error_text(exc)}",

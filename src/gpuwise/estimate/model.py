@@ -481,7 +481,7 @@ def parse_hf_config(path: str | Path) -> ModelConfig:
     p = Path(path)
     where = str(p)
     try:
-        text = p.read_text("utf-8")
+        text = p.read_text("utf-8-sig")  # a BOM (Windows editors) is not an error
     except FileNotFoundError:
         raise InputError(
             f"{where}: no such file", hint="give a preset name or the path to a config.json"
