@@ -91,7 +91,9 @@ def run(
     env = from_environment()
     spec = LaunchSpec(
         tuple(command),
-        nproc_per_node=nproc_per_node or env.get("nproc_per_node", 1),
+        nproc_per_node=(
+            nproc_per_node if nproc_per_node is not None else env.get("nproc_per_node", 1)
+        ),
         max_restarts=max_restarts,
         max_preemptions=max_preemptions,
         torchrun=torchrun,
