@@ -15,7 +15,7 @@ def parse_delay_s(text: str) -> float:
     """``30s``, ``2m``, ``0s`` → seconds; a unit is required (gpuwise.units' one rule)."""
     from gpuwise.units import parse_duration_seconds
 
-    return parse_duration_seconds(text, "restart delay", allow_zero=True)
+    return parse_duration_seconds(text, "--restart-delay", allow_zero=True)
 
 
 def run(
