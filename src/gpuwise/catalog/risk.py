@@ -18,10 +18,11 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
+from gpuwise.datafiles import csv_safe_cell, csv_text_cell, refuse_bidi_controls
 from gpuwise.errors import CatalogError
 
 SPOT_RISK_FILE = "spot_risk.csv"
@@ -70,7 +71,7 @@ def _to_csv(rows: Iterable[object], cls: type) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([f.name for f in fields(cls)])
     for row in rows:
-        writer.writerow(["" if v is None else v for v in astuple(row)])  # type: ignore[call-overload]
+        writer.writerow(["" if v is None else csv_safe_cell(v) for v in astuple(row)])  # type: ignore[call-overload]
     return out.getvalue()
 
 
@@ -82,7 +83,8 @@ def reserved_to_csv(rows: Iterable[ReservedPrice]) -> str:
     return _to_csv(rows, ReservedPrice)
 
 
-def _reader(text: str, cls: type, origin: str) -> csv.DictReader[str]:
+def _reader(text: str, cls: type, origin: str) -> Iterator[dict[str, str]]:
+    refuse_bidi_controls(text, origin, CatalogError)
     reader = csv.DictReader(io.StringIO(text))
     missing = [f.name for f in fields(cls) if f.name not in (reader.fieldnames or ())]
     if missing:
@@ -90,7 +92,10 @@ def _reader(text: str, cls: type, origin: str) -> csv.DictReader[str]:
             f"{origin}: missing column(s) {', '.join(missing)}",
             hint="run `gpuwise catalog update --fetch` again to rewrite it",
         )
-    return reader
+    # undo _to_csv's "'" before formula-like cells, so the file round-trips
+    return (
+        {k: csv_text_cell(v) if isinstance(v, str) else v for k, v in r.items()} for r in reader
+    )
 
 
 def _float(raw: str, where: str, *, positive: bool) -> float:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from gpuwise.catalog.offer import Offer, check_header, parse_positive, parse_price
 from gpuwise.catalog.resolve import instance_override, resolve_gpu
+from gpuwise.datafiles import refuse_bidi_controls
 from gpuwise.errors import CatalogError
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ def _gpu_mib_from_info(info: str) -> float | None:
 
 
 def _parse_rows(text: str, origin: str) -> list[_Row]:
+    refuse_bidi_controls(text, origin, CatalogError)
     reader = csv.DictReader(io.StringIO(text))
     check_header(reader.fieldnames, _REQUIRED, origin)
     rows = []
