@@ -8,7 +8,7 @@ Frozen dataclasses only; the optimizer lives in :mod:`gpuwise.fleet.milp` (the M
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuwise.errors import InputError
@@ -218,3 +218,44 @@ class FleetPlan:
     extrapolated: bool = False
     """A proposed reservation's term is longer than the demand profile: its cost and saving assume
     the profile repeats for the whole term (said in ``notes``)."""
+
+
+def parse_spot_capacity(values: Iterable[str], gpus: Sequence[str]) -> dict[str, float]:
+    """``--spot-capacity`` text → :attr:`FleetOptions.spot_capacity_gpus` for a demand of ``gpus``.
+
+    ``"32"`` caps every model of the demand at 32 GPUs on spot at once; ``"H100=32"`` (any name
+    ``gpuwise gpus`` knows) caps one model, which must be in the demand.
+    """
+    from gpuwise.hardware import find_gpu
+    from gpuwise.units import parse_count
+
+    caps: dict[str, float] = {}
+    for raw in values:
+        if "=" in raw:
+            name, _, n = raw.partition("=")
+            gpu = find_gpu(name.strip()).name
+            if gpu not in gpus:
+                raise InputError(
+                    f"--spot-capacity {raw!r}: {gpu} is not in the demand",
+                    hint=f"the demand has {', '.join(gpus)}",
+                )
+            caps[gpu] = parse_count(n, "--spot-capacity")
+        else:
+            if not gpus:
+                raise InputError(
+                    "--spot-capacity N needs a demand", hint="give --demand or --profile"
+                )
+            caps.update(dict.fromkeys(gpus, parse_count(raw, "--spot-capacity")))
+    return caps
+
+
+def parse_terms(text: str) -> tuple[int, ...]:
+    """``"1,3"`` (or ``"1y"``, ``"3"``) → :attr:`FleetOptions.terms`, sorted."""
+    try:
+        return tuple(
+            sorted({int(t.strip().lower().removesuffix("y")) for t in text.split(",") if t.strip()})
+        )
+    except ValueError:
+        raise InputError(
+            f"cannot read --terms {text!r}", hint="write 1, 3 or 1,3 (years)"
+        ) from None
