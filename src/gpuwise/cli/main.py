@@ -77,7 +77,7 @@ def _root(
 
 
 def _register() -> None:
-    """Commands in the order of DESIGN.md's table (the order `gpuwise --help` lists them)."""
+    """Commands in the order `gpuwise --help` lists them: the job's path first (ARCHITECTURE.md)."""
     from gpuwise.cli import bench, catalog, doctor, estimate, fleet, gpus, monitoring, offers, plan
     from gpuwise.cli import run as run_cmd
 
