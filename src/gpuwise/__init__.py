@@ -111,7 +111,14 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuwise' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from gpuwise.errors import MissingExtraAttributeError, MissingExtraError
+
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except MissingExtraAttributeError:  # gpuwise.train's own lazy lookup said it already
+        raise
+    except MissingExtraError as exc:  # e.g. Checkpointer without torch: help(gpuwise) skips it
+        raise MissingExtraAttributeError(f"gpuwise.{name}", exc) from exc
     globals()[name] = value
     return value
 

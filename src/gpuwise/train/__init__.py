@@ -64,7 +64,12 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuwise.train' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from gpuwise.errors import MissingExtraAttributeError, MissingExtraError
+
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except MissingExtraError as exc:  # no torch: help(gpuwise.train) skips the name
+        raise MissingExtraAttributeError(f"gpuwise.train.{name}", exc) from exc
     globals()[name] = value
     return value
 
