@@ -30,9 +30,11 @@ def info(json: JsonFlag = False) -> None:
         d = parse_as_of(as_of)
         return None if d is None else max(0, (today - d).days)
 
+    manifest = read_manifest()
+    history = [h for h in manifest.get("history") or [] if isinstance(h, dict)]
     fetched = [
         {"source": name, **entry, "age_days": age_days(str(entry.get("as_of", "")))}
-        for name, entry in sorted((read_manifest().get("sources") or {}).items())
+        for name, entry in sorted((manifest.get("sources") or {}).items())
         if isinstance(entry, dict)
     ]
     data = {
@@ -43,6 +45,7 @@ def info(json: JsonFlag = False) -> None:
             for layer in cat.layers
         ],
         "fetched": fetched,
+        "history": history,
         "store": str(store_path()),
         "store_edited_by_user": user_edited(store_path()),
     }
@@ -101,6 +104,34 @@ def info(json: JsonFlag = False) -> None:
                 str(f.get("fetched_at", "")),
             )
         out.print(t)
+    if history:
+        _print_history(history[-HISTORY_SHOWN:], len(history))
+
+
+HISTORY_SHOWN = 10
+"""Fetches `catalog info` lists as text (``--json`` gives the whole history)."""
+
+
+def _print_history(rows: Sequence[dict[str, Any]], total: int) -> None:
+    cols = ("fetched at", "source", "as of", "version", "offers", "bands", "reserved", "skipped")
+    t = make_table(
+        cols,
+        title=f"Fetch history (last {len(rows)} of {total}; all with --json)",
+        left=("fetched at", "source", "as of", "version"),
+    )
+    for h in rows:
+        skipped = h.get("skipped") or {}
+        t.add_row(
+            str(h.get("fetched_at", "")),
+            str(h.get("source", "")),
+            str(h.get("as_of", "")),
+            str(h.get("version", ""))[:40],
+            str(h.get("offers", 0)),
+            str(h.get("spot_risks", 0)),
+            str(h.get("reserved_prices", 0)),
+            f"{sum(skipped.values())} skipped" if isinstance(skipped, dict) and skipped else "",
+        )
+    console().print(t)
 
 
 @app.command("update")
