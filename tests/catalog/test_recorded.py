@@ -504,3 +504,23 @@ def test_concurrent_updates_lose_no_rows(tmp_path: Path) -> None:
         "box.2",
         "box.3",
     ]
+
+
+@pytest.mark.parametrize(
+    "cut, message",
+    [
+        (lambda b: b[: b.rindex(b",31.92,")] + b",31.9", "ends mid-line"),  # cut at rest, mid-price
+        (lambda b: b[: b.rindex(b",31.92,")] + b",31.92\n", "cells (the row is cut short)"),
+    ],
+    ids=["no-final-newline", "short-row"],
+)
+def test_a_skypilot_file_cut_short_at_rest_is_refused(
+    cli, tmp_path: Path, cut: Callable[[bytes], bytes], message: str
+) -> None:  # type: ignore[no-untyped-def]
+    lam = tmp_path / "v8" / "lambda"
+    lam.mkdir(parents=True)
+    (lam / "vms.csv").write_bytes(cut(LAMBDA.read_bytes()))
+    for args in (("--from-skypilot", tmp_path / "v8"), ("--from-csv", lam / "vms.csv")):
+        r = cli("catalog", "update", *args)
+        assert r.code == 2 and message in r.stderr, (args, r.stderr)
+        assert store_files() == {}

@@ -198,6 +198,7 @@ def update_store(
     mode: UpdateMode = "replace",
 ) -> UpdateReport:
     """Import ``source``'s offers: ``replace`` the store's rows for its clouds, or ``merge`` them by key."""
+    _refuse_cut_short(source)
     new_offers, location, _ = source.read()  # raises on any bad row: nothing is written
     if not new_offers:
         raise CatalogError(
@@ -206,6 +207,30 @@ def update_store(
     store = store_path()
     with store_lock(store):
         return _update_locked(store, new_offers, location, force, dry_run, mode)
+
+
+def _refuse_cut_short(source: CatalogSource) -> None:
+    """A file to import that ends mid-line (no final newline) was cut short: refuse it, naming it.
+    (Read commands stay lenient; only an update, which replaces rows, insists.)"""
+    from gpuwise.catalog.sources import CsvFile, SkyPilotDir
+
+    paths = (
+        [source.path]
+        if isinstance(source, CsvFile)
+        else [p for _, p in source.files()]
+        if isinstance(source, SkyPilotDir)
+        else []
+    )
+    for path in paths:
+        if path.suffix == ".gz" or not path.is_file() or path.stat().st_size == 0:
+            continue
+        with open(path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                raise CatalogError(
+                    f"{path}: the file ends mid-line (no final newline): it was cut short",
+                    hint="copy or download it again; if it is complete, add a newline at the end",
+                )
 
 
 def _update_locked(
