@@ -80,13 +80,15 @@ class FetchSettings:
         )
 
 
-class Download(bytes):
-    """A downloaded body; ``last_modified`` is the server's ``Last-Modified`` as an ISO date, or None."""
+class Download(bytearray):
+    """A downloaded body, filled in place as it arrives (no second copy of a large file: the
+    price-list benchmark holds peak memory under 2× the file size); ``last_modified`` is the
+    server's ``Last-Modified`` as an ISO date, or None."""
 
     last_modified: str | None = None
 
     @classmethod
-    def of(cls, data: bytes, last_modified: str | None) -> Download:
+    def of(cls, data: bytes | bytearray, last_modified: str | None) -> Download:
         out = cls(data)
         out.last_modified = last_modified
         return out
@@ -112,7 +114,7 @@ class _DeadlinePassed(Exception):
 
 def _read_capped(
     resp: http.client.HTTPResponse, url: str, max_bytes: int, deadline: float = float("inf")
-) -> bytes:
+) -> Download:
     length = resp.headers.get("Content-Length")
     expected = int(length) if length and length.isdigit() else None
     if expected is not None and expected > max_bytes:
@@ -120,7 +122,7 @@ def _read_capped(
             f"{url}: {expected:,} bytes is over the {max_bytes:,}-byte limit",
             hint="raise GPUWISE_FETCH_MAX_BYTES if the file is really that large",
         )
-    chunks: list[bytes] = []
+    body = Download(expected or 0)  # sized once when the length is known
     total = 0
     while True:
         if time.monotonic() > deadline:
@@ -142,13 +144,13 @@ def _read_capped(
                 hint="raise GPUWISE_FETCH_MAX_BYTES if "
                 "the file is really that large, else the server is not the price source",
             )
-        chunks.append(chunk)
+        body[total - len(chunk) : total] = chunk
     if expected is not None and total != expected:
         raise FetchError(
             f"{url}: download cut short after {total:,} of {expected:,} bytes",
             hint="try again; " + OFFLINE_HINT,
         )
-    return b"".join(chunks)
+    return body
 
 
 def fetch_bytes(
@@ -217,7 +219,8 @@ def _attempt(url: str, s: FetchSettings, accept: str, timeout: float, deadline: 
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             body = _read_capped(resp, url, s.max_bytes, deadline)
-            return Download.of(body, http_date(resp.headers.get("Last-Modified")))
+            body.last_modified = http_date(resp.headers.get("Last-Modified"))
+            return body
     except urllib.error.HTTPError as exc:
         exc.close()  # the error holds the response's socket
         if exc.code >= 500 or exc.code == 429:

@@ -9,7 +9,6 @@ downloaded bytes (``benchmarks/catalog_speed.py --price-list`` measures it).
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -39,12 +38,26 @@ def _short(exc: Exception) -> str:
     return " ".join(str(exc).split())[:60]
 
 
-def _events(data: bytes, prefix: str, url: str) -> Iterator[tuple[str, Any]]:
+class _Reader:
+    """A file-like view of the downloaded bytes for ijson, without copying them."""
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self._view = memoryview(data)
+        self._pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._view) if n < 0 else self._pos + n
+        out = bytes(self._view[self._pos : end])
+        self._pos += len(out)
+        return out
+
+
+def _events(data: bytes | bytearray, prefix: str, url: str) -> Iterator[tuple[str, Any]]:
     """``(key, value)`` pairs of the object at ``prefix``, streamed; a damaged file is a CatalogError."""
     import ijson
 
     try:
-        yield from ijson.kvitems(io.BytesIO(data), prefix, use_float=True)
+        yield from ijson.kvitems(_Reader(data), prefix, use_float=True)
     except ijson.JSONError as exc:
         raise CatalogError(
             f"{url}: not valid JSON ({_short(exc)})",
@@ -52,13 +65,13 @@ def _events(data: bytes, prefix: str, url: str) -> Iterator[tuple[str, Any]]:
         ) from None
 
 
-def _top_level(data: bytes, url: str) -> dict[str, Any]:
+def _top_level(data: bytes | bytearray, url: str) -> dict[str, Any]:
     """The scalar fields before ``products`` (``version``, ``publicationDate``, …)."""
     import ijson
 
     out: dict[str, Any] = {}
     try:
-        for prefix, event, value in ijson.parse(io.BytesIO(data)):
+        for prefix, event, value in ijson.parse(_Reader(data)):
             if prefix in ("products", "terms"):
                 out.setdefault("_has_" + prefix, True)
                 if prefix == "products":
@@ -74,7 +87,7 @@ def _top_level(data: bytes, url: str) -> dict[str, Any]:
 
 
 def _gpu_skus(
-    data: bytes, url: str, region: str, aws_types: set[str]
+    data: bytes | bytearray, url: str, region: str, aws_types: set[str]
 ) -> dict[str, tuple[str, str]]:
     """sku → (instance type, region) for Linux shared-tenancy GPU products."""
     out: dict[str, tuple[str, str]] = {}

@@ -77,7 +77,7 @@ def env_list(name: str, default: Sequence[str]) -> list[str]:
     return [x.strip() for x in env(name, ",".join(default)).split(",") if x.strip()]
 
 
-def as_json(data: bytes, url: str) -> Any:
+def as_json(data: bytes | bytearray, url: str) -> Any:
     try:
         return json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -87,7 +87,7 @@ def as_json(data: bytes, url: str) -> Any:
         ) from None
 
 
-def as_text(data: bytes, url: str) -> str:
+def as_text(data: bytes | bytearray, url: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -97,7 +97,7 @@ def as_text(data: bytes, url: str) -> str:
         ) from None
 
 
-def complete_csv(data: bytes, url: str) -> str:
+def complete_csv(data: bytes | bytearray, url: str) -> str:
     """CSV text that ends with a newline: a body that stops mid-line was cut short (a server that
     closes the connection early sends no ``Content-Length`` to check against)."""
     if data and not data.endswith(b"\n"):

@@ -277,7 +277,7 @@ def _read_dir(folder: Path, provider: str) -> tuple[str, str, str]:
     return complete_csv(data, str(path)), version, str(path)
 
 
-def _unzip_one(data: bytes, member: str, origin: str) -> str:
+def _unzip_one(data: bytes | bytearray, member: str, origin: str) -> str:
     from gpuwise.catalog.fetch import FetchSettings
 
     limit = FetchSettings.from_env().max_bytes
