@@ -41,6 +41,9 @@ class SpotRisk:
     """Advertised savings over on-demand, percent (AWS ``s``)."""
     source: str
     as_of: str
+    band_max_pct: float | None = None
+    """The band's upper edge as the provider's file states it (AWS ``ranges[].max``: 5, 11, 16,
+    22, 100), percent; None in files written before gpuwise kept it."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -82,9 +85,17 @@ def reserved_to_csv(rows: Iterable[ReservedPrice]) -> str:
     return _to_csv(rows, ReservedPrice)
 
 
+_OPTIONAL_COLUMNS = {"band_max_pct"}
+"""Columns added later: a file written before them still reads."""
+
+
 def _reader(text: str, cls: type, origin: str) -> csv.DictReader[str]:
     reader = csv.DictReader(io.StringIO(text))
-    missing = [f.name for f in fields(cls) if f.name not in (reader.fieldnames or ())]
+    missing = [
+        f.name
+        for f in fields(cls)
+        if f.name not in (reader.fieldnames or ()) and f.name not in _OPTIONAL_COLUMNS
+    ]
     if missing:
         raise CatalogError(
             f"{origin}: missing column(s) {', '.join(missing)}",
@@ -110,6 +121,7 @@ def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
     for i, row in enumerate(_reader(text, SpotRisk, origin), start=2):
         where = f"{origin}, row {i}"
         savings = row["savings_pct"].strip()
+        upper = (row.get("band_max_pct") or "").strip()
         out.append(
             SpotRisk(
                 row["cloud"],
@@ -119,6 +131,7 @@ def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
                 _float(savings, where, positive=False) if savings else None,
                 row["source"],
                 row["as_of"],
+                _float(upper, where, positive=True) if upper else None,
             )
         )
     return out

@@ -20,6 +20,7 @@ import datetime as dt
 import gzip
 import io
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -223,7 +224,12 @@ class CsvFile:
 
 
 def store_path() -> Path:
-    """The user catalog written by ``gpuwise catalog update``."""
+    """The user catalog written by ``gpuwise catalog update``: ``<data dir>/catalog/offers.csv``, or
+    ``$GPUWISE_CATALOG_DIR/offers.csv`` (a store shared by a scheduled refresh and its readers,
+    e.g. the exporter, without moving the rest of the data folder)."""
+    shared = os.environ.get("GPUWISE_CATALOG_DIR")
+    if shared:
+        return Path(shared).expanduser() / "offers.csv"
     return data_dir() / "catalog" / "offers.csv"
 
 

@@ -330,8 +330,9 @@ def _instance_risks(
 ) -> dict[tuple[str, str, str], CloudSpotRisk]:
     """Per-instance risks from the bands fetched by ``gpuwise catalog update --fetch aws-spot-advisor``.
 
-    A band becomes a monthly probability through ``aws_advisor_bands`` in the spot data file;
-    a band missing there is skipped (the cloud default applies).
+    A band becomes a monthly probability through ``aws_advisor_bands`` in the spot data file; where
+    that entry is the band's upper edge, the edge the fetched file itself states (``max``) is used.
+    A band missing there is skipped (the cloud default applies; the fetch refuses unknown labels).
     """
     from gpuwise.catalog.risk import load_spot_risks
 
@@ -362,6 +363,8 @@ def _instance_risks(
         if r.band not in table:
             continue
         p, confidence = table[r.band]
+        if r.band_max_pct is not None and confidence == "band upper edge":
+            p = r.band_max_pct / 100  # the file's own upper edge (5, 11, 16, 22 %), not the table's
         default = clouds.get(r.cloud) or clouds["default"]
         out[r.key] = CloudSpotRisk(
             cloud=r.cloud,
