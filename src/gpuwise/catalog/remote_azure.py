@@ -35,7 +35,7 @@ from gpuwise.catalog.remote_common import (
     today,
 )
 from gpuwise.catalog.risk import ReservedPrice
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.errors import CatalogError
 from gpuwise.units import HOURS_PER_YEAR
 
