@@ -16,10 +16,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.base.version import __version__ as __version__
 from gpuwise.errors import GpuwiseError as GpuwiseError
 from gpuwise.errors import InputError as InputError
-
-__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from gpuwise.bench import BenchOptions as BenchOptions

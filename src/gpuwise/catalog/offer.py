@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from typing import Literal
 
-from gpuwise.datafiles import csv_safe_cell, csv_text_cell, refuse_bidi_controls
+from gpuwise.base.datafiles import csv_safe_cell, csv_text_cell, refuse_bidi_controls
 from gpuwise.errors import CatalogError
 
 Billing = Literal["on-demand", "spot", "reserved-1y", "reserved-3y"]

@@ -340,7 +340,7 @@ def report(
         from gpuwise.monitor.report_html import render_html
 
         try:
-            from gpuwise.paths import write_text_atomic
+            from gpuwise.base.paths import write_text_atomic
 
             write_text_atomic(html, render_html(rep, history, doc))
         except OSError as exc:

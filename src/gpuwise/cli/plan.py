@@ -488,8 +488,8 @@ def _emit(
 
 
 def _write(path: Path, text: str) -> None:
+    from gpuwise.base.paths import write_text_atomic
     from gpuwise.errors import InputError
-    from gpuwise.paths import write_text_atomic
 
     try:
         write_text_atomic(path, text)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwise.datafiles import refuse_bidi_controls
+from gpuwise.base.datafiles import refuse_bidi_controls
 from gpuwise.errors import DataFileError, InputError, did_you_mean
 from gpuwise.units import check_finite
 

@@ -11,9 +11,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpuwise.base.interval import young_daly_waste
 from gpuwise.errors import InputError
 from gpuwise.fleet.pricing import PriceQuote
-from gpuwise.planner.spot import HOT_SPOT_POOL_MTBF_HOURS, young_daly_waste
+from gpuwise.planner.spot import HOT_SPOT_POOL_MTBF_HOURS
 
 DEFAULT_SPOT_OVERHEAD = round(young_daly_waste(60 / 3600, HOT_SPOT_POOL_MTBF_HOURS), 3)
 """Extra GPU-hours lost per useful spot GPU-hour (7.5%). Source: the Young/Daly first-order

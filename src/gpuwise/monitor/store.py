@@ -25,10 +25,10 @@ import sqlite3
 import time
 from pathlib import Path
 
+from gpuwise.base.paths import data_dir
 from gpuwise.errors import StorageError
 from gpuwise.monitor.history import History, SeriesBuilder, WorkloadShares, mig_workload_shares
 from gpuwise.monitor.snapshot import Snapshot
-from gpuwise.paths import data_dir
 
 _MIB = 1024**2
 _SCHEMA = """
