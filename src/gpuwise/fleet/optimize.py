@@ -163,10 +163,47 @@ def plan_fleet(
     od_cost = singles["on-demand"] or 0.0
     feasible = {k: v for k, v in singles.items() if v is not None}
     best_name = min(feasible, key=lambda k: feasible[k])
-    commitments = []
+    best_cost = feasible[best_name]
+    commitments = _commitments(sol, prices, demand.hours)
+    per_gpu, notes = _per_gpu(demand, prices, d, options)
+    longest = max((c.term_years for c in commitments), default=0)
+    extrapolated = longest * HOURS_PER_YEAR > demand.hours
+    if extrapolated:
+        notes.insert(
+            0,
+            f"extrapolated: a {longest}-year reservation is proposed from {_span(demand.hours)} of "
+            "demand; its saving assumes this demand repeats for the whole term. Give a longer "
+            "demand history" + (", or allow only 1-year terms" if longest > 1 else ""),
+        )
+    return FleetPlan(
+        commitments=commitments,
+        cost_usd=cost,
+        on_demand_only_cost_usd=od_cost,
+        savings_fraction=1 - cost / od_cost if od_cost > 0 else 0.0,
+        best_single_billing=best_name,
+        best_single_cost_usd=best_cost,
+        savings_vs_best_single_fraction=1 - cost / best_cost if best_cost > 0 else 0.0,
+        single_billing_costs_usd=singles,
+        monthly=tuple(_monthly(demand, d)),
+        reserved_utilization=_utilization(d, demand.hours),
+        per_gpu=per_gpu,
+        sensitivity=_sensitivity(demand, prices, sol.counts, options) if sensitivity else (),
+        hours=demand.hours,
+        spot_overhead=options.spot_overhead,
+        solver=sol,
+        notes=tuple(notes),
+        extrapolated=extrapolated,
+    )
+
+
+def _commitments(
+    sol: Solution, prices: Mapping[str, GpuPrices], hours: int
+) -> tuple[Commitment, ...]:
+    """The reservations to buy: cost over the profile's ``hours`` and contract value per term."""
+    out = []
     for (gpu, i), n in sorted(sol.counts.items()):
         o: ReservedOption = prices[gpu].reserved[i]
-        commitments.append(
+        out.append(
             Commitment(
                 gpu,
                 o.cloud,
@@ -174,11 +211,18 @@ def plan_fleet(
                 n,
                 o.usd_per_gpu_hour,
                 o.discount,
-                n * o.usd_per_gpu_hour * demand.hours,
+                n * o.usd_per_gpu_hour * hours,
                 n * o.usd_per_gpu_hour * HOURS_PER_YEAR * o.term_years,
                 o.source,
             )
         )
+    return tuple(out)
+
+
+def _per_gpu(
+    demand: Demand, prices: Mapping[str, GpuPrices], d: _Dispatch, options: FleetOptions
+) -> tuple[tuple[GpuBreakdown, ...], list[str]]:
+    """How each GPU model's demand is served, and what the user should know about its prices."""
     per_gpu = []
     notes: list[str] = []
     for g, gpu in enumerate(demand.gpus):
@@ -227,59 +271,39 @@ def plan_fleet(
                 f"{gpu}: spot with {options.spot_overhead:.1%} interruption overhead is not "
                 "cheaper than on-demand; spot not used"
             )
-    longest = max((c.term_years for c in commitments), default=0)
-    extrapolated = longest * HOURS_PER_YEAR > demand.hours
-    if extrapolated:
-        notes.insert(
-            0,
-            f"extrapolated: a {longest}-year reservation is proposed from {_span(demand.hours)} of "
-            "demand; its saving assumes this demand repeats for the whole term. Give a longer "
-            "demand history" + (", or allow only 1-year terms" if longest > 1 else ""),
+    return tuple(per_gpu), notes
+
+
+def _sensitivity(
+    demand: Demand,
+    prices: Mapping[str, GpuPrices],
+    counts: Mapping[tuple[str, int], int],
+    options: FleetOptions,
+) -> tuple[Scenario, ...]:
+    """Demand ±20% (re-optimized too) and spot price +25/50/100%, the commitments kept."""
+    scenarios = [
+        _scenario(
+            f"demand {factor - 1:+.0%}",
+            demand.scaled(factor),
+            prices,
+            counts,
+            options,
+            reoptimize=True,
         )
-    scenarios: list[Scenario] = []
-    if sensitivity:
-        for factor in (0.8, 1.2):
-            scenarios.append(
-                _scenario(
-                    f"demand {factor - 1:+.0%}",
-                    demand.scaled(factor),
-                    prices,
-                    sol.counts,
-                    options,
-                    reoptimize=True,
-                )
-            )
-        for factor in (1.25, 1.5, 2.0):
-            scenarios.append(
-                _scenario(
-                    f"spot price {factor - 1:+.0%}",
-                    demand,
-                    _with_spot_factor(prices, factor),
-                    sol.counts,
-                    options,
-                    reoptimize=False,
-                )
-            )
-    best_cost = feasible[best_name]
-    return FleetPlan(
-        commitments=tuple(commitments),
-        cost_usd=cost,
-        on_demand_only_cost_usd=od_cost,
-        savings_fraction=1 - cost / od_cost if od_cost > 0 else 0.0,
-        best_single_billing=best_name,
-        best_single_cost_usd=best_cost,
-        savings_vs_best_single_fraction=1 - cost / best_cost if best_cost > 0 else 0.0,
-        single_billing_costs_usd=singles,
-        monthly=tuple(_monthly(demand, d)),
-        reserved_utilization=_utilization(d, demand.hours),
-        per_gpu=tuple(per_gpu),
-        sensitivity=tuple(scenarios),
-        hours=demand.hours,
-        spot_overhead=options.spot_overhead,
-        solver=sol,
-        notes=tuple(notes),
-        extrapolated=extrapolated,
-    )
+        for factor in (0.8, 1.2)
+    ]
+    scenarios += [
+        _scenario(
+            f"spot price {factor - 1:+.0%}",
+            demand,
+            _with_spot_factor(prices, factor),
+            counts,
+            options,
+            reoptimize=False,
+        )
+        for factor in (1.25, 1.5, 2.0)
+    ]
+    return tuple(scenarios)
 
 
 def _span(hours: int) -> str:
