@@ -308,6 +308,8 @@ def run_bench(
             out.extras["cuda_context_gib"] = max(
                 0.0, (total - free - torch.cuda.memory_reserved(device)) / GIB
             )
+            # what the driver reports (nvidia-smi memory.total): the planner's capacity for this GPU
+            out.extras["total_memory_gib"] = total / GIB
     if options.wants("transfer"):
         progress("transfer")
         if not cuda:

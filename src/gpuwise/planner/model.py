@@ -134,6 +134,7 @@ class EstimatorModel:
         return hit
 
     def _evaluate(self, gpu: str, gpn: int, nodes: int, gbit: float) -> Evaluation:
+        from gpuwise.estimate.capacity import gpu_memory
         from gpuwise.estimate.memory import weight_bytes_per_param
         from gpuwise.planner.settings import as_given, search_inference, search_training
 
@@ -165,7 +166,7 @@ class EstimatorModel:
             return Evaluation(
                 fits=False,
                 per_gpu_memory_gib=found.smallest_gib,
-                capacity_gib=float(spec.memory_gib),
+                capacity_gib=gpu_memory(spec, _for_gpu(cal, spec.name)).total_gib,
                 hours=float("inf"),
                 evaluated=found.evaluated,
             )
@@ -192,6 +193,10 @@ class EstimatorModel:
         from dataclasses import asdict
 
         return asdict(self.workload)
+
+
+def _for_gpu(cal: Any, gpu: str) -> Any:
+    return None if cal is None else cal.for_gpu(gpu)
 
 
 def _checkpoint_gib(est: Estimate) -> float | None:

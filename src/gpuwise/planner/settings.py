@@ -24,6 +24,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise.estimate.capacity import gpu_memory
 from gpuwise.estimate.estimator import Estimate, estimate_workload
 from gpuwise.estimate.memory import memory_breakdown_bytes
 from gpuwise.estimate.workload import RECOMPUTE_SEARCH, GradCkpt, Workload
@@ -156,9 +157,17 @@ class SearchCache:
         return hit
 
 
-def _fits(wl: Workload, spec: GpuSpec, dp: int, cache: SearchCache) -> tuple[bool, float]:
+def _fits(wl: Workload, capacity_gib: float, dp: int, cache: SearchCache) -> tuple[bool, float]:
     need = cache.need_gib(wl, dp)
-    return need <= spec.memory_gib, need
+    return need <= capacity_gib, need
+
+
+def _capacity_gib(spec: GpuSpec, calibration: Any) -> float:
+    """The GPU's reported memory, as the estimator counts it (measured figures win)."""
+    from gpuwise.estimate.calibration import Calibration
+
+    cal = calibration.for_gpu(spec.name) if isinstance(calibration, Calibration) else None
+    return gpu_memory(spec, cal).total_gib
 
 
 def _settings_of(est: Estimate, searched: bool = True) -> Settings:
@@ -229,6 +238,7 @@ def search_training(
     mbs = [m for m in _MICRO_BATCHES if per_rank is None or m <= per_rank]
     if wl.micro_batch not in mbs and (per_rank is None or wl.micro_batch <= per_rank):
         mbs = sorted({*mbs, wl.micro_batch})
+    capacity = _capacity_gib(spec, calibration)
     evaluated = 0
     smallest = float("inf")
     timed: list[tuple[float, int, int, Estimate]] = []  # hours, recompute level, ZeRO, estimate
@@ -239,7 +249,7 @@ def search_training(
         fit = None
         for mb in mbs:
             evaluated += 1
-            ok, need = _fits(cache.setting(base, zero, rc, mb), spec, dp, cache)
+            ok, need = _fits(cache.setting(base, zero, rc, mb), capacity, dp, cache)
             smallest = min(smallest, need)
             if not ok:
                 break
@@ -255,7 +265,7 @@ def search_training(
             else:  # ZeRO 1/2 shard the optimizer step, so each stage that fits is timed
                 for z in (0, 1):
                     evaluated += 1
-                    if _fits(cache.setting(base, z, rc, mb2), spec, dp, cache)[0]:
+                    if _fits(cache.setting(base, z, rc, mb2), capacity, dp, cache)[0]:
                         tried.append((z, mb2))
                 tried.append((2, mb2))
         if dp > 1:
