@@ -30,6 +30,7 @@ from gpuwise.catalog.reserved import ReservedTerm
 from gpuwise.errors import EstimateError, HardwareError
 from gpuwise.planner.explain import explain, fmt_hours, fmt_usd
 from gpuwise.planner.model import Evaluation, WorkloadModel
+from gpuwise.planner.settings import BatchSplitError
 from gpuwise.planner.sites import Site, ZonePrice, build_sites
 from gpuwise.planner.spot import (
     CloudSpotRisk,
@@ -58,6 +59,7 @@ _KIND_ORDER: dict[RejectKind, int] = {
     "reserved-unknown": 5,
     "no-price": 6,
     "fractional": 7,
+    "batch": 8,
 }
 
 
@@ -214,8 +216,9 @@ def _plan_offers(
     rejected = _finish_rejections(rejects, request)
     reason, nearest = (None, None) if options else _why_empty(request, candidates, rejects, sites)
     spot_clouds = {c.site.cloud for c in candidates if c.billing == "spot"}
+    workload = dict(model.describe())
     return Plan(
-        workload=dict(model.describe()),
+        workload=workload,
         request=request,
         options=options,
         pareto=pareto,
@@ -224,7 +227,7 @@ def _plan_offers(
         reason=reason,
         nearest_miss=nearest,
         considered=considered,
-        assumptions=_assumptions(request, spot, spot_clouds, costs, sites),
+        assumptions=_recipe(workload) + _assumptions(request, spot, spot_clouds, costs, sites),
         settings_evaluated=sum(e.evaluated for e in evals if isinstance(e, Evaluation)),
     )
 
@@ -306,6 +309,22 @@ def _evaluate(
                 except (HardwareError, EstimateError) as exc:
                     ev = exc
                 seen[key] = ev
+            if isinstance(ev, BatchSplitError):
+                # another node count may divide the global batch: keep going
+                rejects.add(
+                    "batch",
+                    gpu=site.gpu,
+                    gpu_count=gpn,
+                    nodes=nodes,
+                    reason=partial(
+                        str.format,
+                        "{} ×{}: the data-parallel GPUs do not divide the plan's global batch of {}",
+                        site.gpu,
+                        gpn,
+                        ev.global_batch,
+                    ),
+                )
+                continue
             if not isinstance(ev, Evaluation):
                 rejects.add(
                     "no-estimate",
@@ -794,12 +813,17 @@ def _finish_rejections(rejects: _Rejects, request: PlanRequest) -> tuple[Rejecti
                 )
             )
             continue
+        reason = g.reason
+        if g.kind == "batch":
+            head, _, tail = reason.partition(":")
+            counts = ", ".join(str(n) for n in sorted(g.nodes))
+            reason = f"{head} on {counts} node(s):{tail} — give --global-batch as a multiple of the GPU count"
         out.append(
             (
                 (_KIND_ORDER[g.kind], 0.0),
                 Rejection(
                     kind=g.kind,
-                    reason=g.reason,
+                    reason=reason,
                     offers=g.offers,
                     gpu=g.gpu,
                     gpu_count=g.gpu_count,
@@ -910,6 +934,20 @@ def _assumptions(
             "(--inter-node-gbps)"
         )
     return tuple(out)
+
+
+def _recipe(workload: dict[str, Any]) -> tuple[str, ...]:
+    """The one training recipe every option runs (the model's fixed global batch), when it has one."""
+    source, gb = workload.get("global_batch_source"), workload.get("global_batch")
+    if not source or not gb:
+        return ()
+    tokens_per_step = workload.get("global_batch_tokens")
+    tokens = f" = {tokens_per_step:,} tokens" if tokens_per_step else ""
+    return (
+        f"one recipe for every option: global batch {gb:,} sequences{tokens} per optimizer step "
+        f"({source}); each option reaches it with micro-batch × accumulation × data-parallel GPUs "
+        "(its settings) — override with global_batch (--global-batch)",
+    )
 
 
 def _confidence_words(confidence: str) -> str:

@@ -81,8 +81,15 @@ class EstimatorModel:
         max_batch: int | None = None,
     ) -> None:
         from gpuwise.estimate.calibration import Calibration, load_calibration
+        from gpuwise.planner.settings import plan_global_batch
 
-        self.workload = workload
+        # one recipe per plan: every option runs the same global batch (settings.plan_global_batch)
+        gb, self.global_batch_source = plan_global_batch(workload)
+        self.workload = (
+            workload.with_changes(global_batch=gb)
+            if gb is not None and gb != workload.global_batch
+            else workload
+        )
         # resolved once: None means the user's calibration file when there is one
         self.calibration = (
             calibration
@@ -192,7 +199,14 @@ class EstimatorModel:
     def describe(self) -> Mapping[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self.workload)
+        out = asdict(self.workload)
+        if self.global_batch_source:
+            out["global_batch_source"] = self.global_batch_source
+            if self.workload.global_batch and self.workload.model.is_transformer:
+                out["global_batch_tokens"] = (
+                    self.workload.global_batch * self.workload.effective_seq_len
+                )
+        return out
 
 
 def _for_gpu(cal: Any, gpu: str) -> Any:

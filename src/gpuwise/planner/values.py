@@ -24,6 +24,7 @@ RejectKind = Literal[
     "deadline",
     "budget",
     "max-gpus",
+    "batch",
 ]
 
 
@@ -252,7 +253,8 @@ class Rejection:
     """A group of offers that could not be options, and why."""
 
     kind: RejectKind
-    """no-fit, no-estimate, fractional, no-price, reserved-unknown, deadline, budget or max-gpus."""
+    """no-fit, no-estimate, fractional, no-price, reserved-unknown, deadline, budget, max-gpus or
+    batch (the data-parallel degree does not divide the plan's global batch)."""
     reason: str
     """One line for people, e.g. ``A10G ×4: does not fit (needs 31 GiB/GPU, has 24)``."""
     offers: int
