@@ -473,7 +473,7 @@ def _emit(
         return code
     out = _console()
     _render(plan, limit, out)
-    print_price_age(age, json=False)
+    print_price_age(age, json=False, out=out)
     if output is not None and (text is not None or export is None):
         out.print(
             f"[green]wrote {export + ' export' if export else 'the plan (JSON)'} to {output}[/green]"

@@ -208,6 +208,7 @@ def _plan_offers(
     candidates, considered = _price_all(evaluated, request, spot, reserved, costs, rejects)
     feasible = _filter(candidates, request, rejects)
     feasible.sort(key=_sort_key(request))
+    ranking_note = _prefer_within_error_band(feasible, request)
     front = _pareto(feasible)
     options = _to_options(feasible, front, costs)
     pareto = tuple(
@@ -223,7 +224,9 @@ def _plan_offers(
         options=options,
         pareto=pareto,
         rejected=rejected,
-        explanation=tuple(explain(options, rejected, request)),
+        explanation=(() if ranking_note is None else (ranking_note,))
+        + tuple(explain(options, rejected, request)),
+        ranking_note=ranking_note,
         reason=reason,
         nearest_miss=nearest,
         considered=considered,
@@ -628,6 +631,57 @@ def _sort_key(request: PlanRequest) -> Callable[[Candidate], tuple[object, ...]]
         return (round(c.cost, 6), round(c.hours, 9), *tail)
 
     return key
+
+
+SLACK_GAIN = 0.30
+"""Within the cheapest option's error band, an option this much faster (or more) is materially
+different: more deadline slack that the estimator's uncertainty does not erase. gpuwise's own rule,
+not a published figure."""
+
+
+def _prefer_within_error_band(ranked: list[Candidate], request: PlanRequest) -> str | None:
+    """Cost objective: move to the top the option the error bars cannot tell from the cheapest but
+    that has materially more deadline slack, then fewer nodes; say why (None: the order stands).
+
+    The band reaches up to the cheapest option's pessimistic (p90) cost. Within it, an option that
+    another band member beats by ``SLACK_GAIN`` or more in hours is not chosen; of the rest, the
+    fewest nodes win, then the shortest time, then the lowest cost. The chosen option's own band
+    is then checked the same way (so no option within it is ``SLACK_GAIN`` faster). Sorts ``ranked``.
+    """
+    if request.objective != "cost" or len(ranked) < 2:
+        return None
+    top = best = ranked[0]
+    ceiling = top.cost
+    for _ in range(8):  # the band of each new choice is checked too; it only grows, so this ends
+        high = _cost_range(best, best.ev.hours_p90)
+        if high is None or high <= ceiling:
+            break
+        ceiling = high
+        band = [c for c in ranked if c.cost <= ceiling]
+        fastest = min(c.hours for c in band)
+        eligible = [c for c in band if c.hours * (1 - SLACK_GAIN) <= fastest]
+        pick = min(eligible, key=lambda c: (c.nodes, c.hours, c.cost))
+        if pick is best:
+            break
+        best = pick
+    if best is top:
+        return None
+    ranked.remove(best)
+    ranked.insert(0, best)
+    why = []
+    if best.hours <= top.hours * (1 - SLACK_GAIN):
+        why.append(f"{1 - best.hours / top.hours:.0%} faster (more deadline slack)")
+    if best.nodes < top.nodes:
+        why.append(f"{best.nodes} node{'s' * (best.nodes > 1)} instead of {top.nodes}")
+    if not why:
+        why.append("as fast, on as few nodes")
+    return (
+        f"Ranked {best.label} ({fmt_usd(best.cost)}, {fmt_hours(best.hours)}) above the cheapest, "
+        f"{top.label} ({fmt_usd(top.cost)}, {fmt_hours(top.hours)}): the estimator's p10–p90 "
+        f"error bands cannot tell their costs apart (up to {fmt_usd(ceiling)}) and it is "
+        + " and ".join(why)
+        + f"; inside the band gpuwise prefers ≥{SLACK_GAIN:.0%} more speed, then fewer nodes."
+    )
 
 
 def _pareto(cands: Sequence[Candidate]) -> set[int]:

@@ -301,6 +301,9 @@ class Plan:
     """Model inputs that are defaults or placeholders, with their sources."""
     settings_evaluated: int = 0
     """Job settings whose memory or time the search computed, over all GPU setups."""
+    ranking_note: str | None = None
+    """Why the first option is not the cheapest (cost objective): it is within the cheapest's
+    error band and materially faster or on fewer nodes. None when the cheapest is first."""
 
     @property
     def winner(self) -> PlanOption | None:
@@ -322,4 +325,5 @@ class Plan:
             "considered": self.considered,
             "assumptions": list(self.assumptions),
             "settings_evaluated": self.settings_evaluated,
+            "ranking_note": self.ranking_note,
         }
