@@ -370,3 +370,31 @@ def test_within_the_band_a_speed_gain_under_30_percent_does_not_beat_fewer_nodes
             startup=NO_STARTUP,
         )
         assert plan.options[0].nodes == nodes
+
+
+def test_spot_on_a_scarce_gpu_waits_for_capacity_and_p_is_low_confidence() -> None:
+    import dataclasses
+
+    from .toy import NO_STARTUP as base
+
+    offers = [offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0, spot=30.0)]
+    spot = load_spot_defaults()
+    # the same plan with the H100 counted as scarce (bundled: 60 min to get capacity back) or not
+    plans = [
+        plan_offers(
+            offers,
+            ToyModel(gpu_hours=400000.0),  # 16,667 h on 8×H100: interruptions are likely
+            PlanRequest(billings=("spot",), deadline_hours=40000.0, confidence=0.0),
+            spot=spot,
+            reserved={},
+            startup=dataclasses.replace(base, scarce_gpus=scarce),
+        )
+        for scarce in ((), ("H100",))
+    ]
+    plain, scarce = (p.options[0] for p in plans)
+    assert spot.capacity_wait_scarce_hours == 1.0 and spot.capacity_wait_hours == 0.0
+    assert plain.expected_interruptions is not None and plain.expected_interruptions > 1
+    # each interruption also waits an hour for capacity
+    assert scarce.hours == pytest.approx(plain.hours + 1.0 * plain.expected_interruptions, rel=0.05)
+    assert scarce.p_meet_deadline_confidence == "low"
+    assert any("placeholders" in a and "capacity" in a for a in plans[1].assumptions)

@@ -601,7 +601,8 @@ def _render(plan: Plan, limit: int, out: Any) -> None:
             cost += f"\n{money(o.cost_usd_p10, 0)}–{money(o.cost_usd_p90, 0)}"
         time = _hours(o.hours)
         if o.p_meet_deadline is not None and o.billing == "spot":
-            time += f"\nP {o.p_meet_deadline:.0%}"
+            low = o.p_meet_deadline_confidence == "low"
+            time += f"\nP {o.p_meet_deadline:.0%}" + ("?" if low else "")
         settings = str((o.settings or {}).get("text", ""))
         if not o.network_known and o.nodes > 1:
             settings += "; network unknown"

@@ -210,7 +210,7 @@ def _plan_offers(
     feasible.sort(key=_sort_key(request))
     ranking_note = _prefer_within_error_band(feasible, request)
     front = _pareto(feasible)
-    options = _to_options(feasible, front, costs)
+    options = _to_options(feasible, front, costs, request.spot_mtbf_hours is not None)
     pareto = tuple(
         sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours))
     )
@@ -451,6 +451,7 @@ def _price_all(
                     spot,
                     outcomes,
                     probabilities,
+                    costs.scarce_gpus,
                 )
             )
     return cands, len(evaluated) * len(request.billings)
@@ -496,8 +497,10 @@ def _candidate(
     spot: SpotDefaults,
     outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]],
     probabilities: dict[tuple[object, ...], float],
+    scarce: tuple[str, ...],
 ) -> Candidate:
-    """``fixed``: start-up hours; ``c_hours``: one checkpoint write; ``risk``: the site's spot risk (spot only)."""
+    """``fixed``: start-up hours; ``c_hours``: one checkpoint write; ``risk``: the site's spot risk
+    (spot only); ``scarce``: GPUs whose spot capacity takes longer to get back."""
     ev, site, nodes = item.ev, item.site, item.nodes
     run_deadline = None if request.deadline_hours is None else request.deadline_hours - fixed
     p: float | None = None
@@ -505,10 +508,11 @@ def _candidate(
     source: str | None = None
     hours = ev.hours
     if risk is not None:
-        key = (site.cloud, nodes, ev.hours, c_hours, risk.monthly_interruption_probability)
+        wait = spot.capacity_wait_scarce_hours if site.gpu in scarce else spot.capacity_wait_hours
+        key = (site.cloud, nodes, ev.hours, c_hours, risk.monthly_interruption_probability, wait)
         hit = outcomes.get(key)
         if hit is None:
-            hit = _spot(ev, risk, nodes, c_hours, request, spot)
+            hit = _spot(ev, risk, nodes, c_hours + wait, request, spot, c_hours)
             outcomes[key] = hit
         out, source = hit
         hours = out.expected_hours
@@ -544,10 +548,13 @@ def _spot(
     ev: Evaluation,
     risk: CloudSpotRisk,
     nodes: int,
-    c_hours: float,
+    reload_hours: float,
     request: PlanRequest,
     spot: SpotDefaults,
+    c_hours: float,
 ) -> tuple[SpotOutcome, str]:
+    """``reload_hours``: checkpoint reload plus the wait for capacity, per interruption (added to
+    the restart); ``c_hours``: one checkpoint write."""
     if request.spot_mtbf_hours is not None:
         rate_node = 1 / request.spot_mtbf_hours
         source = f"spot MTBF {request.spot_mtbf_hours:g} h (given)"
@@ -566,7 +573,7 @@ def _spot(
         )
     restart = (
         request.restart_hours if request.restart_hours is not None else spot.restart_hours
-    ) + c_hours
+    ) + reload_hours
     out = spot_outcome(
         ev.hours, rate_per_hour=rate_node * nodes, checkpoint_hours=c_hours, restart_hours=restart
     )
@@ -704,13 +711,13 @@ def _cost_range(c: Candidate, hours: float | None) -> float | None:
 
 
 def _to_options(
-    feasible: Sequence[Candidate], front: set[int], costs: StartupCosts
+    feasible: Sequence[Candidate], front: set[int], costs: StartupCosts, p_given: bool
 ) -> tuple[PlanOption, ...]:
     """The ranked options; what depends only on the site (and the evaluation) is built once."""
     per_site: dict[int, dict[str, Any]] = {}
     per_ev: dict[int, dict[str, Any] | None] = {}
     return tuple(
-        _to_option(i + 1, c, id(c) in front, costs, per_site, per_ev)
+        _to_option(i + 1, c, id(c) in front, costs, per_site, per_ev, p_given)
         for i, c in enumerate(feasible)
     )
 
@@ -722,6 +729,7 @@ def _to_option(
     costs: StartupCosts,
     per_site: dict[int, dict[str, Any]],
     per_ev: dict[int, dict[str, Any] | None],
+    p_given: bool,
 ) -> PlanOption:
     ev, site = c.ev, c.site
     base = per_site.get(id(site))
@@ -762,6 +770,9 @@ def _to_option(
         hours=c.hours,
         cost_usd=c.cost,
         p_meet_deadline=c.p,
+        p_meet_deadline_confidence=None
+        if c.billing != "spot" or c.p is None
+        else ("given" if p_given else "low"),
         failure_free_hours=ev.hours,
         per_gpu_memory_gib=ev.per_gpu_memory_gib,
         capacity_gib=ev.capacity_gib,
@@ -947,6 +958,13 @@ def _assumptions(
                 f"instance{where} (MTBF {risk.mtbf_hours:,.0f} h, {_confidence_words(risk.confidence)}) — "
                 "override with spot_mtbf_hours (--spot-mtbf)"
             )
+    if clouds and (spot.capacity_wait_hours or spot.capacity_wait_scarce_hours):
+        out.append(
+            f"spot capacity comes back {spot.capacity_wait_hours * 60:.0f} min after an interruption "
+            f"({spot.capacity_wait_scarce_hours * 60:.0f} min for {', '.join(costs.scarce_gpus)}; "
+            "placeholders: no provider publishes it) — set capacity_wait_minutes in spot.yaml; "
+            "P(deadline) of spot options is low-confidence (marked ?) unless --spot-mtbf is given"
+        )
     if clouds and request.checkpoint_bandwidth_gb_s is None:
         out.append(
             f"checkpoint bandwidth {spot.checkpoint_bandwidth_gb_s:g} GB/s (placeholder) — "

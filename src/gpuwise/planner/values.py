@@ -162,6 +162,10 @@ class PlanOption:
     """Always True for a ranked option (what does not fit is rejected)."""
     p_meet_deadline: float | None
     """Probability of finishing by the deadline; None without a deadline."""
+    p_meet_deadline_confidence: Literal["low", "given"] | None
+    """Spot with a deadline: ``low`` when the interruption rate or the capacity wait is a
+    placeholder or a fleet-wide band (every bundled figure), ``given`` with ``spot_mtbf_hours``;
+    None otherwise."""
     failure_free_hours: float
     """Hours without interruptions (and without checkpoints)."""
     per_gpu_memory_gib: float
