@@ -172,10 +172,12 @@ def test_contradictory_constraints_do_not_crash(cli) -> None:  # type: ignore[no
     assert r.code == 3 and r.json()["options"] == []
 
 
-def test_export_skypilot_prints_yaml(cli) -> None:  # type: ignore[no-untyped-def]
+def test_export_skypilot_prints_yaml(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import jsonschema
 
-    r = cli(*MAIN, "--export", "skypilot", "--run", "python finetune.py --lora")
+    r = cli(
+        *MAIN, "--export", "skypilot", "--run", "python finetune.py --lora", "--workdir", tmp_path
+    )
     assert r.code == 0, r.stderr
     doc = yaml.safe_load(r.stdout)
     schemas = json.loads((Path(__file__).parent / "data" / "skypilot_schemas.json").read_text())
@@ -184,8 +186,13 @@ def test_export_skypilot_prints_yaml(cli) -> None:  # type: ignore[no-untyped-de
     assert doc["name"] == "gpuwise-llama-3-1-8b-lora"
     assert doc["run"].endswith("finetune.py --lora")
     assert "wins on" in r.stderr  # the table goes to stderr when YAML owns stdout
+    # the setup installs the wheel the export wrote into the workdir
+    assert doc["workdir"] == str(tmp_path)
+    assert list((tmp_path / ".gpuwise-dist").glob("gpuwise-*-py3-none-any.whl"))
     any_of = yaml.safe_load(
-        cli(*MAIN, "--export", "skypilot", "--skypilot-candidates", "any-of").stdout
+        cli(
+            *MAIN, "--export", "skypilot", "--skypilot-candidates", "any-of", "--workdir", tmp_path
+        ).stdout
     )
     jsonschema.validate(any_of["resources"], schemas["resources"])
     assert "any_of" in any_of["resources"] and "ordered" not in any_of["resources"]

@@ -283,6 +283,24 @@ def plan_command(
         str | None,
         typer.Option("--bucket", help="SkyPilot checkpoint bucket name.", rich_help_panel=_O),
     ] = None,
+    workdir: Annotated[
+        Path,
+        typer.Option(
+            "--workdir",
+            help="Your code's folder, the SkyPilot task's workdir: the export writes the gpuwise wheel "
+            "its setup installs to WORKDIR/.gpuwise-dist/.",
+            rich_help_panel=_O,
+        ),
+    ] = Path("."),
+    network_tier: Annotated[
+        str,
+        typer.Option(
+            "--network-tier",
+            help="best: time EFA/InfiniBand/RDMA/TCPX and ask for them in the export; standard: "
+            "time every instance on its default network.",
+            rich_help_panel=_O,
+        ),
+    ] = "best",
     sky_candidates: Annotated[
         str,
         typer.Option(
@@ -387,6 +405,7 @@ def plan_command(
         if restart_time
         else None,
         inter_node_gbit_s=inter_node_gbps,
+        network_tier=network_tier.strip().lower(),  # type: ignore[arg-type]
         search_settings=search,
         max_zero=max_zero,
         max_batch=max_batch,
@@ -424,6 +443,7 @@ def plan_command(
             "image": image,
             "pvc": pvc,
             "mode": sky_mode,
+            "workdir": workdir,
         },
     )
 
@@ -504,12 +524,25 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
     from gpuwise.planner.export import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
 
     if export == "skypilot":
+        from gpuwise.planner.export import WHEEL_DIR
+        from gpuwise.planner.wheel import write_wheel
+
+        workdir = Path(kw["workdir"])
         doc = skypilot_task(
-            plan, name=kw["name"], command=kw["run_cmd"], bucket=kw["bucket"], mode=kw["mode"]
+            plan,
+            name=kw["name"],
+            command=kw["run_cmd"],
+            bucket=kw["bucket"],
+            mode=kw["mode"],
+            workdir=str(workdir),
         )
+        wheel = write_wheel(workdir, WHEEL_DIR)
         head = (
-            "# SkyPilot task from `gpuwise plan`: candidates in our ranking order. Run from your code's folder:\n"
-            "#   sky jobs launch this.yaml   (setup installs the pinned gpuwise; set GPUWISE_PIP_SPEC to override)\n"
+            "# SkyPilot task from `gpuwise plan`: candidates in our ranking order. Launch with:\n"
+            "#   sky jobs launch this.yaml\n"
+            f"# setup installs {wheel.name} from the workdir's {WHEEL_DIR}/ (the gpuwise this plan ran\n"
+            "# with); set GPUWISE_PIP_SPEC to install another. The job reads its settings with\n"
+            "# gpuwise.planner.job_settings() (GPUWISE_* variables below).\n"
         ) + "".join(f"# {note}\n" for note in zone_id_notes(plan))
     else:
         doc = k8s_manifest(

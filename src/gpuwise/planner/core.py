@@ -743,6 +743,8 @@ def _to_option(
             "fits": True,
             "network": site.network.describe(),
             "network_known": site.network.known,
+            "network_fabric": site.network.fabric,
+            "network_tier": "best" if site.network.needs_best_tier else "standard",
             "rdma_resource": site.network.rdma_resource,
             "price_as_of": site.as_of or None,
             "vcpus": site.vcpus,
@@ -990,6 +992,25 @@ def _assumptions(
             + ", ".join(fixed)
             + " — override with provision_hours/download_gbit_s/startup_hours "
             "(--provision-time, --download-gbps, --startup-time)"
+        )
+    scale_set = sorted(
+        {
+            s.instance_type
+            for s in sites
+            if s.network.source.startswith("InfiniBand only within one VM scale set")
+        }
+    )
+    if scale_set:
+        out.append(
+            f"Azure {', '.join(scale_set[:3])}{' …' if len(scale_set) > 3 else ''}: InfiniBand "
+            "connects only VMs of one scale set, which SkyPilot does not create, so multi-node "
+            "options are timed on the default network — give --inter-node-gbps (e.g. 1600) when "
+            "you run them in one scale set (an AKS node pool)"
+        )
+    if request.network_tier == "standard":
+        out.append(
+            "network tier standard: EFA, InfiniBand, RDMA and GPUDirect-TCPX are not used; every "
+            "instance is timed on its default network (the export asks for nothing more)"
         )
     unknown = sorted(
         {

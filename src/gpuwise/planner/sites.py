@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwise.catalog.offer import Offer
-from gpuwise.planner.network import InstanceNetwork, given_network, instance_network
+from gpuwise.planner.network import InstanceNetwork, for_tier, given_network, instance_network
 from gpuwise.planner.values import PlanRequest
 
 OUTLIER_RATIO = 0.75
@@ -101,7 +101,7 @@ def build_sites(
         net = (
             given_network(request.inter_node_gbit_s)
             if request.inter_node_gbit_s is not None
-            else instance_network(cloud, itype)
+            else for_tier(instance_network(cloud, itype), request.network_tier)
         )
         first = rows[0]
         sites.append(

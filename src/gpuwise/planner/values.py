@@ -62,6 +62,9 @@ class PlanRequest:
     """Re-provision + start time per interruption (checkpoint reload is added); default from data."""
     inter_node_gbit_s: float | None = None
     """Network bandwidth of every instance, Gbit/s; None: each instance type's own (sourced table)."""
+    network_tier: Literal["best", "standard"] = "best"
+    """``best``: time EFA/InfiniBand/RDMA/TCPX where the export can ask for it (SkyPilot
+    ``network_tier: best``); ``standard``: time every instance on its default network."""
     search_settings: bool = True
     """Search the job's settings per GPU setup (recompute × ZeRO × micro-batch; TP × batch for
     inference); False: the workload's settings as given."""
@@ -116,6 +119,7 @@ class PlanRequest:
             )
         check_finite(self.confidence, "confidence", maximum=1.0)
         check_choice(self.objective, OBJECTIVES, "objective")
+        check_choice(self.network_tier, ("best", "standard"), "network tier")
         for billing in self.billings:
             check_choice(billing, BILLINGS, "billing")
         if not self.billings:
@@ -195,6 +199,11 @@ class PlanOption:
     """The inter-node network the time assumes, e.g. ``3200 Gbit/s EFA``."""
     network_known: bool = True
     """False when the instance type is not in gpuwise's network table (a conservative default was used)."""
+    network_fabric: str = "unknown"
+    """The fabric the time assumes: efa, infiniband, rdma, gpudirect-tcpx, tcp, unknown or given."""
+    network_tier: Literal["best", "standard"] = "standard"
+    """``best`` when the time assumes a fabric the launch must ask for (the SkyPilot export writes
+    ``network_tier: best`` for such a candidate of a multi-node job)."""
     rdma_resource: tuple[str, int] | None = None
     """Kubernetes extended resource and count for the instance's fabric (EFA), or None."""
     fixed_hours: float = 0.0
