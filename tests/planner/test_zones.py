@@ -61,6 +61,16 @@ def test_an_outlier_zone_price_is_set_aside() -> None:
     assert w.zones_set_aside == ("use1-atl2-az1",)
 
 
+def test_an_aws_local_zone_is_set_aside_even_at_a_normal_price() -> None:
+    # a Local Zone only 5% cheaper is no price outlier, but an account must opt into it and
+    # SkyPilot does not see it by default: the plan prices the regular zone SkyPilot would use
+    local = replace(LOCAL, spot_usd_per_hour=20.0)
+    w = plan([local, NORMAL]).winner
+    assert w is not None and w.zone == "use1-az6" and w.zones_set_aside == ("use1-atl2-az1",)
+    notes = zone_id_notes(plan([local, NORMAL]))
+    assert any("use1-atl2-az1" in n and "Local Zone" in n for n in notes)
+
+
 @pytest.mark.parametrize(
     ("prices", "chosen"),
     [

@@ -167,10 +167,16 @@ def zone_id_notes(plan: Plan, candidates: int = 8) -> list[str]:
     for o in plan.options:
         if o.nodes != w.nodes or o.gpu_count != w.gpu_count or o.settings != w.settings:
             continue
-        if _is_aws_zone_id(o) and (o.zone_pinned or o is w):
+        if _is_aws_zone_id(o) and (o.zone_pinned or o is w or o.zones_set_aside):
+            aside = (
+                f" SkyPilot, given only the region, picks its cheapest zone, which may be one gpuwise "
+                f"set aside as a price outlier ({', '.join(o.zones_set_aside)}, e.g. a Local Zone)."
+                if o.zones_set_aside
+                else ""
+            )
             notes.append(
                 f"{o.instance_type} in {o.region}: the ${o.price_usd_per_hour:,.2f}/h price is zone ID "
-                f"{o.zone}'s. To pin it, add its name in your account to infra (aws/{o.region}/NAME; "
+                f"{o.zone}'s.{aside} To pin it, add its name in your account to infra (aws/{o.region}/NAME; "
                 f"aws ec2 describe-availability-zones --region {o.region} --zone-ids {o.zone})"
             )
         if len(notes) >= candidates:

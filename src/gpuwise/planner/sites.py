@@ -4,11 +4,15 @@ A site carries the price you can get in its region and the zone that gives it. A
 below the region's other zones (under :data:`OUTLIER_RATIO` × their median; AWS Local Zones are
 the usual case) is set aside unless the request allows outliers; when it is allowed, the option
 names the zone and the export pins it, so the plan never quotes a price the launcher would not pay.
+AWS Local Zones (zone IDs like ``use1-atl2-az1``) are set aside whatever their price: an account
+must opt into each one, and SkyPilot only sees the zones an account has (``describe-availability-
+zones``), so a region's Local Zone price is not what a launch there gets by default.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,17 +61,24 @@ class Site:
     memory_gib: float | None
 
 
+_AWS_LOCAL_ZONE = re.compile(r"^[a-z]{2,6}\d-[a-z]+\d+-az\d+$")
+"""AWS Local Zone IDs: region prefix, a metro segment, then the zone (``use1-atl2-az1``)."""
+
+
 def _best(prices: list[tuple[float, str | None]], allow_outliers: bool) -> ZonePrice | None:
     if not prices:
         return None
     if len(prices) == 1:
         return ZonePrice(prices[0][0], prices[0][1])
     prices = sorted(prices, key=lambda p: (p[0], p[1] or ""))
-    outliers: list[tuple[float, str | None]] = []
+    # opt-in zones first, then price outliers among the rest
+    outliers: list[tuple[float, str | None]] = [
+        (p, z) for p, z in prices if z and _AWS_LOCAL_ZONE.match(z)
+    ]
     if prices[0][0] < OUTLIER_RATIO * prices[-1][0]:  # otherwise no zone can be an outlier
         for price, zone in prices:
             others = [p for p, z in prices if z != zone]
-            if price < OUTLIER_RATIO * statistics.median(others):
+            if (price, zone) not in outliers and price < OUTLIER_RATIO * statistics.median(others):
                 outliers.append((price, zone))
     if allow_outliers or len(outliers) == len(prices):
         price, zone = prices[0]
