@@ -200,12 +200,18 @@ def test_export_skypilot_prints_yaml(cli, tmp_path: Path) -> None:  # type: igno
 
 def test_export_k8s_to_file_and_json(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "job.yaml"
-    r = cli(*MAIN, "--export", "k8s", "-o", out, "--json", "--limit", "3")
+    r = cli(*MAIN, "--export", "k8s", "-o", out, "--json", "--limit", "3", "--workdir", tmp_path)
     assert r.code == 0, r.stderr
     doc = r.json()
     assert len(doc["options"]) == 3 and doc["export"]["format"] == "k8s"
-    manifest = yaml.safe_load(out.read_text())
+    claim, manifest = yaml.safe_load_all(out.read_text())
     assert manifest["kind"] in ("Job", "PyTorchJob")
+    # the checkpoint claim it mounts: shared by several pods only with ReadWriteMany
+    assert claim["kind"] == "PersistentVolumeClaim"
+    assert claim["spec"]["accessModes"] == [
+        "ReadWriteMany" if manifest["kind"] == "PyTorchJob" else "ReadWriteOnce"
+    ]
+    assert list((tmp_path / ".gpuwise-dist").glob("gpuwise-*.whl"))  # the image installs it
     assert doc["export"]["text"] == out.read_text()
 
 

@@ -214,15 +214,22 @@ def test_k8s_single_node_is_a_job() -> None:
         "nodeSelectorTerms"
     ]
     keys = {e["key"]: e["values"] for t in terms for e in t["matchExpressions"]}
+    # any one label schedules the pod: GKE's, GPU Feature Discovery's, or (no GFD) the instance type
     assert keys == {
         "cloud.google.com/gke-accelerator": ["nvidia-tesla-a100"],
         "nvidia.com/gpu.product": ["NVIDIA-A100-SXM4-40GB"],
+        "node.kubernetes.io/instance-type": [plan.winner.instance_type],
     }
+    assert len(terms) == 3  # separate terms are ORed
+    assert (
+        pod["securityContext"]["fsGroup"] == 1000
+    )  # the image's non-root trainer writes /checkpoints
     assert (
         "preferredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["nodeAffinity"]
     )  # spot won
     assert pod["terminationGracePeriodSeconds"] == grace_period_seconds(plan.winner)
-    assert pod["terminationGracePeriodSeconds"] >= 60
+    # spot won: the grace fits AWS's two-minute notice
+    assert 60 <= pod["terminationGracePeriodSeconds"] <= 120
     assert container["command"][-1] == "exec gpuwise run --nproc-per-node 8 -- python train.py"
     assert container["image"] == "ghcr.io/me/train:1"
     default = k8s_manifest(plan)["spec"]["template"]["spec"]["containers"][0]["image"]
@@ -235,10 +242,33 @@ def test_k8s_single_node_is_a_job() -> None:
 
 def test_grace_period_covers_the_checkpoint_write() -> None:
     # 50 GiB at 0.1 GB/s = 537 s → 1.5 × 537 + 30 = 836 s
-    plan = make_plan(checkpoint_gib=50, checkpoint_bandwidth_gb_s=0.1, max_nodes=1)
+    plan = make_plan(
+        checkpoint_gib=50, checkpoint_bandwidth_gb_s=0.1, max_nodes=1, billings=("on-demand",)
+    )
     assert plan.winner is not None and plan.winner.checkpoint_hours is not None
     write_s = 50 * 2**30 / 0.1e9
     assert grace_period_seconds(plan.winner) == pytest.approx(1.5 * write_s + 30, abs=1)
+    # on spot the node goes after the provider's notice whatever the pod asks: AWS gives 120 s
+    spot = make_plan(
+        checkpoint_gib=50, checkpoint_bandwidth_gb_s=0.1, max_nodes=1, billings=("spot",)
+    )
+    assert spot.winner is not None and spot.winner.cloud == "aws"
+    assert grace_period_seconds(spot.winner) == 120
+
+
+def test_the_checkpoint_claim_is_shared_only_with_read_write_many() -> None:
+    from kubernetes.client import V1PersistentVolumeClaim
+
+    from gpuwise.planner.export import k8s_checkpoint_pvc
+
+    multi = make_plan(objective="time", billings=("on-demand",), checkpoint_gib=40)
+    single = make_plan(billings=("on-demand",), checkpoint_gib=40, max_nodes=1)
+    for p, mode in ((multi, "ReadWriteMany"), (single, "ReadWriteOnce")):
+        claim = k8s_checkpoint_pvc(p)
+        strict_model(claim, V1PersistentVolumeClaim)
+        assert claim["spec"]["accessModes"] == [mode]
+        assert claim["spec"]["resources"]["requests"]["storage"] == "120Gi"  # three checkpoints
+        assert claim["metadata"]["name"] == k8s_manifest(p)["metadata"]["name"] + "-checkpoints"
 
 
 def test_k8s_multi_node_is_a_pytorchjob() -> None:

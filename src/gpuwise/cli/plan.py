@@ -556,10 +556,24 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
             ]
         )
         head = (
-            f"# {doc['kind']} from `gpuwise plan`. Needs a PVC named for checkpoints"
-            f"{', the Kubeflow training operator' if doc['kind'] == 'PyTorchJob' else ''} and the image {image}\n"
-            "# (docker build -f deploy/docker/job.Dockerfile -t IMAGE . ; then --image IMAGE).\n"
+            f"# {doc['kind']} from `gpuwise plan`"
+            f"{' (needs the Kubeflow training operator)' if doc['kind'] == 'PyTorchJob' else ''}"
+            f" and the image {image}\n"
+            "# (gpuwise plan ... --export k8s --workdir . writes .gpuwise-dist/; then\n"
+            "#  docker build -f deploy/docker/job.Dockerfile -t IMAGE . ; and --image IMAGE).\n"
         )
+        from gpuwise.planner.export import WHEEL_DIR, k8s_checkpoint_pvc
+        from gpuwise.planner.wheel import write_wheel
+
+        write_wheel(Path(kw["workdir"]), WHEEL_DIR)  # the image installs it (job.Dockerfile)
+        if kw["pvc"] is None:  # the checkpoint claim the Job mounts, unless the user names theirs
+            claim = k8s_checkpoint_pvc(plan, name=kw["name"])
+            modes = claim["spec"]["accessModes"][0]
+            head += (
+                f"# The PersistentVolumeClaim below is {modes}"
+                f"{': use a storage class that supports it (EFS, Filestore, Azure Files)' if modes == 'ReadWriteMany' else ''}.\n"
+            )
+            return head + to_yaml(claim) + "---\n" + to_yaml(doc)
     return head + to_yaml(doc)
 
 

@@ -210,7 +210,9 @@ def _plan_offers(
     feasible.sort(key=_sort_key(request))
     ranking_note = _prefer_within_error_band(feasible, request)
     front = _pareto(feasible)
-    options = _to_options(feasible, front, costs, request.spot_mtbf_hours is not None)
+    options = _to_options(
+        feasible, front, costs, request.spot_mtbf_hours is not None, request.checkpoint_gib
+    )
     pareto = tuple(
         sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours))
     )
@@ -711,13 +713,17 @@ def _cost_range(c: Candidate, hours: float | None) -> float | None:
 
 
 def _to_options(
-    feasible: Sequence[Candidate], front: set[int], costs: StartupCosts, p_given: bool
+    feasible: Sequence[Candidate],
+    front: set[int],
+    costs: StartupCosts,
+    p_given: bool,
+    ckpt_gib: float | None,
 ) -> tuple[PlanOption, ...]:
     """The ranked options; what depends only on the site (and the evaluation) is built once."""
     per_site: dict[int, dict[str, Any]] = {}
     per_ev: dict[int, dict[str, Any] | None] = {}
     return tuple(
-        _to_option(i + 1, c, id(c) in front, costs, per_site, per_ev, p_given)
+        _to_option(i + 1, c, id(c) in front, costs, per_site, per_ev, p_given, ckpt_gib)
         for i, c in enumerate(feasible)
     )
 
@@ -730,6 +736,7 @@ def _to_option(
     per_site: dict[int, dict[str, Any]],
     per_ev: dict[int, dict[str, Any] | None],
     p_given: bool,
+    ckpt_gib: float | None,
 ) -> PlanOption:
     ev, site = c.ev, c.site
     base = per_site.get(id(site))
@@ -788,6 +795,7 @@ def _to_option(
         interruption_source=c.source,
         zones=c.zones,
         checkpoint_hours=c.checkpoint_hours,
+        checkpoint_gib=ckpt_gib if ckpt_gib is not None else ev.checkpoint_gib,
         # each option its own copy: options are values, and a caller may edit one's settings
         settings=None if settings is None else dict(settings),
         zone=price.zone,

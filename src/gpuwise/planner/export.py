@@ -14,14 +14,18 @@ SkyPilot's own schema and the Kubernetes / Kubeflow client models. What the docu
   searched settings as ``GPUWISE_*`` variables (read with :func:`gpuwise.planner.job_settings`), a
   checkpoint bucket mounted ``MOUNT_CACHED`` (SkyPilot's recommendation for checkpoints), and
   ``run:`` through ``gpuwise run`` with the user's command as written (variables expand).
-- Kubernetes: an image with gpuwise (``deploy/docker/job.Dockerfile``), CPU/memory requests
-  from the instance size, EFA devices on AWS multi-node jobs; a Job whose pod failure policy ignores disruptions (preemption, drain) so only
-  real failures count against ``backoffLimit``; ``nvidia.com/gpu`` limits, a required node affinity for the GPU model (GKE's
-  ``cloud.google.com/gke-accelerator`` or GPU Feature Discovery's ``nvidia.com/gpu.product``,
-  labels in ``data/k8s_gpu_labels.yaml``), a preference for spot nodes when the plan chose
-  spot, and ``terminationGracePeriodSeconds`` long enough for an emergency checkpoint:
-  1.5 × the checkpoint write time + 30 s for shutdown, at least 60 s (gpuwise's rule; the
-  Kubernetes default of 30 s is too short for most checkpoints, see docs/plan.md).
+- Kubernetes: an image with gpuwise and the EFA libraries (``deploy/docker/job.Dockerfile``),
+  CPU/memory requests sized to fit the chosen instance's allocatable share (:func:`_requests`),
+  EFA devices on AWS multi-node jobs; a Job whose pod failure policy ignores disruptions
+  (preemption, drain) so only real failures count against ``backoffLimit``; ``nvidia.com/gpu``
+  limits; a required node affinity that any of three labels satisfies — GKE's
+  ``cloud.google.com/gke-accelerator``, GPU Feature Discovery's ``nvidia.com/gpu.product`` (only
+  where GFD runs), or the well-known ``node.kubernetes.io/instance-type`` every kubelet sets (the
+  fallback on stock EKS/AKS); a preference for spot nodes when the plan chose spot; ``fsGroup``
+  1000 so the image's non-root trainer can write the checkpoint volume; a checkpoint
+  PersistentVolumeClaim (:func:`k8s_checkpoint_pvc`: ReadWriteMany when several pods share it);
+  and ``terminationGracePeriodSeconds`` long enough for an emergency checkpoint (1.5 × the write
+  time + 30 s, at least 60 s; gpuwise's rule) but, on spot, no longer than the provider's notice.
 """
 
 from __future__ import annotations
@@ -290,8 +294,9 @@ def _labels() -> dict[str, dict[str, list[str]]]:
     return out
 
 
-def gpu_node_affinity(gpu: str, spot: bool) -> dict[str, Any]:
-    """Required affinity for the GPU model (GKE label OR GPU Feature Discovery label); spot preferred."""
+def gpu_node_affinity(gpu: str, spot: bool, instance_type: str | None = None) -> dict[str, Any]:
+    """Required affinity for the GPU model: GKE's label OR GPU Feature Discovery's OR the instance
+    type (the fallback where GFD does not run); spot nodes preferred."""
     labels = _labels().get(gpu, {})
     terms = []
     if labels.get("gke"):
@@ -314,6 +319,18 @@ def gpu_node_affinity(gpu: str, spot: bool) -> dict[str, Any]:
             ]
         }
     )
+    if instance_type:  # set by every cloud's kubelet: no GPU Feature Discovery needed
+        terms.append(
+            {
+                "matchExpressions": [
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": [instance_type],
+                    }
+                ]
+            }
+        )
     affinity: dict[str, Any] = {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
     }
@@ -335,19 +352,59 @@ def gpu_node_affinity(gpu: str, spot: bool) -> dict[str, Any]:
 
 
 def grace_period_seconds(option: PlanOption) -> int:
-    """1.5 × checkpoint write time + 30 s, at least 60 s (module docstring)."""
+    """1.5 × checkpoint write time + 30 s, at least 60 s; on spot, at most the provider's notice
+    (AWS 120 s, GCP and Azure 30 s: spot.yaml), since the node goes away then whatever the pod asks."""
     write_s = (option.checkpoint_hours or 0.0) * 3600
-    return max(60, math.ceil(1.5 * write_s + 30))
+    grace = max(60, math.ceil(1.5 * write_s + 30))
+    if option.billing == "spot":
+        from gpuwise.planner.spot import load_spot_defaults
+
+        notice = load_spot_defaults(fetched=False).for_cloud(option.cloud).notice_seconds
+        if notice is not None:
+            grace = min(grace, int(notice))
+    return grace
+
+
+REQUEST_FRACTION = 0.8
+"""Share of the instance's vCPUs and memory the pod requests: gpuwise's rule, leaving room for
+what the node reserves (kubelet, system, eviction threshold: GKE and EKS reserve a few percent of
+CPU and up to about a tenth of memory on large nodes) and for DaemonSets (device plugins, EFA,
+logging), so the pod fits the chosen instance."""
 
 
 def _requests(w: PlanOption) -> dict[str, str]:
-    """CPU and memory requests: 90% of the instance (the rest for the kubelet and daemons)."""
+    """CPU and memory requests: :data:`REQUEST_FRACTION` of the chosen instance."""
     out: dict[str, str] = {}
     if w.vcpus:
-        out["cpu"] = str(max(1, math.floor(w.vcpus * 0.9)))
+        out["cpu"] = str(max(1, math.floor(w.vcpus * REQUEST_FRACTION)))
     if w.memory_gib:
-        out["memory"] = f"{max(1, math.floor(w.memory_gib * 0.9))}Gi"
+        out["memory"] = f"{max(1, math.floor(w.memory_gib * REQUEST_FRACTION))}Gi"
     return out
+
+
+def k8s_checkpoint_pvc(
+    plan: Plan, *, name: str | None = None, pvc: str | None = None
+) -> dict[str, Any]:
+    """The checkpoint volume claim the manifests mount: ReadWriteMany when several pods (nodes)
+    share it (EFS, Filestore, Azure Files: a storage class that supports it), ReadWriteOnce for one;
+    sized for three checkpoints (the newest, the one before, one being written)."""
+    w = _winner(plan)
+    claim = pvc or f"{_name(plan, name)}-checkpoints"
+    if w.checkpoint_gib is None:
+        raise PlanError(
+            "the checkpoint size is unknown, so the volume cannot be sized",
+            hint="give --checkpoint-size, or create the PVC yourself and pass --pvc",
+        )
+    size_gib = max(1, math.ceil(3 * w.checkpoint_gib))
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim},
+        "spec": {
+            "accessModes": ["ReadWriteMany" if w.nodes > 1 else "ReadWriteOnce"],
+            "resources": {"requests": {"storage": f"{size_gib}Gi"}},
+        },
+    }
 
 
 def _pod_spec(
@@ -365,7 +422,9 @@ def _pod_spec(
     env = [{"name": k, "value": v} for k, v in settings_env(w).items()]
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": grace_period_seconds(w),
-        "affinity": gpu_node_affinity(w.gpu, w.billing == "spot"),
+        # the image's trainer (uid 1000) must be able to write the mounted checkpoint volume
+        "securityContext": {"fsGroup": 1000, "fsGroupChangePolicy": "OnRootMismatch"},
+        "affinity": gpu_node_affinity(w.gpu, w.billing == "spot", w.instance_type),
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [
             {

@@ -186,6 +186,8 @@ class PlanOption:
     """How many availability-zone rows were merged into this option."""
     checkpoint_hours: float | None = None
     """Time to write one checkpoint (size / bandwidth); sizes the emergency-save grace period."""
+    checkpoint_gib: float | None = None
+    """Size of one checkpoint, GiB (the request's, else the estimate's; None: unknown)."""
     settings: Mapping[str, Any] | None = None
     """The job's settings on this setup (zero, recompute, micro_batch, global_batch, accumulation,
     tensor_parallel, searched, text)."""
