@@ -137,3 +137,36 @@ def test_spot_on_a_scarce_gpu_carries_a_capacity_note() -> None:
         startup=load_startup_defaults(),
     )
     assert p.winner is not None and "scarce" in (p.winner.capacity_note or "")
+
+
+def test_offers_marks_the_zones_plan_sets_aside(cli) -> None:  # type: ignore[no-untyped-def]
+    # the bundled catalog's p5.48xlarge in us-east-1: the Atlanta Local Zone is set aside by plan
+    r = cli("offers", "--gpu", "H100", "--spot", "--region", "us-east-1", "--json")
+    assert r.code == 0, r.stderr
+    rows = {
+        o["zone"]: o["zone_outlier"]
+        for o in r.json()["offers"]
+        if o["instance_type"] == "p5.48xlarge"
+    }
+    assert rows["use1-atl2-az1"] is True
+    assert not any(flag for zone, flag in rows.items() if zone != "use1-atl2-az1")
+    table = cli("offers", "--gpu", "H100", "--spot", "--region", "us-east-1").stdout
+    assert "use1-atl2-az1 ⚑" in table and "zone outlier" in table
+
+
+def test_plan_flags_undated_prices_per_row(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli(
+        "plan",
+        "--model",
+        "gpt2",
+        "--task",
+        "lora",
+        "--tokens",
+        "20M",
+        "--cloud",
+        "azure",
+        "--limit",
+        "2",
+    )
+    assert r.code == 0, r.stderr
+    assert "price undated" in r.stdout and "some prices have no date" in r.stderr

@@ -368,11 +368,11 @@ def _emit(
         import sys
 
         sys.stdout.write(text)
-        _render(plan, limit, _console(stderr=True))  # the YAML owns stdout
+        _render(plan, limit, _console(stderr=True), age.max_age_days)  # the YAML owns stdout
         print_price_age(age, json=True)  # warning only (stderr)
         return code
     out = _console()
-    _render(plan, limit, out)
+    _render(plan, limit, out, age.max_age_days)
     print_price_age(age, json=False, out=out)
     if output is not None and (text is not None or export is None):
         out.print(
@@ -480,7 +480,20 @@ def _short_billing(billing: str) -> str:
     )
 
 
-def _render(plan: Plan, limit: int, out: Any) -> None:
+def _price_flag(as_of: str | None, max_age_days: float) -> str:
+    """`` price undated`` / `` price 45 d old`` when older than --max-price-age (as ``offers`` warns)."""
+    import datetime as dt
+
+    from gpuwise.catalog.age import parse_as_of
+
+    when = parse_as_of(as_of or "")
+    if when is None:
+        return "\n[yellow]price undated[/yellow]"
+    days = (dt.date.today() - when).days
+    return f"\n[yellow]price {days} d old[/yellow]" if days > max_age_days else ""
+
+
+def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> None:
     from rich.table import Table
 
     req = plan.request
@@ -523,6 +536,7 @@ def _render(plan: Plan, limit: int, out: Any) -> None:
         where = f"{o.cloud} {o.instance_type}\n{o.region}" + (f"/{o.zone}" if o.zone_pinned else "")
         if len(regions) > 1:
             where += f" +{len(regions) - 1}"
+        where += _price_flag(o.price_as_of, max_age_days)
         cost = money(o.cost_usd)
         if o.cost_usd_p10 is not None and o.cost_usd_p90 is not None:
             cost += f"\n{money(o.cost_usd_p10, 0)}–{money(o.cost_usd_p90, 0)}"

@@ -78,6 +78,8 @@ def _best(prices: list[tuple[float, str | None]], allow_outliers: bool) -> ZoneP
     if prices[0][0] < OUTLIER_RATIO * prices[-1][0]:  # otherwise no zone can be an outlier
         for price, zone in prices:
             others = [p for p, z in prices if z != zone]
+            if not others:  # the same zone listed twice: nothing to compare against
+                continue
             if (price, zone) not in outliers and price < OUTLIER_RATIO * statistics.median(others):
                 outliers.append((price, zone))
     if allow_outliers or len(outliers) == len(prices):
@@ -132,3 +134,27 @@ def build_sites(
             )
         )
     return tuple(sites)
+
+
+def zone_outliers(offers: Sequence[Offer], *, spot: bool) -> set[tuple[str, str, str, str]]:
+    """(cloud, region, instance type, zone) of every row a plan would set aside for its price
+    (spot or on-demand): AWS Local Zones and zones far below their region's others. ``offers``
+    marks them the same way so the two commands agree on what a region costs."""
+    groups: dict[tuple[str, str, str, str, float], dict[str, float]] = {}
+    for o in offers:
+        price = (
+            (o.spot_usd_per_hour if o.has_spot_discount else None)
+            if spot
+            else o.on_demand_usd_per_hour
+        )
+        if price is not None and o.zone:  # as build_sites groups them; one price per zone
+            zones = groups.setdefault((o.cloud, o.region, o.instance_type, o.gpu, o.gpu_count), {})
+            zones[o.zone] = min(price, zones.get(o.zone, price))
+    out: set[tuple[str, str, str, str]] = set()
+    for (cloud, region, itype, _gpu, _count), zones in groups.items():
+        best = _best([(p, z) for z, p in zones.items()], allow_outliers=False)
+        if best is not None:
+            out.update((cloud, region, itype, z) for z in best.set_aside)
+            if best.outlier and best.zone:  # every zone an outlier: the one used is one too
+                out.add((cloud, region, itype, best.zone))
+    return out
