@@ -25,6 +25,10 @@ from gpuwise.catalog.skypilot import read_vms_csv  # noqa: E402
 
 AS_OF = "2026-11"
 SCHEMA = {"azure": "v6"}  # every other cloud comes from schema v8 (see SOURCE.md)
+# The date the prices were read upstream, per cloud. Azure comes from the older v6 file whose
+# date is not known (SOURCE.md): it is "unknown", which every price-age check treats as stale,
+# instead of the month the extract was taken.
+AS_OF_BY_CLOUD = {"azure": "unknown"}
 
 
 def build(source_dir: Path) -> tuple[bytes, dict[str, object]]:
@@ -39,7 +43,7 @@ def build(source_dir: Path) -> tuple[bytes, dict[str, object]]:
             raw.decode("utf-8"),
             cloud,
             f"{version}/{cloud}/vms.csv",
-            as_of=AS_OF,
+            as_of=AS_OF_BY_CLOUD.get(cloud, AS_OF),
             source=f"bundled:skypilot-{version}/{cloud}",
         )
         rows.sort(key=lambda o: (o.gpu, o.gpu_count, o.instance_type, o.region, o.zone or ""))

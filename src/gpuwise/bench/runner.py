@@ -327,6 +327,8 @@ def _bench_memory(c: _Context) -> None:
         out.extras["cuda_context_gib"] = max(
             0.0, (total - free - torch.cuda.memory_reserved(device)) / GIB
         )
+        # what the driver reports (nvidia-smi memory.total): the planner's capacity for this GPU
+        out.extras["total_memory_gib"] = total / GIB
 
 
 def _bench_transfer(c: _Context) -> None:

@@ -46,6 +46,8 @@ def gpus(
 ) -> None:
     """GPU types: datasheet specs and the cheapest on-demand and spot $/GPU-hour (and where)."""
     from gpuwise.catalog import OfferQuery, cheapest_per_gpu, load_catalog, query_offers
+    from gpuwise.estimate.calibration import load_calibration
+    from gpuwise.estimate.capacity import gpu_memory
     from gpuwise.hardware import gpu_table
     from gpuwise.units import check_finite
 
@@ -56,6 +58,7 @@ def gpus(
     offers = query_offers(cat.offers, OfferQuery(clouds=tuple(split_list(cloud))))
     od, sp = cheapest_per_gpu(offers, spot=False), cheapest_per_gpu(offers, spot=True)
     rows: list[dict[str, Any]] = []
+    cal = load_calibration()
     for spec in gpu_table().specs:
         if min_memory is not None and spec.memory_gib < min_memory:
             continue
@@ -65,12 +68,17 @@ def gpus(
             continue
         o, s = od.get(spec.name), sp.get(spec.name)
         peak = spec.peak_bf16_tflops or spec.peak_fp16_tflops
+        mem = gpu_memory(spec, cal.for_gpu(spec.name) if cal else None)
         rows.append(
             {
                 "gpu": spec.name,
                 "vendor": spec.vendor,
                 "architecture": spec.architecture,
                 "memory_gib": spec.memory_gib,
+                # what estimate and plan count as the GPU's memory (estimate.capacity)
+                "reported_memory_gib": mem.total_gib,
+                "usable_memory_gib": mem.usable_gib,
+                "memory_source": mem.source,
                 "memory_bandwidth_tb_s": spec.memory_bandwidth_tb_s,
                 "peak_fp32_tflops": spec.peak_fp32_tflops,
                 "peak_tf32_tflops": spec.peak_tf32_tflops,
@@ -102,6 +110,7 @@ def gpus(
         (
             "GPU",
             "Mem GiB",
+            "usable",
             "BW TB/s",
             "BF16 TFLOP/s",
             "FP8",
@@ -114,6 +123,8 @@ def gpus(
             (
                 r["gpu"],
                 number(r["memory_gib"], ",.0f"),
+                number(r["usable_memory_gib"], ",.1f")
+                + ("" if r["memory_source"] != "datasheet" else "?"),
                 number(r["memory_bandwidth_tb_s"], ".2f"),
                 number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"),
                 number(r["peak_fp8_tflops"], ",.0f"),
@@ -127,10 +138,12 @@ def gpus(
         title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(clouds) or 'no cloud'}",
         left=("GPU", "where"),
         whole=("GPU",),
-        drop=("where", "FP8", "BW TB/s", "$/PFLOP-h"),
+        drop=("where", "FP8", "BW TB/s", "$/PFLOP-h", "usable"),
     )
     console().print(
         "[dim]Peaks are dense (no sparsity). BF16 column shows FP16 where the GPU has no BF16. "
+        "usable: memory nvidia-smi reports less the CUDA context, as estimate and plan count it "
+        "(? = no reported figure known: the datasheet's, likely a few percent high). "
         "Prices: see `gpuwise catalog info` for their sources.[/dim]"
     )
     print_price_age(age, json=False)

@@ -96,6 +96,10 @@ class SpotDefaults:
     """Source notes for the job-level inputs."""
     instances: dict[tuple[str, str, str], CloudSpotRisk] = field(default_factory=dict)
     """(cloud, region, instance type) → per-instance risk, from fetched provider bands."""
+    capacity_wait_hours: float = 0.0
+    """Time to get spot capacity back after an interruption, every GPU (placeholder: 0)."""
+    capacity_wait_scarce_hours: float = 0.0
+    """The same for the scarce GPUs (startup.yaml ``scarce_gpus``; placeholder: 1 h)."""
 
     def for_cloud(self, cloud: str) -> CloudSpotRisk:
         return self.clouds.get(cloud) or self.clouds["default"]
@@ -214,6 +218,16 @@ def p_meet_deadline(outcome: SpotOutcome, work_hours: float, deadline_hours: flo
     return poisson_cdf(min(k_max, 10**9), mu)
 
 
+def _minutes(raw: Any, key: str, origin: str) -> float:
+    """A duration in minutes that may be 0."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 <= raw < math.inf:
+        raise DataFileError(
+            f"{origin}: {key}: {raw!r} is not a number of minutes ≥ 0",
+            hint=f"write e.g. `{key.split('.')[-1]}: 30`",
+        )
+    return float(raw)
+
+
 def _value(entry: Any, key: str, origin: str) -> float:
     raw = entry.get("value") if isinstance(entry, dict) else entry
     if (
@@ -311,6 +325,12 @@ def load_spot_defaults(user_file: Path | None = None, *, fetched: bool = True) -
     bw = data.get("checkpoint_bandwidth_gb_s")
     rs = data.get("restart_minutes")
     instances = _instance_risks(data.get("aws_advisor_bands"), clouds, origin) if fetched else {}
+    wait = data.get("capacity_wait_minutes") or {}
+    if not isinstance(wait, dict):
+        raise DataFileError(
+            f"{origin}: capacity_wait_minutes must be a mapping",
+            hint="give value: and scarce: in minutes",
+        )
     return SpotDefaults(
         clouds=clouds,
         checkpoint_bandwidth_gb_s=_value(bw, "checkpoint_bandwidth_gb_s", origin),
@@ -322,6 +342,12 @@ def load_spot_defaults(user_file: Path | None = None, *, fetched: bool = True) -
             "restart_minutes": str((rs or {}).get("source", "") if isinstance(rs, dict) else ""),
         },
         instances=instances,
+        capacity_wait_hours=_minutes(wait.get("value", 0), "capacity_wait_minutes.value", origin)
+        / 60,
+        capacity_wait_scarce_hours=_minutes(
+            wait.get("scarce", wait.get("value", 0)), "capacity_wait_minutes.scarce", origin
+        )
+        / 60,
     )
 
 
