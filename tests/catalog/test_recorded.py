@@ -236,6 +236,14 @@ def test_real_nebius_file_in_a_skypilot_cache_breaks_no_command(
     assert any(layer["kind"] == "skypilot" and "nebius" in layer["clouds"] for layer in layers)
 
 
+def _line_end(data: bytes, rows: int) -> int:
+    """The offset just after the header and ``rows`` data lines."""
+    at = -1
+    for _ in range(rows + 1):
+        at = data.index(b"\n", at + 1)
+    return at + 1
+
+
 def _cut(data: bytes, fraction: float) -> bytes:
     return data[: int(len(data) * fraction)]
 
@@ -245,13 +253,10 @@ def _cut(data: bytes, fraction: float) -> bytes:
     [
         # a close-delimited body (no Content-Length) cut mid-line: the last row reads `asia-northea`
         (lambda: _body(_cut(LAMBDA.read_bytes(), 0.6), length=False), "ends mid-line"),
-        # cut at a line end: whole rows, but 60% of them lost since the last fetch
+        # cut at a line end: whole rows parse, but 149 of the 374 offers are gone since the last fetch
         (
-            lambda: _body(
-                LAMBDA.read_bytes()[: LAMBDA.read_bytes().rindex(b"\n", 0, 30_000) + 1],
-                length=False,
-            ),
-            "would shrink from 374 offers (last fetch) to",
+            lambda: _body(LAMBDA.read_bytes()[: _line_end(LAMBDA.read_bytes(), 225)], length=False),
+            "would shrink from 374 offers (last fetch) to 225",
         ),
         # a row with too few cells (a file cut short at rest, then a newline)
         (
@@ -524,3 +529,17 @@ def test_a_skypilot_file_cut_short_at_rest_is_refused(
         r = cli("catalog", "update", *args)
         assert r.code == 2 and message in r.stderr, (args, r.stderr)
         assert store_files() == {}
+
+
+def test_allow_shrink_accepts_a_real_drop(
+    cli, server: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "lambda")
+    assert cli("catalog", "update", "--fetch", "skypilot").code == 0
+    data = LAMBDA.read_bytes()
+    server.overrides["/skypilot/v8/lambda/vms.csv"] = _body(data[: _line_end(data, 100)])
+    assert cli("catalog", "update", "--fetch", "skypilot").code == 2
+    r = cli("catalog", "update", "--fetch", "skypilot", "--allow-shrink", "--json")
+    assert r.code == 0, r.stderr
+    (sky,) = r.json()["sources"]
+    assert sky["clouds"][0]["dropped"] == 274

@@ -186,7 +186,7 @@ def update(
         bool,
         typer.Option(
             "--allow-shrink",
-            help="With --fetch: accept a cloud losing over half its offers since the last fetch "
+            help="With --fetch: accept a cloud losing over a quarter of its offers since the last fetch "
             "(refused by default as a likely truncated upstream file).",
         ),
     ] = False,
