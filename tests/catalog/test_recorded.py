@@ -543,3 +543,19 @@ def test_allow_shrink_accepts_a_real_drop(
     assert r.code == 0, r.stderr
     (sky,) = r.json()["sources"]
     assert sky["clouds"][0]["dropped"] == 274
+
+
+def test_the_run_deadline_ends_later_sources_with_a_clear_message(
+    cli, server: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    def slow(h: BaseHTTPRequestHandler) -> None:
+        time.sleep(1.2)
+        _body((RECORDED / "spot-advisor-data.json").read_bytes())(h)
+
+    monkeypatch.setenv("GPUWISE_FETCH_RUN_DEADLINE_S", "1")
+    server.overrides["/spot-advisor-data.json"] = slow
+    r = cli("catalog", "update", "--fetch", "aws-spot-advisor", "aws-price-list", "--json")
+    assert r.code == 2
+    failed = {f["source"]: f["error"] for f in r.json()["failed"]}
+    assert set(failed) == {"aws-spot-advisor", "aws-price-list"}
+    assert all("the run's deadline (GPUWISE_FETCH_RUN_DEADLINE_S)" in e for e in failed.values())
