@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.remote_common import (
     Fetched,
@@ -35,7 +36,6 @@ from gpuwise.catalog.remote_common import (
     today,
 )
 from gpuwise.catalog.risk import ReservedPrice
-from gpuwise.datafiles import commented_csv
 from gpuwise.errors import CatalogError
 from gpuwise.units import HOURS_PER_YEAR
 

@@ -28,11 +28,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
+from gpuwise.base.paths import data_dir, skypilot_catalog_root
 from gpuwise.catalog.cache import parse_offer_bytes
 from gpuwise.catalog.offer import Offer, parse_offer_csv
 from gpuwise.catalog.skypilot import read_vms_csv
 from gpuwise.errors import CatalogError
-from gpuwise.paths import data_dir, skypilot_catalog_root
 
 BUNDLED_MANIFEST = "data/manifest.json"
 BUNDLED_OFFERS = "data/offers.csv.gz"

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from gpuwise.base.paths import write_text_atomic
 from gpuwise.catalog.offer import Offer, offers_to_csv
 from gpuwise.catalog.sources import CatalogSource, default_sources, layer_sources, store_path
 from gpuwise.errors import CatalogError
-from gpuwise.paths import write_text_atomic
 
 if TYPE_CHECKING:
     from gpuwise.catalog.remote_common import Fetched

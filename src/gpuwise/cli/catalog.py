@@ -205,10 +205,10 @@ def update(
     A file with any bad row (a $0, negative or NaN price, a missing column, a wrong type) is refused
     as a whole, naming the first bad row: nothing is imported.
     """
+    from gpuwise.base.paths import skypilot_catalog_root
     from gpuwise.catalog.sources import CsvFile, SkyPilotDir, source_for_path
     from gpuwise.catalog.update import UpdateMode, update_store
     from gpuwise.errors import InputError
-    from gpuwise.paths import skypilot_catalog_root
 
     if sources and not fetch:
         raise InputError(

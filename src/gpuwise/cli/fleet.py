@@ -219,7 +219,7 @@ def fleet(
         )
     if save_demand is not None:
         try:
-            from gpuwise.paths import write_text_atomic
+            from gpuwise.base.paths import write_text_atomic
 
             write_text_atomic(save_demand, demand_to_csv(dem))
         except OSError as exc:

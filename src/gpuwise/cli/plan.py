@@ -344,7 +344,13 @@ def plan_command(
     from gpuwise.catalog import BILLINGS
     from gpuwise.errors import InputError, check_choice, did_you_mean
     from gpuwise.planner import PlanRequest, plan
-    from gpuwise.units import parse_count, parse_duration_hours, parse_fraction, parse_money_usd
+    from gpuwise.units import (
+        parse_bandwidth_gb_s,
+        parse_duration_hours,
+        parse_fraction,
+        parse_money_usd,
+        parse_size_gib,
+    )
 
     if export is not None:
         check_choice(export, EXPORTS, "--export")
@@ -375,11 +381,11 @@ def plan_command(
         objective=objective.lower(),  # type: ignore[arg-type]
         confidence=parse_fraction(confidence, "--confidence"),
         spot_mtbf_hours=parse_duration_hours(spot_mtbf, "--spot-mtbf") if spot_mtbf else None,
-        checkpoint_gib=parse_count(checkpoint_size, "--checkpoint-size")
+        checkpoint_gib=parse_size_gib(checkpoint_size, "--checkpoint-size")
         if checkpoint_size
         else None,
         checkpoint_bandwidth_gb_s=(
-            parse_count(checkpoint_bandwidth, "--checkpoint-bandwidth", allow_zero=False)
+            parse_bandwidth_gb_s(checkpoint_bandwidth, "--checkpoint-bandwidth")
             if checkpoint_bandwidth
             else None
         ),
@@ -482,8 +488,8 @@ def _emit(
 
 
 def _write(path: Path, text: str) -> None:
+    from gpuwise.base.paths import write_text_atomic
     from gpuwise.errors import InputError
-    from gpuwise.paths import write_text_atomic
 
     try:
         write_text_atomic(path, text)

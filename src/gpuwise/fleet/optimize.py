@@ -35,10 +35,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from gpuwise.base.interval import young_daly_waste
 from gpuwise.errors import InputError, PlanError
 from gpuwise.fleet.demand import Demand
 from gpuwise.fleet.pricing import GpuPrices, PriceQuote, ReservedOption
-from gpuwise.planner.spot import HOT_SPOT_POOL_MTBF_HOURS, young_daly_waste
+from gpuwise.planner.spot import HOT_SPOT_POOL_MTBF_HOURS
 from gpuwise.units import HOURS_PER_YEAR
 
 log = logging.getLogger(__name__)
