@@ -122,7 +122,9 @@ def store_lock(store: Path) -> Iterator[None]:
         yield
         return
     _check_store_writable(store)
-    limit = float(os.environ.get("GPUWISE_CATALOG_LOCK_TIMEOUT_S") or LOCK_TIMEOUT_S)
+    from gpuwise.base import settings
+
+    limit = settings.number("GPUWISE_CATALOG_LOCK_TIMEOUT_S", LOCK_TIMEOUT_S)
     path = store.parent / ".lock"
     with open(path, "a+b") as fh:
         start = time.monotonic()
