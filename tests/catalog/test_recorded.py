@@ -573,3 +573,21 @@ def test_the_run_deadline_ends_later_sources_with_a_clear_message(
     failed = {f["source"]: f["error"] for f in r.json()["failed"]}
     assert set(failed) == {"aws-spot-advisor", "aws-price-list"}
     assert all("the run's deadline (GPUWISE_FETCH_RUN_DEADLINE_S)" in e for e in failed.values())
+
+
+def test_a_mirror_is_not_dated_by_the_upstream_repository(
+    cli, server: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    server.commits["catalogs/v8/nebius/vms.csv"] = "2026-11-02T16:31:09Z"
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "nebius")
+    monkeypatch.delenv("GPUWISE_SKYPILOT_COMMITS_URL")  # only the catalog URL moved: a mirror
+    assert cli("catalog", "update", "--fetch", "skypilot").code == 0
+    assert "/commits" not in server.hits  # GitHub's history says nothing about a mirror's files
+    (o,) = cli("offers", "--cloud", "nebius", "--limit", "1", "--json").json()["offers"]
+    assert o["as_of"] == "2026-10-20"  # the mirror's Last-Modified
+
+
+def test_dry_run_from_csv_writes_nothing(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    r = cli("catalog", "update", "--from-csv", LAMBDA, "--dry-run")
+    assert r.code == 0, r.stderr
+    assert store_files() == {}

@@ -210,7 +210,7 @@ def update_store(
             f"{location}: no offers to import", hint="check the file has GPU rows with prices"
         )
     store = store_path()
-    with store_lock(store):
+    with contextlib.nullcontext() if dry_run else store_lock(store):  # a dry run writes nothing
         return _update_locked(store, new_offers, location, force, dry_run, mode)
 
 
