@@ -77,6 +77,37 @@ SETTINGS: dict[str, Setting] = dict(
             "regions read from the AWS price list",
         ),
         _s("GPUWISE_GPUHUNT_PROVIDERS", "list", "catalog", "providers read from gpuhunt's catalog"),
+        _s(
+            "GPUWISE_SKYPILOT_COMMITS_URL",
+            "url",
+            "catalog",
+            "GitHub commits API that dates SkyPilot catalog files, or `off`",
+        ),
+        _s(
+            "GPUWISE_FETCH_DEADLINE_S",
+            "seconds",
+            "catalog",
+            "overall deadline of one download, retries included (default 300)",
+        ),
+        _s(
+            "GPUWISE_FETCH_RUN_DEADLINE_S",
+            "seconds",
+            "catalog",
+            "overall deadline of one `catalog update --fetch` run (default 1800)",
+        ),
+        _s(
+            "GPUWISE_CATALOG_DIR",
+            "path",
+            "catalog",
+            "folder of the catalog store, shared by a scheduled refresh and its readers "
+            "(default <data dir>/catalog)",
+        ),
+        _s(
+            "GPUWISE_CATALOG_LOCK_TIMEOUT_S",
+            "seconds",
+            "catalog",
+            "how long `catalog update` waits for another update's lock (default 600)",
+        ),
         _s("GPUWISE_PIP_SPEC", "text", "planner", "what an exported job's setup installs"),
         _s("GPUWISE_CHECKPOINT_DIR", "text", "train", "checkpoint URL an exported job writes to"),
         _s("GPUWISE_SETTINGS", "text", "train", "the planner's chosen settings, for the job"),

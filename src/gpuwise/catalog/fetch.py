@@ -187,6 +187,8 @@ def fetch_bytes(
             attempt += 1
             elapsed = time.monotonic() - start
             left = min(s.failure_budget_s - elapsed, deadline - time.monotonic()) - wait
+            if attempt <= s.retries and deadline - time.monotonic() - wait <= 0.05:
+                raise _deadline_error(url, s, start, attempt, run_deadline, str(exc)) from None
             if attempt > s.retries or left <= 0.05:
                 raise FetchError(
                     f"cannot download {url} ({exc}; {attempt} attempt{'s' if attempt > 1 else ''}"

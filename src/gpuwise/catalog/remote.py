@@ -101,10 +101,16 @@ def _versions(base: str) -> list[tuple[str, str]]:
 
 def _commit_date(get: Getter, version: str, cloud: str) -> str | None:
     """The date of the last commit that touched ``catalogs/<version>/<cloud>/vms.csv`` (GitHub API),
-    or None when switched off (``GPUWISE_SKYPILOT_COMMITS_URL=off``) or unavailable."""
+    or None when switched off (``GPUWISE_SKYPILOT_COMMITS_URL=off``), when the catalog is read from
+    a mirror and no commits URL is set for it, or when the API does not answer."""
+    import os
+
     api = env("GPUWISE_SKYPILOT_COMMITS_URL", SKYPILOT_COMMITS_URL)
     if api.lower() in ("off", "none", "0"):
         return None
+    mirror = env("GPUWISE_SKYPILOT_CATALOG_URL", SKYPILOT_CATALOG_URL) != SKYPILOT_CATALOG_URL
+    if mirror and not os.environ.get("GPUWISE_SKYPILOT_COMMITS_URL"):
+        return None  # a mirror's files need not match the upstream repository's history
     query = urllib.parse.urlencode({"path": f"catalogs/{version}/{cloud}/vms.csv", "per_page": 1})
     try:
         data = as_json(get(f"{api}?{query}"), api)

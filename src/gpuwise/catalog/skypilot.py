@@ -147,7 +147,7 @@ class VmsRead:
     rows: int
     """Data rows in the file."""
     skipped: dict[str, int] = field(default_factory=dict)
-    """Reason → rows: ``no accelerator`` (CPU shapes; on GCP also the host rows), ``no price``
+    """Reason → rows: ``no accelerator`` (CPU shapes; on GCP the host rows no GPU row joined), ``no price``
     (reservation-only), ``repeated row`` (the same offer twice with the same prices)."""
 
 
@@ -160,7 +160,8 @@ def parse_vms_csv(
     rows = _parse_rows(text, origin)
     source = source or f"skypilot:{cloud}"
     pairs = list(_gcp_join(rows)) if cloud == "gcp" else [(r, r) for r in rows if r.accelerator]
-    skipped = {"no accelerator": sum(1 for r in rows if not r.accelerator)}
+    joined = {id(host) for host, gpu in pairs if host is not gpu}  # GCP host rows that were used
+    skipped = {"no accelerator": sum(1 for r in rows if not r.accelerator and id(r) not in joined)}
     offers: dict[tuple[object, ...], Offer] = {}
     for host, gpu in pairs:
         offer = _make_offer(cloud, host, gpu, source, as_of)

@@ -7,9 +7,9 @@ user edited the file, and the update refuses unless ``force`` (which backs the e
 
 Every update holds an exclusive lock on ``<store folder>/.lock`` from reading the store to writing
 it, so two updates at once run one after the other and neither loses the other's rows. A fetch
-that would leave a cloud with less than half the rows its last fetch from the same source gave is
-refused (a truncated or broken upstream file) unless ``allow_shrink``. The manifest keeps a
-``history`` of fetches (source, version, as-of, counts, skipped rows).
+that would leave a cloud with less than three quarters of the rows its last fetch from the same
+source gave is refused (a truncated or broken upstream file) unless ``allow_shrink``. The manifest
+keeps a ``history`` of fetches (source, version, as-of, counts, skipped rows).
 """
 
 from __future__ import annotations
@@ -108,6 +108,9 @@ HISTORY_LIMIT = 500
 """Fetch records kept in the manifest's ``history`` (oldest dropped first)."""
 SHRINK_MIN_ROWS = 20
 """The row-count check applies once a cloud's last fetch gave at least this many offers."""
+SHRINK_KEEP = 0.75
+"""A fetch that keeps less than this share of a cloud's offers since the last fetch of the same
+source is refused (a body cut at a line end loses whole rows and still parses)."""
 
 
 @contextlib.contextmanager
@@ -119,7 +122,9 @@ def store_lock(store: Path) -> Iterator[None]:
         yield
         return
     _check_store_writable(store)
-    limit = float(os.environ.get("GPUWISE_CATALOG_LOCK_TIMEOUT_S") or LOCK_TIMEOUT_S)
+    from gpuwise.base import settings
+
+    limit = settings.number("GPUWISE_CATALOG_LOCK_TIMEOUT_S", LOCK_TIMEOUT_S)
     path = store.parent / ".lock"
     with open(path, "a+b") as fh:
         start = time.monotonic()
@@ -205,7 +210,7 @@ def update_store(
             f"{location}: no offers to import", hint="check the file has GPU rows with prices"
         )
     store = store_path()
-    with store_lock(store):
+    with contextlib.nullcontext() if dry_run else store_lock(store):  # a dry run writes nothing
         return _update_locked(store, new_offers, location, force, dry_run, mode)
 
 
@@ -350,14 +355,15 @@ class SourceReport:
 
 
 def check_no_collapse(res: Fetched, store_rows: Sequence[Offer]) -> None:
-    """Refuse offers that leave a cloud with under half the rows the last fetch of the same source
-    gave it (a truncated or broken upstream file), once that fetch gave ``SHRINK_MIN_ROWS`` or more."""
+    """Refuse offers that leave a cloud with under ``SHRINK_KEEP`` of the rows the last fetch of the
+    same source gave it (a truncated or broken upstream file), once that fetch gave
+    ``SHRINK_MIN_ROWS`` or more."""
     for cloud in res.offer_clouds:
         prev = sum(
             1 for o in store_rows if o.cloud == cloud and o.source.startswith(res.source + ":")
         )
         new = sum(1 for o in res.offers if o.cloud == cloud)
-        if prev >= SHRINK_MIN_ROWS and new < prev / 2:
+        if prev >= SHRINK_MIN_ROWS and new < prev * SHRINK_KEEP:
             raise CatalogError(
                 f"{res.source}: {cloud} would shrink from {prev} offers (last fetch) to {new}; "
                 "refused as a likely truncated or broken upstream file",

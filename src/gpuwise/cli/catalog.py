@@ -186,7 +186,7 @@ def update(
         bool,
         typer.Option(
             "--allow-shrink",
-            help="With --fetch: accept a cloud losing over half its offers since the last fetch "
+            help="With --fetch: accept a cloud losing over a quarter of its offers since the last fetch "
             "(refused by default as a likely truncated upstream file).",
         ),
     ] = False,
@@ -337,21 +337,9 @@ def _fetch(
 
 
 def _run_deadline_s() -> float:
-    import os
+    from gpuwise.base import settings
 
-    from gpuwise.errors import InputError
-
-    raw = os.environ.get("GPUWISE_FETCH_RUN_DEADLINE_S") or "1800"
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise InputError(
-            f"GPUWISE_FETCH_RUN_DEADLINE_S={raw!r} is not a positive number of seconds",
-            hint="unset it (default 1800) or give e.g. 900",
-        )
-    return value
+    return settings.number("GPUWISE_FETCH_RUN_DEADLINE_S", 1800.0)
 
 
 def _print_fetch(report: Any, per_source: Sequence[Any], dry_run: bool) -> None:
