@@ -36,6 +36,10 @@ def _record_hash(data: bytes) -> str:
 def _from_pyproject(path: Path) -> tuple[str, str, str]:
     """(version, METADATA text, entry_points.txt text) from a checkout's pyproject.toml."""
     project = tomllib.loads(path.read_text("utf-8"))["project"]
+    if "version" not in project:  # dynamic: setuptools reads gpuwise.base.version.__version__
+        from gpuwise.base.version import __version__
+
+        project["version"] = __version__
     msg = Message()
     msg["Metadata-Version"] = "2.1"
     msg["Name"] = project["name"]
