@@ -27,7 +27,7 @@ def config_dir() -> Path:
     override = _home_override()
     if override is not None:
         return override / "config"
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    base = settings.text("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "gpuwise"
 
 
@@ -36,7 +36,7 @@ def data_dir() -> Path:
     override = _home_override()
     if override is not None:
         return override / "data"
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    base = settings.text("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "gpuwise"
 
 

@@ -1,4 +1,7 @@
-"""Every ``GPUWISE_*`` environment variable gpuwise reads, declared once and read on call.
+"""Every environment variable gpuwise reads, declared once and read on call.
+
+That is every ``GPUWISE_*`` name, and the few other tools' names gpuwise honours as they do
+(gpuhunt's catalog location, the XDG folders, Kubernetes' ``NODE_NAME``).
 
 Library code never reads ``os.environ`` for a ``GPUWISE_*`` name itself: it asks this module,
 which knows each variable's kind, default and meaning (:data:`SETTINGS`, also the table in
@@ -157,6 +160,12 @@ SETTINGS: dict[str, Setting] = dict(
             "train",
             "fault injection: delay each checkpoint file write (tests, rehearsals)",
         ),
+        # Other tools' variables that gpuwise honours the same way they do
+        _s("GPUHUNT_CATALOG_URL", "url", "catalog", "gpuhunt's own: where its catalogs are"),
+        _s("GPUHUNT_CATALOG_DIR", "path", "catalog", "gpuhunt's own: a folder of its catalogs"),
+        _s("NODE_NAME", "text", "monitor", "Kubernetes' node name (downward API), the host label"),
+        _s("XDG_CONFIG_HOME", "path", "paths", "where the config folder goes (~/.config)"),
+        _s("XDG_DATA_HOME", "path", "paths", "where the data folder goes (~/.local/share)"),
     ]
 )
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import email.utils
 import http.client
 import math
-import os
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from gpuwise.base import settings
 from gpuwise.errors import CatalogError
 
 OFFLINE_HINT = (
@@ -57,21 +57,10 @@ class FetchSettings:
 
     @classmethod
     def from_env(cls) -> FetchSettings:
+        """The defaults, with ``GPUWISE_FETCH_*`` variables applied (read now, not at import)."""
+
         def num(name: str, default: float) -> float:
-            raw = os.environ.get(name)
-            if not raw:
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise CatalogError(
-                    f"{name}={raw!r} is not a number", hint=f"unset {name} or give a number"
-                ) from None
-            if not value > 0:
-                raise CatalogError(
-                    f"{name}={raw!r} must be > 0", hint=f"unset {name} or give a positive number"
-                )
-            return value
+            return settings.number(name, default)
 
         return cls(
             timeout_s=num("GPUWISE_FETCH_TIMEOUT_S", cls.timeout_s),

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from gpuwise.base import settings
 from gpuwise.catalog.fetch import NotFound
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.remote_aws import AWS_GPU_FAMILY, AwsPriceList
@@ -103,13 +104,12 @@ def _commit_date(get: Getter, version: str, cloud: str) -> str | None:
     """The date of the last commit that touched ``catalogs/<version>/<cloud>/vms.csv`` (GitHub API),
     or None when switched off (``GPUWISE_SKYPILOT_COMMITS_URL=off``), when the catalog is read from
     a mirror and no commits URL is set for it, or when the API does not answer."""
-    import os
 
     api = env("GPUWISE_SKYPILOT_COMMITS_URL", SKYPILOT_COMMITS_URL)
     if api.lower() in ("off", "none", "0"):
         return None
     mirror = env("GPUWISE_SKYPILOT_CATALOG_URL", SKYPILOT_CATALOG_URL) != SKYPILOT_CATALOG_URL
-    if mirror and not os.environ.get("GPUWISE_SKYPILOT_COMMITS_URL"):
+    if mirror and not settings.text("GPUWISE_SKYPILOT_COMMITS_URL"):
         return None  # a mirror's files need not match the upstream repository's history
     query = urllib.parse.urlencode({"path": f"catalogs/{version}/{cloud}/vms.csv", "per_page": 1})
     try:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from gpuwise.base import settings
 from gpuwise.catalog.fetch import Download
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.risk import ReservedPrice, SpotRisk
@@ -70,7 +70,8 @@ def today() -> str:
 
 
 def env(name: str, default: str) -> str:
-    return (os.environ.get(name) or default).rstrip("/")
+    """A ``GPUWISE_*`` URL or list setting, or ``default`` when unset (trailing ``/`` dropped)."""
+    return (settings.text(name) or default).rstrip("/")
 
 
 def env_list(name: str, default: Sequence[str]) -> list[str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import os
 import re
 import zipfile
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuwise.base import settings
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.remote_common import (
     Fetched,
@@ -230,7 +230,7 @@ class Gpuhunt:
         default_url, default_providers = _gpuhunt_defaults()
         base = env("GPUHUNT_CATALOG_URL", default_url)
         providers = [p.lower() for p in env_list("GPUWISE_GPUHUNT_PROVIDERS", default_providers)]
-        folder = os.environ.get("GPUHUNT_CATALOG_DIR")
+        folder = settings.text("GPUHUNT_CATALOG_DIR")
         offers: list[Offer] = []
         versions: list[str] = []
         skipped: dict[str, int] = {}
