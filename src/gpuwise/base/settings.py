@@ -225,3 +225,10 @@ def number(
             hint=f"unset {name} or set it to {want} number ({kind}), e.g. {name}=30",
         )
     return value
+
+
+def markdown_table() -> str:
+    """The variables as the Markdown table in ``docs/settings.md`` (a test keeps the two equal)."""
+    rows = ["| variable | kind | read by | what it does |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{s.name}` | {s.kind} | {s.area} | {s.help} |" for s in SETTINGS.values()]
+    return "\n".join(rows) + "\n"
