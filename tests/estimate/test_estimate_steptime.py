@@ -112,7 +112,7 @@ def test_flash_attention_1_era_kernels_take_twice_the_attention_time() -> None:
     assert fa2 is not None and fa1 is not None
     assert fa1["attention_s"] == pytest.approx(FLASH1_SLOWDOWN * fa2["attention_s"])
     assert fa1["matmul_s"] == pytest.approx(fa2["matmul_s"])
-    for bad in (3, True, 2.0):
+    for bad in (4, True, 2.0):
         with pytest.raises(InputError, match="flash_attention_version"):
             wl.with_changes(flash_attention_version=bad)
 

@@ -38,14 +38,14 @@ from gpuwise.estimate.steptime import (
 )
 from gpuwise.estimate.throughput import (
     DEFAULT_GPUS_PER_NODE,
-    DEFAULT_INTER_NODE_GBIT_S,
     Network,
+    default_inter_node,
     forward_flops_per_token,
     network_for,
     peak_flops,
     training_flops_per_token,
 )
-from gpuwise.estimate.workload import Workload
+from gpuwise.estimate.workload import RECOMPUTE_SEARCH, Workload
 from gpuwise.hardware import GpuSpec, find_gpu
 from gpuwise.units import BYTES_PER_GIB
 
@@ -84,7 +84,7 @@ def estimate_workload(
     gpus: int = 1,
     *,
     gpus_per_node: int | None = None,
-    inter_node_gbit_s: float = DEFAULT_INTER_NODE_GBIT_S,
+    inter_node_gbit_s: float | None = None,
     calibration: Calibration | str | Any = _NO_CALIBRATION,
     suggest: bool = True,
     efficiency: EfficiencyModel | None = None,
@@ -92,7 +92,8 @@ def estimate_workload(
     """Estimate ``workload`` on ``gpus`` GPUs of model ``gpu``.
 
     ``gpus_per_node`` defaults to ``min(gpus, 8)``; ``inter_node_gbit_s`` is the network bandwidth
-    per node (default 400 Gbit/s, an AWS p4d). ``calibration``: a :class:`Calibration`, a path, or
+    per node (default: the GPU's usual instance, :func:`~gpuwise.estimate.throughput.default_inter_node`,
+    and a note says so). ``calibration``: a :class:`Calibration`, a path, or
     None for none; by default the user's ``calibration.json`` when it exists. ``suggest=False``
     skips the search for fixes (the planner calls this for many setups). ``efficiency``: the
     framework factors and error bars (:class:`~gpuwise.estimate.measured.EfficiencyModel`); None =
@@ -109,6 +110,10 @@ def estimate_workload(
     if isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1:
         raise InputError(f"GPUs per node must be ≥ 1, got {gpn!r}", hint="give a positive number")
     gpn = min(gpn, gpus)
+    if inter_node_gbit_s is None:
+        inter_node_gbit_s, net_basis = default_inter_node(spec)
+        if gpus > gpn:
+            workload = workload.with_changes(notes=(*workload.notes, f"network: {net_basis}"))
     if not (math.isfinite(inter_node_gbit_s) and inter_node_gbit_s > 0):
         raise InputError(
             f"inter-node bandwidth must be > 0 Gbit/s, got {inter_node_gbit_s!r}",
@@ -144,11 +149,26 @@ def _setup(
 ) -> tuple[Workload, int, MemoryEstimate, dict[str, float], Network, int, str]:
     """Checks and what training and inference share: (workload, dp, memory, breakdown bytes, network,
     nodes, interconnect)."""
-    shard = wl.tensor_parallel * wl.pipeline_parallel
+    shard = wl.non_data_parallel
     if gpus % shard:
         raise EstimateError(
-            f"{gpus} GPUs do not split into tensor × pipeline parallel = {shard}",
-            hint="use a GPU count that is a multiple of tensor × pipeline parallel",
+            f"{gpus} GPUs do not split into tensor × pipeline × context parallel = {shard}",
+            hint="use a GPU count that is a multiple of tensor × pipeline × context parallel",
+        )
+    if wl.expert_parallel > 1 and (gpus // shard * wl.context_parallel) % wl.expert_parallel:
+        raise EstimateError(
+            f"expert parallel {wl.expert_parallel} does not divide the {gpus // shard} data-parallel "
+            f"× {wl.context_parallel} context-parallel GPUs",
+            hint="experts are split within the data-parallel group (Megatron-Core): pick a divisor",
+        )
+    if (
+        wl.uses_flash_attention
+        and wl.flash_attention_version == 3
+        and spec.architecture != "Hopper"
+    ):
+        raise EstimateError(
+            f"FlashAttention-3 runs on Hopper GPUs only, not on {spec.name}",
+            hint="use --attention-kernel flash2",
         )
     if wl.tensor_parallel > gpn:
         raise EstimateError(
@@ -198,9 +218,34 @@ def _estimate(
     suggest: bool,
     eff: EfficiencyModel | None = None,
 ) -> Estimate:
+    if wl.grad_ckpt == "auto":
+        wl = _least_recompute(wl, spec, gpus, gpn, inter_gbit, cal, eff)
     if wl.is_training:
         return _estimate_training(wl, spec, gpus, gpn, inter_gbit, cal, suggest, eff)
     return _estimate_inference(wl, spec, gpus, gpn, inter_gbit, cal, suggest, eff)
+
+
+def _least_recompute(
+    wl: Workload,
+    spec: GpuSpec,
+    gpus: int,
+    gpn: int,
+    inter_gbit: float,
+    cal: GpuCalibration | None,
+    eff: EfficiencyModel | None,
+) -> Workload:
+    """``grad_ckpt="auto"``: the least of :data:`RECOMPUTE_SEARCH` under which the configuration fits
+    or is tight (over only by the assumed fragmentation allowance) — how a configuration that ran is
+    taken; full recompute when none does."""
+    if not wl.is_training:
+        return wl.with_changes(grad_ckpt="none")
+    for mode in RECOMPUTE_SEARCH:
+        candidate = wl.with_changes(grad_ckpt=mode)
+        est = _estimate(candidate, spec, gpus, gpn, inter_gbit, cal, False, eff)
+        if est.memory.verdict != "does not fit":
+            break
+    note = f"--grad-ckpt auto: {mode} recompute, the least that fits or is tight"
+    return candidate.with_changes(notes=(*wl.notes, note))
 
 
 def _suggestions(

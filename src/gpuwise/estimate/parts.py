@@ -233,9 +233,10 @@ def comm_and_bubble(
     m = wl.model
     seq = wl.effective_seq_len
     accum = max(1.0, gb / (wl.micro_batch * dp))
-    if wl.pipeline_parallel > 1:  # 1F1B bubble (p-1)/m (Narayanan et al. 2021, Sec. 2.2.1)
-        compute *= 1 + (wl.pipeline_parallel - 1) / accum
-    shard = wl.tensor_parallel * wl.pipeline_parallel
+    if wl.pipeline_parallel > 1:
+        # 1F1B bubble (p-1)/m, interleaved (p-1)/(v·m) (Narayanan et al. 2021, Sec. 2.2.1-2.2.2)
+        compute *= 1 + (wl.pipeline_parallel - 1) / (accum * wl.virtual_pipeline)
+    shard = wl.non_data_parallel
     grad_b = 4.0 if wl.precision == "fp32" or wl.task == "lora" else 2.0
     comm = 0.0
     if dp > 1:
@@ -256,9 +257,31 @@ def comm_and_bubble(
             replace(net, gpus_per_node=max(net.gpus_per_node, 1)),
         )
         comm += 4 * per * m.total_layers / wl.pipeline_parallel * accum
-    if wl.cpu_offload:  # 16-bit gradients down and weights up over PCIe each step (ZeRO-Offload)
+    if wl.expert_parallel > 1 and m.experts:
+        # token dispatch and combine: 2 all-to-alls forward, 2 backward per MoE block of the tokens'
+        # top-k copies (Megatron-Core alltoall dispatcher); a GPU sends (ep-1)/ep of them
+        act_b = 4.0 if wl.precision == "fp32" else 2.0
+        ep = wl.expert_parallel
+        tokens = wl.micro_batch * seq / wl.context_parallel
+        volume = tokens * m.experts_per_token * m.hidden * act_b * (ep - 1) / ep
+        bw = (
+            net.intra_node_gb_s
+            if ep * wl.tensor_parallel <= net.gpus_per_node
+            else net.inter_node_gb_s / max(1, net.gpus_per_node)
+        )
+        moe_layers = (m.layers - m.dense_layers) / wl.pipeline_parallel
+        comm += 4 * volume / (bw * 1e9) * moe_layers * accum
+    if wl.offload != "none":
+        # ZeRO-Offload: 16-bit gradients down and weights up over PCIe each step; parameter
+        # offload also brings the weights up for every forward and backward pass (FSDP CPUOffload)
         pcie = PCIE_X16_GB_S.get(gpu.pcie_gen or 4, 31.5) * 1e9
-        comm += 2 * trainable_params(wl) / shard / dp * 2.0 / pcie
+        per_gpu = (
+            trainable_params(wl)
+            / (wl.tensor_parallel * wl.pipeline_parallel)
+            / (dp * wl.context_parallel)
+        )
+        passes = 2.0 + (2.0 * accum if wl.offload == "params" else 0.0)
+        comm += passes * per_gpu * 2.0 / pcie
     return comm, compute
 
 

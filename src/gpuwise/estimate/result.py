@@ -165,13 +165,24 @@ class Estimate:
                 "global_batch": wl.global_batch,
                 "tensor_parallel": wl.tensor_parallel,
                 "pipeline_parallel": wl.pipeline_parallel,
+                "context_parallel": wl.context_parallel,
+                "expert_parallel": wl.expert_parallel,
+                "virtual_pipeline": wl.virtual_pipeline,
+                "sequence_parallel": wl.uses_sequence_parallel,
                 "cpu_offload": wl.cpu_offload,
+                "offload": wl.offload,
+                "master_weights": wl.master_weights if wl.is_training else None,
+                "optimizer_states": ("8bit" if wl.optimizer == "adamw8bit" else wl.optimizer_states)
+                if wl.is_training
+                else None,
                 "flash_attention": wl.uses_flash_attention,
                 "flash_attention_version": wl.flash_attention_version
                 if wl.uses_flash_attention
                 else None,
-                "fused_kernels": wl.fused_kernels,
-                "sequence_parallel": wl.sequence_parallel,
+                "attention_kernel": f"flash{wl.flash_attention_version}"
+                if wl.uses_flash_attention
+                else "eager",
+                "fused_kernels": wl.uses_fused_kernels,
                 "lora_rank": wl.lora_rank if wl.task in ("lora", "qlora") else None,
                 "lora_targets": wl.lora_targets if wl.task in ("lora", "qlora") else None,
                 "prompt_len": wl.prompt_len if wl.task == "inference" else None,
