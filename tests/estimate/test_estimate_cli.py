@@ -286,3 +286,36 @@ def test_a_configuration_over_only_by_the_fragmentation_allowance_is_tight(cli: 
     assert "Does not fit" not in text
     doc = cli(*args, "--json").json()
     assert doc["memory"]["verdict"] == "tight" and doc["memory"]["fits"] is False
+
+
+def test_every_measured_row_is_a_command_line_that_builds_the_same_workload(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The accuracy benchmark measures through `gpuwise estimate`'s own parser: each measured row's
+    options, typed as flags (a config.json for models that are not presets), build exactly the
+    workload the library's loader builds — no hidden input the CLI cannot set."""
+    import json
+    from dataclasses import replace
+
+    from gpuwise.cli.estimate import estimate_inputs
+    from gpuwise.estimate.measured import load_measured_runs, measured_model_config
+    from gpuwise.estimate.options import OPTIONS
+
+    runs = load_measured_runs()
+    for run in runs:
+        opts = dict(run.options)
+        seq = int(opts.get("seq_len") or opts.get("prompt_len") or 2048)
+        cfg = measured_model_config(run.model, seq)
+        model = run.workload.model.name
+        if cfg is not None:
+            path = tmp_path / f"{run.model}-{seq}.json"
+            path.write_text(json.dumps(cfg))
+            model = str(path)
+        argv = ["--model", model, "--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
+        for name, value in run.options:
+            argv += [OPTIONS[name].flag, value]
+        got = estimate_inputs(argv)
+        wl = got.workload
+        wl = replace(wl, model=replace(wl.model, name=model, source=model))
+        want = replace(run.workload, model=replace(run.workload.model, name=model, source=model))
+        assert wl == want, run.label
+        assert got.gpus == run.gpus and got.setup.gpu == run.gpu
+    assert {r.workload.virtual_pipeline for r in runs} > {1}  # NeMo's interleaved rows

@@ -76,7 +76,7 @@ class WorkloadRequest:
     def options(self, calibration: Calibration | None = None) -> dict[str, Any]:
         """Workload option values: typed ones, then the calibration file's ``workload`` section,
         then the table's defaults."""
-        out = {o.name: self.values[o.name] for o in WORKLOAD_OPTIONS}
+        out = {o.name: self.values.get(o.name, o.default) for o in WORKLOAD_OPTIONS}
         stack = calibration.workload if calibration is not None else {}
         for name, value in stack.items():
             if name not in self.explicit:
@@ -92,7 +92,7 @@ class WorkloadRequest:
 
     def setup(self, name: str) -> Any:
         """A setup option's value (``gpus_per_node``, ``inter_node_gbps``)."""
-        return self.values[name]
+        return self.values.get(name, OPTIONS[name].default)
 
 
 def workload_options(*, setup: tuple[str, ...] = ()) -> Callable[[F], F]:
@@ -106,10 +106,11 @@ def workload_options(*, setup: tuple[str, ...] = ()) -> Callable[[F], F]:
 
         @functools.wraps(func)
         def command(**kwargs: Any) -> Any:
-            values = {o.name: kwargs.pop(o.name) for o in specs}
             ctx = kwargs.pop(_CONTEXT)
-            explicit = frozenset(name for name in values if _typed(ctx, name))
-            return func(workload_request=WorkloadRequest(values, explicit), **kwargs)
+            request = request_from_context(ctx, kwargs)
+            for o in specs:
+                kwargs.pop(o.name)
+            return func(workload_request=request, **kwargs)
 
         context = inspect.Parameter(
             _CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context
@@ -135,6 +136,12 @@ def _typed(ctx: typer.Context | None, name: str) -> bool:
         return False
     source = ctx.get_parameter_source(name)
     return source is not None and source.name != "DEFAULT"
+
+
+def request_from_context(ctx: typer.Context | None, params: Mapping[str, Any]) -> WorkloadRequest:
+    """The request a command receives: its parsed option values by name, and which were typed."""
+    values = {name: params[name] for name in OPTIONS if name in params}
+    return WorkloadRequest(values, frozenset(n for n in values if _typed(ctx, n)))
 
 
 def request_from_values(values: Mapping[str, Any]) -> WorkloadRequest:

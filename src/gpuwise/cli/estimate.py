@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,7 +20,8 @@ from gpuwise.cli._workload import (
 )
 
 if TYPE_CHECKING:
-    from gpuwise.estimate import Estimate
+    from gpuwise.estimate import Estimate, Workload
+    from gpuwise.estimate.calibration import Calibration
 
 
 _P = "Parallelism and memory"
@@ -66,23 +68,22 @@ def estimate(
 
     When it does not fit, says by how much and lists fixes that fit, cheapest in speed first.
     """
-    from gpuwise.estimate import estimate_workload, load_calibration, preset_names
+    from gpuwise.estimate import estimate_workload, preset_names
 
     if list_models:
         _list_models(json, preset_names())
         return
-    if no_calibration and calibration is not None:  # the file used to be ignored without a word
-        from gpuwise.errors import InputError
-
-        raise InputError(
-            "--calibration and --no-calibration contradict each other",
-            hint="give --calibration FILE to use a file, or --no-calibration to use none",
-        )
-    cal = None if no_calibration else load_calibration(calibration)
-    wl = workload_request.workload(cal)
-    setup = _setup(workload_request, gpu, instance_type, instance_cloud)
+    inputs = _inputs(
+        workload_request, gpu, gpus, instance_type, instance_cloud, calibration, no_calibration
+    )
     with named_as_flags():
-        est = estimate_workload(wl, setup.gpu, gpus, calibration=cal, **setup.kwargs())
+        est = estimate_workload(
+            inputs.workload,
+            inputs.setup.gpu,
+            inputs.gpus,
+            calibration=inputs.calibration,
+            **inputs.setup.kwargs(),
+        )
     if json:
         emit_json(est.to_dict())
         return
@@ -99,6 +100,59 @@ class Setup:
 
     def kwargs(self) -> dict[str, Any]:
         return {"gpus_per_node": self.gpus_per_node, "inter_node_gbit_s": self.inter_node_gbit_s}
+
+
+@dataclass(frozen=True)
+class EstimateInputs:
+    """What ``gpuwise estimate`` hands the library for one command line."""
+
+    workload: Workload
+    setup: Setup
+    gpus: int
+    calibration: Calibration | None
+
+
+def _inputs(
+    request: WorkloadRequest,
+    gpu: str | None,
+    gpus: int,
+    instance_type: str | None,
+    instance_cloud: str | None,
+    calibration: Path | None,
+    no_calibration: bool,
+) -> EstimateInputs:
+    from gpuwise.estimate import load_calibration
+
+    if no_calibration and calibration is not None:  # the file used to be ignored without a word
+        from gpuwise.errors import InputError
+
+        raise InputError(
+            "--calibration and --no-calibration contradict each other",
+            hint="give --calibration FILE to use a file, or --no-calibration to use none",
+        )
+    cal = None if no_calibration else load_calibration(calibration)
+    wl = request.workload(cal)
+    return EstimateInputs(wl, _setup(request, gpu, instance_type, instance_cloud), gpus, cal)
+
+
+def estimate_inputs(args: Sequence[str]) -> EstimateInputs:
+    """The library inputs ``gpuwise estimate ARGS`` would estimate, parsed by the command's own
+    parser and option table (``benchmarks/estimate_accuracy.py`` measures through this)."""
+    from gpuwise.cli._workload import request_from_context
+    from gpuwise.cli.main import get_cli
+
+    command = get_cli().commands["estimate"]
+    ctx = command.make_context("estimate", list(args))
+    p = ctx.params
+    return _inputs(
+        request_from_context(ctx, p),
+        p["gpu"],
+        p["gpus"],
+        p["instance_type"],
+        p["instance_cloud"],
+        p["calibration"],
+        p["no_calibration"],
+    )
 
 
 def _setup(

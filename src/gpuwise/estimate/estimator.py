@@ -334,7 +334,7 @@ def _estimate_training(
     wall = stepping_hours / gput if stepping_hours is not None else None
     p10 = p90 = None
     if wall is not None:  # whole pretraining runs: the published-runs range
-        q = model.interval("pretraining-run" if whole_run else klass)
+        q = model.interval("pretraining-run" if whole_run else klass, spec.name)
         if q is not None:
             p10, p90 = wall * q[0], wall * q[1]
     flops_total = fpt * total if total is not None else None
@@ -515,7 +515,7 @@ def _estimate_inference(
         notes.append("fp8: MFU is relative to the FP8 dense peak; 1-byte weights and KV cache")
     p10 = p90 = None
     if wall is not None:
-        q = model.interval(klass)
+        q = model.interval(klass, spec.name)
         if q is not None:
             p10, p90 = wall * q[0], wall * q[1]
     return Estimate(

@@ -545,8 +545,8 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
             hint="give the config.json of a Hugging Face transformer model",
         )
     hidden = _get(cfg, hidden_keys, where)
-    heads = _get(cfg, ("num_attention_heads", "n_head", "num_heads"), where)
-    layers = _get(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where)
+    heads = _get(cfg, ("num_attention_heads", "n_head", "num_heads", "n_heads"), where)
+    layers = _get(cfg, ("num_hidden_layers", "n_layer", "num_layers", "n_layers"), where)
     kv = _get(
         cfg,
         ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"),

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gpuwise.errors import InputError, did_you_mean
 
 OptionKind = Literal["text", "count", "int", "number", "choice", "switch", "gbps"]
-OptionValue = str | bool | float | int | None
+OptionValue = Any
+"""A value as typed (text, a switch, a number); the library also takes a ModelConfig for ``model``."""
 
 WORKLOAD_PANEL = "Workload"
 PARALLEL_PANEL = "Parallelism and memory"

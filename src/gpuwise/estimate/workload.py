@@ -395,7 +395,7 @@ def _count_option(value: object, name: str) -> float | None:
     return parse_count(value, name, allow_zero=False)  # type: ignore[arg-type]
 
 
-def workload_from_options(**options: str | float | bool | None) -> Workload:
+def workload_from_options(**options: str | float | bool | ModelConfig | None) -> Workload:
     """Build a :class:`Workload` from option values as people type them (``"7B"``, ``"2e12"``,
     ``"300k"``, ``"on"``), named as in :data:`gpuwise.estimate.options.WORKLOAD_OPTIONS` (the one
     table the CLI flags are generated from). Options left out take that table's defaults."""
@@ -407,7 +407,11 @@ def workload_from_options(**options: str | float | bool | None) -> Workload:
     if n_params is not None:
         check_finite(n_params, "params", maximum=1e15)
     model = o["model"]
-    cfg = resolve_model(None if model is None else str(model), n_params)
+    cfg = (
+        model
+        if isinstance(model, ModelConfig)  # a shape already read (the measured set, a planner)
+        else resolve_model(None if model is None else str(model), n_params)
+    )
     notes: list[str] = []
     if model is None:
         notes.append(
@@ -440,7 +444,7 @@ def workload_from_options(**options: str | float | bool | None) -> Workload:
         task=t,  # type: ignore[arg-type]
         tokens=_count_option(o["tokens"], "tokens"),
         samples=_count_option(o["samples"], "samples"),
-        epochs=parse_count(o["epochs"], "epochs", allow_zero=False),  # type: ignore[arg-type]
+        epochs=parse_count(o["epochs"], "epochs", allow_zero=False),
         seq_len=_int_option(o["seq_len"], "seq_len"),
         micro_batch=mb if mb is not None else 1,
         global_batch=_int_option(o["global_batch"], "global_batch"),
