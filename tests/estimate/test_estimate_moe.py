@@ -128,3 +128,34 @@ def test_flash_attention_3_is_hopper_only_and_faster() -> None:
         estimate_workload(
             wl.with_changes(flash_attention_version=3), "A100-80GB", 8, calibration=None
         )
+
+
+def _fixes(**options: object) -> list[dict[str, object]]:
+    gpu = str(options.pop("gpu"))
+    gpus = int(options.pop("gpus"))  # type: ignore[call-overload]
+    wl = workload_from_options(**options)  # type: ignore[arg-type]
+    est = estimate_workload(wl, gpu, gpus, calibration=None)
+    return [{"fix": s.fix, **s.changes} for s in est.suggestions]
+
+
+def test_the_first_fix_keeps_the_gpus_and_the_recipe() -> None:
+    """Advice that fixes: the cheapest change that fits on the same GPUs (ZeRO, recompute, offload,
+    TP/CP) comes before a bigger GPU, more GPUs or LoRA/QLoRA."""
+    fixes = _fixes(model="llama-3.1-8b", task="finetune", gpu="A100-40GB", gpus=1)
+    first = fixes[0]
+    assert "gpu" not in first and "gpus" not in first and "task" not in first
+    assert [("gpu" in f or "gpus" in f) for f in fixes] == sorted(
+        ("gpu" in f or "gpus" in f) for f in fixes
+    )
+
+
+def test_405b_on_16384_gpus_is_offered_zero3_and_recompute() -> None:
+    fixes = _fixes(params="405e9", gpu="H100", gpus=16384)
+    assert fixes and fixes[0]["zero"] == 3 and fixes[0]["grad_ckpt"] == "full"
+    assert "offload" not in fixes[0]  # on-GPU changes before CPU offload
+
+
+def test_long_context_is_offered_context_parallelism() -> None:
+    fixes = _fixes(model="llama-3.1-8b", seq_len="65536", zero="3", gpu="H100", gpus=8)
+    assert any(f.get("context_parallel") for f in fixes)
+    assert "gpu" not in fixes[0] and "gpus" not in fixes[0]
