@@ -109,7 +109,7 @@ def test_grad_ckpt_auto_takes_the_least_recompute_that_fits_or_is_tight() -> Non
         grad_ckpt="auto",
     )
     est = estimate_workload(wl, "A100-80GB", 8, calibration=None, suggest=False)
-    assert est.workload.grad_ckpt in ("selective", "full")
+    assert est.workload.grad_ckpt not in ("none", "auto")
     assert est.memory.verdict != "does not fit"
     assert any("--grad-ckpt auto" in n for n in est.notes)
     small = workload_from_options(model="gpt2", task="finetune", grad_ckpt="auto")

@@ -45,7 +45,7 @@ from gpuwise.estimate.throughput import (
     peak_flops,
     training_flops_per_token,
 )
-from gpuwise.estimate.workload import RECOMPUTE_SEARCH, Workload
+from gpuwise.estimate.workload import AUTO_RECOMPUTE, Workload
 from gpuwise.hardware import GpuSpec, find_gpu
 from gpuwise.units import BYTES_PER_GIB
 
@@ -234,12 +234,12 @@ def _least_recompute(
     cal: GpuCalibration | None,
     eff: EfficiencyModel | None,
 ) -> Workload:
-    """``grad_ckpt="auto"``: the least of :data:`RECOMPUTE_SEARCH` under which the configuration fits
+    """``grad_ckpt="auto"``: the least of :data:`AUTO_RECOMPUTE` under which the configuration fits
     or is tight (over only by the assumed fragmentation allowance) — how a configuration that ran is
     taken; full recompute when none does."""
     if not wl.is_training:
         return wl.with_changes(grad_ckpt="none")
-    for mode in RECOMPUTE_SEARCH:
+    for mode in AUTO_RECOMPUTE:
         candidate = wl.with_changes(grad_ckpt=mode)
         est = _estimate(candidate, spec, gpus, gpn, inter_gbit, cal, False, eff)
         if est.memory.verdict != "does not fit":

@@ -35,7 +35,7 @@ GRAD_CKPT: tuple[GradCkpt, ...] = (
 ``selective-op`` and ``selective-layer`` are torchtitan's ``selective_ac_option = "op"`` (save the
 matmul and attention outputs named in its policy, recompute the rest) and ``= "2"`` (full
 recomputation of every second block); see :func:`gpuwise.estimate.memory.activation_bytes`.
-``auto`` is resolved by the estimator to the least of :data:`RECOMPUTE_SEARCH` under which the
+``auto`` is resolved by the estimator to the least of :data:`AUTO_RECOMPUTE` under which the
 configuration fits or is tight (a measured configuration taken as it ran)."""
 Offload = Literal["none", "optimizer", "gradients", "params"]
 OFFLOADS: tuple[Offload, ...] = ("none", "optimizer", "gradients", "params")
@@ -43,8 +43,17 @@ MasterWeights = Literal["fp32", "bf16"]
 StatePrecision = Literal["fp32", "bf16"]
 LORA_TARGETS: tuple[LoraTargets, ...] = ("qv", "attn", "all-linear")
 RECOMPUTE_SEARCH: tuple[GradCkpt, ...] = ("none", "selective", "full")
-"""The recompute modes a search tries, least recompute first: the planner's settings search, and
-the measured rows whose source leaves recompute unstated."""
+"""The recompute modes the planner's settings search tries, least recompute first."""
+AUTO_RECOMPUTE: tuple[GradCkpt, ...] = (
+    "none",
+    "selective",
+    "selective-op",
+    "selective-layer",
+    "full",
+)
+"""``grad_ckpt="auto"`` (a measured configuration taken as it ran): the least recompute that fits or
+is tight, in the order of the time each mode adds — Megatron's attention core, torchtitan's op-level
+policy (0.38 of the matmuls + memory-bound work), every second block (half a forward), every block."""
 
 # Sanity bounds: beyond these a value is a typo, not a workload.
 _MAX_TOKENS = 1e16  # ~600x Llama 3's 15.6T pretraining tokens
