@@ -319,3 +319,34 @@ def test_every_measured_row_is_a_command_line_that_builds_the_same_workload(tmp_
         assert wl == want, run.label
         assert got.gpus == run.gpus and got.setup.gpu == run.gpu
     assert {r.workload.virtual_pipeline for r in runs} > {1}  # NeMo's interleaved rows
+
+
+def test_measured_serving_rows_are_command_lines_and_decode_pays_bandwidth() -> None:
+    """Each measured serving row is `gpuwise estimate --task inference` arguments building the
+    loader's workload; a decode step reads the weights at the achievable bandwidth (not the
+    datasheet), prefill at least reads them once, and the fitted per-layer overhead is >= 0."""
+    from gpuwise.cli.estimate import estimate_inputs
+    from gpuwise.estimate import estimate_workload
+    from gpuwise.estimate.measured import (
+        default_efficiency,
+        fit_layer_overhead,
+        load_inference_runs,
+    )
+    from gpuwise.estimate.options import OPTIONS
+    from gpuwise.hardware import find_gpu
+
+    runs = load_inference_runs()
+    assert len(runs) >= 20 and {r.metric for r in runs} == {"out_tok_s", "ttft_ms"}
+    for run in runs:
+        argv = ["--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
+        for name, value in run.options:
+            argv += [OPTIONS[name].flag, value]
+        assert estimate_inputs(argv).workload == run.workload
+    c = default_efficiency().layer_overhead_s
+    assert c == fit_layer_overhead(runs, default_efficiency()) and 0 < c < 1e-3
+    run = next(r for r in runs if r.metric == "ttft_ms" and r.workload.prompt_len == 128)
+    est = estimate_workload(run.workload, run.gpu, run.gpus, calibration=None)
+    weights = run.workload.model.total_params * (1 if run.workload.precision == "fp8" else 2)
+    spec = find_gpu(run.gpu)
+    assert est.inference is not None
+    assert est.inference.time_to_first_token_s >= weights / (spec.memory_bandwidth_tb_s * 1e12)

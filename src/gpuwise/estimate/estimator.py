@@ -481,7 +481,16 @@ def _estimate_inference(
         )
         act_s *= factor
     inference, step = inference_step(
-        wl, spec, peak, mfu_c, cal, memory.capacity_gib * BYTES_PER_GIB, fixed, net, act_s
+        wl,
+        spec,
+        peak,
+        mfu_c,
+        cal,
+        memory.capacity_gib * BYTES_PER_GIB,
+        fixed,
+        net,
+        act_s,
+        model.layer_overhead_s,
     )
     if wl.is_generative:
         tps = inference.decode_tokens_per_second

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -231,6 +232,10 @@ class EfficiencyModel:
     run_efficiency: float = 1.0
     """Whole pretraining runs: share of the failure-model goodput that published runs reached
     (evaluation, checkpoint stalls, slower stacks than the benchmark tables); 1.0 = not fitted."""
+    layer_overhead_s: float = 0.0
+    """Inference: seconds every forward pass (prefill, each decode step) adds per layer beyond the
+    compute and bandwidth rooflines (kernel launches, small kernels), fitted to measured serving rows
+    (:func:`fit_layer_overhead`); 0 = none fitted."""
     gpu_rows: dict[str, int] = field(default_factory=dict)
     """GPU → measured rows fitted (a GPU below :data:`THIN_GPU_ROWS` gets the wider range)."""
     whole_run_gpu_hours: float | None = None
@@ -431,10 +436,97 @@ def residual_intervals() -> dict[str, tuple[float, float]]:
     }
 
 
+@dataclass(frozen=True)
+class InferenceRun:
+    """One row of ``measured_inference.csv`` as a workload on ``tp`` GPUs."""
+
+    source_id: str
+    gpu: str
+    gpus: int
+    workload: Workload
+    metric: str
+    """``out_tok_s`` (generated tokens/s, all sequences) or ``ttft_ms``."""
+    value: float
+    options: tuple[tuple[str, str], ...]
+    """The row's options as typed on the command line."""
+
+    def predicted(self, est: Estimate) -> float:
+        """The estimate's figure in this row's metric."""
+        assert est.inference is not None
+        if self.metric == "ttft_ms":
+            return est.inference.time_to_first_token_s * 1000
+        return est.samples_per_second * self.workload.output_len
+
+    def passes(self) -> int:
+        """Forward passes the measured figure spans: prefill, plus one per generated token."""
+        return 1 if self.metric == "ttft_ms" else 1 + self.workload.output_len
+
+
+@functools.lru_cache(maxsize=1)
+def load_inference_runs() -> tuple[InferenceRun, ...]:
+    """``measured_inference.csv`` rows, each built from its options by :func:`workload_from_options`."""
+    from gpuwise.estimate.workload import workload_from_options
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/measured_inference.csv")
+        .read_text("utf-8")
+    )
+    out = []
+    for r in commented_csv(text):
+        opts = {
+            "model": r["model"],
+            "task": "inference",
+            "precision": r["precision"],
+            "micro_batch": r["batch"],
+            "prompt_len": r["input_len"],
+            "output_len": r["output_len"],
+            "tensor_parallel": r["tp"],
+        }
+        wl = workload_from_options(**opts)
+        out.append(
+            InferenceRun(
+                r["source_id"],
+                r["gpu"],
+                int(r["tp"]),
+                wl,
+                r["metric"],
+                float(r["value"]),
+                tuple(opts.items()),
+            )
+        )
+    return tuple(out)
+
+
+def fit_layer_overhead(
+    runs: list[InferenceRun] | tuple[InferenceRun, ...], efficiency: EfficiencyModel
+) -> float:
+    """Seconds per layer per forward pass: the median over ``runs`` of (measured time − the roofline
+    estimate's time) ÷ (layers × forward passes), at least 0. Measured time: batch × output ÷
+    tokens/s for throughput rows, the latency itself for first-token rows."""
+    from gpuwise.estimate.estimator import estimate_workload
+
+    base = replace(efficiency, layer_overhead_s=0.0)
+    per_layer = []
+    for run in runs:
+        est = estimate_workload(
+            run.workload, run.gpu, run.gpus, calibration=None, suggest=False, efficiency=base
+        )
+        pred = run.predicted(est)
+        if run.metric == "ttft_ms":
+            gap = (run.value - pred) / 1000
+        else:
+            work = run.workload.micro_batch * run.workload.output_len
+            gap = work / run.value - work / pred
+        per_layer.append(gap / (run.workload.model.total_layers * run.passes()))
+    return max(0.0, statistics.median(per_layer)) if per_layer else 0.0
+
+
 @functools.lru_cache(maxsize=1)
 def default_efficiency() -> EfficiencyModel:
     """Fitted to every bundled measured run, with the cross-validated error bars."""
     from gpuwise.estimate.throughput import load_published_runs
 
     eff = fit_efficiency(load_measured_runs(), residual_intervals())
-    return replace(eff, run_efficiency=fit_run_efficiency(load_published_runs(), eff))
+    eff = replace(eff, run_efficiency=fit_run_efficiency(load_published_runs(), eff))
+    return replace(eff, layer_overhead_s=fit_layer_overhead(load_inference_runs(), eff))

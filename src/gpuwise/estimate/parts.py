@@ -295,16 +295,26 @@ def inference_step(
     fixed_bytes: float,
     net: Network,
     act_s: float = 0.0,
+    layer_overhead_s: float = 0.0,
 ) -> tuple[InferenceEstimate, float]:
+    """Prefill and decode separately. Prefill is compute-bound (or reads the weights once, whichever
+    is longer); a decode step reads the weights (the experts a batch routes to) and the KV cache at
+    the achievable bandwidth, or computes, whichever is longer, plus the tensor-parallel all-reduces.
+    Every forward pass also pays ``layer_overhead_s`` per layer: kernel launches and small kernels that
+    neither roofline sees (fitted to measured serving rows, :func:`~gpuwise.estimate.measured.fit_layer_overhead`)."""
     m = wl.model
+    passes = m.total_layers * layer_overhead_s if m.is_transformer else 0.0
     b, p, o = wl.micro_batch, wl.prompt_len, wl.output_len
     tp = wl.tensor_parallel * wl.pipeline_parallel
     if cal is not None and cal.memory_bandwidth_efficiency is not None:
         eff_bw = cal.memory_bandwidth_efficiency
         bw_basis = f"calibrated: {eff_bw:.0%} of the datasheet bandwidth"
     else:
-        eff_bw = 1.0
-        bw_basis = "datasheet peak bandwidth (a lower bound on latency; calibrate with `gpuwise bench --calibrate`)"
+        eff_bw = DEFAULT_BANDWIDTH_FRACTION
+        bw_basis = (
+            f"{eff_bw:.0%} of the datasheet bandwidth (assumed achievable; calibrate with "
+            "`gpuwise bench --calibrate`)"
+        )
     bw = (gpu.memory_bandwidth_tb_s or 0.0) * 1e12 * eff_bw
     if bw <= 0:
         raise EstimateError(
@@ -319,7 +329,7 @@ def inference_step(
             else forward_flops_per_token(m, 1)
         )
         t_cmp, t_mem = flops / (tp * peak * mfu_c) + act_s, weights / bw
-        step = max(t_cmp, t_mem)
+        step = max(t_cmp, t_mem) + passes
         est = InferenceEstimate(
             prefill_tokens_per_second=b * n_in / step,
             decode_tokens_per_second=0.0,
@@ -332,14 +342,14 @@ def inference_step(
         )
         return est, step
     prefill_flops = b * p * forward_flops_per_token(m, p / 2)
-    ttft = prefill_flops / (tp * peak * mfu_c)
+    ttft = max(prefill_flops / (tp * peak * mfu_c), weights / bw) + passes
     if m.experts:  # a decode step reads the experts its batch routes to: at most all of them
         active = m.active_params * weight_bytes_per_param(wl) / tp
         weights = min(weights, active * b)
     kv_avg = kv_cache_bytes(wl) * (p + o / 2) / (p + o)
     t_mem = (weights + kv_avg) / bw
     t_cmp = b * forward_flops_per_token(m, p + o / 2) / (tp * peak * mfu_c)
-    step = max(t_mem, t_cmp)
+    step = max(t_mem, t_cmp) + passes
     if wl.tensor_parallel > 1 and m.is_transformer:
         # 2 all-reduces of the b x h hidden state per layer per token (Megatron-LM, Shoeybi et al. 2019,
         # Sec. 3); bandwidth term only: per-collective latency is not modelled
