@@ -87,7 +87,7 @@ def test_no_measured_configuration_is_called_does_not_fit() -> None:
     # torchtitan's 13B at micro-batch 2 (stated: no recompute), and NeMo's 70B SFT, whose unstated
     # recompute is taken as the least that fits or is tight (--grad-ckpt auto)
     assert ("torchtitan", "A100-80GB", 64, "llama-2-13b pretrain s4096 mb2 bf16 none") in tight
-    assert len(tight) <= 2
+    assert len(tight) <= 3  # + Megatron-Bridge's FSDP Llama 3 70B at micro-batch 2 on GB200
     for key in tight:
         mem = verdicts[key]
         assert not mem.fits

@@ -160,6 +160,7 @@ def measured_options(r: dict[str, str]) -> dict[str, str]:
         "pipeline_parallel": r["pp"],
         "virtual_pipeline": r["vp"] or "1",
         "context_parallel": r["cp"] or "1",
+        "expert_parallel": r["ep"] or "1",
         "fused_kernels": "on" if r["fused"] == "true" else "off",
         "sequence_parallel": "on" if r["parallelism"] == "megatron" else "off",
     }
@@ -210,8 +211,12 @@ def load_measured_runs() -> tuple[MeasuredRun, ...]:
 
 
 def workload_class(wl: Workload) -> str:
-    """``transformer-train``, ``transformer-infer``, ``cnn-train`` or ``cnn-infer``."""
+    """``transformer-train``, ``transformer-infer``, ``cnn-train``, ``cnn-infer``, or
+    ``transformer-moe-train`` for mixture-of-experts training: token routing, grouped GEMMs over small
+    per-expert matrices and the dispatch all-to-alls make its framework factor its own."""
     kind = "transformer" if wl.model.is_transformer else "cnn"
+    if wl.model.experts and wl.is_training:
+        kind = "transformer-moe"
     return f"{kind}-{'train' if wl.is_training else 'infer'}"
 
 

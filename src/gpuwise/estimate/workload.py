@@ -277,7 +277,9 @@ class Workload:
             )
         if self.virtual_pipeline > 1 and (
             self.pipeline_parallel == 1
-            or self.pipeline_parallel * self.virtual_pipeline > max(m.total_layers, 1)
+            # Megatron-Core may count the embedding and the loss as one chunk each
+            # (account_for_embedding/loss_in_pipeline_split)
+            or self.pipeline_parallel * self.virtual_pipeline > max(m.total_layers, 1) + 2
         ):
             raise EstimateError(
                 f"virtual_pipeline={self.virtual_pipeline} needs pipeline_parallel > 1 and at most "
