@@ -172,6 +172,7 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         "0",
         "ZeRO stage 0 | 1 | 2 | 3 (FSDP full sharding = 3).",
         panel=PARALLEL_PANEL,
+        follows="0: plain data parallelism, PyTorch DDP and the Hugging Face Trainer default",
         metavar="N",
     ),
     OptionSpec(
@@ -255,6 +256,7 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         "gradients (+ gradients) | params (+ weights: FSDP CPUOffload, ZeRO-3 offload_param).",
         panel=PARALLEL_PANEL,
         choices=("none", "optimizer", "gradients", "params"),
+        follows="none: the default of FSDP (CPUOffload off) and DeepSpeed (offload_* unset)",
     ),
     OptionSpec(
         "flash_attention",
@@ -334,6 +336,8 @@ SETUP_OPTIONS: tuple[OptionSpec, ...] = (
         "network table; without an instance type, the usual for the GPU's generation).",
         panel=PARALLEL_PANEL,
         unit="Gbit/s",
+        follows="the instance's row of gpuwise's network table; bare: the GPU's usual AWS instance "
+        "(H100 p5.48xlarge 3200, A100 p4d 400, L4 g6.48xlarge 100, ...)",
         metavar="NUMBER",
     ),
 )
