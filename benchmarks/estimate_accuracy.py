@@ -286,6 +286,51 @@ def per_gpu_coverage(rows: list[tuple[MeasuredRun, float, float]]) -> None:
         )
 
 
+def print_gpu_hours() -> list[float]:
+    """The GPU-hours set, printed; returns its LOSO log residuals."""
+    hours = gpu_hours_set()
+    print(
+        f"\nGPU-HOURS SET: {len(hours)} published pretraining runs, {len({h[1] for h in hours})} sources "
+        "(framework factors fitted on the throughput rows, whole-run efficiency on the GPU-hours rows, "
+        "of the other sources)\n"
+    )
+    print(
+        f"  {'run':16s} {'GPU':10s} {'reported':>11s} {'goodput':>7s} {'run eff':>7s} {'gpuwise':>8s} "
+        f"{'40% rule':>8s}"
+    )
+    g_err, b_err = [], []
+    by_gpu_h: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    for run, _, est_h, rule_h, gp, reff in hours:
+        e, b = est_h / run.gpu_hours - 1, rule_h / run.gpu_hours - 1
+        g_err.append(e)
+        b_err.append(b)
+        by_gpu_h[run.gpu].append((e, b))
+        print(
+            f"  {run.name:16s} {run.gpu:10s} {run.gpu_hours:11,.0f} {gp:7.0%} {reff:7.2f} {e:+8.1%} {b:+8.1%}"
+        )
+    for gpu, pairs in sorted(by_gpu_h.items()):
+        print(
+            f"  GPU {gpu:10s} rows {len(pairs):2d}: gpuwise median |error| "
+            f"{statistics.median([abs(e) for e, _ in pairs]):.1%}, 40% rule "
+            f"{statistics.median([abs(b) for _, b in pairs]):.1%}"
+        )
+    print(
+        f"\n  median |error|: gpuwise {statistics.median([abs(x) for x in g_err]):.1%}, "
+        f"40% rule {statistics.median([abs(x) for x in b_err]):.1%}; p90 |error|: gpuwise "
+        f"{_q([abs(x) for x in g_err], 0.9):.1%}, 40% rule {_q([abs(x) for x in b_err], 0.9):.1%}"
+    )
+    run_res = [math.log(1 + e) for e in g_err]
+    srcs = [h[1] for h in hours]
+    inside_h = sum(
+        abs(x) <= _q([abs(y) for y, t in zip(run_res, srcs, strict=True) if t != s], 0.8)
+        for x, s in zip(run_res, srcs, strict=True)
+    )
+    print(
+        f"  p10-p90 range holds the reported GPU-hours: {inside_h}/{len(hours)} = {inside_h / len(hours):.0%}"
+    )
+    return run_res
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -365,46 +410,7 @@ def main() -> None:
     for line_ in verdicts["tight"]:
         print(f"  {line_}")
 
-    hours = gpu_hours_set()
-    print(
-        f"\nGPU-HOURS SET: {len(hours)} published pretraining runs, {len({h[1] for h in hours})} sources "
-        "(framework factors fitted on the throughput rows, whole-run efficiency on the GPU-hours rows, "
-        "of the other sources)\n"
-    )
-    print(
-        f"  {'run':16s} {'GPU':10s} {'reported':>11s} {'goodput':>7s} {'run eff':>7s} {'gpuwise':>8s} "
-        f"{'40% rule':>8s}"
-    )
-    g_err, b_err = [], []
-    by_gpu_h: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
-    for run, _, est_h, rule_h, gp, reff in hours:
-        e, b = est_h / run.gpu_hours - 1, rule_h / run.gpu_hours - 1
-        g_err.append(e)
-        b_err.append(b)
-        by_gpu_h[run.gpu].append((e, b))
-        print(
-            f"  {run.name:16s} {run.gpu:10s} {run.gpu_hours:11,.0f} {gp:7.0%} {reff:7.2f} {e:+8.1%} {b:+8.1%}"
-        )
-    for gpu, pairs in sorted(by_gpu_h.items()):
-        print(
-            f"  GPU {gpu:10s} rows {len(pairs):2d}: gpuwise median |error| "
-            f"{statistics.median([abs(e) for e, _ in pairs]):.1%}, 40% rule "
-            f"{statistics.median([abs(b) for _, b in pairs]):.1%}"
-        )
-    print(
-        f"\n  median |error|: gpuwise {statistics.median([abs(x) for x in g_err]):.1%}, "
-        f"40% rule {statistics.median([abs(x) for x in b_err]):.1%}; p90 |error|: gpuwise "
-        f"{_q([abs(x) for x in g_err], 0.9):.1%}, 40% rule {_q([abs(x) for x in b_err], 0.9):.1%}"
-    )
-    run_res = [math.log(1 + e) for e in g_err]
-    srcs = [h[1] for h in hours]
-    inside_h = sum(
-        abs(x) <= _q([abs(y) for y, t in zip(run_res, srcs, strict=True) if t != s], 0.8)
-        for x, s in zip(run_res, srcs, strict=True)
-    )
-    print(
-        f"  p10-p90 range holds the reported GPU-hours: {inside_h}/{len(hours)} = {inside_h / len(hours):.0%}"
-    )
+    run_res = print_gpu_hours()
 
     if args.ablation:
         ablation(rows)
