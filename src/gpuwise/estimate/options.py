@@ -180,7 +180,7 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         None,
         "Activation recomputation: none | selective (Megatron) | selective-op | selective-layer "
-        "(torchtitan) | full | auto (the least of none, selective, full that fits or is tight) "
+        "(torchtitan) | full | auto (the least recompute that fits or is tight) "
         "(default none; qlora: full).",
         panel=PARALLEL_PANEL,
         choices=("none", "selective", "full", "selective-op", "selective-layer", "auto"),
