@@ -159,3 +159,15 @@ def test_long_context_is_offered_context_parallelism() -> None:
     fixes = _fixes(model="llama-3.1-8b", seq_len="65536", zero="3", gpu="H100", gpus=8)
     assert any(f.get("context_parallel") for f in fixes)
     assert "gpu" not in fixes[0] and "gpus" not in fixes[0]
+
+
+def test_moe_presets_match_their_config_files_and_published_totals() -> None:
+    from gpuwise.estimate.model import get_preset
+
+    for preset, config in (("gpt-oss-20b", "gpt-oss-20b"), ("qwen3-30b-a3b", "qwen3-30b-a3b")):
+        a, b = get_preset(preset), parse_hf_config(DATA / f"{config}.json")
+        assert a.total_params == b.total_params and a.active_params == b.active_params
+    big = get_preset("gpt-oss-120b")
+    assert big.total_params / 1e9 == pytest.approx(116.83, rel=0.001)  # model card, Table 1
+    # the card's active count (5.13B) leaves out the input embedding table
+    assert (big.active_params - big.embedding_params()) / 1e9 == pytest.approx(5.13, rel=0.01)
