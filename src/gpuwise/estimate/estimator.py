@@ -37,8 +37,8 @@ from gpuwise.estimate.steptime import (
     goodput,
 )
 from gpuwise.estimate.throughput import (
-    DEFAULT_GPUS_PER_NODE,
     Network,
+    default_gpus_per_node,
     default_inter_node,
     forward_flops_per_token,
     network_for,
@@ -91,7 +91,7 @@ def estimate_workload(
 ) -> Estimate:
     """Estimate ``workload`` on ``gpus`` GPUs of model ``gpu``.
 
-    ``gpus_per_node`` defaults to ``min(gpus, 8)``; ``inter_node_gbit_s`` is the network bandwidth
+    ``gpus_per_node`` defaults to ``min(gpus, 8)`` (GB200: its 72-GPU NVLink domain); ``inter_node_gbit_s`` is the network bandwidth
     per node (default: the GPU's usual instance, :func:`~gpuwise.estimate.throughput.default_inter_node`,
     and a note says so). ``calibration``: a :class:`Calibration`, a path, or
     None for none; by default the user's ``calibration.json`` when it exists. ``suggest=False``
@@ -106,7 +106,7 @@ def estimate_workload(
         raise InputError(
             f"gpus={gpus!r} is not a whole number ≥ 1", hint="give the number of GPUs, e.g. gpus=8"
         )
-    gpn = gpus_per_node if gpus_per_node is not None else min(gpus, DEFAULT_GPUS_PER_NODE)
+    gpn = gpus_per_node if gpus_per_node is not None else default_gpus_per_node(spec, gpus)
     if isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1:
         raise InputError(f"GPUs per node must be ≥ 1, got {gpn!r}", hint="give a positive number")
     gpn = min(gpn, gpus)

@@ -81,6 +81,16 @@ def default_inter_node(gpu: GpuSpec) -> tuple[float, str]:
 
 # The common 8-GPU server (NVIDIA HGX/DGX A100/H100): GPUs per node when none is given.
 DEFAULT_GPUS_PER_NODE = 8
+# GPUs that share one NVLink domain larger than an 8-GPU node: GB200 NVL72 puts 72 GPUs in one NVLink
+# domain (nvidia.com/en-us/data-center/gb200-nvl72, the figures gpuwise's GB200 row divides by 72).
+NVLINK_DOMAIN = {"GB200": 72}
+
+
+def default_gpus_per_node(gpu: GpuSpec, gpus: int) -> int:
+    """GPUs that share the NVLink/PCIe fabric when --gpus-per-node is not given."""
+    return min(gpus, NVLINK_DOMAIN.get(gpu.name, DEFAULT_GPUS_PER_NODE))
+
+
 # Selective recompute costs about a tenth of full recompute's overhead (Korthikanti et al. 2022,
 # abstract: "reduces ... execution time overhead from activation recomputation by over 90%").
 _SELECTIVE_OVERHEAD_SHARE = 0.1
