@@ -7,9 +7,8 @@ parser (``cli.estimate.estimate_inputs``). Prefill runs at the achievable matmul
 transformer framework factor (fitted to the *training* rows) or reads the weights, whichever is
 longer; a decode step reads weights and KV cache at the achievable bandwidth (80% of the datasheet,
 an assumption). One figure is fitted to serving rows: a per-layer overhead per forward pass
-(``measured.fit_layer_overhead``). With rows from one source only, leaving the source out leaves
-nothing to fit it on — that is the "LOSO" column (overhead 0); the "held out by GPU" column fits it on
-the other GPUs' rows of the source (an honest hold-out, but not an independent source).
+(``measured.fit_layer_overhead``). LOSO: it is fitted on the other source's rows (TensorRT-LLM ↔
+LMDeploy), then the held-out source is predicted; "no fit" sets it to 0.
 
 Baseline: a naive roofline — prefill 2·N FLOPs per token at the dense datasheet peak, a decode step
 reads the weights once at the datasheet bandwidth; throughput = batch × output ÷ (prefill + output ×
@@ -83,7 +82,9 @@ def main() -> None:
     out = []
     for r in data:
         v = float(r["value"])
-        held = fit_layer_overhead([x for x in runs if x.gpu != r["gpu"]], default_efficiency())
+        held = fit_layer_overhead(
+            [x for x in runs if x.source_id != r["source_id"]], default_efficiency()
+        )
         out.append((r, predict(r, held) / v - 1, predict(r, 0.0) / v - 1, roofline(r) / v - 1))
     print(
         f"INFERENCE SET: {len(out)} measured rows, {len({r['source_id'] for r in data})} source(s), "
@@ -100,10 +101,11 @@ def main() -> None:
         )
     groups: dict[str, list[tuple[float, float, float]]] = collections.defaultdict(list)
     for r, g, z, b in out:
-        for key in ("all", f"metric {r['metric']}", f"GPU {r['gpu']}", f"model {r['model']}"):
+        keys = ("all", f"source {r['source_id']}", f"metric {r['metric']}", f"GPU {r['gpu']}")
+        for key in (*keys, f"model {r['model']}"):
             groups[key].append((g, z, b))
     print(
-        f"\n  {'group':22s} {'rows':>4s}  {'held out by GPU':>15s}  {'LOSO (no fit)':>13s}  "
+        f"\n  {'group':22s} {'rows':>4s}  {'LOSO':>15s}  {'no fit':>13s}  "
         f"{'roofline':>9s}   median |error|"
     )
     for name, vals in groups.items():
