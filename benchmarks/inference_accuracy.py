@@ -24,8 +24,8 @@ import statistics
 from dataclasses import replace
 from importlib import resources
 
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.cli.estimate import estimate_inputs
-from gpuwise.datafiles import commented_csv
 from gpuwise.estimate import estimate_workload
 from gpuwise.estimate.measured import default_efficiency, fit_layer_overhead, load_inference_runs
 from gpuwise.hardware import find_gpu

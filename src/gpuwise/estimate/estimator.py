@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwise.errors import EstimateError, InputError
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
+from gpuwise.estimate.capacity import gpu_memory
 from gpuwise.estimate.memory import (
     Overheads,
     memory_breakdown_bytes_cached,
@@ -189,7 +190,9 @@ def _setup(
     peak_flops(spec, wl.precision)  # raises for a precision the GPU lacks
     breakdown_b = memory_breakdown_bytes_cached(wl, dp, _overheads(cal))
     per_gpu = sum(breakdown_b.values()) / BYTES_PER_GIB
-    capacity_gib = float(spec.memory_gib)
+    # the memory the driver reports (measured, published nvidia-smi total, or the datasheet): the
+    # breakdown already holds the CUDA context and the allocator allowance (estimate.capacity)
+    capacity_gib = gpu_memory(spec, cal).total_gib
     memory = MemoryEstimate(
         per_gpu_gib=per_gpu,
         capacity_gib=capacity_gib,

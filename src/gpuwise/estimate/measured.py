@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.estimate.model import ModelConfig
 from gpuwise.estimate.workload import Workload
 

@@ -15,7 +15,8 @@ class MemoryEstimate:
     per_gpu_gib: float
     """Peak memory per GPU, all terms of ``breakdown`` summed."""
     capacity_gib: float
-    """The GPU's memory (datasheet)."""
+    """The GPU's memory as the driver reports it (measured, published nvidia-smi figure, or the
+    datasheet where none is known): :func:`gpuwise.estimate.capacity.gpu_memory`."""
     fits: bool
     """``per_gpu_gib`` ≤ ``capacity_gib``."""
     headroom_gib: float
