@@ -17,7 +17,13 @@ Also printed: per GPU model, the count of measured configurations gpuwise calls 
 and how often the p10–p90 range (quantiles of the other sources' LOSO residuals) holds the
 measured value.
 
-Run: ``PYTHONPATH=src python benchmarks/estimate_accuracy.py`` (a few seconds).
+**Through the CLI**: every measured row is written as a ``gpuwise estimate`` command line (its
+options from ``measured.measured_options``, ``--model`` a preset or a config.json written for the
+row) and parsed by the command's own parser and options table (``cli.estimate.estimate_inputs``);
+the workload and setup that come out are what is fitted and predicted. The script says how many
+rows the CLI builds exactly as the library loader does, and prints one command line.
+
+Run: ``PYTHONPATH=src python benchmarks/estimate_accuracy.py`` (about a minute).
 ``--write-residuals`` also writes the LOSO residual quantiles per workload class to
 ``src/gpuwise/estimate/data/estimate_residuals.csv`` (what ``Estimate.wall_hours_p10/p90`` use).
 """
@@ -26,22 +32,31 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
+import json
 import math
+import shutil
 import statistics
+import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from gpuwise.estimate import estimate_workload
+from gpuwise.cli.estimate import estimate_inputs
 from gpuwise.estimate.measured import (
+    THIN_GPU_ROWS,
+    UNIT_EFFICIENCY,
     MeasuredRun,
+    estimate_with,
     fit_efficiency,
     fit_run_efficiency,
     load_measured_runs,
     log_residual,
+    measured_model_config,
     run_gpu_hours,
     workload_class,
 )
+from gpuwise.estimate.options import OPTIONS
 from gpuwise.estimate.throughput import PublishedRun, load_published_runs
 from gpuwise.hardware import GpuSpec, find_gpu
 
@@ -81,6 +96,20 @@ def _row_precision(run: MeasuredRun) -> str:
     return p
 
 
+def held_out_width(rows: list[tuple[MeasuredRun, float, float]], run: MeasuredRun) -> float:
+    """The half-width (log) of the p10-p90 range the estimator would give ``run`` had its source
+    never been seen, by the estimator's own rule (``EfficiencyModel.interval``): the 80th percentile
+    of the other sources' |residual| on the same GPU generation (never below that of all of them),
+    or, for a GPU with fewer than
+    ``THIN_GPU_ROWS`` rows in the other sources, the 90th percentile of all of them (wider)."""
+    others = [(q, x) for q, x, _ in rows if q.source_id != run.source_id]
+    if sum(q.gpu == run.gpu for q, _ in others) < THIN_GPU_ROWS:
+        return _q([abs(x) for _, x in others], 0.9)
+    arch = find_gpu(run.gpu).architecture
+    same = [abs(x) for q, x in others if find_gpu(q.gpu).architecture == arch]
+    return max(_q(same, 0.8), _q([abs(x) for _, x in others], 0.8))
+
+
 def _q(values: list[float], p: float) -> float:
     if not values:
         return math.nan
@@ -95,11 +124,63 @@ def _summary(errs: list[float]) -> str:
     return f"{statistics.median(a):6.1%} {_q(a, 0.9):6.1%}" if a else "     -      -"
 
 
+def row_argv(run: MeasuredRun, folder: Path) -> list[str]:
+    """The ``gpuwise estimate`` arguments of one measured row (a config.json written to ``folder``
+    for a model that is not a preset)."""
+    seq = dict(run.options).get("seq_len") or dict(run.options).get("prompt_len") or "2048"
+    cfg = measured_model_config(run.model, int(seq))
+    if cfg is None:
+        model = run.workload.model.name
+    else:
+        path = folder / f"{run.model}-s{seq}" / "config.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cfg), encoding="utf-8")
+        model = str(path)
+    argv = ["--model", model]
+    for name, value in run.options:
+        argv += [OPTIONS[name].flag, value]
+    return [*argv, "--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
+
+
+@functools.lru_cache(maxsize=1)
+def cli_runs() -> tuple[tuple[MeasuredRun, ...], int, str]:
+    """(the measured rows as the CLI builds them, rows identical to the library loader's, an example
+    command line)."""
+    folder = Path(tempfile.mkdtemp(prefix="gpuwise-accuracy-"))
+    out, same, example = [], 0, ""
+    try:
+        for run in load_measured_runs():
+            argv = row_argv(run, folder)
+            inputs = estimate_inputs(argv)
+            wl = inputs.workload
+            named = replace(
+                wl,
+                model=replace(
+                    wl.model, name=run.workload.model.name, source=run.workload.model.source
+                ),
+            )
+            same += named == run.workload
+            if not example and run.source_id == "nemo" and run.workload.virtual_pipeline > 1:
+                example = "gpuwise estimate " + " ".join(argv).replace(str(folder), "<tmp>")
+            out.append(
+                replace(
+                    run,
+                    workload=wl,
+                    gpus=inputs.gpus,
+                    gpus_per_node=inputs.setup.gpus_per_node,
+                    inter_node_gbit_s=inputs.setup.inter_node_gbit_s,
+                )
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return tuple(out), same, example
+
+
 def throughput_set(
     runs_in: list[MeasuredRun] | None = None,
 ) -> tuple[list[tuple[MeasuredRun, float, float]], dict[str, list[float]]]:
     """[(run, LOSO log residual, rule-40 log residual)] and LOSO residuals by class."""
-    runs = list(load_measured_runs()) if runs_in is None else runs_in
+    runs = list(cli_runs()[0]) if runs_in is None else runs_in
     sources = sorted({r.source_id for r in runs})
     out: list[tuple[MeasuredRun, float, float]] = []
     for s in sources:
@@ -128,7 +209,7 @@ def _run_source(run: PublishedRun) -> str:
 def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float, float]]:
     """[(run, source, gpuwise GPU-hours, rule-40 GPU-hours, goodput, run efficiency)], leaving each source
     out of both fits: the framework factors (throughput rows) and the whole-run efficiency (GPU-hours rows)."""
-    measured = list(load_measured_runs())
+    measured = list(cli_runs()[0])
     runs = load_published_runs()
     out = []
     for run in runs:
@@ -148,7 +229,7 @@ def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float, float]
 
 
 def _attention_share(run: MeasuredRun) -> float:
-    est = estimate_workload(run.workload, run.gpu, run.gpus, calibration=None, suggest=False)
+    est = estimate_with(run, UNIT_EFFICIENCY)
     p = est.step_parts or {}
     compute = sum(
         p.get(k, 0.0) for k in ("matmul_s", "memory_bound_s", "recompute_s", "attention_s")
@@ -161,7 +242,7 @@ def ablation(rows: list[tuple[MeasuredRun, float, float]]) -> None:
     FlashAttention-2), so the effect of that one data column is on the record."""
     as_fa2 = [
         replace(r, workload=r.workload.with_changes(flash_attention_version=2))
-        for r in load_measured_runs()
+        for r in cli_runs()[0]
     ]
     alt, _ = throughput_set(as_fa2)
     print("\nABLATION: the attention column ignored (every row read as FlashAttention-2)\n")
@@ -190,82 +271,23 @@ def ablation(rows: list[tuple[MeasuredRun, float, float]]) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--write-residuals",
-        action="store_true",
-        help="write the LOSO residual quantiles to src/gpuwise/estimate/data/estimate_residuals.csv",
-    )
-    parser.add_argument("--rows", action="store_true", help="print every row")
-    parser.add_argument(
-        "--ablation",
-        action="store_true",
-        help="also rerun the LOSO with every row read as FlashAttention-2 (what the attention "
-        "column changes), split by the attention share of the named compute time",
-    )
-    args = parser.parse_args()
-
-    rows, by_class = throughput_set()
-    print(
-        f"THROUGHPUT SET: {len(rows)} measured configurations, {len({r.source_id for r, _, _ in rows})} sources, "
-        f"{len({r.gpu for r, _, _ in rows})} GPU models (leave-one-source-out)\n"
-    )
-    if args.rows:
-        for r, res, rule in rows:
-            print(
-                f"  {r.source_id:10s} {r.gpu:10s} {r.gpus:5d} {r.label:52s} meas {r.value:9.0f} "
-                f"gpuwise {math.exp(res) - 1:+7.1%} rule40 {math.exp(rule) - 1:+7.1%}"
-            )
-        print()
-    hdr = f"{'group':22s} {'rows':>4s}  {'gpuwise med':>11s} {'p90':>6s}   {'40% rule med':>12s} {'p90':>6s}"
-    print(hdr)
-    print("-" * len(hdr))
-
-    def line(label: str, sel: list[tuple[MeasuredRun, float, float]]) -> None:
-        g = [math.exp(x) - 1 for _, x, _ in sel]
-        b = [math.exp(y) - 1 for _, _, y in sel]
-        print(f"{label:22s} {len(sel):4d}  {_summary(g):>18s}   {_summary(b):>19s}")
-
-    line("all", rows)
+def per_gpu_coverage(rows: list[tuple[MeasuredRun, float, float]]) -> None:
+    """Per GPU model: LOSO median |error| next to the 40% rule, and how often the p10-p90 range the
+    estimator would print for that GPU (held-out source) holds the measured value."""
+    print("\n  per GPU     rows  gpuwise  40% rule  below rule?  p10-p90 holds")
     for gpu in sorted({r.gpu for r, _, _ in rows}):
-        line(f"  GPU {gpu}", [x for x in rows if x[0].gpu == gpu])
-    for src in sorted({r.source_id for r, _, _ in rows}):
-        line(f"  source {src}", [x for x in rows if x[0].source_id == src])
-    for klass in sorted(by_class):
-        line(f"  class {klass}", [x for x in rows if workload_class(x[0].workload) == klass])
-
-    # p10-p90 coverage. The range is symmetric in log space: ± the 80th percentile of the other sources'
-    # |LOSO log residual| (a new stack can be faster or slower than the ones fitted), so it holds the
-    # held-out source only if the cross-validated errors of the others are representative.
-    inside = 0
-    for r, res, _ in rows:
-        others = [abs(x) for q, x, _ in rows if q.source_id != r.source_id]
-        # res = log(pred/measured throughput) = log(measured time / predicted time)
-        inside += abs(res) <= _q(others, 0.8)
-    print(
-        f"\np10-p90 range holds the measured value: {inside}/{len(rows)} = {inside / len(rows):.0%} (goal 75-85%)"
-    )
-
-    verdicts: dict[str, list[str]] = collections.defaultdict(list)
-    for r, _, _ in rows:
-        est = estimate_workload(r.workload, r.gpu, r.gpus, calibration=None, suggest=False)
-        frag = est.memory.breakdown.get("allocator_overhead", 0.0)
-        verdicts[est.memory.verdict].append(
-            f"{r.source_id} {r.gpu} x{r.gpus} {r.label}: {est.memory.per_gpu_gib:.1f} GiB "
-            f"({est.memory.per_gpu_gib - frag:.1f} without the fragmentation allowance) of "
-            f"{est.memory.capacity_gib:.0f}"
+        sel = [x for x in rows if x[0].gpu == gpu]
+        g = statistics.median([abs(math.exp(x) - 1) for _, x, _ in sel])
+        b = statistics.median([abs(math.exp(y) - 1) for _, _, y in sel])
+        hold = sum(abs(res) <= held_out_width(rows, r) for r, res, _ in sel)
+        verdict = ("yes" if g < b else "NO") if len(sel) >= 5 else "(< 5 rows)"
+        print(
+            f"  {gpu:10s} {len(sel):5d}  {g:7.1%}  {b:8.1%}  {verdict:>11s}  {hold}/{len(sel)} = {hold / len(sel):.0%}"
         )
-    print(f'measured configurations called "does not fit": {len(verdicts["does not fit"])}')
-    for line_ in verdicts["does not fit"]:
-        print(f"  {line_}")
-    print(
-        f'measured configurations called "tight" (fit only without the assumed 5% allocator '
-        f"fragmentation): {len(verdicts['tight'])}"
-    )
-    for line_ in verdicts["tight"]:
-        print(f"  {line_}")
 
+
+def print_gpu_hours() -> list[float]:
+    """The GPU-hours set, printed; returns its LOSO log residuals."""
     hours = gpu_hours_set()
     print(
         f"\nGPU-HOURS SET: {len(hours)} published pretraining runs, {len({h[1] for h in hours})} sources "
@@ -306,6 +328,89 @@ def main() -> None:
     print(
         f"  p10-p90 range holds the reported GPU-hours: {inside_h}/{len(hours)} = {inside_h / len(hours):.0%}"
     )
+    return run_res
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--write-residuals",
+        action="store_true",
+        help="write the LOSO residual quantiles to src/gpuwise/estimate/data/estimate_residuals.csv",
+    )
+    parser.add_argument("--rows", action="store_true", help="print every row")
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also rerun the LOSO with every row read as FlashAttention-2 (what the attention "
+        "column changes), split by the attention share of the named compute time",
+    )
+    args = parser.parse_args()
+
+    rows, by_class = throughput_set()
+    _, same, example = cli_runs()
+    print(
+        f"Measured through the CLI: each row parsed as `gpuwise estimate` arguments; {same}/{len(rows)} "
+        "build exactly the library loader's workload.\n  e.g. " + example + "\n"
+    )
+    print(
+        f"THROUGHPUT SET: {len(rows)} measured configurations, {len({r.source_id for r, _, _ in rows})} sources, "
+        f"{len({r.gpu for r, _, _ in rows})} GPU models (leave-one-source-out)\n"
+    )
+    if args.rows:
+        for r, res, rule in rows:
+            print(
+                f"  {r.source_id:10s} {r.gpu:10s} {r.gpus:5d} {r.label:52s} meas {r.value:9.0f} "
+                f"gpuwise {math.exp(res) - 1:+7.1%} rule40 {math.exp(rule) - 1:+7.1%}"
+            )
+        print()
+    hdr = f"{'group':22s} {'rows':>4s}  {'gpuwise med':>11s} {'p90':>6s}   {'40% rule med':>12s} {'p90':>6s}"
+    print(hdr)
+    print("-" * len(hdr))
+
+    def line(label: str, sel: list[tuple[MeasuredRun, float, float]]) -> None:
+        g = [math.exp(x) - 1 for _, x, _ in sel]
+        b = [math.exp(y) - 1 for _, _, y in sel]
+        print(f"{label:22s} {len(sel):4d}  {_summary(g):>18s}   {_summary(b):>19s}")
+
+    line("all", rows)
+    for gpu in sorted({r.gpu for r, _, _ in rows}):
+        line(f"  GPU {gpu}", [x for x in rows if x[0].gpu == gpu])
+    for src in sorted({r.source_id for r, _, _ in rows}):
+        line(f"  source {src}", [x for x in rows if x[0].source_id == src])
+    for klass in sorted(by_class):
+        line(f"  class {klass}", [x for x in rows if workload_class(x[0].workload) == klass])
+
+    # p10-p90 coverage. The range is symmetric in log space: ± the 80th percentile of the other sources'
+    # |LOSO log residual| (a new stack can be faster or slower than the ones fitted), so it holds the
+    # held-out source only if the cross-validated errors of the others are representative.
+    # res = log(pred/measured throughput) = log(measured time / predicted time)
+    inside = sum(abs(res) <= held_out_width(rows, r) for r, res, _ in rows)
+    print(
+        f"\np10-p90 range holds the measured value: {inside}/{len(rows)} = {inside / len(rows):.0%} (goal 70-90%)"
+    )
+    per_gpu_coverage(rows)
+
+    verdicts: dict[str, list[str]] = collections.defaultdict(list)
+    for r, _, _ in rows:
+        est = estimate_with(r, UNIT_EFFICIENCY)
+        frag = est.memory.breakdown.get("allocator_overhead", 0.0)
+        verdicts[est.memory.verdict].append(
+            f"{r.source_id} {r.gpu} x{r.gpus} {r.label}: {est.memory.per_gpu_gib:.1f} GiB "
+            f"({est.memory.per_gpu_gib - frag:.1f} without the fragmentation allowance) of "
+            f"{est.memory.capacity_gib:.0f}"
+        )
+    print(f'measured configurations called "does not fit": {len(verdicts["does not fit"])}')
+    for line_ in verdicts["does not fit"]:
+        print(f"  {line_}")
+    print(
+        f'measured configurations called "tight" (fit only without the assumed 5% allocator '
+        f"fragmentation): {len(verdicts['tight'])}"
+    )
+    for line_ in verdicts["tight"]:
+        print(f"  {line_}")
+
+    run_res = print_gpu_hours()
 
     if args.ablation:
         ablation(rows)
@@ -319,12 +424,24 @@ def main() -> None:
             "# `python benchmarks/estimate_accuracy.py --write-residuals` (do not edit by hand). The p10-p90 range",
             "# is symmetric in log space: log_p10 = -w, log_p90 = +w, w = 80th percentile of |log(measured time /",
             "# predicted time)| over the leave-one-source-out predictions. Estimate.wall_hours_p10/p90 = wall_hours",
-            "# × exp(log_p10/log_p90). throughput: the per-step set; pretraining-run: whole published runs.",
+            "# × exp(log_p10/log_p90). throughput: the per-step set; pretraining-run: whole published runs;",
+            "# throughput:<generation>: the 80th percentile of that GPU generation's rows (5 or more), never",
+            "# narrower than throughput (a new stack's error is not smaller than the spread between stacks);",
+            "# throughput-thin-gpu: GPUs with fewer than 5 measured rows get w = the 90th percentile (wider).",
             "class,rows,log_p10,log_p90",
         ]
         pooled = [abs(x) for v in by_class.values() for x in v]
         w = _q(pooled, 0.8)
         lines.append(f"throughput,{len(pooled)},{-w:.4f},{w:.4f}")
+        w90 = _q(pooled, 0.9)
+        lines.append(f"throughput-thin-gpu,{len(pooled)},{-w90:.4f},{w90:.4f}")
+        by_arch: dict[str, list[float]] = collections.defaultdict(list)
+        for r, x, _ in rows:
+            by_arch[find_gpu(r.gpu).architecture].append(abs(x))
+        for arch, xs in sorted(by_arch.items()):
+            if len(xs) >= THIN_GPU_ROWS:
+                wa = max(_q(xs, 0.8), w)
+                lines.append(f"throughput:{arch},{len(xs)},{-wa:.4f},{wa:.4f}")
         wr = _q([abs(x) for x in run_res], 0.8)
         lines.append(f"pretraining-run,{len(run_res)},{-wr:.4f},{wr:.4f}")
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -249,3 +249,127 @@ def test_as_flags_rewrites_only_name_value_pairs() -> None:
         as_flags("no plan meets budget_usd=1", {"budget_usd": "--budget"})
         == "no plan meets --budget 1"
     )
+
+
+def _every_option() -> list[tuple[str, object]]:
+    """(command path, click option) for every option of every command."""
+    from gpuwise.cli.main import get_cli
+
+    out: list[tuple[str, object]] = []
+
+    def walk(cmd, path: str) -> None:  # type: ignore[no-untyped-def]
+        for p in cmd.params:
+            if getattr(p, "param_type_name", "") == "option":
+                out.append((path, p))
+        for name, sub in sorted((getattr(cmd, "commands", None) or {}).items()):
+            walk(sub, f"{path} {name}")
+
+    walk(get_cli(), "gpuwise")
+    return out
+
+
+def test_a_workload_flag_means_the_same_in_every_command() -> None:
+    """Over the whole CLI surface: wherever a flag of the options table appears, it has the table's
+    type, default, help, metavar and panel — one definition, so `--inter-node-gbps` cannot default
+    to 400 in one command and to the instance's own network in another."""
+    from gpuwise.estimate.options import OPTIONS
+
+    by_flag = {o.flag: o for o in OPTIONS.values()}
+    seen: dict[str, set[str]] = {}
+    for path, p in _every_option():
+        flag = max(p.opts, key=len)  # type: ignore[attr-defined]
+        if flag not in by_flag:
+            continue
+        spec = by_flag[flag]
+        seen.setdefault(flag, set()).add(path)
+        assert p.default == spec.default, (path, flag)  # type: ignore[attr-defined]
+        assert p.help.startswith(spec.help), (path, flag)  # type: ignore[attr-defined]
+        assert p.rich_help_panel == spec.panel, (path, flag)  # type: ignore[attr-defined]
+        assert p.is_flag == (spec.kind == "switch"), (path, flag)  # type: ignore[attr-defined]
+        described = (p.help, p.metavar)  # type: ignore[attr-defined]
+        first = seen.setdefault(f"{flag} described", set())
+        first.add(repr(described))
+        assert len(first) == 1, (flag, first)
+    workload_flags = {o.flag for o in OPTIONS.values() if o.name != "gpus_per_node"}
+    # every workload flag reaches both commands that take a workload
+    for flag in workload_flags:
+        assert {"gpuwise estimate", "gpuwise plan"} <= seen.get(flag, set()), flag
+
+
+def test_the_options_table_builds_the_library_request() -> None:
+    """The library's request path takes the table's names and defaults; an unknown name is refused."""
+    import inspect
+
+    from gpuwise.errors import InputError
+    from gpuwise.estimate import Workload, workload_from_options
+    from gpuwise.estimate.options import WORKLOAD_OPTIONS, workload_defaults
+
+    wl = workload_from_options(model="llama-3.1-8b")
+    fields = {f for f in Workload.__dataclass_fields__}
+    for (
+        o
+    ) in WORKLOAD_OPTIONS:  # every option lands on the Workload (attention_kernel as its version)
+        assert o.name in fields or o.name in ("attention_kernel", "params"), o.name
+    assert wl.flash_attention_version == int(str(workload_defaults()["attention_kernel"])[-1])
+    assert wl.master_weights == workload_defaults()["master_weights"]
+    assert "options" in str(inspect.signature(workload_from_options))
+    with pytest.raises(InputError, match="sequence_paralel"):
+        workload_from_options(model="gpt2", sequence_paralel="on")  # type: ignore[arg-type]
+
+
+def test_new_options_are_echoed_in_json(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli(
+        "estimate",
+        "--model",
+        "llama-3.1-70b",
+        "--gpus",
+        "64",
+        "--tensor-parallel",
+        "8",
+        "--context-parallel",
+        "2",
+        "--pipeline-parallel",
+        "2",
+        "--virtual-pipeline",
+        "4",
+        "--zero",
+        "1",
+        "--seq-len",
+        "16384",
+        "--attention-kernel",
+        "flash3",
+        "--gpu",
+        "H100",
+        "--master-weights",
+        "fp32",
+        "--json",
+    )
+    assert r.code == 0, r.stderr
+    w = r.json()["workload"]  # type: ignore[index]
+    assert w["context_parallel"] == 2 and w["virtual_pipeline"] == 4
+    assert w["sequence_parallel"] is True  # auto: on with tensor parallelism (Megatron-Core)
+    assert w["fused_kernels"] is True  # auto: on with tensor/pipeline parallelism
+    assert w["attention_kernel"] == "flash3" and w["expert_parallel"] == 1
+    assert w["master_weights"] == "fp32" and w["optimizer_states"] == "fp32"
+    assert w["offload"] == "none"
+
+
+def test_calibration_file_sets_workload_defaults_and_flags_win(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    cal = tmp_path / "calibration.json"
+    cal.write_text(
+        json.dumps({"version": 1, "workload": {"master_weights": "bf16", "fused_kernels": "on"}})
+    )
+    base = ("estimate", "--model", "gpt2", "--task", "finetune")
+    r = cli(*base, "--calibration", cal, "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["workload"]["master_weights"] == "bf16"  # type: ignore[index]
+    assert doc["workload"]["fused_kernels"] is True  # type: ignore[index]
+    assert doc["memory"]["breakdown"]["master_weights"] == 0  # type: ignore[index]
+    r = cli(*base, "--calibration", cal, "--master-weights", "fp32", "--json")
+    assert r.json()["workload"]["master_weights"] == "fp32"  # type: ignore[index]
+    cal.write_text(json.dumps({"version": 1, "workload": {"master_weight": "bf16"}}))
+    r = cli(*base, "--calibration", cal)
+    assert r.code == 2 and "master_weight" in r.stderr and "master_weights" in r.stderr

@@ -286,3 +286,106 @@ def test_a_configuration_over_only_by_the_fragmentation_allowance_is_tight(cli: 
     assert "Does not fit" not in text
     doc = cli(*args, "--json").json()
     assert doc["memory"]["verdict"] == "tight" and doc["memory"]["fits"] is False
+
+
+@pytest.mark.slow
+def test_every_measured_row_is_a_command_line_that_builds_the_same_workload(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The accuracy benchmark measures through `gpuwise estimate`'s own parser: each measured row's
+    options, typed as flags (a config.json for models that are not presets), build exactly the
+    workload the library's loader builds — no hidden input the CLI cannot set."""
+    import json
+    from dataclasses import replace
+
+    from gpuwise.cli.estimate import estimate_inputs
+    from gpuwise.estimate.measured import load_measured_runs, measured_model_config
+    from gpuwise.estimate.options import OPTIONS
+
+    runs = load_measured_runs()
+    for run in runs:
+        opts = dict(run.options)
+        seq = int(opts.get("seq_len") or opts.get("prompt_len") or 2048)
+        cfg = measured_model_config(run.model, seq)
+        model = run.workload.model.name
+        if cfg is not None:
+            path = tmp_path / f"{run.model}-{seq}.json"
+            path.write_text(json.dumps(cfg))
+            model = str(path)
+        argv = ["--model", model, "--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
+        for name, value in run.options:
+            argv += [OPTIONS[name].flag, value]
+        got = estimate_inputs(argv)
+        wl = got.workload
+        wl = replace(wl, model=replace(wl.model, name=model, source=model))
+        want = replace(run.workload, model=replace(run.workload.model, name=model, source=model))
+        assert wl == want, run.label
+        assert got.gpus == run.gpus and got.setup.gpu == run.gpu
+    assert {r.workload.virtual_pipeline for r in runs} > {1}  # NeMo's interleaved rows
+
+
+def test_measured_serving_rows_are_command_lines_and_decode_pays_bandwidth() -> None:
+    """Each measured serving row is `gpuwise estimate --task inference` arguments building the
+    loader's workload; a decode step reads the weights at the achievable bandwidth (not the
+    datasheet), prefill at least reads them once, and the fitted per-layer overhead is >= 0."""
+    from gpuwise.cli.estimate import estimate_inputs
+    from gpuwise.estimate import estimate_workload
+    from gpuwise.estimate.measured import (
+        default_efficiency,
+        fit_layer_overhead,
+        load_inference_runs,
+    )
+    from gpuwise.estimate.options import OPTIONS
+    from gpuwise.hardware import find_gpu
+
+    runs = load_inference_runs()
+    assert len(runs) >= 20 and {r.metric for r in runs} == {"out_tok_s", "ttft_ms"}
+    for run in runs:
+        argv = ["--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
+        for name, value in run.options:
+            argv += [OPTIONS[name].flag, value]
+        assert estimate_inputs(argv).workload == run.workload
+    c = default_efficiency().layer_overhead_s
+    assert c == fit_layer_overhead(runs, default_efficiency()) and 0 < c < 1e-3
+    run = next(r for r in runs if r.metric == "ttft_ms" and r.workload.prompt_len == 128)
+    est = estimate_workload(run.workload, run.gpu, run.gpus, calibration=None)
+    weights = run.workload.model.total_params * (1 if run.workload.precision == "fp8" else 2)
+    spec = find_gpu(run.gpu)
+    assert est.inference is not None
+    assert est.inference.time_to_first_token_s >= weights / (spec.memory_bandwidth_tb_s * 1e12)
+
+
+def test_the_usual_network_of_a_gpu_is_the_network_tables_row() -> None:
+    """One network per place: the bare default follows the GPU's usual instance, with the very
+    figure the planner's table gives that instance (estimate used to assume 400 Gbit/s for all)."""
+    from gpuwise.estimate.throughput import TYPICAL_INSTANCE, default_inter_node
+    from gpuwise.hardware import find_gpu
+    from gpuwise.planner import instance_network
+
+    for gpu, (cloud, itype, gbit) in TYPICAL_INSTANCE.items():
+        assert instance_network(cloud, itype).inter_node_gbit_s == gbit, itype
+        got, basis = default_inter_node(find_gpu(gpu))
+        assert got == gbit and itype in basis
+    assert default_inter_node(find_gpu("H100"))[0] != default_inter_node(find_gpu("A100"))[0]
+
+
+def test_instance_type_sets_gpu_and_network(cli) -> None:  # type: ignore[no-untyped-def]
+    base = ("estimate", "--model", "llama-3.1-8b", "--gpus", "16", "--zero", "3", "--json")
+    r = cli(*base, "--instance-type", "p4d.24xlarge")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["gpu"] == "A100" and doc["gpus_per_node"] == 8  # type: ignore[index]
+    assert "400 Gbit/s" in doc["interconnect"]  # type: ignore[index]
+    r = cli(*base, "--gpu", "H100")
+    assert "3200 Gbit/s" in r.json()["interconnect"]  # type: ignore[index]
+    assert any("p5.48xlarge" in n for n in r.json()["notes"])  # type: ignore[index]
+    r = cli(*base, "--instance-type", "p4d.24xlarg")
+    assert r.code == 2 and "p4d.24xlarge" in r.stderr
+
+
+def test_docs_list_every_option() -> None:
+    from pathlib import Path
+
+    from gpuwise.estimate.options import OPTIONS
+
+    text = (Path(__file__).parents[2] / "docs" / "estimate.md").read_text("utf-8")
+    missing = [o.flag for o in OPTIONS.values() if f"`{o.flag}" not in text]
+    assert missing == []

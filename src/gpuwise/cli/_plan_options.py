@@ -16,14 +16,6 @@ _S = "Spot model"
 _O = "Output and export"
 _F = "Fixed costs"
 
-InterNodeGbpsOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--inter-node-gbps",
-        help="Network bandwidth of every instance in Gbit/s (default: each instance type's own, "
-        "from gpuwise's sourced table; unknown types get a conservative 10).",
-    ),
-]
 GpuOpt = Annotated[
     list[str] | None,
     typer.Option(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -9,67 +11,44 @@ import typer
 
 from gpuwise.cli._output import JsonFlag, console, emit_json, make_table, number
 from gpuwise.cli._workload import (
-    CpuOffloadOpt,
-    EpochsOpt,
-    FlashAttentionOpt,
-    GlobalBatchOpt,
+    DEFAULT_GPU,
     GpuOpt,
     GpusOpt,
-    GpusPerNodeOpt,
-    GradCkptOpt,
-    InterNodeOpt,
-    LoraRankOpt,
-    LoraTargetsOpt,
-    MicroBatchOpt,
-    ModelOpt,
-    OptimizerOpt,
-    OutputLenOpt,
-    ParamsOpt,
-    PipelineParallelOpt,
-    PrecisionOpt,
-    PromptLenOpt,
-    RequestsOpt,
-    SamplesOpt,
-    SeqLenOpt,
-    TaskOpt,
-    TensorParallelOpt,
-    TokensOpt,
-    ZeroOpt,
+    WorkloadRequest,
     named_as_flags,
-    workload_from_cli,
+    workload_options,
 )
 
 if TYPE_CHECKING:
-    from gpuwise.estimate import Estimate
+    from gpuwise.estimate import Estimate, Workload
+    from gpuwise.estimate.calibration import Calibration
 
 
+_P = "Parallelism and memory"
+
+
+@workload_options(setup=("gpus_per_node", "inter_node_gbps"))
 def estimate(
-    model: ModelOpt = None,
-    params: ParamsOpt = None,
-    task: TaskOpt = "pretrain",
-    tokens: TokensOpt = None,
-    samples: SamplesOpt = None,
-    epochs: EpochsOpt = "1",
-    seq_len: SeqLenOpt = None,
-    micro_batch: MicroBatchOpt = None,
-    global_batch: GlobalBatchOpt = None,
-    precision: PrecisionOpt = "bf16",
-    optimizer: OptimizerOpt = "adamw",
-    zero: ZeroOpt = "0",
-    grad_ckpt: GradCkptOpt = None,
-    lora_rank: LoraRankOpt = "16",
-    lora_targets: LoraTargetsOpt = "all-linear",
-    tensor_parallel: TensorParallelOpt = "1",
-    pipeline_parallel: PipelineParallelOpt = "1",
-    cpu_offload: CpuOffloadOpt = False,
-    flash_attention: FlashAttentionOpt = "auto",
-    prompt_len: PromptLenOpt = "512",
-    output_len: OutputLenOpt = "256",
-    requests: RequestsOpt = None,
-    gpu: GpuOpt = "A100-80GB",
+    workload_request: WorkloadRequest,
+    gpu: GpuOpt = None,
     gpus: GpusOpt = 1,
-    gpus_per_node: GpusPerNodeOpt = None,
-    inter_node_gbps: InterNodeOpt = 400.0,
+    instance_type: Annotated[
+        str | None,
+        typer.Option(
+            "--instance-type",
+            help="Instance type the job runs on, e.g. p5.48xlarge: its GPU, GPUs per node and "
+            "network (the same table `plan` uses) unless given.",
+            rich_help_panel=_P,
+        ),
+    ] = None,
+    instance_cloud: Annotated[
+        str | None,
+        typer.Option(
+            "--instance-cloud",
+            help="Cloud of --instance-type (default: the one cloud the catalog lists it in).",
+            rich_help_panel=_P,
+        ),
+    ] = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -89,35 +68,61 @@ def estimate(
 
     When it does not fit, says by how much and lists fixes that fit, cheapest in speed first.
     """
-    from gpuwise.estimate import estimate_workload, load_calibration, preset_names
+    from gpuwise.estimate import estimate_workload, preset_names
 
     if list_models:
         _list_models(json, preset_names())
         return
-    wl = workload_from_cli(
-        model=model,
-        params=params,
-        task=task,
-        tokens=tokens,
-        samples=samples,
-        epochs=epochs,
-        seq_len=seq_len,
-        micro_batch=micro_batch,
-        global_batch=global_batch,
-        precision=precision,
-        optimizer=optimizer,
-        zero=zero,
-        grad_ckpt=grad_ckpt,
-        lora_rank=lora_rank,
-        lora_targets=lora_targets,
-        tensor_parallel=tensor_parallel,
-        pipeline_parallel=pipeline_parallel,
-        cpu_offload=cpu_offload,
-        flash_attention=flash_attention,
-        prompt_len=prompt_len,
-        output_len=output_len,
-        requests=requests,
+    inputs = _inputs(
+        workload_request, gpu, gpus, instance_type, instance_cloud, calibration, no_calibration
     )
+    with named_as_flags():
+        est = estimate_workload(
+            inputs.workload,
+            inputs.setup.gpu,
+            inputs.gpus,
+            calibration=inputs.calibration,
+            **inputs.setup.kwargs(),
+        )
+    if json:
+        emit_json(est.to_dict())
+        return
+    _render(est)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The GPU and wiring an estimate runs on, after --instance-type is looked up."""
+
+    gpu: str
+    gpus_per_node: int | None
+    inter_node_gbit_s: float | None
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"gpus_per_node": self.gpus_per_node, "inter_node_gbit_s": self.inter_node_gbit_s}
+
+
+@dataclass(frozen=True)
+class EstimateInputs:
+    """What ``gpuwise estimate`` hands the library for one command line."""
+
+    workload: Workload
+    setup: Setup
+    gpus: int
+    calibration: Calibration | None
+
+
+def _inputs(
+    request: WorkloadRequest,
+    gpu: str | None,
+    gpus: int,
+    instance_type: str | None,
+    instance_cloud: str | None,
+    calibration: Path | None,
+    no_calibration: bool,
+) -> EstimateInputs:
+    from gpuwise.estimate import load_calibration
+
     if no_calibration and calibration is not None:  # the file used to be ignored without a word
         from gpuwise.errors import InputError
 
@@ -126,19 +131,81 @@ def estimate(
             hint="give --calibration FILE to use a file, or --no-calibration to use none",
         )
     cal = None if no_calibration else load_calibration(calibration)
-    with named_as_flags():
-        est = estimate_workload(
-            wl,
-            gpu,
-            gpus,
-            gpus_per_node=gpus_per_node,
-            inter_node_gbit_s=inter_node_gbps,
-            calibration=cal,
+    wl = request.workload(cal)
+    return EstimateInputs(wl, _setup(request, gpu, instance_type, instance_cloud), gpus, cal)
+
+
+def estimate_inputs(args: Sequence[str]) -> EstimateInputs:
+    """The library inputs ``gpuwise estimate ARGS`` would estimate, parsed by the command's own
+    parser and option table (``benchmarks/estimate_accuracy.py`` measures through this)."""
+    from gpuwise.cli._workload import request_from_context
+    from gpuwise.cli.main import get_cli
+
+    command = get_cli().commands["estimate"]
+    ctx = command.make_context("estimate", list(args))
+    p = ctx.params
+    return _inputs(
+        request_from_context(ctx, p),
+        p["gpu"],
+        p["gpus"],
+        p["instance_type"],
+        p["instance_cloud"],
+        p["calibration"],
+        p["no_calibration"],
+    )
+
+
+def _setup(
+    request: WorkloadRequest,
+    gpu: str | None,
+    instance_type: str | None,
+    instance_cloud: str | None,
+) -> Setup:
+    """--gpu/--gpus-per-node/--inter-node-gbps, filled from --instance-type where not given: the
+    catalog's GPU and count for that instance, the planner's network table for its network."""
+    gpn = request.setup("gpus_per_node")
+    gbps = request.setup("inter_node_gbps")
+    if gbps is not None:
+        from gpuwise.units import check_finite
+
+        check_finite(gbps, "--inter-node-gbps", strict=True)
+    if instance_type is None:
+        if instance_cloud is not None:
+            from gpuwise.errors import InputError
+
+            raise InputError(
+                "--instance-cloud names the cloud of --instance-type, which is missing",
+                hint="add --instance-type, e.g. --instance-type p5.48xlarge --instance-cloud aws",
+            )
+        return Setup(gpu or DEFAULT_GPU, gpn, gbps)
+    from gpuwise.catalog import load_catalog
+    from gpuwise.errors import InputError, did_you_mean
+    from gpuwise.planner import instance_network
+
+    offers = [o for o in load_catalog().offers if o.instance_type == instance_type]
+    if instance_cloud is not None:
+        offers = [o for o in offers if o.cloud == instance_cloud.lower()]
+    clouds = sorted({o.cloud for o in offers})
+    if not offers:
+        known = sorted({o.instance_type for o in load_catalog().offers})
+        raise InputError(
+            f"instance type {instance_type!r} is not in the catalog"
+            + (f" for {instance_cloud}" if instance_cloud else ""),
+            hint="give one `gpuwise offers` lists, or --gpu with --inter-node-gbps",
+            suggestions=did_you_mean(instance_type, known),
         )
-    if json:
-        emit_json(est.to_dict())
-        return
-    _render(est)
+    if len(clouds) > 1:
+        raise InputError(
+            f"instance type {instance_type!r} is listed by {', '.join(clouds)}",
+            hint="add --instance-cloud to say which",
+        )
+    offer = offers[0]
+    net = instance_network(offer.cloud, instance_type)
+    return Setup(
+        offer.gpu if gpu is None else gpu,
+        gpn if gpn is not None else max(1, int(offer.gpu_count)),
+        gbps if gbps is not None else net.inter_node_gbit_s,
+    )
 
 
 def _list_models(as_json: bool, names: list[str]) -> None:

@@ -24,7 +24,6 @@ from gpuwise.cli._plan_options import (
     ExportOpt,
     GpuOpt,
     ImageOpt,
-    InterNodeGbpsOpt,
     LimitOpt,
     MaxBatchOpt,
     MaxGpusOpt,
@@ -46,30 +45,7 @@ from gpuwise.cli._plan_options import (
     WorkdirOpt,
 )
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
-from gpuwise.cli._workload import (
-    CpuOffloadOpt,
-    EpochsOpt,
-    FlashAttentionOpt,
-    GlobalBatchOpt,
-    GradCkptOpt,
-    LoraRankOpt,
-    LoraTargetsOpt,
-    MicroBatchOpt,
-    ModelOpt,
-    OptimizerOpt,
-    OutputLenOpt,
-    ParamsOpt,
-    PipelineParallelOpt,
-    PrecisionOpt,
-    PromptLenOpt,
-    RequestsOpt,
-    SamplesOpt,
-    SeqLenOpt,
-    TaskOpt,
-    TensorParallelOpt,
-    TokensOpt,
-    ZeroOpt,
-)
+from gpuwise.cli._workload import WorkloadRequest, workload_options
 
 if TYPE_CHECKING:
     from gpuwise.catalog.age import PriceAge
@@ -82,31 +58,9 @@ _O = "Output and export"
 _F = "Fixed costs"
 
 
+@workload_options(setup=("inter_node_gbps",))  # the flags shared with `estimate`: options.py
 def plan_command(
-    # -- workload: the flags shared with `gpuwise estimate` (gpuwise.cli._workload) -------------
-    model: ModelOpt = None,
-    params: ParamsOpt = None,
-    task: TaskOpt = "pretrain",
-    tokens: TokensOpt = None,
-    samples: SamplesOpt = None,
-    epochs: EpochsOpt = "1",
-    seq_len: SeqLenOpt = None,
-    micro_batch: MicroBatchOpt = None,
-    global_batch: GlobalBatchOpt = None,
-    precision: PrecisionOpt = "bf16",
-    optimizer: OptimizerOpt = "adamw",
-    zero: ZeroOpt = "0",
-    grad_ckpt: GradCkptOpt = None,
-    lora_rank: LoraRankOpt = "16",
-    lora_targets: LoraTargetsOpt = "all-linear",
-    tensor_parallel: TensorParallelOpt = "1",
-    pipeline_parallel: PipelineParallelOpt = "1",
-    cpu_offload: CpuOffloadOpt = False,
-    flash_attention: FlashAttentionOpt = "auto",
-    prompt_len: PromptLenOpt = "512",
-    output_len: OutputLenOpt = "256",
-    requests: RequestsOpt = None,
-    inter_node_gbps: InterNodeGbpsOpt = None,
+    workload_request: WorkloadRequest,
     gpu: GpuOpt = None,
     # -- constraints and objective ---------------------------------------------------------
     deadline: DeadlineOpt = None,
@@ -150,32 +104,10 @@ def plan_command(
 
     Exit code 3 when no option meets the constraints (the reason and the nearest miss are printed).
     """
-    from gpuwise.cli._workload import workload_from_cli
+    from gpuwise.estimate import load_calibration
 
-    workload = workload_from_cli(
-        model=model,
-        params=params,
-        task=task,
-        tokens=tokens,
-        samples=samples,
-        epochs=epochs,
-        seq_len=seq_len,
-        micro_batch=micro_batch,
-        global_batch=global_batch,
-        precision=precision,
-        optimizer=optimizer,
-        zero=zero,
-        grad_ckpt=grad_ckpt,
-        lora_rank=lora_rank,
-        lora_targets=lora_targets,
-        tensor_parallel=tensor_parallel,
-        pipeline_parallel=pipeline_parallel,
-        cpu_offload=cpu_offload,
-        flash_attention=flash_attention,
-        prompt_len=prompt_len,
-        output_len=output_len,
-        requests=requests,
-    )
+    workload = workload_request.workload(load_calibration())
+    inter_node_gbps = workload_request.setup("inter_node_gbps")  # read by _plan_request
     from gpuwise.errors import InputError, check_choice, did_you_mean
     from gpuwise.planner import plan
 

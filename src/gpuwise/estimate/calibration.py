@@ -17,6 +17,11 @@ reads it. The schema (version 1, documented with examples in ``docs/calibration.
           "total_memory_gib": 79.65,                  # device memory the driver reports (measured)
           "allocator_fraction": 0.04                  # reserved/allocated - 1 at peak
         }
+      },
+      "workload": {                                  # your stack's defaults, optional
+        "fused_kernels": "on",                       # any option of `gpuwise estimate`,
+        "attention_kernel": "flash3",                # named with _ for -; a flag typed on
+        "master_weights": "bf16"                     # the command line wins
       }
     }
 
@@ -93,6 +98,9 @@ class Calibration:
     """When ``gpuwise bench`` measured it (ISO 8601)."""
     device: str | None = None
     """The device name the measurement ran on."""
+    workload: dict[str, str | bool] = field(default_factory=dict)
+    """Defaults for workload options (``gpuwise.estimate.options``) that describe your stack;
+    options given on the command line or to the library win."""
 
     def for_gpu(self, name: str) -> GpuCalibration | None:
         return self.gpus.get(name)
@@ -255,8 +263,42 @@ def parse_calibration(data: Any, where: str) -> Calibration:
             else None,
         )
     return Calibration(
-        path=where, gpus=gpus, measured_at=data.get("measured_at"), device=data.get("device")
+        path=where,
+        gpus=gpus,
+        measured_at=data.get("measured_at"),
+        device=data.get("device"),
+        workload=_workload_section(data.get("workload", {}), f"{where}: workload"),
     )
+
+
+def _workload_section(raw: Any, where: str) -> dict[str, str | bool]:
+    """The ``workload`` object: option name → value (text, number or true/false); names checked
+    against the options table so a typo does not silently fall back to a default."""
+    from gpuwise.estimate.options import OPTIONS, check_option_names, workload_defaults
+
+    if not isinstance(raw, dict):
+        raise DataFileError(
+            f"{where}: expected an object of option name → value",
+            hint='e.g. "workload": {"fused_kernels": "on"}',
+        )
+    check_option_names(raw, where, tuple(OPTIONS[n] for n in workload_defaults()))
+    out: dict[str, str | bool] = {}
+    for name, value in raw.items():
+        if OPTIONS[name].kind == "switch":
+            if not isinstance(value, bool):
+                raise DataFileError(
+                    f"{where}.{name}: expected true or false, got {value!r}",
+                    hint="use true or false",
+                )
+            out[name] = value
+        elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            out[name] = str(value)
+        else:
+            raise DataFileError(
+                f"{where}.{name}: expected text or a number, got {value!r}",
+                hint='write it as on the command line, e.g. "on", "flash2" or 8',
+            )
+    return out
 
 
 def default_calibration_path() -> Path:

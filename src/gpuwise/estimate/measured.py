@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from gpuwise.base.datafiles import commented_csv
-from gpuwise.estimate.model import ModelConfig, get_preset
-from gpuwise.estimate.workload import RECOMPUTE_SEARCH, Workload
+from gpuwise.estimate.model import ModelConfig
+from gpuwise.estimate.workload import Workload
 
 if TYPE_CHECKING:
     from gpuwise.estimate.estimator import Estimate
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
 
 # Pseudo-rows a GPU's (or class's) mean is shrunk toward its parent with.
 SHRINK_ROWS = 2.0
+# A GPU with fewer measured rows than this gets the wider range (the 90th percentile of the held-out
+# errors instead of the 80th): the fitted factor has not been checked on it (B200, GB200, H200, L4,
+# L40S, A10G today).
+THIN_GPU_ROWS = 5
 _TASKS = {
     "pretrain": "pretrain",
     "sft": "finetune",
@@ -62,6 +67,14 @@ class MeasuredRun:
     source: str
     label: str
     """Short description for tables."""
+    options: tuple[tuple[str, str], ...] = ()
+    """The row's workload options as typed on the command line (:func:`measured_options`)."""
+    model: str = ""
+    """The row's model name (a preset, or a name :func:`measured_model_config` writes a config for)."""
+    gpus_per_node: int | None = None
+    """GPUs per node when the row's setup says (None: the estimator's default)."""
+    inter_node_gbit_s: float | None = None
+    """Network per node when the row's setup says (None: the estimator's default for the GPU)."""
 
     def per_gpu(self, tokens_per_second: float, samples_per_second: float) -> float:
         """The estimate's figure in this row's unit, per GPU."""
@@ -69,93 +82,116 @@ class MeasuredRun:
 
 
 @functools.lru_cache(maxsize=1)
-def _models() -> dict[str, tuple[ModelConfig, bool]]:
+def _model_rows() -> dict[str, dict[str, str]]:
     text = (
         resources.files("gpuwise.estimate").joinpath("data/measured_models.csv").read_text("utf-8")
     )
-    out: dict[str, tuple[ModelConfig, bool]] = {}
-    for r in commented_csv(text):
-        if r["preset"]:
-            out[r["name"]] = (get_preset(r["preset"]), False)
-            continue
-        m = ModelConfig(
-            name=r["name"],
-            arch="decoder",
-            hidden=int(r["hidden"]),
-            layers=int(r["layers"]),
-            heads=int(r["heads"]),
-            kv_heads=int(r["kv_heads"] or 0),
-            intermediate=int(r["intermediate"]),
-            vocab=int(r["vocab"]),
-            gated_mlp=r["gated_mlp"] == "true",
-            tied_embeddings=r["tied"] == "true",
-            learned_positions=r["learned_positions"] == "true",
-            norm=r["norm"],  # type: ignore[arg-type]
-            bias=False,
-            source=r["source"],
-        )
-        out[r["name"]] = (m, r["learned_positions"] == "true")
-    return out
+    return {r["name"]: r for r in commented_csv(text)}
 
 
-# Recompute a source leaves unstated: the least of RECOMPUTE_SEARCH (the planner's search order)
-# under which the configuration fits, as the planner would choose; the run worked, so one of them
-# must have.
+def measured_model_config(name: str, seq_len: int) -> dict[str, object] | None:
+    """The Hugging Face ``config.json`` of a measured model that is not a gpuwise preset (None for a
+    preset): what a person would give ``--model``. MPT rows are llm-foundry ``mpt`` configs (learned
+    positions sized to the sequence, as its benchmark configs do), Llama-shaped rows ``llama``
+    configs, GPT-3 a ``gpt2`` config."""
+    r = _model_rows()[name]
+    if r["preset"]:
+        return None
+    h, inter = int(r["hidden"]), int(r["intermediate"])
+    shape: dict[str, object] = {
+        "num_attention_heads" if not name.startswith("mpt") else "n_heads": int(r["heads"]),
+        "vocab_size": int(r["vocab"]),
+        "tie_word_embeddings": r["tied"] == "true",
+    }
+    if name.startswith("mpt"):  # llm-foundry MPTConfig keys
+        return {
+            "model_type": "mpt",
+            "d_model": h,
+            "n_layers": int(r["layers"]),
+            "expansion_ratio": inter // h,
+            "max_seq_len": seq_len,
+            "learned_pos_emb": r["learned_positions"] == "true",
+            "no_bias": True,
+            **shape,
+        }
+    if r["norm"] == "layernorm":  # GPT-3: the GPT-2 architecture (Brown et al. 2020, Sec. 2.1)
+        return {
+            "model_type": "gpt2",
+            "n_embd": h,
+            "n_layer": int(r["layers"]),
+            "n_inner": inter,
+            "n_positions": seq_len,
+            "resid_pdrop": 0.0,
+            **shape,
+        }
+    return {
+        "model_type": "llama",
+        "hidden_size": h,
+        "num_hidden_layers": int(r["layers"]),
+        "num_key_value_heads": int(r["kv_heads"] or r["heads"]),
+        "intermediate_size": inter,
+        "max_position_embeddings": max(seq_len, 4096),
+        "hidden_act": "silu",
+        **shape,
+    }
 
 
-def _least_recompute_that_fits(wl: Workload, gpu: str, gpus: int) -> Workload:
-    from gpuwise.estimate.estimator import estimate_workload
+def _row_model(name: str, seq_len: int) -> str | ModelConfig:
+    """A measured row's ``model`` option: the preset's name, or its config.json read as --model reads it."""
+    from gpuwise.estimate.model import config_from_dict
 
-    candidate = wl
-    for mode in RECOMPUTE_SEARCH:
-        candidate = replace(wl, grad_ckpt=mode)
-        est = estimate_workload(
-            candidate, gpu, gpus, calibration=None, suggest=False, efficiency=UNIT_EFFICIENCY
-        )
-        if est.memory.fits:
-            return candidate
-    return candidate  # none fits: the least memory (the benchmark then reports it)
+    cfg = measured_model_config(name, seq_len)
+    if cfg is None:
+        return _model_rows()[name]["preset"]
+    return config_from_dict(dict(cfg), name)
+
+
+def measured_options(r: dict[str, str]) -> dict[str, str]:
+    """The workload options (as typed on the command line) of one ``measured_throughput.csv`` row,
+    without ``model``. Unstated recompute is ``auto``: the least that fits or is tight, as it ran."""
+    task = _TASKS[r["task"]]
+    opts = {
+        "task": task,
+        "precision": _PRECISIONS[r["precision"]],
+        "micro_batch": r["micro_batch"] or "1",
+        "zero": str(_ZERO[r["parallelism"]]),
+        "grad_ckpt": "auto" if r["recompute"] == "unstated" else r["recompute"],
+        "tensor_parallel": r["tp"],
+        "pipeline_parallel": r["pp"],
+        "virtual_pipeline": r["vp"] or "1",
+        "context_parallel": r["cp"] or "1",
+        "expert_parallel": r["ep"] or "1",
+        "fused_kernels": "on" if r["fused"] == "true" else "off",
+        "sequence_parallel": "on" if r["parallelism"] == "megatron" else "off",
+    }
+    if r["attention"] in ("flash1", "flash2", "flash3"):
+        opts["attention_kernel"] = r["attention"]
+    if r["global_batch"]:
+        opts["global_batch"] = r["global_batch"]
+    if task == "inference":
+        opts.update(prompt_len=r["seq_len"], output_len="1")
+    elif r["model"] != "resnet-50":
+        opts["seq_len"] = r["seq_len"]
+    return opts
 
 
 @functools.lru_cache(maxsize=1)
 def load_measured_runs() -> tuple[MeasuredRun, ...]:
+    """Every row of ``measured_throughput.csv`` as a workload built from its options
+    (:func:`measured_options`) by the library's request path, :func:`workload_from_options` — the
+    path the CLI takes (``benchmarks/estimate_accuracy.py`` checks that the CLI builds the same)."""
+    from gpuwise.estimate.workload import workload_from_options
+
     text = (
         resources.files("gpuwise.estimate")
         .joinpath("data/measured_throughput.csv")
         .read_text("utf-8")
     )
-    models = _models()
     runs = []
     for r in commented_csv(text):
-        model, learned = models[r["model"]]
         seq = int(r["seq_len"])
-        if learned:  # MPT benchmark configs size the position table to the sequence
-            model = replace(model, max_positions=seq)
-        task = _TASKS[r["task"]]
-        kw: dict[str, object] = {}
-        if model.is_transformer:
-            if task == "inference":
-                kw.update(prompt_len=seq, output_len=1)
-            else:
-                kw["seq_len"] = seq
-        wl = Workload(
-            model=model,
-            task=task,  # type: ignore[arg-type]
-            precision=_PRECISIONS[r["precision"]],  # type: ignore[arg-type]
-            micro_batch=int(r["micro_batch"] or 1),
-            zero=_ZERO[r["parallelism"]],
-            global_batch=int(r["global_batch"]) if r["global_batch"] else None,
-            grad_ckpt=("none" if r["recompute"] == "unstated" else r["recompute"]),  # type: ignore[arg-type]
-            # (unstated: resolved below to the least recompute that fits)
-            tensor_parallel=int(r["tp"]),
-            pipeline_parallel=int(r["pp"]),
-            fused_kernels=r["fused"] == "true",
-            flash_attention_version=1 if r["attention"] == "flash1" else 2,
-            sequence_parallel=r["parallelism"] == "megatron" and int(r["tp"]) > 1,
-            **kw,  # type: ignore[arg-type]
-        )
-        if r["recompute"] == "unstated":
-            wl = _least_recompute_that_fits(wl, r["gpu"], int(r["gpus"]))
+        opts = measured_options(r)
+        wl = workload_from_options(model=_row_model(r["model"], seq), **opts)
         label = f"{r['model']} {r['task']} s{seq} mb{r['micro_batch'] or '?'} {r['precision']} {r['recompute']}"
         runs.append(
             MeasuredRun(
@@ -167,14 +203,20 @@ def load_measured_runs() -> tuple[MeasuredRun, ...]:
                 unit=r["unit"],
                 source=r["source"],
                 label=label,
+                options=tuple(opts.items()),
+                model=r["model"],
             )
         )
     return tuple(runs)
 
 
 def workload_class(wl: Workload) -> str:
-    """``transformer-train``, ``transformer-infer``, ``cnn-train`` or ``cnn-infer``."""
+    """``transformer-train``, ``transformer-infer``, ``cnn-train``, ``cnn-infer``, or
+    ``transformer-moe-train`` for mixture-of-experts training: token routing, grouped GEMMs over small
+    per-expert matrices and the dispatch all-to-alls make its framework factor its own."""
     kind = "transformer" if wl.model.is_transformer else "cnn"
+    if wl.model.experts and wl.is_training:
+        kind = "transformer-moe"
     return f"{kind}-{'train' if wl.is_training else 'infer'}"
 
 
@@ -195,6 +237,12 @@ class EfficiencyModel:
     run_efficiency: float = 1.0
     """Whole pretraining runs: share of the failure-model goodput that published runs reached
     (evaluation, checkpoint stalls, slower stacks than the benchmark tables); 1.0 = not fitted."""
+    layer_overhead_s: float = 0.0
+    """Inference: seconds every forward pass (prefill, each decode step) adds per layer beyond the
+    compute and bandwidth rooflines (kernel launches, small kernels), fitted to measured serving rows
+    (:func:`fit_layer_overhead`); 0 = none fitted."""
+    gpu_rows: dict[str, int] = field(default_factory=dict)
+    """GPU → measured rows fitted (a GPU below :data:`THIN_GPU_ROWS` gets the wider range)."""
     whole_run_gpu_hours: float | None = None
     """Stepping GPU-hours from which a pretraining job counts as a whole run (None: the estimator's
     ``WHOLE_RUN_GPU_HOURS``). The published runs are whole runs by definition, so
@@ -212,30 +260,44 @@ class EfficiencyModel:
             self.overall
         ), f"no measured {klass} run: mean of all {self.rows} measured runs"
 
-    def interval(self, klass: str) -> tuple[float, float] | None:
+    def interval(self, klass: str, gpu: str = "") -> tuple[float, float] | None:
         """(p10, p90) multipliers of a predicted time for ``klass`` (``pretraining-run`` or a
-        workload class; every workload class uses the ``throughput`` range)."""
-        return self.intervals.get(klass) or self.intervals.get("throughput")
+        workload class; every workload class uses the ``throughput`` range, widened to
+        ``throughput-thin-gpu`` on a GPU with few measured rows)."""
+        if klass in self.intervals:
+            return self.intervals[klass]
+        if gpu and self.gpu_rows.get(gpu, 0) < THIN_GPU_ROWS:
+            return self.intervals.get("throughput-thin-gpu") or self.intervals.get("throughput")
+        if gpu:
+            from gpuwise.hardware import find_gpu
+
+            arch = find_gpu(gpu).architecture
+            if f"throughput:{arch}" in self.intervals:
+                return self.intervals[f"throughput:{arch}"]
+        return self.intervals.get("throughput")
 
 
 UNIT_EFFICIENCY = EfficiencyModel()
 """No framework factor (1.0) and no error bars: the named parts alone."""
 
 
-def _estimate(
+def estimate_with(
     run: MeasuredRun, efficiency: EfficiencyModel, inter_node_gbit_s: float | None = None
 ) -> Estimate:
+    """The estimate of one measured row on its own setup (GPUs per node and network when given)."""
     from gpuwise.estimate.estimator import estimate_workload
 
-    kw = {} if inter_node_gbit_s is None else {"inter_node_gbit_s": inter_node_gbit_s}
     return estimate_workload(
         run.workload,
         run.gpu,
         run.gpus,
+        gpus_per_node=run.gpus_per_node,
+        inter_node_gbit_s=inter_node_gbit_s
+        if inter_node_gbit_s is not None
+        else run.inter_node_gbit_s,
         calibration=None,
         suggest=False,
         efficiency=efficiency,
-        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -243,7 +305,7 @@ def log_residual(
     run: MeasuredRun, efficiency: EfficiencyModel, *, inter_node_gbit_s: float | None = None
 ) -> float:
     """log(measured step time ÷ predicted step time) = log(predicted ÷ measured throughput)."""
-    est = _estimate(run, efficiency, inter_node_gbit_s)
+    est = estimate_with(run, efficiency, inter_node_gbit_s)
     return math.log(run.per_gpu(est.tokens_per_second, est.samples_per_second) / run.value)
 
 
@@ -258,7 +320,7 @@ class _Row:
 
 
 def _row(run: MeasuredRun) -> _Row | None:
-    est = _estimate(run, UNIT_EFFICIENCY)
+    est = estimate_with(run, UNIT_EFFICIENCY)
     per = run.per_gpu(est.tokens_per_second, est.samples_per_second)
     measured_step = est.step_time_s * per / run.value
     klass = workload_class(run.workload)
@@ -313,10 +375,14 @@ def fit_efficiency(
             best = (c, fit)
     assert best is not None
     c, (overall, by_class, _) = best
+    gpu_rows: dict[str, int] = {}
+    for r in rows:
+        gpu_rows[r.gpu] = gpu_rows.get(r.gpu, 0) + 1
     return EfficiencyModel(
         by_class=by_class,
         overall=overall,
         rows=len(rows),
+        gpu_rows=gpu_rows,
         intervals=dict(intervals or {}),
         attention_factor=c,
         run_efficiency=run_efficiency,
@@ -375,10 +441,97 @@ def residual_intervals() -> dict[str, tuple[float, float]]:
     }
 
 
+@dataclass(frozen=True)
+class InferenceRun:
+    """One row of ``measured_inference.csv`` as a workload on ``tp`` GPUs."""
+
+    source_id: str
+    gpu: str
+    gpus: int
+    workload: Workload
+    metric: str
+    """``out_tok_s`` (generated tokens/s, all sequences) or ``ttft_ms``."""
+    value: float
+    options: tuple[tuple[str, str], ...]
+    """The row's options as typed on the command line."""
+
+    def predicted(self, est: Estimate) -> float:
+        """The estimate's figure in this row's metric."""
+        assert est.inference is not None
+        if self.metric == "ttft_ms":
+            return est.inference.time_to_first_token_s * 1000
+        return est.samples_per_second * self.workload.output_len
+
+    def passes(self) -> int:
+        """Forward passes the measured figure spans: prefill, plus one per generated token."""
+        return 1 if self.metric == "ttft_ms" else 1 + self.workload.output_len
+
+
+@functools.lru_cache(maxsize=1)
+def load_inference_runs() -> tuple[InferenceRun, ...]:
+    """``measured_inference.csv`` rows, each built from its options by :func:`workload_from_options`."""
+    from gpuwise.estimate.workload import workload_from_options
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/measured_inference.csv")
+        .read_text("utf-8")
+    )
+    out = []
+    for r in commented_csv(text):
+        opts = {
+            "model": r["model"],
+            "task": "inference",
+            "precision": r["precision"],
+            "micro_batch": r["batch"],
+            "prompt_len": r["input_len"],
+            "output_len": r["output_len"],
+            "tensor_parallel": r["tp"],
+        }
+        wl = workload_from_options(**opts)
+        out.append(
+            InferenceRun(
+                r["source_id"],
+                r["gpu"],
+                int(r["tp"]),
+                wl,
+                r["metric"],
+                float(r["value"]),
+                tuple(opts.items()),
+            )
+        )
+    return tuple(out)
+
+
+def fit_layer_overhead(
+    runs: list[InferenceRun] | tuple[InferenceRun, ...], efficiency: EfficiencyModel
+) -> float:
+    """Seconds per layer per forward pass: the median over ``runs`` of (measured time − the roofline
+    estimate's time) ÷ (layers × forward passes), at least 0. Measured time: batch × output ÷
+    tokens/s for throughput rows, the latency itself for first-token rows."""
+    from gpuwise.estimate.estimator import estimate_workload
+
+    base = replace(efficiency, layer_overhead_s=0.0)
+    per_layer = []
+    for run in runs:
+        est = estimate_workload(
+            run.workload, run.gpu, run.gpus, calibration=None, suggest=False, efficiency=base
+        )
+        pred = run.predicted(est)
+        if run.metric == "ttft_ms":
+            gap = (run.value - pred) / 1000
+        else:
+            work = run.workload.micro_batch * run.workload.output_len
+            gap = work / run.value - work / pred
+        per_layer.append(gap / (run.workload.model.total_layers * run.passes()))
+    return max(0.0, statistics.median(per_layer)) if per_layer else 0.0
+
+
 @functools.lru_cache(maxsize=1)
 def default_efficiency() -> EfficiencyModel:
     """Fitted to every bundled measured run, with the cross-validated error bars."""
     from gpuwise.estimate.throughput import load_published_runs
 
     eff = fit_efficiency(load_measured_runs(), residual_intervals())
-    return replace(eff, run_efficiency=fit_run_efficiency(load_published_runs(), eff))
+    eff = replace(eff, run_efficiency=fit_run_efficiency(load_published_runs(), eff))
+    return replace(eff, layer_overhead_s=fit_layer_overhead(load_inference_runs(), eff))

@@ -89,6 +89,11 @@ def adapter_bytes_per_param(wl: Workload) -> float:
 
 
 def _optimizer_bytes(wl: Workload) -> float:
+    state = 4.0 if wl.optimizer_states == "fp32" else 2.0  # bytes per stored moment value
+    if wl.optimizer == "adamw":
+        return 2 * state  # momentum + variance
+    if wl.optimizer == "sgd":
+        return state  # momentum
     if wl.optimizer != "adafactor":
         return _OPTIMIZER_BYTES[wl.optimizer]
     # Adafactor without momentum keeps factored second moments: rows + cols fp32 values per
@@ -101,38 +106,68 @@ def _optimizer_bytes(wl: Workload) -> float:
     return 4.0 * (1 / m.hidden + 1 / m.ffn)
 
 
+def routed_expert_params(m: ModelConfig) -> float:
+    """Parameters of the routed experts (all MoE blocks); 0 for a dense model."""
+    if not m.experts:
+        return 0.0
+    return float(m.experts * m.mlp_params() * (m.layers - m.dense_layers))
+
+
+def _per_gpu_params(wl: Workload, params: float, dp: int, sharded: bool) -> float:
+    """``params`` of the whole model → per GPU: ÷ TP × PP, routed experts also ÷ EP, and ÷ the
+    data-parallel group (× context parallel: Megatron-Core's distributed optimizer and FSDP2 shard
+    over DP × CP) when ``sharded``. Experts shard over their own, EP times smaller, data-parallel
+    group (Megatron-Core expert-data-parallel)."""
+    m = wl.model
+    shard = wl.tensor_parallel * wl.pipeline_parallel
+    zdp = dp * wl.context_parallel if sharded else 1
+    total = m.total_params
+    experts = routed_expert_params(m) * params / total if total else 0.0
+    dense = params - experts
+    ep = wl.expert_parallel
+    return dense / shard / zdp + experts / (shard * ep) / max(1.0, zdp / ep)
+
+
 def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
-    """Weights, gradients, optimizer states and master weights per GPU (ZeRO paper Sec. 3.1, 5)."""
-    m, shard = wl.model, wl.tensor_parallel * wl.pipeline_parallel
-    total = m.total_params / shard
+    """Weights, gradients, optimizer states and master weights per GPU (ZeRO paper Sec. 3.1, 5).
+
+    ``master_weights="bf16"`` (pure bf16) keeps no fp32 copy and 16-bit gradients;
+    ``optimizer_states="bf16"`` halves AdamW's moments. Offload (ZeRO-Offload, Ren et al. 2021, Sec. 4;
+    FSDP ``CPUOffload``) moves optimizer states + master weights, then gradients, then weights to
+    the CPU: only FSDP's gathered units stay (``comm_buffers``)."""
+    m = wl.model
     if wl.task == "inference":
-        return {"weights": total * weight_bytes_per_param(wl)}
+        return {
+            "weights": _per_gpu_params(wl, m.total_params, dp, False) * weight_bytes_per_param(wl)
+        }
     if wl.task == "qlora":
-        base = (
+        base_params = m.total_params
+        base_b = (
             m.linear_params * QLORA_BITS_PER_PARAM / 8 + (m.total_params - m.linear_params) * 2.0
-        ) / shard
+        ) / base_params
     else:
-        base = total * _WEIGHT_BYTES[wl.precision]
-    train = trainable_params(wl) / shard
+        base_params, base_b = m.total_params, _WEIGHT_BYTES[wl.precision]
+    z = wl.zero
+    train_all = trainable_params(wl)
     mixed = wl.precision != "fp32"
+    adapter = wl.task in ("lora", "qlora")
     adapter_b = adapter_bytes_per_param(wl)
-    adapter_bytes = train * adapter_b if wl.task in ("lora", "qlora") else 0.0
-    grad_b = adapter_b if wl.task in ("lora", "qlora") else (2.0 if mixed else 4.0)
-    weights = base / dp if wl.zero >= 3 else base
-    weights += adapter_bytes / (dp if wl.zero >= 3 else 1)
-    grads = train * grad_b / (dp if wl.zero >= 2 else 1)
-    opt = train * _optimizer_bytes(wl) / (dp if wl.zero >= 1 else 1)
-    # fp32 master copy: only when the working weights are 16 bit (not for fp32 runs, not for
-    # fp32 LoRA adapters).
-    master = (
-        train * 4.0 / (dp if wl.zero >= 1 else 1)
-        if mixed and wl.task not in ("lora", "qlora")
-        else 0.0
-    )
-    if (
-        wl.cpu_offload
-    ):  # ZeRO-Offload keeps fp32 master + optimizer states on the CPU (Ren et al. 2021, Sec. 4)
+    grad_b = adapter_b if adapter else (2.0 if mixed else 4.0)
+    weights = _per_gpu_params(wl, base_params, dp, z >= 3) * base_b
+    if adapter:
+        weights += _per_gpu_params(wl, train_all, dp, z >= 3) * adapter_b
+    grads = _per_gpu_params(wl, train_all, dp, z >= 2) * grad_b
+    train_z1 = _per_gpu_params(wl, train_all, dp, z >= 1)
+    opt = train_z1 * _optimizer_bytes(wl)
+    # fp32 master copy: only when the working weights are 16 bit and the recipe keeps one (not for
+    # fp32 runs, not for fp32 LoRA adapters, not for pure-bf16 training).
+    master = train_z1 * 4.0 if mixed and not adapter and wl.master_weights == "fp32" else 0.0
+    if wl.offload != "none":
         opt = master = 0.0
+    if wl.offload in ("gradients", "params"):
+        grads = 0.0
+    if wl.offload == "params":
+        weights = 0.0
     return {
         "weights": weights,
         "gradients": grads,
@@ -226,8 +261,11 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
         return m.activation_mib_per_sample * 2**20 * b * (act_bytes / 4)
     if not m.is_transformer:
         return 0.0
+    s = -(
+        -s // wl.context_parallel
+    )  # context parallelism: each GPU keeps its chunk of the sequence
     flash = wl.uses_flash_attention or wl.grad_ckpt == "selective"
-    kw = {"fused_norm": wl.fused_kernels, "sequence_parallel": wl.sequence_parallel}
+    kw = {"fused_norm": wl.uses_fused_kernels, "sequence_parallel": wl.uses_sequence_parallel}
     enc = layer_activation_bytes(m, s, b, tp=tp, flash=flash, act_bytes=act_bytes, **kw)
     dec = (
         layer_activation_bytes(
@@ -236,7 +274,7 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
         if m.decoder_layers
         else 0.0
     )
-    layer_input = act_bytes * s * b * m.hidden / (tp if wl.sequence_parallel else 1)
+    layer_input = act_bytes * s * b * m.hidden / (tp if wl.uses_sequence_parallel else 1)
     if wl.grad_ckpt == "full":
         # keep each layer's input (2·sbh, Korthikanti Table 2) and recompute one layer at a time
         return layer_input * m.total_layers + max(enc, dec)
@@ -266,8 +304,9 @@ def logits_bytes(wl: Workload) -> float:
     if not m.has_lm_head or (m.arch == "encoder" and wl.task != "pretrain"):
         return 0.0
     act_bytes = 4.0 if wl.precision == "fp32" else 2.0
-    values = wl.micro_batch * wl.effective_seq_len * m.vocab / wl.tensor_parallel
-    return values * (act_bytes if wl.fused_kernels else act_bytes + 4.0 + 4.0)
+    seq = -(-wl.effective_seq_len // wl.context_parallel)
+    values = wl.micro_batch * seq * m.vocab / wl.tensor_parallel
+    return values * (act_bytes if wl.uses_fused_kernels else act_bytes + 4.0 + 4.0)
 
 
 def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:

@@ -539,6 +539,8 @@ LLAMA_STYLE = frozenset(
         "qwen2",
         "qwen2_moe",
         "qwen3",
+        "qwen3_moe",
+        "gpt_oss",
         "gemma",
         "gemma2",
         "phi3",
@@ -548,21 +550,23 @@ LLAMA_STYLE = frozenset(
         "deepseek_v3",
     }
 )
-_OTHER_TYPES = ("gpt2", "gpt_neo", "gpt_bigcode", "bert", "roberta", "t5", "mt5", "vit")
+_OTHER_TYPES = ("gpt2", "gpt_neo", "gpt_bigcode", "bert", "roberta", "t5", "mt5", "vit", "mpt")
 
 
 def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
     """Build a ModelConfig from a parsed HF config dict; errors name ``where`` and the field."""
     model_type = str(cfg.get("model_type", "")).lower()
     hidden_keys = ("hidden_size", "n_embd", "d_model", "dim")
+    if model_type == "mpt":  # MosaicML MPT: FFN width is expansion_ratio × d_model
+        cfg = {**cfg, "n_inner": int(cfg.get("expansion_ratio", 4) * cfg.get("d_model", 0) or 0)}
     if not any(k in cfg for k in hidden_keys):
         raise DataFileError(
             f"{where}: does not look like a transformer config.json (no hidden_size/n_embd/d_model)",
             hint="give the config.json of a Hugging Face transformer model",
         )
     hidden = _get(cfg, hidden_keys, where)
-    heads = _get(cfg, ("num_attention_heads", "n_head", "num_heads"), where)
-    layers = _get(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where)
+    heads = _get(cfg, ("num_attention_heads", "n_head", "num_heads", "n_heads"), where)
+    layers = _get(cfg, ("num_hidden_layers", "n_layer", "num_layers", "n_layers"), where)
     kv = _get(
         cfg,
         ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"),
@@ -575,7 +579,7 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
     inter = _get(cfg, ("intermediate_size", "n_inner", "d_ff", "ffn_dim"), where, required=False)
     maxpos = _get(
         cfg,
-        ("max_position_embeddings", "n_positions", "n_ctx"),
+        ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len"),
         where,
         required=False,
         default=2048,
@@ -585,7 +589,7 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
     )
     topk = _get(
         cfg,
-        ("num_experts_per_tok", "moe_top_k"),
+        ("num_experts_per_tok", "moe_top_k", "experts_per_token"),
         where,
         required=False,
         default=2 if experts else 0,
@@ -618,13 +622,30 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         experts_per_token=topk,
         source=where,
     )
+    spec = _family_spec(cfg, model_type, where, common, layers, inter, experts)
+    try:
+        return ModelConfig(**common, **spec)
+    except EstimateError as exc:
+        raise DataFileError(f"{where}: {exc.message}", hint=exc.hint) from None
+
+
+def _family_spec(
+    cfg: dict[str, Any],
+    model_type: str,
+    where: str,
+    common: dict[str, Any],
+    layers: int,
+    inter: int,
+    experts: int,
+) -> dict[str, Any]:
+    """The fields one model family sets (architecture, MLP, norms, biases); may add MoE/MLA fields
+    to ``common``. Refuses a model_type gpuwise cannot read completely."""
     act = str(
         cfg.get("hidden_act")
         or cfg.get("activation_function")
         or cfg.get("feed_forward_proj")
         or ""
     )
-    spec: dict[str, Any]
     if model_type in ("gpt2", "gpt_neo", "gpt_bigcode"):
         spec = dict(
             arch="decoder",
@@ -660,6 +681,17 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
             dropout=bool(cfg.get("dropout_rate", 0.1)),
             flash_attention=False,
         )
+    elif model_type == "mpt":  # llm-foundry MPT: ALiBi or learned positions, no biases, LayerNorm
+        spec = dict(
+            arch="decoder",
+            gated_mlp=False,
+            bias=not cfg.get("no_bias", True),
+            norm="layernorm",
+            learned_positions=bool(cfg.get("learned_pos_emb", True)),
+            dropout=bool(cfg.get("resid_pdrop", 0.0)),
+            flash_attention=True,
+        )
+        common["tied_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
     elif model_type == "vit":
         spec = dict(
             arch="vision-transformer",
@@ -689,7 +721,7 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
             common["rope_head_dim"] = _get(cfg, ("qk_rope_head_dim",), where)
             common["head_dim"] = _get(cfg, ("qk_nope_head_dim",), where) + common["rope_head_dim"]
             common["v_head_dim"] = _get(cfg, ("v_head_dim",), where)
-            common["kv_heads"] = heads
+            common["kv_heads"] = common["heads"]
             if experts:
                 common["shared_intermediate"] = inter * (
                     _get(cfg, ("n_shared_experts",), where, required=False, default=0) or 0
@@ -703,16 +735,14 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         spec = dict(
             arch="decoder",
             gated_mlp=("gelu_new" not in act and act != "gelu") or model_type == "gemma",
-            bias=_flag(cfg, "mlp_bias", where, False),
+            # gpt-oss: biases on q/k/v/o and on the experts (gpt-oss model card, Sec. 2)
+            bias=_flag(cfg, "mlp_bias", where, False) or model_type == "gpt_oss",
             qkv_bias=model_type.startswith("qwen2") or _flag(cfg, "attention_bias", where, False),
             norm="rmsnorm",
             dropout=False,
             flash_attention=True,
         )
-    try:
-        return ModelConfig(**common, **spec)
-    except EstimateError as exc:
-        raise DataFileError(f"{where}: {exc.message}", hint=exc.hint) from None
+    return spec
 
 
 _MAX_MODEL_ARG = 4096  # PATH_MAX on Linux

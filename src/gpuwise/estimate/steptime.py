@@ -77,6 +77,9 @@ _ATTENTION_DEFAULT = 0.6
 # FlashAttention-1-era kernels (FlashAttention-1, its Triton port) take twice FlashAttention-2's time:
 # FlashAttention-2 "yield[s] around 2x speedup compared to FlashAttention" (Dao 2023, abstract).
 FLASH1_SLOWDOWN = 2.0
+# FlashAttention-3 on Hopper: "speedup on H100 GPUs by 1.5-2.0x with FP16" over FlashAttention-2
+# (Shah et al. 2024, abstract): the midpoint, 1.75x. It runs on Hopper only.
+FLASH3_SPEEDUP = 1.75
 # Memory traffic of activations: written in forward, read and gradient written in backward.
 ACTIVATION_TRAFFIC_PASSES = 3.0
 # CNNs in eager mode (conv -> BatchNorm -> ReLU, unfused): per conv the forward writes the conv output,
@@ -133,7 +136,11 @@ def achievable_matmul(gpu: GpuSpec, precision: str) -> Achievable:
 def attention_efficiency(gpu: GpuSpec, flash_version: int = 2) -> float:
     """FlashAttention's forward+backward rate as a fraction of the dense 16-bit peak."""
     eff = ATTENTION_EFFICIENCY.get(gpu.architecture or "", _ATTENTION_DEFAULT)
-    return eff / FLASH1_SLOWDOWN if flash_version == 1 else eff
+    if flash_version == 1:
+        return eff / FLASH1_SLOWDOWN
+    if flash_version == 3:
+        return eff * FLASH3_SPEEDUP
+    return eff
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,16 @@ def _candidates(wl: Workload, spec: GpuSpec, gpus: int) -> Iterator[tuple[str, d
                 "selective activation recomputation (--grad-ckpt selective)",
                 {"grad_ckpt": "selective"},
             )
+        if wl.grad_ckpt in ("none", "selective") and wl.model.is_transformer:
+            # torchtitan's partial recompute: less time than full, less memory than none
+            yield (
+                "recompute every second block (--grad-ckpt selective-layer)",
+                {"grad_ckpt": "selective-layer"},
+            )
+            yield (
+                "op-level selective recompute (--grad-ckpt selective-op)",
+                {"grad_ckpt": "selective-op"},
+            )
         if wl.grad_ckpt != "full":
             yield "full gradient checkpointing (--grad-ckpt full)", {"grad_ckpt": "full"}
         if wl.micro_batch > 1:
@@ -57,10 +67,20 @@ def _candidates(wl: Workload, spec: GpuSpec, gpus: int) -> Iterator[tuple[str, d
                         f"ZeRO-{z}{' / FSDP' if z == 3 else ''} across {gpus} GPUs (--zero {z})",
                         {"zero": z},
                     )
+        yield from _layout_candidates(wl, gpus)
         if wl.optimizer == "adamw":
             yield "8-bit AdamW (--optimizer adamw8bit)", {"optimizer": "adamw8bit"}
         if not wl.cpu_offload and wl.task not in ("lora", "qlora"):
-            yield "CPU offload of optimizer states (ZeRO-Offload)", {"cpu_offload": True}
+            yield (
+                "CPU offload of optimizer states (ZeRO-Offload) (--offload optimizer)",
+                {"offload": "optimizer"},
+            )
+        if wl.offload != "params" and wl.task not in ("lora", "qlora") and gpus > 1:
+            yield (
+                "ZeRO-3 with weights, gradients and optimizer states in CPU memory "
+                "(--zero 3 --offload params)",
+                {"zero": 3, "offload": "params"},
+            )
         if wl.task in ("finetune",) and wl.model.is_transformer:
             yield (
                 f"LoRA r={wl.lora_rank} instead of full fine-tuning (--task lora)",
@@ -84,6 +104,35 @@ def _candidates(wl: Workload, spec: GpuSpec, gpus: int) -> Iterator[tuple[str, d
                 f"tensor parallel across {gpus} GPUs (--tensor-parallel {gpus})",
                 {"tensor_parallel": gpus},
             )
+
+
+def _layout_candidates(wl: Workload, gpus: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Tensor parallelism (with sequence parallelism) and context parallelism on the same GPUs:
+    they split activations, which more data-parallel GPUs do not."""
+    m = wl.model
+    if not m.is_transformer or gpus <= 1:
+        return
+    shard = wl.non_data_parallel
+    tp = wl.tensor_parallel * 2
+    while tp <= min(8, gpus // (shard // wl.tensor_parallel)):
+        if m.heads % tp == 0 and gpus % (shard // wl.tensor_parallel * tp) == 0:
+            yield (
+                f"tensor parallel {tp} with sequence parallelism (--tensor-parallel {tp})",
+                {"tensor_parallel": tp},
+            )
+            break
+        tp *= 2
+    seq = wl.effective_seq_len
+    if seq >= 8192:
+        cp = wl.context_parallel * 2
+        while cp <= 16 and gpus % (shard // wl.context_parallel * cp) == 0:
+            if seq % cp == 0:
+                yield (
+                    f"context parallel {cp}: split each sequence over {cp} GPUs "
+                    f"(--context-parallel {cp})",
+                    {"context_parallel": cp},
+                )
+            cp *= 2
 
 
 def suggest_fixes(
@@ -125,13 +174,22 @@ def suggest_fixes(
                     changes=changes,
                 )
             )
-    software_fits = any(s.fits for s in found)
+    # LoRA/QLoRA change what is trained: they do not stand in for a fix that keeps the recipe
+    software_fits = any(s.fits and "task" not in s.changes for s in found)
     found.extend(_hardware_fixes(wl, spec, gpus, gpn, inter_gbit))
     if not software_fits and tried:  # no single setting fits on this hardware: combine them
         combo = _combine(wl, spec, gpus, gpn, inter_gbit, cal, tried, base_time)
         if combo is not None:
             found.append(combo)
-    found.sort(key=lambda s: (s.slowdown, s.per_gpu_gib))
+    # the cheapest change on the GPUs given comes first; a bigger GPU or more GPUs after
+    found.sort(
+        key=lambda s: (
+            "gpu" in s.changes or "gpus" in s.changes,
+            "task" in s.changes,
+            s.slowdown,
+            s.per_gpu_gib,
+        )
+    )
     return found
 
 
@@ -224,8 +282,10 @@ def _combine(
     tried: list[tuple[float, str, dict[str, Any], float]],
     base_time: float,
 ) -> Any:
-    """Apply the single changes cheapest-first until the workload fits; switching to LoRA/QLoRA
-    changes what is trained, so it comes last."""
+    """Apply the single changes cheapest-first until the workload fits; CPU offload (PCIe traffic,
+    host memory) comes after the on-GPU changes, and switching to LoRA/QLoRA changes what is
+    trained, so it comes last. A stronger setting of an option already chosen (full recompute after
+    selective) replaces it when it saves memory."""
     from gpuwise.estimate.estimator import Suggestion, quick_estimate
 
     merged: dict[str, Any] = {}
@@ -234,7 +294,10 @@ def _combine(
         (t for t in tried if "micro_batch" in t[2]), key=lambda t: -t[2]["micro_batch"]
     )
     mb_done = False
-    for _, fix, changes, _slow in sorted(tried, key=lambda t: ("task" in t[2], t[3], t[0])):
+    current_gib = float("inf")
+    for _, fix, changes, _slow in sorted(
+        tried, key=lambda t: ("task" in t[2], "offload" in t[2], t[3], t[0])
+    ):
         if "micro_batch" in changes:
             if mb_done:
                 continue
@@ -242,8 +305,7 @@ def _combine(
             options = mb_options  # the largest micro-batch that fits with the changes so far
         else:
             options = [(0.0, fix, changes, 0.0)]
-        if any(k in merged for k in changes):
-            continue
+        replaces = [k for k in changes if k in merged]  # a stronger setting of the same option
         chosen = None
         for _, opt_fix, opt_changes, _s in options:
             trial = {**merged, **opt_changes}
@@ -256,8 +318,13 @@ def _combine(
                 break
         if chosen is None:
             continue
+        if replaces and chosen[2].memory.per_gpu_gib >= current_gib:
+            continue
         fix_text, merged, est = chosen
-        steps.append((fix_text, {k: merged[k] for k in _chosen_keys(chosen, tried)}))
+        current_gib = est.memory.per_gpu_gib
+        keys = _chosen_keys(chosen, tried)
+        steps = [(f, ch) for f, ch in steps if not set(ch) & keys]  # the one it replaces goes
+        steps.append((fix_text, {k: merged[k] for k in keys}))
         if est.memory.fits:
             steps, est = _prune(wl, spec, gpus, gpn, inter_gbit, cal, steps, est)
             merged = {k: v for _, ch in steps for k, v in ch.items()}

@@ -41,8 +41,56 @@ PCIE_X16_GB_S = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
 # Default network bandwidth per node: 400 Gbit/s, the EFA bandwidth of an AWS p4d.24xlarge
 # (aws.amazon.com/ec2/instance-types/p4). H100 nodes often have 3200 Gbit/s (p5); pass yours.
 DEFAULT_INTER_NODE_GBIT_S = 400.0
+# The network a GPU usually has when none is given: the AWS instance type that carries it, with that
+# instance's figure from the provider page (the same figures as gpuwise/catalog/data/instance_network.csv,
+# which `plan` and `estimate --instance-type` read; a test keeps the two equal).
+TYPICAL_INSTANCE: dict[str, tuple[str, str, float]] = {
+    "B200": ("aws", "p6-b200.48xlarge", 3200.0),
+    "H200": ("aws", "p5e.48xlarge", 3200.0),
+    "H100": ("aws", "p5.48xlarge", 3200.0),
+    "A100-80GB": ("aws", "p4de.24xlarge", 400.0),
+    "A100": ("aws", "p4d.24xlarge", 400.0),
+    "V100": ("aws", "p3dn.24xlarge", 100.0),
+    "L40S": ("aws", "g6e.48xlarge", 400.0),
+    "L4": ("aws", "g6.48xlarge", 100.0),
+    "A10G": ("aws", "g5.48xlarge", 100.0),
+    "T4": ("aws", "g4dn.metal", 100.0),
+}
+# Other GPUs by generation: an NVLink-fabric Hopper/Blackwell node as the H100/B200 instances above,
+# an NVLink Ampere node as the A100's, anything else as a PCIe-card instance (g5/g6/g4dn: 100 Gbit/s).
+_GENERATION_GBIT_S = {"Hopper": 3200.0, "Blackwell": 3200.0, "Blackwell Ultra": 3200.0}
+
+
+def default_inter_node(gpu: GpuSpec) -> tuple[float, str]:
+    """(Gbit/s per node, basis in words) when no network is given: the GPU's usual instance."""
+    if gpu.name in TYPICAL_INSTANCE:
+        cloud, itype, gbit = TYPICAL_INSTANCE[gpu.name]
+        return (
+            gbit,
+            f"{gbit:g} Gbit/s per node, as {cloud} {itype} (the {gpu.name}'s usual instance; --instance-type or --inter-node-gbps to change)",
+        )
+    if gpu.has_gpu_fabric:
+        gbit = _GENERATION_GBIT_S.get(gpu.architecture, DEFAULT_INTER_NODE_GBIT_S)
+    else:
+        gbit = 100.0
+    return gbit, (
+        f"{gbit:g} Gbit/s per node, usual for a {gpu.architecture} "
+        f"{'NVLink' if gpu.has_gpu_fabric else 'PCIe'} node (--instance-type or --inter-node-gbps to change)"
+    )
+
+
 # The common 8-GPU server (NVIDIA HGX/DGX A100/H100): GPUs per node when none is given.
 DEFAULT_GPUS_PER_NODE = 8
+# GPUs that share one NVLink domain larger than an 8-GPU node: GB200 NVL72 puts 72 GPUs in one NVLink
+# domain (nvidia.com/en-us/data-center/gb200-nvl72, the figures gpuwise's GB200 row divides by 72).
+NVLINK_DOMAIN = {"GB200": 72}
+
+
+def default_gpus_per_node(gpu: GpuSpec, gpus: int) -> int:
+    """GPUs that share the NVLink/PCIe fabric when --gpus-per-node is not given."""
+    return min(gpus, NVLINK_DOMAIN.get(gpu.name, DEFAULT_GPUS_PER_NODE))
+
+
 # Selective recompute costs about a tenth of full recompute's overhead (Korthikanti et al. 2022,
 # abstract: "reduces ... execution time overhead from activation recomputation by over 90%").
 _SELECTIVE_OVERHEAD_SHARE = 0.1

@@ -17,21 +17,43 @@ from gpuwise.units import check_finite, parse_count
 Task = Literal["pretrain", "finetune", "lora", "qlora", "inference"]
 TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8"]
 Optimizer = Literal["adamw", "adamw8bit", "sgd", "adafactor"]
-GradCkpt = Literal["none", "selective", "full", "selective-op", "selective-layer"]
+GradCkpt = Literal["none", "selective", "full", "selective-op", "selective-layer", "auto"]
 LoraTargets = Literal["qv", "attn", "all-linear"]
 
 TASKS: tuple[Task, ...] = ("pretrain", "finetune", "lora", "qlora", "inference")
 PRECISIONS: tuple[TrainPrecision, ...] = ("fp32", "fp16", "bf16", "fp8")
 OPTIMIZERS: tuple[Optimizer, ...] = ("adamw", "adamw8bit", "sgd", "adafactor")
-GRAD_CKPT: tuple[GradCkpt, ...] = ("none", "selective", "full", "selective-op", "selective-layer")
+GRAD_CKPT: tuple[GradCkpt, ...] = (
+    "none",
+    "selective",
+    "full",
+    "selective-op",
+    "selective-layer",
+    "auto",
+)
 """``selective`` is Korthikanti et al.'s (Megatron: recompute the attention core only);
 ``selective-op`` and ``selective-layer`` are torchtitan's ``selective_ac_option = "op"`` (save the
 matmul and attention outputs named in its policy, recompute the rest) and ``= "2"`` (full
-recomputation of every second block); see :func:`gpuwise.estimate.memory.activation_bytes`."""
+recomputation of every second block); see :func:`gpuwise.estimate.memory.activation_bytes`.
+``auto`` is resolved by the estimator to the least of :data:`AUTO_RECOMPUTE` under which the
+configuration fits or is tight (a measured configuration taken as it ran)."""
+Offload = Literal["none", "optimizer", "gradients", "params"]
+OFFLOADS: tuple[Offload, ...] = ("none", "optimizer", "gradients", "params")
+MasterWeights = Literal["fp32", "bf16"]
+StatePrecision = Literal["fp32", "bf16"]
 LORA_TARGETS: tuple[LoraTargets, ...] = ("qv", "attn", "all-linear")
 RECOMPUTE_SEARCH: tuple[GradCkpt, ...] = ("none", "selective", "full")
-"""The recompute modes a search tries, least recompute first: the planner's settings search, and
-the measured rows whose source leaves recompute unstated."""
+"""The recompute modes the planner's settings search tries, least recompute first."""
+AUTO_RECOMPUTE: tuple[GradCkpt, ...] = (
+    "none",
+    "selective",
+    "selective-op",
+    "selective-layer",
+    "full",
+)
+"""``grad_ckpt="auto"`` (a measured configuration taken as it ran): the least recompute that fits or
+is tight, in the order of the time each mode adds — Megatron's attention core, torchtitan's op-level
+policy (0.38 of the matmuls + memory-bound work), every second block (half a forward), every block."""
 
 # Sanity bounds: beyond these a value is a typo, not a workload.
 _MAX_TOKENS = 1e16  # ~600x Llama 3's 15.6T pretraining tokens
@@ -97,21 +119,43 @@ class Workload:
     pipeline_parallel: int = 1
     """Pipeline-parallel degree (1F1B schedule)."""
     cpu_offload: bool = False
-    """Keep optimizer states (and master weights) in CPU memory (ZeRO-Offload)."""
-    fused_kernels: bool = False
+    """Keep optimizer states (and master weights) in CPU memory (ZeRO-Offload); kept equal to
+    ``offload != "none"``."""
+    offload: Offload = "none"
+    """What lives in CPU memory: ``optimizer`` (states + master weights: ZeRO-Offload), ``gradients``
+    (also the gradients), ``params`` (also the weights: FSDP ``CPUOffload(offload_params=True)``,
+    DeepSpeed ZeRO-3 ``offload_param``; needs ZeRO-3)."""
+    fused_kernels: bool | None = None
     """Fused norm and cross-entropy kernels (flash-attn/Liger/Transformer Engine, llm-foundry's default
     ``fused_crossentropy``): a norm keeps only its 16-bit input and the loss needs no fp32 copy of the
-    logits. False = Hugging Face eager (RMSNorm upcasts to fp32, cross-entropy on fp32 logits)."""
-    sequence_parallel: bool = False
+    logits. False = Hugging Face eager (RMSNorm upcasts to fp32, cross-entropy on fp32 logits).
+    None: on with tensor or pipeline parallelism (Megatron-Core with Transformer Engine), else off."""
+    sequence_parallel: bool | None = None
     """Megatron sequence parallelism with tensor parallelism: norms and dropout are split across the
-    tensor-parallel GPUs too (Korthikanti et al. 2022, Sec. 4.2.2)."""
+    tensor-parallel GPUs too (Korthikanti et al. 2022, Sec. 4.2.2). None: on with tensor parallelism
+    (Megatron-Core/NeMo recipes; torchtitan's TP plan)."""
+    context_parallel: int = 1
+    """Context-parallel degree: each GPU of a group holds ``seq_len / context_parallel`` tokens of every
+    sequence (Megatron-Core ring attention; torchtitan ``context_parallel_degree``)."""
+    expert_parallel: int = 1
+    """Expert-parallel degree: an MoE layer's routed experts are split over this many GPUs of the
+    data-parallel group (Megatron-Core ``expert_model_parallel_size``)."""
+    virtual_pipeline: int = 1
+    """Model chunks per pipeline GPU (interleaved 1F1B, Narayanan et al. 2021, Sec. 2.2.2): the bubble
+    is ``(p - 1) / (v·m)``."""
+    master_weights: MasterWeights = "fp32"
+    """Weights the optimizer updates: ``fp32`` (mixed precision keeps an fp32 master copy) or ``bf16``
+    (pure bf16: updated in place, no copy; torchtune's full fine-tune recipes)."""
+    optimizer_states: StatePrecision = "fp32"
+    """Precision of AdamW's moments (momentum, variance); 8-bit with ``optimizer="adamw8bit"``."""
     flash_attention: bool | None = None
     """Fused attention that never stores the score matrix. None: the model's default."""
-    flash_attention_version: Literal[1, 2] = 2
+    flash_attention_version: Literal[1, 2, 3] = 2
     """Generation of the fused-attention kernel: 2 = FlashAttention-2 or a kernel as fast (PyTorch SDPA,
     cuDNN/Transformer Engine fused attention); 1 = FlashAttention-1 and kernels of its time (its Triton
     port, which llm-foundry's ALiBi models ran as ``attn_impl: triton``): about half as fast
-    (:data:`gpuwise.estimate.steptime.FLASH1_SLOWDOWN`). Ignored without flash attention."""
+    (:data:`gpuwise.estimate.steptime.FLASH1_SLOWDOWN`); 3 = FlashAttention-3 (Hopper only). Ignored
+    without flash attention."""
     prompt_len: int = 512
     """Inference: prompt tokens per sequence."""
     output_len: int = 256
@@ -130,10 +174,23 @@ class Workload:
         if type(self.flash_attention_version) is not int or self.flash_attention_version not in (
             1,
             2,
+            3,
         ):
             raise InputError(
-                f"flash_attention_version={self.flash_attention_version!r} is not 1 or 2",
-                hint="give 2 (FlashAttention-2, PyTorch SDPA, cuDNN) or 1 (FlashAttention-1 era kernels)",
+                f"flash_attention_version={self.flash_attention_version!r} is not 1, 2 or 3",
+                hint="give 2 (FlashAttention-2, PyTorch SDPA, cuDNN), 1 (FlashAttention-1 era kernels) "
+                "or 3 (FlashAttention-3, Hopper)",
+            )
+        _choice(self.offload, OFFLOADS, "offload")
+        _choice(self.master_weights, ("fp32", "bf16"), "master_weights")
+        _choice(self.optimizer_states, ("fp32", "bf16"), "optimizer_states")
+        if self.cpu_offload and self.offload == "none":  # the older switch means optimizer offload
+            object.__setattr__(self, "offload", "optimizer")
+        object.__setattr__(self, "cpu_offload", self.offload != "none")
+        if self.offload == "params" and self.zero < 3 and self.task != "inference":
+            raise EstimateError(
+                "offload='params' needs sharded weights (FSDP / ZeRO-3)",
+                hint="add zero=3, or offload='optimizer'",
             )
         if self.zero not in (0, 1, 2, 3):
             raise InputError(
@@ -160,6 +217,9 @@ class Workload:
             ("lora_rank", self.lora_rank, 1 << 16),
             ("tensor_parallel", self.tensor_parallel, 1024),
             ("pipeline_parallel", self.pipeline_parallel, 1024),
+            ("context_parallel", self.context_parallel, 1024),
+            ("expert_parallel", self.expert_parallel, 1 << 16),
+            ("virtual_pipeline", self.virtual_pipeline, 1024),
             ("prompt_len", self.prompt_len, _MAX_SEQ),
             ("output_len", self.output_len, _MAX_SEQ),
         ):
@@ -209,7 +269,29 @@ class Workload:
                 f"pipeline_parallel={self.pipeline_parallel} exceeds {m.total_layers} layers",
                 hint="use at most one pipeline stage per layer",
             )
+        if self.expert_parallel > 1 and (not m.experts or m.experts % self.expert_parallel):
+            raise EstimateError(
+                f"expert_parallel={self.expert_parallel} does not divide {m.name}'s "
+                f"{m.experts} routed experts",
+                hint="expert parallelism needs an MoE model and a degree that divides its experts",
+            )
+        if self.virtual_pipeline > 1 and (
+            self.pipeline_parallel == 1
+            # Megatron-Core may count the embedding and the loss as one chunk each
+            # (account_for_embedding/loss_in_pipeline_split)
+            or self.pipeline_parallel * self.virtual_pipeline > max(m.total_layers, 1) + 2
+        ):
+            raise EstimateError(
+                f"virtual_pipeline={self.virtual_pipeline} needs pipeline_parallel > 1 and at most "
+                "one layer per model chunk",
+                hint="give pipeline_parallel > 1, or virtual_pipeline=1",
+            )
         seq = self.effective_seq_len
+        if self.context_parallel > 1 and self.is_training and seq % self.context_parallel:
+            raise EstimateError(
+                f"context_parallel={self.context_parallel} does not divide the sequence of {seq} tokens",
+                hint="pick a context-parallel degree that divides seq_len",
+            )
         if (
             m.learned_positions and seq > m.max_positions
         ):  # a learned position table has no row beyond it
@@ -253,6 +335,23 @@ class Workload:
         return min(m.max_positions or 2048, 4096)
 
     @property
+    def uses_sequence_parallel(self) -> bool:
+        if self.sequence_parallel is None:
+            return self.tensor_parallel > 1
+        return self.sequence_parallel and self.tensor_parallel > 1
+
+    @property
+    def uses_fused_kernels(self) -> bool:
+        if self.fused_kernels is None:
+            return self.tensor_parallel > 1 or self.pipeline_parallel > 1
+        return self.fused_kernels
+
+    @property
+    def non_data_parallel(self) -> int:
+        """Tensor × pipeline × context parallel: the GPUs that are not data-parallel copies."""
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+    @property
     def uses_flash_attention(self) -> bool:
         return self.model.flash_attention if self.flash_attention is None else self.flash_attention
 
@@ -284,43 +383,54 @@ def _int_option(value: str | int | float | None, flag: str) -> int | None:
     return int(v)
 
 
-def workload_from_options(
-    *,
-    model: str | None = None,
-    params: str | float | None = None,
-    task: str = "pretrain",
-    tokens: str | float | None = None,
-    samples: str | float | None = None,
-    epochs: str | float = 1.0,
-    seq_len: str | int | None = None,
-    micro_batch: str | int | None = None,
-    global_batch: str | int | None = None,
-    precision: str = "bf16",
-    optimizer: str = "adamw",
-    zero: str | int = 0,
-    grad_ckpt: str | None = None,
-    lora_rank: str | int = 16,
-    lora_targets: str = "all-linear",
-    tensor_parallel: str | int = 1,
-    pipeline_parallel: str | int = 1,
-    cpu_offload: bool = False,
-    flash_attention: bool | None = None,
-    prompt_len: str | int = 512,
-    output_len: str | int = 256,
-    requests: str | float | None = None,
-) -> Workload:
-    """Build a :class:`Workload` from CLI-style values (``"7B"``, ``"2e12"``, ``"300k"``)."""
+_SWITCHES = {"auto": None, "on": True, "off": False}
+
+
+def _switch(value: object, name: str) -> bool | None:
+    """``auto | on | off`` (or a bool / None from Python) → None / True / False."""
+    if value is None or isinstance(value, bool):
+        return value
+    v = str(value).strip().lower()
+    if v not in _SWITCHES:
+        raise InputError(
+            f"unknown {name} {value!r}",
+            hint="use auto, on or off",
+            suggestions=did_you_mean(v, _SWITCHES),
+        )
+    return _SWITCHES[v]
+
+
+def _count_option(value: object, name: str) -> float | None:
+    if value is None:
+        return None
+    return parse_count(value, name, allow_zero=False)  # type: ignore[arg-type]
+
+
+def workload_from_options(**options: str | float | bool | ModelConfig | None) -> Workload:
+    """Build a :class:`Workload` from option values as people type them (``"7B"``, ``"2e12"``,
+    ``"300k"``, ``"on"``), named as in :data:`gpuwise.estimate.options.WORKLOAD_OPTIONS` (the one
+    table the CLI flags are generated from). Options left out take that table's defaults."""
+    from gpuwise.estimate.options import resolve_options
+
+    o = resolve_options(options)
+    params = o["params"]
     n_params = parse_count(params, "params", allow_zero=False) if params is not None else None
     if n_params is not None:
         check_finite(n_params, "params", maximum=1e15)
-    cfg = resolve_model(model, n_params)
+    model = o["model"]
+    cfg = (
+        model
+        if isinstance(model, ModelConfig)  # a shape already read (the measured set, a planner)
+        else resolve_model(None if model is None else str(model), n_params)
+    )
     notes: list[str] = []
     if model is None:
         notes.append(
             f"shape assumed Llama-like for {cfg.name} (hidden {cfg.hidden}, "
             f"{cfg.layers} layers): give --model for exact activation memory"
         )
-    t = _choice(task, TASKS, "task")
+    t = _choice(str(o["task"]), TASKS, "task")
+    grad_ckpt = o["grad_ckpt"]
     if grad_ckpt is None:
         # QLoRA recipes checkpoint activations: QLoRA paper (Dettmers et al. 2023) Sec. 4 and PEFT's
         # prepare_model_for_kbit_training(use_gradient_checkpointing=True) default.
@@ -329,30 +439,46 @@ def workload_from_options(
             notes.append(
                 "qlora: gradient checkpointing on (full), as QLoRA recipes do; --grad-ckpt none to change"
             )
-    mb = _int_option(micro_batch, "micro_batch")
+    master = _choice(str(o["master_weights"]), ("fp32", "bf16"), "master_weights")
+    states = _choice(str(o["optimizer_states"]), ("auto", "fp32", "bf16"), "optimizer_states")
+    kernel = _choice(str(o["attention_kernel"]), ("flash1", "flash2", "flash3"), "attention_kernel")
+    offload = _choice(str(o["offload"]), OFFLOADS, "offload")
+    if o["cpu_offload"] and offload == "none":
+        offload = "optimizer"
+    mb = _int_option(o["micro_batch"], "micro_batch")
+
+    def whole(name: str) -> int:
+        return _int_option(o[name], name) or 0
+
     return Workload(
         model=cfg,
         task=t,  # type: ignore[arg-type]
-        tokens=parse_count(tokens, "tokens", allow_zero=False) if tokens is not None else None,
-        samples=parse_count(samples, "samples", allow_zero=False) if samples is not None else None,
-        epochs=parse_count(epochs, "epochs", allow_zero=False),
-        seq_len=_int_option(seq_len, "seq_len"),
+        tokens=_count_option(o["tokens"], "tokens"),
+        samples=_count_option(o["samples"], "samples"),
+        epochs=parse_count(o["epochs"], "epochs", allow_zero=False),
+        seq_len=_int_option(o["seq_len"], "seq_len"),
         micro_batch=mb if mb is not None else 1,
-        global_batch=_int_option(global_batch, "global_batch"),
-        precision=_choice(precision, PRECISIONS, "precision"),  # type: ignore[arg-type]
-        optimizer=_choice(optimizer, OPTIMIZERS, "optimizer"),  # type: ignore[arg-type]
-        zero=_int_option(zero, "zero") or 0,
-        grad_ckpt=_choice(grad_ckpt, GRAD_CKPT, "grad_ckpt"),  # type: ignore[arg-type]
-        lora_rank=_int_option(lora_rank, "lora_rank") or 0,
-        lora_targets=_choice(lora_targets, LORA_TARGETS, "lora_targets"),  # type: ignore[arg-type]
-        tensor_parallel=_int_option(tensor_parallel, "tensor_parallel") or 0,
-        pipeline_parallel=_int_option(pipeline_parallel, "pipeline_parallel") or 0,
-        cpu_offload=cpu_offload,
-        flash_attention=flash_attention,
-        prompt_len=_int_option(prompt_len, "prompt_len") or 0,
-        output_len=_int_option(output_len, "output_len") or 0,
-        requests=parse_count(requests, "requests", allow_zero=False)
-        if requests is not None
-        else None,
+        global_batch=_int_option(o["global_batch"], "global_batch"),
+        precision=_choice(str(o["precision"]), PRECISIONS, "precision"),  # type: ignore[arg-type]
+        optimizer=_choice(str(o["optimizer"]), OPTIMIZERS, "optimizer"),  # type: ignore[arg-type]
+        zero=whole("zero"),
+        grad_ckpt=_choice(str(grad_ckpt), GRAD_CKPT, "grad_ckpt"),  # type: ignore[arg-type]
+        lora_rank=whole("lora_rank"),
+        lora_targets=_choice(str(o["lora_targets"]), LORA_TARGETS, "lora_targets"),  # type: ignore[arg-type]
+        tensor_parallel=whole("tensor_parallel"),
+        pipeline_parallel=whole("pipeline_parallel"),
+        context_parallel=whole("context_parallel"),
+        expert_parallel=whole("expert_parallel"),
+        virtual_pipeline=whole("virtual_pipeline"),
+        sequence_parallel=_switch(o["sequence_parallel"], "sequence_parallel"),
+        fused_kernels=_switch(o["fused_kernels"], "fused_kernels"),
+        offload=offload,  # type: ignore[arg-type]
+        master_weights=master,  # type: ignore[arg-type]
+        optimizer_states=(master if states == "auto" else states),  # type: ignore[arg-type]
+        flash_attention=_switch(o["flash_attention"], "flash_attention"),
+        flash_attention_version=int(kernel[-1]),  # type: ignore[arg-type]
+        prompt_len=whole("prompt_len"),
+        output_len=whole("output_len"),
+        requests=_count_option(o["requests"], "requests"),
         notes=tuple(notes),
     )

@@ -1,0 +1,378 @@
+"""Step-time parts of a training step, communication, and the inference prefill/decode model.
+
+The formulas are described in :mod:`.steptime` and ``docs/estimate.md``; :mod:`.estimator` puts them
+together into an :class:`~gpuwise.estimate.result.Estimate`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gpuwise.errors import EstimateError
+from gpuwise.estimate.calibration import GpuCalibration
+from gpuwise.estimate.memory import (
+    SELECTIVE_LAYER_EVERY,
+    activation_bytes,
+    kv_cache_bytes,
+    layer_activation_bytes,
+    trainable_params,
+    weight_bytes_per_param,
+)
+from gpuwise.estimate.steptime import (
+    ACTIVATION_TRAFFIC_PASSES,
+    CNN_TRAIN_TRAFFIC_PASSES,
+    DEFAULT_BANDWIDTH_FRACTION,
+    OPTIMIZER_TRAFFIC_BYTES,
+    QLORA_DEQUANT_FACTOR,
+    StepParts,
+    achievable_matmul,
+    attention_efficiency,
+)
+from gpuwise.estimate.throughput import (
+    PCIE_X16_GB_S,
+    SELECTIVE_OP_MATMUL_SHARE,
+    Network,
+    allreduce_seconds,
+    attention_flops_per_token,
+    forward_flops_per_token,
+    peak_flops,
+    recompute_factor,
+    training_flops_per_token,
+)
+from gpuwise.estimate.workload import DEFAULT_PRETRAIN_BATCH_TOKENS, Workload
+from gpuwise.hardware import GpuSpec
+from gpuwise.units import BYTES_PER_GIB
+
+if TYPE_CHECKING:
+    pass
+from gpuwise.estimate.result import InferenceEstimate
+
+
+def calibrated_mfu(
+    wl: Workload, gpu: GpuSpec, cal: GpuCalibration | None, adapter: float
+) -> tuple[float, str] | None:
+    """A calibrated MFU (measured by the user) for this workload, or None (the step-time model applies)."""
+    m = wl.model
+    seq = wl.effective_seq_len
+    rf = recompute_factor(m, seq, wl.task, wl.grad_ckpt, adapter)
+    rc = "" if rf == 1.0 else f"; × {rf:.2f} for {wl.grad_ckpt} recompute"
+    if cal is not None and wl.is_training:
+        by_model = cal.mfu_by_model.get(m.name.lower())
+        if by_model is not None:
+            return (
+                by_model * rf,
+                f"calibrated: measured MFU {by_model:.0%} for {m.name} on {gpu.name}{rc}",
+            )
+        if cal.mfu is not None:
+            return cal.mfu * rf, f"calibrated: measured MFU {cal.mfu:.0%} on {gpu.name}{rc}"
+    return None
+
+
+def default_global_batch(wl: Workload, dp: int) -> int:
+    if wl.global_batch is not None:
+        # each data-parallel rank runs whole micro-batches: a step is micro_batch × dp × accumulation
+        per_step = wl.micro_batch * dp
+        return math.ceil(wl.global_batch / per_step) * per_step
+    if wl.task == "pretrain" and wl.model.arch in ("decoder", "encoder-decoder", "encoder"):
+        seqs = math.ceil(DEFAULT_PRETRAIN_BATCH_TOKENS / wl.effective_seq_len)
+        per_step = wl.micro_batch * dp
+        return max(per_step, math.ceil(seqs / per_step) * per_step)
+    return wl.micro_batch * dp
+
+
+def compute_precision(wl: Workload, spec: GpuSpec) -> tuple[str, str | None]:
+    """(peak to use, note): fp32 convolutions run in TF32 where PyTorch defaults to it."""
+    if wl.precision == "fp32" and spec.peak_tf32_tflops:
+        if wl.model.arch == "cnn":
+            return "tf32", (
+                f"fp32 on {spec.name}: convolutions run on TF32 tensor cores (PyTorch default "
+                "torch.backends.cudnn.allow_tf32=True); estimated at the TF32 peak"
+            )
+        return "fp32", (
+            f"fp32 on {spec.name}: PyTorch runs matmuls in full FP32 by default; "
+            "torch.set_float32_matmul_precision('high') uses TF32 tensor cores (several times faster)"
+        )
+    return wl.precision, None
+
+
+def rates(
+    wl: Workload, spec: GpuSpec, cal: GpuCalibration | None, prec: str
+) -> tuple[float, float, float, float, str]:
+    """(matmul FLOP/s, 16-bit matmul FLOP/s, 16-bit peak FLOP/s, memory bytes/s, basis) on one GPU."""
+    ach = achievable_matmul(spec, prec)
+    frac, basis = ach.fraction, f"matmuls at {ach.fraction:.0%} of the {prec} peak ({ach.basis})"
+    if cal is not None and cal.matmul_efficiency.get(prec):
+        frac = cal.matmul_efficiency[prec]
+        basis = f"matmuls at {frac:.0%} of the {prec} peak (calibrated on this GPU)"
+    peak = spec.peak_tflops(prec) if prec == "tf32" else None
+    mm = (peak * 1e12 if peak else peak_flops(spec, prec)) * frac
+    p16 = "bf16" if spec.peak_bf16_tflops else "fp16"
+    mm16, peak16 = mm, mm / frac
+    if prec == "fp8":  # what fp8 does not cover runs in 16 bit
+        ach16 = achievable_matmul(spec, p16)
+        f16 = (cal.matmul_efficiency.get(p16) if cal is not None else None) or ach16.fraction
+        peak16 = peak_flops(spec, p16)
+        mm16 = peak16 * f16
+    bw_frac = DEFAULT_BANDWIDTH_FRACTION
+    if cal is not None and cal.memory_bandwidth_efficiency is not None:
+        bw_frac = cal.memory_bandwidth_efficiency
+    bw = (spec.memory_bandwidth_tb_s or 0.0) * 1e12 * bw_frac
+    if bw <= 0:
+        raise EstimateError(
+            f"{spec.name}: no memory bandwidth figure", hint="add it to your gpus.csv"
+        )
+    return mm, mm16, peak16, bw, basis
+
+
+def train_parts(
+    wl: Workload,
+    spec: GpuSpec,
+    gpus: int,
+    dp: int,
+    cal: GpuCalibration | None,
+    prec: str,
+    factor: float,
+    attention_factor: float,
+    adapter: float,
+) -> tuple[StepParts, int, str]:
+    """Step-time parts (see :mod:`.steptime`), global batch, and the basis in words."""
+    m = wl.model
+    seq = wl.effective_seq_len
+    gb = default_global_batch(wl, dp)
+    tokens = gb * (seq if m.arch != "cnn" else 1)
+    tp, pp = wl.tensor_parallel, wl.pipeline_parallel
+    tok_gpu = tokens / gpus
+    mm, mm16, peak16, bw, basis = rates(wl, spec, cal, prec)
+    act_b = 4.0 if wl.precision == "fp32" else 2.0
+    if m.arch == "cnn" or not m.is_transformer:
+        flops = training_flops_per_token(m, 1, wl.task, adapter) * tok_gpu
+        matmul = flops / mm
+        per_sample = activation_bytes(wl) / max(1, wl.micro_batch)
+        memory = CNN_TRAIN_TRAFFIC_PASSES * per_sample * tok_gpu / bw
+        attention = 0.0
+        recompute = matmul / 3 + memory / 3 if wl.grad_ckpt == "full" else 0.0
+    else:
+        n = m.matmul_params
+        mm_flops = (4.0 * n + 6.0 * adapter) if wl.task in ("lora", "qlora") else 6.0 * n
+        if prec == "fp8":  # only the blocks' linear layers run in fp8
+            covered = (
+                min(1.0, (m.linear_params - (m.total_params - m.active_params)) / n) if n else 0.0
+            )
+            matmul = mm_flops * tok_gpu * (covered / mm + (1 - covered) / mm16)
+        else:
+            matmul = mm_flops * tok_gpu / mm
+        attn_flops = attention_flops_per_token(m, seq) * tok_gpu
+        flash = wl.uses_flash_attention
+        causal = m.arch == "decoder"
+        per_tok_layer = layer_activation_bytes(m, 1, 1, tp=tp, flash=True, act_bytes=act_b)
+        traffic = per_tok_layer * m.total_layers * tok_gpu * tp  # tokens each GPU's layers see
+        if flash:
+            attention = (
+                attn_flops
+                * (0.5 if causal else 1.0)
+                / (peak16 * attention_efficiency(spec, wl.flash_attention_version))
+            )
+        else:  # score matrix written and read: 4 passes forward, 4 backward (assumption)
+            attention = attn_flops / mm16
+            traffic += (
+                8
+                * act_b
+                * m.heads
+                / tp
+                * seq
+                * m.total_layers
+                * tok_gpu
+                * tp
+                / ACTIVATION_TRAFFIC_PASSES
+            )
+        if m.has_lm_head:
+            traffic += m.vocab / tp * (act_b + 8.0) * tok_gpu * tp / pp
+        memory = ACTIVATION_TRAFFIC_PASSES * traffic / bw
+        recompute = 0.0
+        if (
+            wl.grad_ckpt == "full"
+        ):  # the forward pass again: a third of fwd+bwd attention and traffic
+            recompute = 2.0 * n * tok_gpu / (mm if prec != "fp8" else mm16) + memory / 3
+            attention *= 4 / 3
+        elif wl.grad_ckpt == "selective":  # the attention core again (Korthikanti et al. 2022)
+            attention *= 4 / 3
+        elif wl.grad_ckpt == "selective-layer":  # every second block's forward again (torchtitan)
+            recompute = (
+                2.0 * n * tok_gpu / (mm if prec != "fp8" else mm16) + memory / 3
+            ) / SELECTIVE_LAYER_EVERY
+            attention *= 1 + 1 / (3 * SELECTIVE_LAYER_EVERY)
+        elif wl.grad_ckpt == "selective-op":  # the unsaved matmuls and all memory-bound ops again
+            recompute = (
+                2.0 * n * tok_gpu * SELECTIVE_OP_MATMUL_SHARE / (mm if prec != "fp8" else mm16)
+                + memory / 3
+            )
+    dequant = 0.0
+    if wl.task == "qlora":
+        dequant = (QLORA_DEQUANT_FACTOR - 1.0) * (matmul + attention + memory + recompute)
+    train = trainable_params(wl) / (tp * pp) / (dp if wl.zero >= 1 else 1)
+    optimizer = train * OPTIMIZER_TRAFFIC_BYTES.get(wl.optimizer, 28.0) / bw
+    parts = StepParts(
+        matmul_s=matmul,
+        attention_s=attention,
+        memory_s=memory,
+        recompute_s=recompute,
+        dequant_s=dequant,
+        optimizer_s=optimizer,
+        framework_factor=factor,
+        attention_factor=attention_factor,
+    )
+    return parts, gb, basis
+
+
+def comm_and_bubble(
+    wl: Workload, gpu: GpuSpec, dp: int, net: Network, compute: float, gb: int
+) -> tuple[float, float]:
+    """(exposed communication seconds, compute seconds with the pipeline bubble) for one step."""
+    m = wl.model
+    seq = wl.effective_seq_len
+    accum = max(1.0, gb / (wl.micro_batch * dp))
+    if wl.pipeline_parallel > 1:
+        # 1F1B bubble (p-1)/m, interleaved (p-1)/(v·m) (Narayanan et al. 2021, Sec. 2.2.1-2.2.2)
+        compute *= 1 + (wl.pipeline_parallel - 1) / (accum * wl.virtual_pipeline)
+    shard = wl.non_data_parallel
+    grad_b = 4.0 if wl.precision == "fp32" or wl.task == "lora" else 2.0
+    comm = 0.0
+    if dp > 1:
+        dp_net = replace(net, gpus_per_node=max(1, net.gpus_per_node // shard))
+        if wl.zero >= 3:
+            weights = m.total_params / shard * weight_bytes_per_param(wl)
+            comm = 1.5 * allreduce_seconds(weights, dp, dp_net) * accum
+            hidden_by = compute
+        else:
+            comm = allreduce_seconds(trainable_params(wl) / shard * grad_b, dp, dp_net)
+            hidden_by = compute / accum * 2 / 3  # the last micro-batch's backward pass
+        comm = max(0.0, comm - hidden_by)
+    if wl.tensor_parallel > 1 and m.is_transformer:
+        act_b = 4.0 if wl.precision == "fp32" else 2.0
+        per = allreduce_seconds(
+            wl.micro_batch * seq * m.hidden * act_b,
+            wl.tensor_parallel,
+            replace(net, gpus_per_node=max(net.gpus_per_node, 1)),
+        )
+        comm += 4 * per * m.total_layers / wl.pipeline_parallel * accum
+    if wl.expert_parallel > 1 and m.experts:
+        # token dispatch and combine: 2 all-to-alls forward, 2 backward per MoE block of the tokens'
+        # top-k copies (Megatron-Core alltoall dispatcher); a GPU sends (ep-1)/ep of them
+        act_b = 4.0 if wl.precision == "fp32" else 2.0
+        ep = wl.expert_parallel
+        tokens = wl.micro_batch * seq / wl.context_parallel
+        volume = tokens * m.experts_per_token * m.hidden * act_b * (ep - 1) / ep
+        bw = (
+            net.intra_node_gb_s
+            if ep * wl.tensor_parallel <= net.gpus_per_node
+            else net.inter_node_gb_s / max(1, net.gpus_per_node)
+        )
+        moe_layers = (m.layers - m.dense_layers) / wl.pipeline_parallel
+        comm += 4 * volume / (bw * 1e9) * moe_layers * accum
+    if wl.offload != "none":
+        # ZeRO-Offload: 16-bit gradients down and weights up over PCIe each step; parameter
+        # offload also brings the weights up for every forward and backward pass (FSDP CPUOffload)
+        pcie = PCIE_X16_GB_S.get(gpu.pcie_gen or 4, 31.5) * 1e9
+        per_gpu = (
+            trainable_params(wl)
+            / (wl.tensor_parallel * wl.pipeline_parallel)
+            / (dp * wl.context_parallel)
+        )
+        passes = 2.0 + (2.0 * accum if wl.offload == "params" else 0.0)
+        comm += passes * per_gpu * 2.0 / pcie
+    return comm, compute
+
+
+def inference_step(
+    wl: Workload,
+    gpu: GpuSpec,
+    peak: float,
+    mfu_c: float,
+    cal: GpuCalibration | None,
+    capacity_bytes: float,
+    fixed_bytes: float,
+    net: Network,
+    act_s: float = 0.0,
+    layer_overhead_s: float = 0.0,
+) -> tuple[InferenceEstimate, float]:
+    """Prefill and decode separately. Prefill is compute-bound (or reads the weights once, whichever
+    is longer); a decode step reads the weights (the experts a batch routes to) and the KV cache at
+    the achievable bandwidth, or computes, whichever is longer, plus the tensor-parallel all-reduces.
+    Every forward pass also pays ``layer_overhead_s`` per layer: kernel launches and small kernels that
+    neither roofline sees (fitted to measured serving rows, :func:`~gpuwise.estimate.measured.fit_layer_overhead`)."""
+    m = wl.model
+    passes = m.total_layers * layer_overhead_s if m.is_transformer else 0.0
+    b, p, o = wl.micro_batch, wl.prompt_len, wl.output_len
+    tp = wl.tensor_parallel * wl.pipeline_parallel
+    if cal is not None and cal.memory_bandwidth_efficiency is not None:
+        eff_bw = cal.memory_bandwidth_efficiency
+        bw_basis = f"calibrated: {eff_bw:.0%} of the datasheet bandwidth"
+    else:
+        eff_bw = DEFAULT_BANDWIDTH_FRACTION
+        bw_basis = (
+            f"{eff_bw:.0%} of the datasheet bandwidth (assumed achievable; calibrate with "
+            "`gpuwise bench --calibrate`)"
+        )
+    bw = (gpu.memory_bandwidth_tb_s or 0.0) * 1e12 * eff_bw
+    if bw <= 0:
+        raise EstimateError(
+            f"{gpu.name}: no memory bandwidth figure", hint="add it to your gpus.csv"
+        )
+    weights = m.total_params * weight_bytes_per_param(wl) / tp
+    if not wl.is_generative:  # one forward pass per request: max(compute, reading the weights)
+        n_in = wl.input_len
+        flops = b * (
+            forward_flops_per_token(m, n_in) * n_in
+            if m.arch != "cnn"
+            else forward_flops_per_token(m, 1)
+        )
+        t_cmp, t_mem = flops / (tp * peak * mfu_c) + act_s, weights / bw
+        step = max(t_cmp, t_mem) + passes
+        est = InferenceEstimate(
+            prefill_tokens_per_second=b * n_in / step,
+            decode_tokens_per_second=0.0,
+            time_to_first_token_s=step,
+            latency_per_output_token_ms=step * 1000,
+            decode_bound="memory" if t_mem >= t_cmp else "compute",
+            kv_cache_gib_per_sequence=0.0,
+            max_batch_that_fits=0,
+            bandwidth_basis=bw_basis,
+        )
+        return est, step
+    prefill_flops = b * p * forward_flops_per_token(m, p / 2)
+    ttft = max(prefill_flops / (tp * peak * mfu_c), weights / bw) + passes
+    if m.experts:  # a decode step reads the experts its batch routes to: at most all of them
+        active = m.active_params * weight_bytes_per_param(wl) / tp
+        weights = min(weights, active * b)
+    kv_avg = kv_cache_bytes(wl) * (p + o / 2) / (p + o)
+    t_mem = (weights + kv_avg) / bw
+    t_cmp = b * forward_flops_per_token(m, p + o / 2) / (tp * peak * mfu_c)
+    step = max(t_mem, t_cmp) + passes
+    if wl.tensor_parallel > 1 and m.is_transformer:
+        # 2 all-reduces of the b x h hidden state per layer per token (Megatron-LM, Shoeybi et al. 2019,
+        # Sec. 3); bandwidth term only: per-collective latency is not modelled
+        act_b = 4.0 if wl.precision == "fp32" else 2.0
+        per = allreduce_seconds(b * m.hidden * act_b, wl.tensor_parallel, net)
+        step += 2 * m.total_layers / wl.pipeline_parallel * per
+        ttft += (
+            2
+            * m.total_layers
+            / wl.pipeline_parallel
+            * allreduce_seconds(b * p * m.hidden * act_b, wl.tensor_parallel, net)
+        )
+    kv_seq = kv_cache_bytes(wl, batch=1)
+    free = capacity_bytes - fixed_bytes
+    max_b = int(free // kv_seq) if kv_seq > 0 and free > 0 else (0 if free <= 0 else 1 << 20)
+    est = InferenceEstimate(
+        prefill_tokens_per_second=b * p / ttft if ttft > 0 else math.inf,
+        decode_tokens_per_second=b / step,
+        time_to_first_token_s=ttft,
+        latency_per_output_token_ms=step * 1000,
+        decode_bound="memory" if t_mem >= t_cmp else "compute",
+        kv_cache_gib_per_sequence=kv_seq / BYTES_PER_GIB,
+        max_batch_that_fits=max(0, min(max_b, 1 << 20)),
+        bandwidth_basis=bw_basis,
+    )
+    return est, step
