@@ -114,7 +114,7 @@ def _exported_names() -> set[str]:
         collector = GpuCollector(PriceBook(price_usd_per_hour=1))
         reader = FakeGpuReader.from_scenario(scenario)
         for _ in range(5):
-            collector.update(reader.read())
+            collector.update(reader.read(), pods={})  # {}: a kubelet that assigned nothing
         for fam in collector.collect():
             names.update(s.name for s in fam.samples)
     return names
@@ -143,6 +143,33 @@ def test_dashboard_panels_query_series_that_exist() -> None:
         for target in panel["targets"]:
             unknown = _metric_names(target["expr"]) - known
             assert not unknown, (panel["title"], unknown)
+
+
+def test_every_dollar_panel_shows_the_observed_share() -> None:
+    """Dollars count only observed minutes: each dollar figure carries how much was observed, the
+    idle share is a ratio (0-1, not a count of GPUs), and MIG instances count as idle too."""
+    dash = json.loads((DEPLOY / "grafana/gpuwise-dashboard.json").read_text())
+    dollar = [
+        p
+        for p in dash["panels"]
+        if p.get("fieldConfig", {}).get("defaults", {}).get("unit") == "currencyUSD"
+    ]
+    assert len(dollar) >= 3
+    for panel in dollar:
+        shares = [t for t in panel["targets"] if "gpu_samples:1m" in t["expr"]]
+        assert shares, panel["title"]
+        overrides = panel["fieldConfig"]["overrides"]
+        assert any(
+            o["matcher"]["options"] == shares[0]["refId"]
+            and {"id": "unit", "value": "percentunit"} in o["properties"]
+            for o in overrides
+        ), panel["title"]
+    idle = next(p for p in dash["panels"] if p["title"].startswith("Idle GPU share"))
+    assert idle["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    assert "/ count(" in idle["targets"][0]["expr"]
+    alloc_idle = next(p for p in dash["panels"] if p["title"].startswith("Allocated but idle"))
+    assert "mig_activity" in alloc_idle["targets"][0]["expr"]
+    assert any("Activity definition" in p["title"] for p in dash["panels"])
 
 
 def test_rules_use_only_series_that_exist() -> None:
