@@ -30,7 +30,7 @@ from gpuwise.monitor.metrics import DCGM_LABELS, DCGM_MIG_LABELS, GPU_METRICS, M
 from gpuwise.monitor.nvml import GpuReader
 from gpuwise.monitor.podresources import PodDevice, PodResourcesClient
 from gpuwise.monitor.pricing import PriceBook
-from gpuwise.monitor.snapshot import ProcessSample, Snapshot
+from gpuwise.monitor.snapshot import GpuSample, ProcessSample, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ GPU_LABELS = ("gpu", "uuid", "model", "host")
 MIG_LABELS = ("mig_uuid", "gpu_instance", "profile")
 K8S_LABELS = ("namespace", "pod", "container", "pod_uid", "container_id")
 PROC_LABELS = ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid")
+DCGM_ALL_LABELS = (*DCGM_LABELS, "DCGM_FI_DRIVER_VERSION", *DCGM_MIG_LABELS)
 PRICE_LABELS = ("price_source", "instance_type", "region", "capacity_type")
 MAX_PROCESS_SERIES = 64
 """Per-process series kept per GPU (largest memory first); the rest are counted in
@@ -55,6 +56,20 @@ def command_label(command: str | None, mode: ProcessCommand) -> str:
     if mode == "executable":
         return command.split(maxsplit=1)[0].rsplit("/", 1)[-1][:64]
     return "sha256:" + hashlib.sha256(command.encode()).hexdigest()[:12]
+
+
+class _ExactFamily(Metric):
+    """A family whose samples carry exactly its name: dcgm-exporter's counters have no
+    ``_total`` suffix (``DCGM_FI_DEV_PCIE_REPLAY_COUNTER``), which prometheus_client's
+    CounterMetricFamily would add; its dashboards query the bare names."""
+
+    def __init__(self, name: str, doc: str, kind: str, labels: Sequence[str]) -> None:
+        super().__init__(name, doc, kind)
+        self.name = name  # Metric() strips a counter's _total; DCGM names have none anyway
+        self._labelnames = tuple(labels)
+
+    def add_metric(self, labels: Sequence[str], value: float) -> None:
+        self.add_sample(self.name, dict(zip(self._labelnames, labels, strict=True)), value)
 
 
 def _family(name: str, kind: str, doc: str, labels: Sequence[str]) -> Metric:
@@ -143,8 +158,10 @@ class GpuCollector(Collector):
         )
         ts.add_metric([], snap.timestamp_s)
         yield ts
-        yield from self._gpu_families(snap)
-        yield from self._mig_families(snap)
+        twins = self._dcgm_families() if self.dcgm_compat else {}
+        yield from self._gpu_families(snap, twins)
+        yield from self._mig_families(snap, twins)
+        yield from twins.values()
         yield from self._process_families(snap)
         yield from self._assignment_families(snap, pods)
         yield from self._cost_families(snap)
@@ -173,32 +190,33 @@ class GpuCollector(Collector):
         start.add_metric([], self.start_time_s)
         yield from (exp_reads, exp_err, nvml_err, start)
 
-    def _gpu_families(self, snap: Snapshot) -> Iterator[Metric]:
+    def _dcgm_families(self) -> dict[str, Metric]:
+        """One family per DCGM name, shared by whole-GPU and MIG samples (a MIG sample fills
+        GPU_I_ID / GPU_I_PROFILE; a whole-GPU sample leaves them empty, i.e. absent)."""
+        fams: dict[str, Metric] = {}
+        rows = [(d.help, d.dcgm) for d in GPU_METRICS] + [(d.help, d.dcgm) for d in MIG_METRICS]
+        for doc, twins in rows:
+            for t in twins:
+                if t.name not in fams:
+                    # a counter is declared untyped: prometheus_client would name a counter's
+                    # TYPE/HELP lines `…_total`, and DCGM's names have no suffix
+                    fams[t.name] = _ExactFamily(
+                        t.name,
+                        f"{doc} In {t.unit} (dcgm-exporter name).",
+                        "gauge" if t.kind == "gauge" else "unknown",
+                        DCGM_ALL_LABELS,
+                    )
+        return fams
+
+    def _gpu_families(self, snap: Snapshot, twins: dict[str, Metric]) -> Iterator[Metric]:
         info = InfoMetricFamily(
             "gpuwise_gpu", "Static facts about each GPU.", labels=[*GPU_LABELS, "driver_version"]
         )
         fams = [_family(d.name, d.kind, d.help, (*GPU_LABELS, *d.labels)) for d in GPU_METRICS]
-        twins: dict[str, Metric] = {}
-        if self.dcgm_compat:
-            for d in GPU_METRICS:
-                for t in d.dcgm:
-                    twins[t.name] = _family(
-                        t.name,
-                        t.kind,
-                        f"{d.help} In {t.unit}, for dcgm-exporter dashboards and alerts.",
-                        (*DCGM_LABELS, "DCGM_FI_DRIVER_VERSION"),
-                    )
         for g in snap.gpus:
             lv = [str(g.index), g.uuid, g.name, snap.host]
             info.add_metric([*lv, snap.driver_version or ""], {})
-            dl = [
-                str(g.index),
-                g.uuid,
-                f"nvidia{g.index}",
-                g.name,
-                snap.host,
-                snap.driver_version or "",
-            ]
+            dl = [*_dcgm_gpu(g, snap), "", ""]
             for d, fam in zip(GPU_METRICS, fams, strict=True):
                 for extra, value in d.read(g):  # unsupported → no sample, never a sentinel
                     fam.add_metric([*lv, *extra], value)  # type: ignore[attr-defined]
@@ -207,32 +225,23 @@ class GpuCollector(Collector):
                             twins[t.name].add_metric(dl, value * t.scale)  # type: ignore[attr-defined]
         yield info
         yield from fams
-        yield from twins.values()
 
-    def _mig_families(self, snap: Snapshot) -> Iterator[Metric]:
+    def _mig_families(self, snap: Snapshot, twins: dict[str, Metric]) -> Iterator[Metric]:
         fams = [_family(d.name, d.kind, d.help, (*GPU_LABELS, *MIG_LABELS)) for d in MIG_METRICS]
-        twins: dict[str, Metric] = {}
-        if self.dcgm_compat:
-            for d in MIG_METRICS:
-                for t in d.dcgm:
-                    twins[t.name] = _family(
-                        t.name, t.kind, f"{d.help} In {t.unit}.", (*DCGM_LABELS, *DCGM_MIG_LABELS)
-                    )
         for g in snap.gpus:
             lv = [str(g.index), g.uuid, g.name, snap.host]
-            dl = [str(g.index), g.uuid, f"nvidia{g.index}", g.name, snap.host]
             for m in g.mig_devices:
                 gi = "" if m.gpu_instance_id is None else str(m.gpu_instance_id)
                 ml = [*lv, m.uuid, gi, m.profile or ""]
+                dl = [*_dcgm_gpu(g, snap), gi, m.profile or ""]
                 for d, fam in zip(MIG_METRICS, fams, strict=True):
                     value = d.read(m)
                     if value is None:
                         continue
                     fam.add_metric(ml, float(value))  # type: ignore[attr-defined]
                     for t in d.dcgm if twins else ():
-                        twins[t.name].add_metric([*dl, gi, m.profile or ""], value * t.scale)  # type: ignore[attr-defined]
+                        twins[t.name].add_metric(dl, value * t.scale)  # type: ignore[attr-defined]
         yield from fams
-        yield from twins.values()
 
     def _process_families(self, snap: Snapshot) -> Iterator[Metric]:
         alloc = GaugeMetricFamily(
@@ -345,6 +354,11 @@ class GpuCollector(Collector):
                 seen.add(g.name)
                 node.add_metric([snap.host, g.name, *pl], 1.0)
         yield from (cost, node)
+
+
+def _dcgm_gpu(g: GpuSample, snap: Snapshot) -> list[str]:
+    """dcgm-exporter's label values for a GPU: gpu, UUID, device, modelName, Hostname, driver."""
+    return [str(g.index), g.uuid, f"nvidia{g.index}", g.name, snap.host, snap.driver_version or ""]
 
 
 def _k8s(p: ProcessSample) -> list[str]:
