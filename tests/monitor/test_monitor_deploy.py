@@ -225,6 +225,9 @@ _MODELS = {
     "DaemonSet": "V1DaemonSet",
     "Service": "V1Service",
     "PriorityClass": "V1PriorityClass",
+    "ServiceAccount": "V1ServiceAccount",
+    "ClusterRole": "V1ClusterRole",
+    "ClusterRoleBinding": "V1ClusterRoleBinding",
 }
 KUBECTL = shutil.which("kubectl")
 
@@ -273,7 +276,10 @@ def _render(overlay: str | None) -> dict[str, dict[str, Any]]:
     return docs
 
 
-@pytest.mark.parametrize("overlay", [None, "gke", "gpu-operator"])
+OVERLAYS = [None, "gke", "gpu-operator", "pod-resources", "privileged"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -> None:
     docs = _render(overlay)
     assert set(docs) == set(_MODELS)
@@ -286,22 +292,27 @@ def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -
         <= ds["spec"]["template"]["metadata"]["labels"].items()
     )
     assert docs["Service"]["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
-    assert pod["hostPID"] is True  # NVML reports host PIDs
-    # hostPID is outside Pod Security "baseline": the namespace must allow it
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert ds["metadata"]["namespace"] == ns["metadata"]["name"]
     # a plain priority class (system-node-critical is refused outside kube-system without a quota)
     assert pod["priorityClassName"] == pc["metadata"]["name"] != "system-node-critical"
+    # the service account the RBAC binding names, allowed to read nodes (for --node-info auto)
+    assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
+    assert docs["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
+    ]
     container = pod["containers"][0]
-    assert container["securityContext"]["runAsNonRoot"] is True
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    assert container["ports"][0]["containerPort"] == 9835 and "0.0.0.0" in container["args"]
+    args = container["args"]
+    assert container["ports"][0]["containerPort"] == 9835 and "0.0.0.0" in args
+    assert args[args.index("--node-info") + 1] == "auto"  # priced by the node's instance type
+    assert "--process-command" not in args  # no command line becomes a label
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
     keys = {e["key"] for t in terms for e in t["matchExpressions"]}
+    enforce = ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
     if overlay == "gke":
         assert keys == {"cloud.google.com/gke-accelerator"}  # GKE's stock GPU node label
         mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -311,10 +322,29 @@ def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -
             == "/home/kubernetes/bin/nvidia"
         )
         assert env["LD_LIBRARY_PATH"]["value"] == "/usr/local/nvidia/lib64"
+        assert enforce == "privileged"
     elif overlay == "gpu-operator":
         assert pod["runtimeClassName"] == "nvidia" and keys == {"nvidia.com/gpu.present"}
+        assert enforce == "baseline"
+    elif overlay == "pod-resources":
+        sock = args[args.index("--pod-resources-socket") + 1]
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert sock.startswith("/var/lib/kubelet/pod-resources/")
+        assert mounts["/var/lib/kubelet/pod-resources"]["readOnly"] is True
+        assert "hostPID" not in pod and enforce == "privileged"
+    elif overlay == "privileged":
+        assert pod["hostPID"] is True and enforce == "privileged"
     else:
-        assert keys == {"cloud.google.com/gke-accelerator", "nvidia.com/gpu.present"}
+        # with GPU Feature Discovery (its label) and without it (NFD's PCI vendor label, the
+        # clouds' own GPU node labels)
+        assert {
+            "nvidia.com/gpu.present",
+            "feature.node.kubernetes.io/pci-10de.present",
+            "cloud.google.com/gke-accelerator",
+            "kubernetes.azure.com/accelerator",
+            "karpenter.k8s.aws/instance-gpu-manufacturer",
+        } <= keys
+        assert "hostPID" not in pod and enforce == "baseline"
 
 
 def test_podmonitor_selects_the_exporter_pods() -> None:
@@ -344,15 +374,11 @@ def test_exporter_image_command_runs_in_a_plain_venv() -> None:
     user = re.search(r"^USER (\S+)$", text, re.M)
     assert user is not None and user.group(1) not in ("root", "0")
     code = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    assert (
-        "torch" not in code
-        and "[" not in code.split("pip install --no-cache-dir .")[1].split("\n")[0]
-    )
+    pip_line = code.split("pip install --no-cache-dir ", 2)[2].split("\n")[0]
+    assert "torch" not in code and pip_line == '".[exporter-k8s]"'  # grpcio only, no torch
     assert "COPY src ./src" in code
-    assert (
-        entry == ["gpuwise"]
-        and cmd == _render(None)["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
-    )
+    ds_args = _render(None)["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert entry == ["gpuwise"] and ds_args == [*cmd, "--node-info", "auto"]
     import sys
 
     r = subprocess.run(
