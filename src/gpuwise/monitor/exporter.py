@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry
@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from gpuwise import __version__
 from gpuwise.errors import InputError
+from gpuwise.monitor.httpserver import BoundedHTTPServer
 from gpuwise.monitor.metrics import DCGM_LABELS, DCGM_MIG_LABELS, GPU_METRICS, MIG_METRICS
 from gpuwise.monitor.nvml import GpuReader
 from gpuwise.monitor.podresources import PodDevice, PodResourcesClient
@@ -40,6 +41,8 @@ K8S_LABELS = ("namespace", "pod", "container", "pod_uid", "container_id")
 PROC_LABELS = ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid")
 DCGM_ALL_LABELS = (*DCGM_LABELS, "DCGM_FI_DRIVER_VERSION", *DCGM_MIG_LABELS)
 PRICE_LABELS = ("price_source", "instance_type", "region", "capacity_type")
+WRITE_TIMEOUT_S = 10.0
+"""How long a reply may take to write before the connection is dropped."""
 MAX_PROCESS_SERIES = 64
 """Per-process series kept per GPU (largest memory first); the rest are counted in
 ``gpuwise_exporter_process_series_dropped`` so a fork bomb cannot blow up Prometheus."""
@@ -448,6 +451,8 @@ def _handler(
         )
 
         def do_GET(self) -> None:
+            # headers are in (their deadline is the server's); the reply gets its own timeout
+            self.connection.settimeout(WRITE_TIMEOUT_S)
             path = self.path.split("?", 1)[0]
             gzipped = False
             if path == "/metrics":
@@ -490,14 +495,6 @@ def _handler(
     return Handler
 
 
-class _Server(ThreadingHTTPServer):
-    """The HTTP server with a listen backlog for many concurrent scrapers (the standard library's
-    default of 5 dropped connections at 16 concurrent scrapers)."""
-
-    request_queue_size = 1024
-    daemon_threads = True
-
-
 class Exporter:
     """``gpuwise exporter`` as a library object: start, serve, stop.
 
@@ -516,6 +513,7 @@ class Exporter:
         registry: CollectorRegistry | None = None,
         collector: GpuCollector | None = None,
         pods: PodResourcesClient | None = None,
+        http_workers: int = 8,
     ) -> None:
         """``collector`` carries the rendering options (process command mode, DCGM names);
         ``pods`` reads the kubelet's GPU assignments on every GPU read."""
@@ -536,13 +534,16 @@ class Exporter:
         self.pods = pods
         self.sampler = Sampler(reader, self.collector, interval_s, pods)
         try:
-            self.server = _Server((host, port), _handler(self.registry, self.collector, interval_s))
+            self.server = BoundedHTTPServer(
+                (host, port),
+                _handler(self.registry, self.collector, interval_s),
+                workers=http_workers,
+            )
         except OSError as exc:
             raise InputError(
                 f"cannot listen on {host}:{port}: {exc.strerror}",
                 hint="pick another --port or stop what uses it",
             ) from exc
-        self.server.daemon_threads = True
         self._thread: threading.Thread | None = None
         self._prepared = False
 
