@@ -509,5 +509,7 @@ def _print_report(rep: Any, html: Path | None) -> None:
             else f", saves {money(r.saving_usd_per_month)}/month"
         )
         out.print(f"• [bold]{r.action}[/bold] ({r.host} GPU {r.gpu_index}{saves}): {r.reason}")
+    for warning in rep.warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning}")
     if html is not None:
         out.print(f"HTML report: {html}")
