@@ -195,3 +195,35 @@ def test_nvidia_dcgm_dashboard_queries_return_data(scraped: tuple[str, Exporter,
         query="DCGM_FI_DEV_FB_USED * 1048576 - on (gpu) gpuwise_gpu_memory_used_bytes",
     )
     assert fb["data"]["result"] and all(abs(float(r["value"][1])) < 1 for r in fb["data"]["result"])
+
+
+def test_observed_share_and_every_dashboard_query_on_a_real_prometheus(
+    scraped: tuple[str, Exporter, float],
+) -> None:
+    """Nothing failed here, so the observed share is 1 per GPU and fleet-wide (the join of `up`
+    with the GPU series works on real target labels); every query of the gpuwise dashboard is
+    valid PromQL, and the dollar and observed-share panels have data."""
+    from tests.monitor.conftest import wait_for
+
+    base, _, _ = scraped
+
+    def shares() -> list[Any] | None:
+        doc = _api(base, "/api/v1/query", query="gpuwise:gpu_observed_share:1d")
+        result = doc["data"]["result"] if doc else []
+        return result if len(result) == 2 else None
+
+    for r in wait_for(shares, 30, "the observed share of both GPUs"):
+        assert float(r["value"][1]) == pytest.approx(1.0)
+    groups = _api(base, "/api/v1/rules")["data"]["groups"]
+    assert all(r.get("lastError", "") == "" for g in groups for r in g["rules"]), groups
+    dash = json.loads((REPO / "deploy/grafana/gpuwise-dashboard.json").read_text())
+    with_data = 0
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            q = target["expr"].replace("$host", ".*")
+            doc = _api(base, "/api/v1/query", query=q)
+            assert doc is not None and doc["status"] == "success", (panel["title"], q)
+            if panel.get("fieldConfig", {}).get("defaults", {}).get("unit") == "currencyUSD":
+                assert doc["data"]["result"], (panel["title"], q)
+            with_data += bool(doc["data"]["result"])
+    assert with_data >= 20
