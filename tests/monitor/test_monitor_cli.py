@@ -125,6 +125,11 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
             ["exporter", "--fake", "idle", "--port", "0", "--instance-type", "p9.huge"],
             "instance type 'p9.huge' is not",
         ),
+        (["exporter", "--fake", "idle", "--once", "--node-info", "cloud"], "--node-info must be"),
+        (
+            ["exporter", "--fake", "idle", "--once", "--process-command", "full"],
+            "--process-command must be one of off, executable, hash",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(cli: Any, args: list[str], needle: str) -> None:
