@@ -96,6 +96,7 @@ def exporter(
         str,
         typer.Option(
             "--node-info",
+            metavar="MODE",
             help="Where to learn this node's instance type, region and capacity type for its "
             "price: off, kubernetes (the Node's labels through the API server), metadata (the "
             "cloud's metadata service) or auto (both). Settings (--instance-type, "
@@ -114,6 +115,7 @@ def exporter(
         str,
         typer.Option(
             "--process-command",
+            metavar="MODE",
             help="The command label of per-process series: off (default: command lines can hold "
             "secrets), executable (program name only) or hash (a short SHA-256).",
         ),
@@ -122,6 +124,7 @@ def exporter(
         str | None,
         typer.Option(
             "--pod-resources-socket",
+            metavar="PATH",
             help="The kubelet's pod-resources socket (/var/lib/kubelet/pod-resources/kubelet.sock):"
             " which pod each GPU is assigned to, without hostPID. Needs gpuwise[exporter-k8s].",
         ),
