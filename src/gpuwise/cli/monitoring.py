@@ -96,7 +96,7 @@ def exporter(
         str,
         typer.Option(
             "--node-info",
-            metavar="MODE",
+            metavar="<off|kubernetes|metadata|auto>",
             help="Where to learn this node's instance type, region and capacity type for its "
             "price: off, kubernetes (the Node's labels through the API server), metadata (the "
             "cloud's metadata service) or auto (both). Settings (--instance-type, "
@@ -115,7 +115,7 @@ def exporter(
         str,
         typer.Option(
             "--process-command",
-            metavar="MODE",
+            metavar="<off|executable|hash>",
             help="The command label of per-process series: off (default: command lines can hold "
             "secrets), executable (program name only) or hash (a short SHA-256).",
         ),
