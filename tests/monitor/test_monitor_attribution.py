@@ -156,3 +156,23 @@ def test_dcgm_compat_names_carry_dcgm_units_and_labels() -> None:
         {k: v / 1e6 for k, v in clock.items()}
     )
     assert "DCGM_FI_DEV_GPU_UTIL" not in _families(GpuCollector())  # only with --dcgm-compat
+
+
+def test_dcgm_names_carry_the_pod_of_an_assigned_gpu() -> None:
+    """As dcgm-exporter's --kubernetes mode does: a GPU assigned to a container gets its
+    namespace/pod/container labels on the DCGM series (what OpenCost's `container!=""` GPU
+    queries select); an unassigned GPU has none."""
+    reader = FakeGpuReader.from_scenario("idle")
+    snap = reader.read()
+    gpu1 = snap.gpus[1].uuid
+    collector = GpuCollector(dcgm_compat=True)
+    collector.update(
+        snap, pods={gpu1: (PodDevice("ml", "train-0", "trainer", "nvidia.com/gpu", gpu1),)}
+    )
+    util = {s.labels["gpu"]: s.labels for s in _families(collector)["DCGM_FI_DEV_GPU_UTIL"]}
+    assert (util["1"]["namespace"], util["1"]["pod"], util["1"]["container"]) == (
+        "ml",
+        "train-0",
+        "trainer",
+    )
+    assert util["0"]["pod"] == ""

@@ -39,7 +39,16 @@ GPU_LABELS = ("gpu", "uuid", "model", "host")
 MIG_LABELS = ("mig_uuid", "gpu_instance", "profile")
 K8S_LABELS = ("namespace", "pod", "container", "pod_uid", "container_id")
 PROC_LABELS = ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid")
-DCGM_ALL_LABELS = (*DCGM_LABELS, "DCGM_FI_DRIVER_VERSION", *DCGM_MIG_LABELS)
+DCGM_ALL_LABELS = (
+    *DCGM_LABELS,
+    "DCGM_FI_DRIVER_VERSION",
+    *DCGM_MIG_LABELS,
+    "namespace",
+    "pod",
+    "container",
+)
+"""dcgm-exporter's labels; with its --kubernetes mode (here: --pod-resources-socket) a device
+assigned to containers gets one series per container, labelled namespace/pod/container."""
 PRICE_LABELS = ("price_source", "instance_type", "region", "capacity_type")
 WRITE_TIMEOUT_S = 10.0
 """How long a reply may take to write before the connection is dropped."""
@@ -162,8 +171,8 @@ class GpuCollector(Collector):
         ts.add_metric([], snap.timestamp_s)
         yield ts
         twins = self._dcgm_families() if self.dcgm_compat else {}
-        yield from self._gpu_families(snap, twins)
-        yield from self._mig_families(snap, twins)
+        yield from self._gpu_families(snap, twins, pods or {})
+        yield from self._mig_families(snap, twins, pods or {})
         yield from twins.values()
         yield from self._process_families(snap)
         yield from self._assignment_families(snap, pods)
@@ -211,7 +220,12 @@ class GpuCollector(Collector):
                     )
         return fams
 
-    def _gpu_families(self, snap: Snapshot, twins: dict[str, Metric]) -> Iterator[Metric]:
+    def _gpu_families(
+        self,
+        snap: Snapshot,
+        twins: dict[str, Metric],
+        pods: Mapping[str, tuple[PodDevice, ...]],
+    ) -> Iterator[Metric]:
         info = InfoMetricFamily(
             "gpuwise_gpu", "Static facts about each GPU.", labels=[*GPU_LABELS, "driver_version"]
         )
@@ -219,31 +233,40 @@ class GpuCollector(Collector):
         for g in snap.gpus:
             lv = [str(g.index), g.uuid, g.name, snap.host]
             info.add_metric([*lv, snap.driver_version or ""], {})
-            dl = [*_dcgm_gpu(g, snap), "", ""]
+            dls = _dcgm_label_sets([*_dcgm_gpu(g, snap), "", ""], pods.get(g.uuid, ()))
             for d, fam in zip(GPU_METRICS, fams, strict=True):
                 for extra, value in d.read(g):  # unsupported → no sample, never a sentinel
                     fam.add_metric([*lv, *extra], value)  # type: ignore[attr-defined]
                     for t in d.dcgm if twins else ():
                         if t.when == extra:
-                            twins[t.name].add_metric(dl, value * t.scale)  # type: ignore[attr-defined]
+                            for dl in dls:
+                                twins[t.name].add_metric(dl, value * t.scale)  # type: ignore[attr-defined]
         yield info
         yield from fams
 
-    def _mig_families(self, snap: Snapshot, twins: dict[str, Metric]) -> Iterator[Metric]:
+    def _mig_families(
+        self,
+        snap: Snapshot,
+        twins: dict[str, Metric],
+        pods: Mapping[str, tuple[PodDevice, ...]],
+    ) -> Iterator[Metric]:
         fams = [_family(d.name, d.kind, d.help, (*GPU_LABELS, *MIG_LABELS)) for d in MIG_METRICS]
         for g in snap.gpus:
             lv = [str(g.index), g.uuid, g.name, snap.host]
             for m in g.mig_devices:
                 gi = "" if m.gpu_instance_id is None else str(m.gpu_instance_id)
                 ml = [*lv, m.uuid, gi, m.profile or ""]
-                dl = [*_dcgm_gpu(g, snap), gi, m.profile or ""]
+                dls = _dcgm_label_sets(
+                    [*_dcgm_gpu(g, snap), gi, m.profile or ""], pods.get(m.uuid, ())
+                )
                 for d, fam in zip(MIG_METRICS, fams, strict=True):
                     value = d.read(m)
                     if value is None:
                         continue
                     fam.add_metric(ml, float(value))  # type: ignore[attr-defined]
                     for t in d.dcgm if twins else ():
-                        twins[t.name].add_metric(dl, value * t.scale)  # type: ignore[attr-defined]
+                        for dl in dls:
+                            twins[t.name].add_metric(dl, value * t.scale)  # type: ignore[attr-defined]
         yield from fams
 
     def _process_families(self, snap: Snapshot) -> Iterator[Metric]:
@@ -362,6 +385,14 @@ class GpuCollector(Collector):
 def _dcgm_gpu(g: GpuSample, snap: Snapshot) -> list[str]:
     """dcgm-exporter's label values for a GPU: gpu, UUID, device, modelName, Hostname, driver."""
     return [str(g.index), g.uuid, f"nvidia{g.index}", g.name, snap.host, snap.driver_version or ""]
+
+
+def _dcgm_label_sets(base: list[str], held: tuple[PodDevice, ...]) -> list[list[str]]:
+    """One label set per container holding the device (dcgm-exporter repeats the device's value
+    for each), or one without pod labels when none does."""
+    if not held:
+        return [[*base, "", "", ""]]
+    return [[*base, d.namespace, d.pod, d.container] for d in held]
 
 
 def _k8s(p: ProcessSample) -> list[str]:
