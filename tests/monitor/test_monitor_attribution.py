@@ -176,3 +176,17 @@ def test_dcgm_names_carry_the_pod_of_an_assigned_gpu() -> None:
         "trainer",
     )
     assert util["0"]["pod"] == ""
+
+
+def test_metric_table_rows_are_consistent() -> None:
+    """Each row's name ends in its base unit (Prometheus naming), counters are named without
+    `_total` (the client adds it), and the help names the row's first DCGM twin."""
+    from gpuwise.monitor.metrics import GPU_METRICS, MIG_METRICS
+
+    rows = [*GPU_METRICS, *MIG_METRICS]
+    assert len({d.name for d in rows}) == len(rows)
+    for d in rows:
+        assert d.unit == "1" or d.name.endswith("_" + d.unit), d.name
+        assert not d.name.endswith("_total"), d.name
+        if d.dcgm:
+            assert d.dcgm[0].name in d.help, d.name
