@@ -113,8 +113,13 @@ def _exported_names() -> set[str]:
     for scenario in ("idle", "xid", "mig", "thermal"):
         collector = GpuCollector(PriceBook(price_usd_per_hour=1))
         reader = FakeGpuReader.from_scenario(scenario)
+        from gpuwise.monitor.podresources import PodDevice
+
         for _ in range(5):
-            collector.update(reader.read(), pods={})  # {}: a kubelet that assigned nothing
+            snap = reader.read()
+            ids = [m.uuid for g in snap.gpus for m in g.mig_devices] or [snap.gpus[0].uuid]
+            pod = PodDevice("ns", "pod", "c", "nvidia.com/gpu", ids[0])
+            collector.update(snap, pods={ids[0]: (pod,)})  # the kubelet assigned one device
         for fam in collector.collect():
             names.update(s.name for s in fam.samples)
     return names
