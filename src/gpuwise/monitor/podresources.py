@@ -91,41 +91,37 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, bytes | int]]:
             raise ValueError(f"unsupported wire type {wire}")
 
 
-def _text(value: bytes | int) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else ""
+def _group(buf: bytes) -> dict[int, list[bytes]]:
+    """The length-delimited fields (strings, bytes, messages) of one message, by field number;
+    varint and fixed-size fields are skipped (none of the fields read here is one)."""
+    out: dict[int, list[bytes]] = {}
+    for number, wire, value in _fields(buf):
+        if wire == 2 and isinstance(value, bytes):
+            out.setdefault(number, []).append(value)
+    return out
+
+
+def _text(fields: dict[int, list[bytes]], number: int) -> str:
+    values = fields.get(number)
+    return values[-1].decode("utf-8") if values else ""  # proto3: the last one wins
 
 
 def parse_list_response(data: bytes) -> tuple[PodDevice, ...]:
     """Decode a ``ListPodResourcesResponse`` into its devices (every resource, not only GPUs)."""
     out: list[PodDevice] = []
-    for n, _, pod_buf in _fields(data):
-        if n != 1 or not isinstance(pod_buf, bytes):
-            continue
-        name = namespace = ""
-        containers: list[bytes] = []
-        for pn, _, v in _fields(pod_buf):
-            if pn == 1:
-                name = _text(v)
-            elif pn == 2:
-                namespace = _text(v)
-            elif pn == 3 and isinstance(v, bytes):
-                containers.append(v)
-        for c_buf in containers:
-            cname = ""
-            devices: list[bytes] = []
-            for cn, _, v in _fields(c_buf):
-                if cn == 1:
-                    cname = _text(v)
-                elif cn == 2 and isinstance(v, bytes):
-                    devices.append(v)
-            for d_buf in devices:
-                resource, ids = "", []
-                for dn, _, v in _fields(d_buf):
-                    if dn == 1:
-                        resource = _text(v)
-                    elif dn == 2:
-                        ids.append(_text(v))
-                out += [PodDevice(namespace, name, cname, resource, i) for i in ids]
+    for pod_buf in _group(data).get(1, []):
+        pod = _group(pod_buf)
+        name, namespace = _text(pod, 1), _text(pod, 2)
+        for container_buf in pod.get(3, []):
+            container = _group(container_buf)
+            cname = _text(container, 1)
+            for device_buf in container.get(2, []):
+                device = _group(device_buf)
+                resource = _text(device, 1)
+                out += [
+                    PodDevice(namespace, name, cname, resource, i.decode("utf-8"))
+                    for i in device.get(2, [])
+                ]
     return tuple(out)
 
 
