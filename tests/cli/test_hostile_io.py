@@ -40,7 +40,8 @@ def test_a_reader_that_stops_early_is_not_an_error(args: list[str]) -> None:
         p.stdout.close()
         err = p.stderr.read().decode()
         assert p.wait(timeout=120) == 0, err
-    assert err == ""
+    # nothing but, at most, the price-age warning (the bundled Azure rows are undated)
+    assert err == "" or err.startswith("warning: some prices have no date")
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")

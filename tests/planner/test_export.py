@@ -132,15 +132,15 @@ def test_skypilot_export_validates_and_carries_the_ranking() -> None:
     assert doc["file_mounts"]["/checkpoints"] == {"name": "my-ckpts", "mode": "MOUNT_CACHED"}
     # torchrun is gpuwise run's job; the VM gets gpuwise and the user's code from setup and workdir
     assert doc["run"] == "gpuwise run --nproc-per-node 8 -- python train.py --lr 3e-4"
-    assert (
-        doc["workdir"] == "."
-        and "GPUWISE_PIP_SPEC" in doc["setup"]
-        and "gpuwise[train]==" in doc["setup"]
-    )
+    # never an unpublished release pin: the override, else the wheel shipped in the workdir
+    assert doc["workdir"] == "." and "GPUWISE_PIP_SPEC" in doc["setup"]
+    assert "gpuwise[train]==" not in doc["setup"] and ".gpuwise-dist/gpuwise-*.whl" in doc["setup"]
     assert "requirements.txt" in doc["setup"]
-    assert (
-        doc["resources"]["job_recovery"]["max_restarts_on_errors"] == 0
-    )  # a failing program is not relaunched
+    # a clean preemption (exit 75) is a recovery; other failures get a small restart budget
+    recovery = doc["resources"]["job_recovery"]
+    assert recovery["recover_on_exit_codes"] == [75] and recovery["max_restarts_on_errors"] == 2
+    # one node: nothing to ask of the network
+    assert all("network_tier" not in c for c in ordered)
     assert yaml.safe_load(to_yaml(doc)) == doc
     validate_skypilot(skypilot_task(plan, mode="any_of", command="bash run.sh"))
 
@@ -157,6 +157,39 @@ def test_skypilot_multi_node_candidates_share_the_node_count() -> None:
         "p4d.24xlarge",
         "p4d.24xlarge",
     ]
+    # the EFA instances' times assume EFA: SkyPilot attaches it only with network_tier: best;
+    # A2 runs on plain TCP (nothing to ask for)
+    tiers = {c["instance_type"]: c.get("network_tier") for c in doc["resources"]["ordered"]}
+    assert tiers == {"p5.48xlarge": "best", "p4d.24xlarge": "best", "a2-highgpu-8g": None}
+    assert doc["resources"]["job_recovery"]["recover_on_exit_codes"] == [75]
+
+
+def test_network_tier_standard_times_the_default_network_and_asks_for_nothing() -> None:
+    best = make_plan(objective="time", billings=("on-demand",))
+    standard = make_plan(objective="time", billings=("on-demand",), network_tier="standard")
+    p5 = next(o for o in best.options if o.instance_type == "p5.48xlarge" and o.nodes == 2)
+    p5_std = next(o for o in standard.options if o.instance_type == "p5.48xlarge" and o.nodes == 2)
+    assert p5.network_tier == "best" and p5_std.network_tier == "standard"
+    assert p5_std.network_fabric == "unknown"  # default network not published: conservative 10
+    doc = skypilot_task(standard)
+    assert all("network_tier" not in c for c in doc["resources"]["ordered"])
+
+
+def test_run_arguments_expand_variables_and_settings_reach_the_job() -> None:
+    plan = make_plan(billings=("on-demand",), max_nodes=1)
+    doc = skypilot_task(plan, command='python train.py --checkpoint-dir "$GPUWISE_CHECKPOINT_DIR"')
+    # as written: the launcher's shell expands the variable (it was single-quoted before)
+    assert doc["run"].endswith('-- python train.py --checkpoint-dir "$GPUWISE_CHECKPOINT_DIR"')
+    import subprocess
+
+    out = subprocess.run(
+        ["bash", "-c", doc["run"].replace("gpuwise run --nproc-per-node 8 --", "echo")],
+        env={"GPUWISE_CHECKPOINT_DIR": "/checkpoints", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == "python train.py --checkpoint-dir /checkpoints"
 
 
 def test_skypilot_itself_accepts_the_export(tmp_path: Path) -> None:
@@ -181,15 +214,22 @@ def test_k8s_single_node_is_a_job() -> None:
         "nodeSelectorTerms"
     ]
     keys = {e["key"]: e["values"] for t in terms for e in t["matchExpressions"]}
+    # any one label schedules the pod: GKE's, GPU Feature Discovery's, or (no GFD) the instance type
     assert keys == {
         "cloud.google.com/gke-accelerator": ["nvidia-tesla-a100"],
         "nvidia.com/gpu.product": ["NVIDIA-A100-SXM4-40GB"],
+        "node.kubernetes.io/instance-type": [plan.winner.instance_type],
     }
+    assert len(terms) == 3  # separate terms are ORed
+    assert (
+        pod["securityContext"]["fsGroup"] == 1000
+    )  # the image's non-root trainer writes /checkpoints
     assert (
         "preferredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["nodeAffinity"]
     )  # spot won
     assert pod["terminationGracePeriodSeconds"] == grace_period_seconds(plan.winner)
-    assert pod["terminationGracePeriodSeconds"] >= 60
+    # spot won: the grace fits AWS's two-minute notice
+    assert 60 <= pod["terminationGracePeriodSeconds"] <= 120
     assert container["command"][-1] == "exec gpuwise run --nproc-per-node 8 -- python train.py"
     assert container["image"] == "ghcr.io/me/train:1"
     default = k8s_manifest(plan)["spec"]["template"]["spec"]["containers"][0]["image"]
@@ -202,10 +242,33 @@ def test_k8s_single_node_is_a_job() -> None:
 
 def test_grace_period_covers_the_checkpoint_write() -> None:
     # 50 GiB at 0.1 GB/s = 537 s → 1.5 × 537 + 30 = 836 s
-    plan = make_plan(checkpoint_gib=50, checkpoint_bandwidth_gb_s=0.1, max_nodes=1)
+    plan = make_plan(
+        checkpoint_gib=50, checkpoint_bandwidth_gb_s=0.1, max_nodes=1, billings=("on-demand",)
+    )
     assert plan.winner is not None and plan.winner.checkpoint_hours is not None
     write_s = 50 * 2**30 / 0.1e9
     assert grace_period_seconds(plan.winner) == pytest.approx(1.5 * write_s + 30, abs=1)
+    # on spot the node goes after the provider's notice whatever the pod asks: AWS gives 120 s
+    spot = make_plan(
+        checkpoint_gib=50, checkpoint_bandwidth_gb_s=0.1, max_nodes=1, billings=("spot",)
+    )
+    assert spot.winner is not None and spot.winner.cloud == "aws"
+    assert grace_period_seconds(spot.winner) == 120
+
+
+def test_the_checkpoint_claim_is_shared_only_with_read_write_many() -> None:
+    from kubernetes.client import V1PersistentVolumeClaim
+
+    from gpuwise.planner.export import k8s_checkpoint_pvc
+
+    multi = make_plan(objective="time", billings=("on-demand",), checkpoint_gib=40)
+    single = make_plan(billings=("on-demand",), checkpoint_gib=40, max_nodes=1)
+    for p, mode in ((multi, "ReadWriteMany"), (single, "ReadWriteOnce")):
+        claim = k8s_checkpoint_pvc(p)
+        strict_model(claim, V1PersistentVolumeClaim)
+        assert claim["spec"]["accessModes"] == [mode]
+        assert claim["spec"]["resources"]["requests"]["storage"] == "120Gi"  # three checkpoints
+        assert claim["metadata"]["name"] == k8s_manifest(p)["metadata"]["name"] + "-checkpoints"
 
 
 def test_k8s_multi_node_is_a_pytorchjob() -> None:
@@ -252,3 +315,41 @@ def test_exporting_an_empty_plan_says_why() -> None:
         skypilot_task(plan)
     with pytest.raises(PlanError):
         k8s_manifest(plan)
+
+
+def test_the_job_reads_back_what_the_export_sets() -> None:
+    from gpuwise.errors import InputError
+    from gpuwise.planner import job_settings
+    from gpuwise.planner.export import settings_env
+
+    plan = make_plan(billings=("on-demand",), max_nodes=1)
+    w = plan.options[0]
+    # the toy model has no settings: give the winner some, as the estimator's search does
+    import dataclasses
+
+    w = dataclasses.replace(
+        w,
+        settings={
+            "zero": 3,
+            "recompute": "selective",
+            "micro_batch": 2,
+            "accumulation": 8,
+            "global_batch": 128,
+            "data_parallel": 8,
+            "tensor_parallel": 1,
+            "text": "ZeRO-3, selective recompute, micro-batch 2 × 8 acc. × 8 GPUs = 128",
+        },
+    )
+    env = settings_env(w)
+    s = job_settings(env)
+    assert (s.zero, s.recompute, s.micro_batch, s.accumulation) == (3, "selective", 2, 8)
+    assert (s.global_batch, s.data_parallel, s.checkpoint_dir) == (128, 8, "/checkpoints")
+    assert s.micro_batch * s.accumulation * s.data_parallel == s.global_batch
+    k8s_env = {
+        e["name"]: e["value"]
+        for e in k8s_manifest(plan)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert set(k8s_env) >= {"GPUWISE_CHECKPOINT_DIR"}
+    assert job_settings({}).micro_batch is None
+    with pytest.raises(InputError, match="GPUWISE_ZERO"):
+        job_settings({"GPUWISE_ZERO": "three"})

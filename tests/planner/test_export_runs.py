@@ -3,9 +3,10 @@ empty folder holding only the synced ``workdir``, in a fresh virtualenv, with th
 variables set; ``examples/train_tiny.py`` must train to its end.
 
 The virtualenv sees the test interpreter's site-packages (torch, numpy, typer, ...) through a
-``.pth`` line, so nothing is downloaded; gpuwise itself is installed from this source tree through
-``GPUWISE_PIP_SPEC`` (``--no-deps --no-build-isolation <tree>``), the variable the setup honours
-instead of the pinned release. A command the export names that does not exist fails the test.
+``.pth`` line, so nothing is downloaded; gpuwise itself is installed by the export's *default*
+setup, with no override: from the wheel the export writes into the workdir (``.gpuwise-dist/``),
+the way ``gpuwise plan --export skypilot`` does. A command the export names that does not exist
+fails the test.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import pytest
 
 from gpuwise.catalog import Offer
 from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
-from gpuwise.planner.export import skypilot_task
+from gpuwise.planner.export import WHEEL_DIR, skypilot_task
+from gpuwise.planner.wheel import write_wheel
 
 from .toy import NO_STARTUP, ToyModel
 
@@ -77,7 +79,8 @@ def _env(venv: Path, extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
-    env["GPUWISE_PIP_SPEC"] = f"--no-deps --no-build-isolation --no-index {shlex.quote(str(ROOT))}"
+    env.pop("GPUWISE_PIP_SPEC", None)  # the default setup: no override
+    env["PIP_NO_INDEX"] = "1"  # everything it needs is already there; a download would be a bug
     env.update(extra)
     return env
 
@@ -94,6 +97,7 @@ def _names_exist(script: str, env: dict[str, str]) -> None:
 
 
 def _setup(task: dict[str, object], workdir: Path, env: dict[str, str]) -> None:
+    write_wheel(workdir, WHEEL_DIR)  # what the CLI export does next to the task
     r = subprocess.run(
         ["bash", "-c", str(task["setup"])],
         cwd=workdir,

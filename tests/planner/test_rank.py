@@ -318,3 +318,83 @@ def test_bad_requests_are_input_errors() -> None:
     ):
         with pytest.raises(InputError):
             PlanRequest(**kwargs)  # type: ignore[arg-type]
+
+
+# Within the cheapest option's p10–p90 cost band, ≥30% more speed wins, then fewer nodes.
+# 100 GPU-hours at speed 1 (A100) or 3 (H100): 1×A100 100 h at $1.00/h = $100;
+# 1×H100 33.3 h. H100 price sets its cost.
+@pytest.mark.parametrize(
+    ("h100_price", "band", "winner"),
+    [
+        (2.9, 0.2, "H100"),  # $96.7: cheaper outright
+        (3.3, 0.2, "H100"),  # $110 ≤ $120 (the A100's p90), 3× faster: within the band, wins
+        (3.3, None, "A100"),  # no error range: the cheapest stays first
+        (3.3, 0.05, "A100"),  # $110 > $105: outside the band
+    ],
+)
+def test_the_cheapest_gives_way_to_a_much_faster_option_within_its_error_band(
+    h100_price: float, band: float | None, winner: str
+) -> None:
+    offers = [
+        offer("aws", "us-east-1", "a", "A100", 1, 1.0),
+        offer("aws", "us-east-1", "h", "H100", 1, h100_price),
+    ]
+    plan = plan_offers(
+        offers,
+        ToyModel(state_gib=10.0, error_band=band),
+        PlanRequest(billings=("on-demand",), max_nodes=1),
+        spot=load_spot_defaults(),
+        reserved={},
+        startup=NO_STARTUP,
+    )
+    assert plan.options[0].gpu == winner
+    moved = winner == "H100" and h100_price > 3.0
+    assert (plan.ranking_note is not None) == moved
+    if moved:
+        assert plan.ranking_note is not None and "67% faster" in plan.ranking_note
+        assert plan.explanation[0] == plan.ranking_note
+
+
+def test_within_the_band_a_speed_gain_under_30_percent_does_not_beat_fewer_nodes() -> None:
+    # 1×A100 100 h ($100) vs 2 nodes × 1×A100: 55.6 h at 0.9 efficiency, 2 × $1.00/h = $111:
+    # within the 20% band and 44% faster, so it wins; with 0.6 efficiency it is 83 h (17%
+    # faster): the single node stays first
+    offers = [offer("aws", "us-east-1", "a", "A100", 1, 1.0)]
+    for eff, nodes in ((0.9, 2), (0.6, 1)):
+        plan = plan_offers(
+            offers,
+            ToyModel(state_gib=10.0, error_band=0.2, node_efficiency=eff),
+            PlanRequest(billings=("on-demand",), max_nodes=2),
+            spot=load_spot_defaults(),
+            reserved={},
+            startup=NO_STARTUP,
+        )
+        assert plan.options[0].nodes == nodes
+
+
+def test_spot_on_a_scarce_gpu_waits_for_capacity_and_p_is_low_confidence() -> None:
+    import dataclasses
+
+    from .toy import NO_STARTUP as base
+
+    offers = [offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0, spot=30.0)]
+    spot = load_spot_defaults()
+    # the same plan with the H100 counted as scarce (bundled: 60 min to get capacity back) or not
+    plans = [
+        plan_offers(
+            offers,
+            ToyModel(gpu_hours=400000.0),  # 16,667 h on 8×H100: interruptions are likely
+            PlanRequest(billings=("spot",), deadline_hours=40000.0, confidence=0.0),
+            spot=spot,
+            reserved={},
+            startup=dataclasses.replace(base, scarce_gpus=scarce),
+        )
+        for scarce in ((), ("H100",))
+    ]
+    plain, scarce = (p.options[0] for p in plans)
+    assert spot.capacity_wait_scarce_hours == 1.0 and spot.capacity_wait_hours == 0.0
+    assert plain.expected_interruptions is not None and plain.expected_interruptions > 1
+    # each interruption also waits an hour for capacity
+    assert scarce.hours == pytest.approx(plain.hours + 1.0 * plain.expected_interruptions, rel=0.05)
+    assert scarce.p_meet_deadline_confidence == "low"
+    assert any("placeholders" in a and "capacity" in a for a in plans[1].assumptions)

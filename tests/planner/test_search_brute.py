@@ -19,7 +19,12 @@ from gpuwise.estimate.estimator import estimate_workload
 from gpuwise.estimate.workload import Workload, workload_from_options
 from gpuwise.hardware import find_gpu
 from gpuwise.planner import EstimatorModel, PlanRequest, load_spot_defaults, plan_offers
-from gpuwise.planner.settings import SIMPLER_WITHIN, search_training
+from gpuwise.planner.settings import (
+    SIMPLER_WITHIN,
+    BatchSplitError,
+    plan_global_batch,
+    search_training,
+)
 from gpuwise.planner.values import PlanOption
 
 from .test_settings import offer
@@ -54,10 +59,13 @@ def brute_force(wl: Workload, gpu: str, gpn: int, nodes: int, gbit: float) -> fl
     spec = find_gpu(gpu)
     gpus = gpn * nodes
     dp = max(1, gpus // (wl.tensor_parallel * wl.pipeline_parallel))
-    gb = wl.global_batch if wl.global_batch is not None else wl.micro_batch * dp
-    per_rank = max(1, gb // dp)
-    mbs = sorted({m for m in (1, 2, 4, 8, 16, 32, 64) if m <= per_rank} | {wl.micro_batch})
-    mbs = [m for m in mbs if m <= per_rank]
+    gb = plan_global_batch(wl)[0]
+    assert gb is not None
+    if gb % dp:
+        return None  # the setup cannot run the plan's global batch (BatchSplitError)
+    per_rank = gb // dp
+    # whole micro-batches per rank: micro-batch × accumulation × dp is exactly the global batch
+    mbs = sorted({m for m in (1, 2, 4, 8, 16, 32, 64, wl.micro_batch) if per_rank % m == 0})
     best: float | None = None
     for rc in ("none", "selective", "full"):
         for zero in (0, 1, 2, 3) if dp > 1 else (0,):
@@ -102,6 +110,11 @@ def test_search_finds_the_brute_force_optimum(
     wl = WORKLOADS[name]
     gpu, gpn, nodes, gbit = setup
     expected = brute_force(wl, gpu, gpn, nodes, gbit)
+    gb = plan_global_batch(wl)[0]
+    if gb is not None and gb % (gpn * nodes):
+        with pytest.raises(BatchSplitError):
+            search_training(wl, find_gpu(gpu), gpn, nodes, gbit, None)
+        return
     found = search_training(wl, find_gpu(gpu), gpn, nodes, gbit, None)
     if expected is None:
         assert found.estimate is None

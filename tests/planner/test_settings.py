@@ -112,16 +112,19 @@ def test_instances_have_their_own_network() -> None:
     )
     nc = instance_network("azure", "Standard_NC24ads_A100_v4")
     assert nc.inter_node_gbit_s == 20 and nc.fabric == "tcp" and "learn.microsoft.com" in nc.source
-    assert (
-        instance_network("aws", "g5.xlarge").inter_node_gbit_s == 10
-    )  # the family glob after exact rows
+    # sustained baseline, not the "up to 10" burst ceiling
+    assert instance_network("aws", "g5.xlarge").inter_node_gbit_s == 2.5
+    assert instance_network("aws", "g5.xlarge").burst_gbit_s == 10
     assert instance_network("aws", "g5.48xlarge").fabric == "efa"
     unknown = instance_network("lambda", "gpu_8x_h100_sxm5")
     assert unknown is UNKNOWN and not unknown.known and "conservative" in unknown.describe()
 
 
 def test_zero3_across_1_gpu_instances_is_timed_with_their_own_network() -> None:
-    wl = workload_from_options(model="llama-3.1-8b", task="finetune", tokens="1B", zero="3")
+    # global batch 96: 3 single-GPU nodes run it (the default 128 does not split over 3 GPUs)
+    wl = workload_from_options(
+        model="llama-3.1-8b", task="finetune", tokens="1B", zero="3", global_batch=96
+    )
     offers = [offer("azure", "eastus", "Standard_NC24ads_A100_v4", "A100-80GB-PCIE", 1, 3.67)]
     common = {"max_nodes": 3, "billings": ("on-demand",), "search_settings": False}
     spot, model = load_spot_defaults(), EstimatorModel(wl, search=False)
@@ -170,3 +173,32 @@ def test_fixed_costs_are_added_to_every_option() -> None:
     )
     assert any("fixed costs" in a and "placeholder" in a for a in default.assumptions)
     assert default.options[0].fixed_hours > 0
+
+
+def test_every_option_runs_the_same_global_batch() -> None:
+    wl = workload_from_options(model="llama-3.1-8b", task="lora", tokens="2B")
+    offers = [
+        offer("aws", "us-east-1", "g6e.2xlarge", "L40S", 1, 2.24, spot=0.9),
+        offer("aws", "us-east-1", "g6e.12xlarge", "L40S", 4, 10.49, spot=4.0),
+        offer("aws", "us-east-1", "p4d.24xlarge", "A100-40GB", 8, 32.77, spot=12.0),
+    ]
+    plan = plan_offers(
+        offers,
+        EstimatorModel(wl),
+        PlanRequest(max_nodes=5),
+        spot=load_spot_defaults(),
+        reserved={},
+        startup=NO_STARTUP,
+    )
+    assert plan.options
+    for o in plan.options:
+        s = o.settings
+        assert s is not None and s["global_batch"] == 128  # the fine-tuning default, every option
+        assert s["micro_batch"] * s["accumulation"] * s["data_parallel"] == 128
+        assert s["data_parallel"] == o.total_gpus
+    assert any(
+        a.startswith("one recipe for every option: global batch 128") for a in plan.assumptions
+    )
+    # 3 or 5 single-GPU nodes cannot split 128 sequences: said so, not silently changed
+    batch = [r for r in plan.rejected if r.kind == "batch"]
+    assert batch and "3, 5 node(s)" in batch[0].reason

@@ -39,6 +39,8 @@ class ToyModel:
     node_efficiency: float = 0.9
     """Throughput factor per extra node (0.9 → 2 nodes run at 90%)."""
     checkpoint_gib: float = 50.0
+    error_band: float | None = None
+    """Relative p10/p90 half-width of ``hours`` (0.2 → hours × 0.8 … × 1.2); None = no range."""
 
     def evaluate(
         self, gpu: str, gpus_per_node: int, nodes: int, network: InstanceNetwork
@@ -55,6 +57,8 @@ class ToyModel:
             capacity_gib=self.capacity[gpu],
             hours=hours,
             checkpoint_gib=self.checkpoint_gib,
+            hours_p10=None if self.error_band is None else hours * (1 - self.error_band),
+            hours_p90=None if self.error_band is None else hours * (1 + self.error_band),
         )
 
     def describe(self) -> Mapping[str, Any]:

@@ -58,6 +58,8 @@ def calibration_entry(report: BenchReport) -> dict[str, Any]:
         entry["mfu"] = f
     if "cuda_context_gib" in report.extras:
         entry["cuda_context_gib"] = round(report.extras["cuda_context_gib"], 3)
+    if "total_memory_gib" in report.extras:
+        entry["total_memory_gib"] = round(report.extras["total_memory_gib"], 3)
     mode = "quick" if report.quick else "full"
     entry["notes"] = (
         f"gpuwise bench ({mode}) on {report.device.name} ({report.device.kind}), "

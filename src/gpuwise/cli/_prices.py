@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from gpuwise.catalog.age import PriceAge
     from gpuwise.catalog.offer import Offer
 
@@ -28,12 +30,12 @@ def prices_age(offers: Iterable[Offer], max_price_age: str = "30d") -> PriceAge:
     return price_age(offers, max_age_days=parse_max_price_age_days(max_price_age))
 
 
-def print_price_age(age: PriceAge, *, json: bool) -> None:
-    """The age line on stdout (not with --json), and the staleness warning on stderr."""
+def print_price_age(age: PriceAge, *, json: bool, out: Console | None = None) -> None:
+    """The age line on stdout or ``out`` (not with --json), and the staleness warning on stderr."""
     from gpuwise.cli._output import console
 
     if not json:
-        console().print(f"[dim]{age.line()}[/dim]")
+        (out or console()).print(f"[dim]{age.line()}[/dim]")
     warning = age.warning()
     if warning:
         console(stderr=True).print(f"[yellow]warning: {warning}[/yellow]")

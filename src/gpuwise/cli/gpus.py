@@ -11,9 +11,9 @@ from gpuwise.cli._output import (
     JsonFlag,
     console,
     emit_json,
-    make_table,
     money,
     number,
+    print_table,
     split_list,
 )
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
@@ -46,6 +46,8 @@ def gpus(
 ) -> None:
     """GPU types: datasheet specs and the cheapest on-demand and spot $/GPU-hour (and where)."""
     from gpuwise.catalog import OfferQuery, cheapest_per_gpu, load_catalog, query_offers
+    from gpuwise.estimate.calibration import load_calibration
+    from gpuwise.estimate.capacity import gpu_memory
     from gpuwise.hardware import gpu_table
     from gpuwise.units import check_finite
 
@@ -56,6 +58,7 @@ def gpus(
     offers = query_offers(cat.offers, OfferQuery(clouds=tuple(split_list(cloud))))
     od, sp = cheapest_per_gpu(offers, spot=False), cheapest_per_gpu(offers, spot=True)
     rows: list[dict[str, Any]] = []
+    cal = load_calibration()
     for spec in gpu_table().specs:
         if min_memory is not None and spec.memory_gib < min_memory:
             continue
@@ -65,12 +68,17 @@ def gpus(
             continue
         o, s = od.get(spec.name), sp.get(spec.name)
         peak = spec.peak_bf16_tflops or spec.peak_fp16_tflops
+        mem = gpu_memory(spec, cal.for_gpu(spec.name) if cal else None)
         rows.append(
             {
                 "gpu": spec.name,
                 "vendor": spec.vendor,
                 "architecture": spec.architecture,
                 "memory_gib": spec.memory_gib,
+                # what estimate and plan count as the GPU's memory (estimate.capacity)
+                "reported_memory_gib": mem.total_gib,
+                "usable_memory_gib": mem.usable_gib,
+                "memory_source": mem.source,
                 "memory_bandwidth_tb_s": spec.memory_bandwidth_tb_s,
                 "peak_fp32_tflops": spec.peak_fp32_tflops,
                 "peak_tf32_tflops": spec.peak_tf32_tflops,
@@ -98,10 +106,11 @@ def gpus(
         print_price_age(age, json=True)
         return
     clouds = sorted({o.cloud for o in offers})
-    table = make_table(
+    print_table(
         (
             "GPU",
             "Mem GiB",
+            "usable",
             "BW TB/s",
             "BF16 TFLOP/s",
             "FP8",
@@ -110,24 +119,31 @@ def gpus(
             "Spot $/GPU-h",
             "$/PFLOP-h",
         ),
+        [
+            (
+                r["gpu"],
+                number(r["memory_gib"], ",.0f"),
+                number(r["usable_memory_gib"], ",.1f")
+                + ("" if r["memory_source"] != "datasheet" else "?"),
+                number(r["memory_bandwidth_tb_s"], ".2f"),
+                number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"),
+                number(r["peak_fp8_tflops"], ",.0f"),
+                money(r["min_on_demand_usd_per_gpu_hour"]),
+                r["min_on_demand_where"] or "—",
+                money(r["min_spot_usd_per_gpu_hour"]),
+                money(r["usd_per_bf16_pflop_hour"]),
+            )
+            for r in rows
+        ],
         title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(clouds) or 'no cloud'}",
         left=("GPU", "where"),
+        whole=("GPU",),
+        drop=("where", "FP8", "BW TB/s", "$/PFLOP-h", "usable"),
     )
-    for r in rows:
-        table.add_row(
-            r["gpu"],
-            number(r["memory_gib"], ",.0f"),
-            number(r["memory_bandwidth_tb_s"], ".2f"),
-            number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"),
-            number(r["peak_fp8_tflops"], ",.0f"),
-            money(r["min_on_demand_usd_per_gpu_hour"]),
-            r["min_on_demand_where"] or "—",
-            money(r["min_spot_usd_per_gpu_hour"]),
-            money(r["usd_per_bf16_pflop_hour"]),
-        )
-    console().print(table)
     console().print(
         "[dim]Peaks are dense (no sparsity). BF16 column shows FP16 where the GPU has no BF16. "
+        "usable: memory nvidia-smi reports less the CUDA context, as estimate and plan count it "
+        "(? = no reported figure known: the datasheet's, likely a few percent high). "
         "Prices: see `gpuwise catalog info` for their sources.[/dim]"
     )
     print_price_age(age, json=False)

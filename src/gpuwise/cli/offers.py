@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,12 +11,15 @@ from gpuwise.cli._output import (
     JsonFlag,
     console,
     emit_json,
-    make_table,
     money,
     number,
+    print_table,
     split_list,
 )
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
+
+if TYPE_CHECKING:
+    from gpuwise.catalog.offer import Offer
 
 
 def offers(
@@ -94,6 +97,18 @@ def offers(
     found = sort_offers(query_offers(cat.offers, query), sort)  # type: ignore[arg-type]
     shown = found[:limit] if limit else found
     age = prices_age(shown, max_price_age)
+    from gpuwise.planner.sites import zone_outliers
+
+    # the rows a plan sets aside (AWS Local Zones, zone prices far below the region's others)
+    sites = {(o.cloud, o.region, o.instance_type) for o in shown}
+    aside = zone_outliers(
+        [o for o in cat.offers if (o.cloud, o.region, o.instance_type) in sites],
+        spot=spot or sort == "spot",
+    )
+
+    def outlier(o: Offer) -> bool:
+        return (o.cloud, o.region, o.instance_type, o.zone or "") in aside
+
     if json:
         emit_json(
             {
@@ -102,6 +117,8 @@ def offers(
                         **o.to_dict(),
                         "on_demand_usd_per_gpu_hour": o.on_demand_usd_per_gpu_hour,
                         "spot_usd_per_gpu_hour": o.spot_usd_per_gpu_hour,
+                        # as `plan` sets it aside: a Local Zone or a price far below the region's
+                        "zone_outlier": outlier(o),
                     }
                     for o in shown
                 ],
@@ -125,16 +142,11 @@ def offers(
         "$/GPU-h",
         "spot $/h",
     ] + (["spot $/GPU-h"] if spot else [])
-    table = make_table(
-        columns,
-        title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""),
-        left=("cloud", "region", "zone", "instance", "GPU"),
-    )
-    for o in shown:
-        cells = [
+    rows = [
+        [
             o.cloud,
             o.region,
-            o.zone or "—",
+            (o.zone or "—") + (" ⚑" if outlier(o) else ""),
             o.instance_type,
             o.gpu,
             f"{o.gpu_count:g}",
@@ -144,12 +156,28 @@ def offers(
             money(o.on_demand_usd_per_hour),
             money(o.on_demand_usd_per_gpu_hour),
             money(o.spot_usd_per_hour) if o.has_spot_discount else "—",
+            *([money(o.spot_usd_per_gpu_hour)] if spot else []),
         ]
-        table.add_row(*cells, *([money(o.spot_usd_per_gpu_hour)] if spot else []))
+        for o in shown
+    ]
     out = console()
-    out.print(table)
+    print_table(
+        columns,
+        rows,
+        title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""),
+        left=("cloud", "region", "zone", "instance", "GPU"),
+        whole=("GPU",),
+        # in a narrow terminal, the prices stay whole and these go first
+        drop=("zone", "vCPU", "RAM GiB", "GiB/GPU", "$/h", "n", "region"),
+        out=out,
+    )
     if not found:
         out.print(
             "[yellow]No offer matches. Loosen a filter, or see `gpuwise gpus` for models and prices.[/yellow]"
+        )
+    if any(outlier(o) for o in shown):
+        out.print(
+            "[yellow]⚑ zone outlier: an AWS Local Zone (opt-in) or a price far below the region's "
+            "other zones; `gpuwise plan` sets these aside (--allow-zone-outliers to use them).[/yellow]"
         )
     print_price_age(age, json=False)

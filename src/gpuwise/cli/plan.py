@@ -7,11 +7,44 @@ Exit codes: 0 a plan with at least one option; 2 bad input; 3 no option meets th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from gpuwise.cli._output import CatalogFlag, JsonFlag, emit_json, money, split_list
+from gpuwise.cli._plan_options import (
+    AllowZoneOutliersOpt,
+    BillingOpt,
+    BucketOpt,
+    BudgetOpt,
+    CheckpointBandwidthOpt,
+    CheckpointSizeOpt,
+    CloudOpt,
+    ConfidenceOpt,
+    DeadlineOpt,
+    DownloadGbpsOpt,
+    ExportOpt,
+    GpuOpt,
+    ImageOpt,
+    InterNodeGbpsOpt,
+    LimitOpt,
+    MaxBatchOpt,
+    MaxGpusOpt,
+    MaxNodesOpt,
+    MaxZeroOpt,
+    NameOpt,
+    NetworkTierOpt,
+    ObjectiveOpt,
+    OutputOpt,
+    ProvisionTimeOpt,
+    PvcOpt,
+    RegionOpt,
+    RestartTimeOpt,
+    RunCmdOpt,
+    SearchOpt,
+    SkyCandidatesOpt,
+    SpotMtbfOpt,
+    StartupTimeOpt,
+    WorkdirOpt,
+)
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 from gpuwise.cli._workload import (
     CpuOffloadOpt,
@@ -40,7 +73,7 @@ from gpuwise.cli._workload import (
 
 if TYPE_CHECKING:
     from gpuwise.catalog.age import PriceAge
-    from gpuwise.planner import Plan, PlanOption
+    from gpuwise.planner import Plan, PlanOption, PlanRequest
 
 EXIT_NO_OPTION = 3
 _C = "Constraints and objective"
@@ -73,239 +106,42 @@ def plan_command(
     prompt_len: PromptLenOpt = "512",
     output_len: OutputLenOpt = "256",
     requests: RequestsOpt = None,
-    inter_node_gbps: Annotated[
-        float | None,
-        typer.Option(
-            "--inter-node-gbps",
-            help="Network bandwidth of every instance in Gbit/s (default: each instance type's own, "
-            "from gpuwise's sourced table; unknown types get a conservative 10).",
-        ),
-    ] = None,
-    gpu: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--gpu",
-            help="Only these GPU models (comma-separated or repeated), e.g. H100,A100-80GB.",
-            rich_help_panel=_C,
-        ),
-    ] = None,
+    inter_node_gbps: InterNodeGbpsOpt = None,
+    gpu: GpuOpt = None,
     # -- constraints and objective ---------------------------------------------------------
-    deadline: Annotated[
-        str | None,
-        typer.Option(
-            "--deadline",
-            metavar="DURATION",
-            help="Finish within this time, e.g. 24h, 2d.",
-            rich_help_panel=_C,
-        ),
-    ] = None,
-    budget: Annotated[
-        str | None,
-        typer.Option(
-            "--budget", help="Spend at most this much, e.g. 2000 or $2k.", rich_help_panel=_C
-        ),
-    ] = None,
-    max_gpus: Annotated[
-        int | None,
-        typer.Option("--max-gpus", help="At most this many GPUs in total.", rich_help_panel=_C),
-    ] = None,
-    max_nodes: Annotated[
-        int,
-        typer.Option(
-            "--max-nodes", help="Try 1..N nodes of each instance type.", rich_help_panel=_C
-        ),
-    ] = 8,
-    cloud: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--cloud", help="Only these clouds (comma-separated or repeated).", rich_help_panel=_C
-        ),
-    ] = None,
-    region: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--region", help="Only these regions (names or globs like 'us-*').", rich_help_panel=_C
-        ),
-    ] = None,
-    billing: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--billing",
-            help="on-demand, spot, reserved-1y, reserved-3y (default: all).",
-            rich_help_panel=_C,
-        ),
-    ] = None,
-    objective: Annotated[
-        str,
-        typer.Option(
-            "--objective", help="cost | time | balanced (cost × time).", rich_help_panel=_C
-        ),
-    ] = "cost",
-    confidence: Annotated[
-        str,
-        typer.Option(
-            "--confidence",
-            help="Spot options must meet the deadline with this probability, e.g. 0.9 or 90%.",
-            rich_help_panel=_C,
-        ),
-    ] = "0.9",
+    deadline: DeadlineOpt = None,
+    budget: BudgetOpt = None,
+    max_gpus: MaxGpusOpt = None,
+    max_nodes: MaxNodesOpt = 8,
+    cloud: CloudOpt = None,
+    region: RegionOpt = None,
+    billing: BillingOpt = None,
+    objective: ObjectiveOpt = "cost",
+    confidence: ConfidenceOpt = "0.9",
     # -- spot model --------------------------------------------------------------------------
-    spot_mtbf: Annotated[
-        str | None,
-        typer.Option(
-            "--spot-mtbf",
-            metavar="DURATION",
-            help="Mean time between interruptions of one spot instance, e.g. 72h (default: per-cloud data).",
-            rich_help_panel=_S,
-        ),
-    ] = None,
-    checkpoint_size: Annotated[
-        str | None,
-        typer.Option(
-            "--checkpoint-size",
-            help="GiB per checkpoint (default: weights + optimizer state from the estimate).",
-            rich_help_panel=_S,
-        ),
-    ] = None,
-    checkpoint_bandwidth: Annotated[
-        str | None,
-        typer.Option(
-            "--checkpoint-bandwidth",
-            help="Checkpoint storage GB/s (default: 1, a placeholder).",
-            rich_help_panel=_S,
-        ),
-    ] = None,
-    restart_time: Annotated[
-        str | None,
-        typer.Option(
-            "--restart-time",
-            metavar="DURATION",
-            help="Re-provision + start time per interruption, e.g. 10m (default: 10m, a placeholder).",
-            rich_help_panel=_S,
-        ),
-    ] = None,
-    max_zero: Annotated[
-        int | None,
-        typer.Option(
-            "--max-zero",
-            help="With --fixed-settings: allow raising the ZeRO stage up to N where the workload would not fit.",
-            rich_help_panel=_C,
-        ),
-    ] = None,
-    search: Annotated[
-        bool,
-        typer.Option(
-            "--search-settings/--fixed-settings",
-            help="Search recompute × ZeRO × micro-batch (inference: TP × batch) per "
-            "offer for the cheapest that fits (default), or keep the workload's settings.",
-            rich_help_panel=_C,
-        ),
-    ] = True,
-    max_batch: Annotated[
-        int | None,
-        typer.Option(
-            "--max-batch",
-            help="Inference: at most this many concurrent sequences per model copy "
-            "(default: as many as the KV cache holds, up to 256).",
-            rich_help_panel=_C,
-        ),
-    ] = None,
-    allow_zone_outliers: Annotated[
-        bool,
-        typer.Option(
-            "--allow-zone-outliers",
-            help="Use zone prices far below their region's other zones (the export then pins "
-            "that zone).",
-            rich_help_panel=_C,
-        ),
-    ] = False,
-    provision_time: Annotated[
-        str | None,
-        typer.Option(
-            "--provision-time",
-            metavar="DURATION",
-            help="Time to get a usable machine, e.g. 10m (default 10m, a placeholder).",
-            rich_help_panel=_F,
-        ),
-    ] = None,
-    startup_time: Annotated[
-        str | None,
-        typer.Option(
-            "--startup-time",
-            metavar="DURATION",
-            help="Imports, NCCL init, weights into GPU memory, e.g. 3m (default 3m, a placeholder).",
-            rich_help_panel=_F,
-        ),
-    ] = None,
-    download_gbps: Annotated[
-        float | None,
-        typer.Option(
-            "--download-gbps",
-            help="Download rate of a node for the image and model weights, Gbit/s "
-            "(default 5, a placeholder).",
-            rich_help_panel=_F,
-        ),
-    ] = None,
+    spot_mtbf: SpotMtbfOpt = None,
+    checkpoint_size: CheckpointSizeOpt = None,
+    checkpoint_bandwidth: CheckpointBandwidthOpt = None,
+    restart_time: RestartTimeOpt = None,
+    max_zero: MaxZeroOpt = None,
+    search: SearchOpt = True,
+    max_batch: MaxBatchOpt = None,
+    allow_zone_outliers: AllowZoneOutliersOpt = False,
+    provision_time: ProvisionTimeOpt = None,
+    startup_time: StartupTimeOpt = None,
+    download_gbps: DownloadGbpsOpt = None,
     # -- output and export ----------------------------------------------------------------------
-    limit: Annotated[
-        int,
-        typer.Option(
-            "--limit", help="Show at most this many options (0 = all).", rich_help_panel=_O
-        ),
-    ] = 15,
-    export: Annotated[
-        str | None,
-        typer.Option(
-            "--export", help="skypilot | k8s: print a task YAML / manifest.", rich_help_panel=_O
-        ),
-    ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Write the export to this file (without --export: the plan as JSON).",
-            rich_help_panel=_O,
-        ),
-    ] = None,
-    run_cmd: Annotated[
-        str,
-        typer.Option(
-            "--run",
-            help="The job's command for the export, e.g. 'python train.py --lr 3e-4' (gpuwise run adds torchrun).",
-            rich_help_panel=_O,
-        ),
-    ] = "python train.py",
-    name: Annotated[
-        str | None, typer.Option("--name", help="Job name for the export.", rich_help_panel=_O)
-    ] = None,
-    bucket: Annotated[
-        str | None,
-        typer.Option("--bucket", help="SkyPilot checkpoint bucket name.", rich_help_panel=_O),
-    ] = None,
-    sky_candidates: Annotated[
-        str,
-        typer.Option(
-            "--skypilot-candidates",
-            help="ordered (our ranking, tried in order) | any_of (SkyPilot picks the cheapest).",
-            rich_help_panel=_O,
-        ),
-    ] = "ordered",
-    image: Annotated[
-        str | None,
-        typer.Option(
-            "--image",
-            help="Container image with gpuwise and your code for the k8s export (default gpuwise-job:VERSION, "
-            "built from deploy/docker/job.Dockerfile).",
-            rich_help_panel=_O,
-        ),
-    ] = None,
-    pvc: Annotated[
-        str | None,
-        typer.Option(
-            "--pvc", help="PersistentVolumeClaim for checkpoints (k8s export).", rich_help_panel=_O
-        ),
-    ] = None,
+    limit: LimitOpt = 15,
+    export: ExportOpt = None,
+    output: OutputOpt = None,
+    run_cmd: RunCmdOpt = "python train.py",
+    name: NameOpt = None,
+    bucket: BucketOpt = None,
+    workdir: WorkdirOpt = Path("."),
+    network_tier: NetworkTierOpt = "best",
+    sky_candidates: SkyCandidatesOpt = "ordered",
+    image: ImageOpt = None,
+    pvc: PvcOpt = None,
     catalog: CatalogFlag = None,
     max_price_age: MaxPriceAgeFlag = "30d",
     json: JsonFlag = False,
@@ -315,7 +151,6 @@ def plan_command(
     Exit code 3 when no option meets the constraints (the reason and the nearest miss are printed).
     """
     from gpuwise.cli._workload import workload_from_cli
-    from gpuwise.units import check_finite
 
     workload = workload_from_cli(
         model=model,
@@ -341,10 +176,8 @@ def plan_command(
         output_len=output_len,
         requests=requests,
     )
-    from gpuwise.catalog import BILLINGS
     from gpuwise.errors import InputError, check_choice, did_you_mean
-    from gpuwise.planner import PlanRequest, plan
-    from gpuwise.units import parse_count, parse_duration_hours, parse_fraction, parse_money_usd
+    from gpuwise.planner import plan
 
     if export is not None:
         check_choice(export, EXPORTS, "--export")
@@ -359,46 +192,8 @@ def plan_command(
             hint="use ordered or any_of",
             suggestions=did_you_mean(sky_mode, ("ordered", "any_of")),
         )
-    if inter_node_gbps is not None:
-        check_finite(inter_node_gbps, "--inter-node-gbps", strict=True)
-    if download_gbps is not None:
-        check_finite(download_gbps, "--download-gbps", strict=True)
-    request = PlanRequest(
-        deadline_hours=parse_duration_hours(deadline, "--deadline") if deadline else None,
-        budget_usd=parse_money_usd(budget, "--budget") if budget else None,
-        max_gpus=max_gpus,
-        max_nodes=max_nodes,
-        clouds=tuple(c.lower() for c in split_list(cloud)),
-        regions=tuple(split_list(region)),
-        gpus=tuple(split_list(gpu)),
-        billings=tuple(b.lower() for b in split_list(billing)) or BILLINGS,  # type: ignore[misc]
-        objective=objective.lower(),  # type: ignore[arg-type]
-        confidence=parse_fraction(confidence, "--confidence"),
-        spot_mtbf_hours=parse_duration_hours(spot_mtbf, "--spot-mtbf") if spot_mtbf else None,
-        checkpoint_gib=parse_count(checkpoint_size, "--checkpoint-size")
-        if checkpoint_size
-        else None,
-        checkpoint_bandwidth_gb_s=(
-            parse_count(checkpoint_bandwidth, "--checkpoint-bandwidth", allow_zero=False)
-            if checkpoint_bandwidth
-            else None
-        ),
-        restart_hours=parse_duration_hours(restart_time, "--restart-time")
-        if restart_time
-        else None,
-        inter_node_gbit_s=inter_node_gbps,
-        search_settings=search,
-        max_zero=max_zero,
-        max_batch=max_batch,
-        allow_zone_outliers=allow_zone_outliers,
-        provision_hours=parse_duration_hours(provision_time, "--provision-time")
-        if provision_time
-        else None,
-        startup_hours=parse_duration_hours(startup_time, "--startup-time")
-        if startup_time
-        else None,
-        download_gbit_s=download_gbps,
-    )
+    opts = locals()
+    request = _plan_request(**{k: opts[k] for k in _REQUEST_OPTIONS})
     from gpuwise.catalog import load_catalog
 
     prices_age((), max_price_age)  # a bad --max-price-age fails before planning
@@ -424,7 +219,113 @@ def plan_command(
             "image": image,
             "pvc": pvc,
             "mode": sky_mode,
+            "workdir": workdir,
         },
+    )
+
+
+_REQUEST_OPTIONS = (
+    "deadline",
+    "budget",
+    "max_gpus",
+    "max_nodes",
+    "cloud",
+    "region",
+    "gpu",
+    "billing",
+    "objective",
+    "confidence",
+    "spot_mtbf",
+    "checkpoint_size",
+    "checkpoint_bandwidth",
+    "restart_time",
+    "inter_node_gbps",
+    "network_tier",
+    "search",
+    "max_zero",
+    "max_batch",
+    "allow_zone_outliers",
+    "provision_time",
+    "startup_time",
+    "download_gbps",
+)
+"""The plan_command options that make the :class:`~gpuwise.planner.PlanRequest`."""
+
+
+def _plan_request(
+    *,
+    deadline: str | None,
+    budget: str | None,
+    max_gpus: int | None,
+    max_nodes: int,
+    cloud: list[str] | None,
+    region: list[str] | None,
+    gpu: list[str] | None,
+    billing: list[str] | None,
+    objective: str,
+    confidence: str,
+    spot_mtbf: str | None,
+    checkpoint_size: str | None,
+    checkpoint_bandwidth: str | None,
+    restart_time: str | None,
+    inter_node_gbps: float | None,
+    network_tier: str,
+    search: bool,
+    max_zero: int | None,
+    max_batch: int | None,
+    allow_zone_outliers: bool,
+    provision_time: str | None,
+    startup_time: str | None,
+    download_gbps: float | None,
+) -> PlanRequest:
+    """The plan's constraints, spot model and fixed costs from the command line (bad input → exit 2)."""
+    from gpuwise.catalog import BILLINGS
+    from gpuwise.planner import PlanRequest
+    from gpuwise.units import (
+        check_finite,
+        parse_bandwidth_gb_s,
+        parse_duration_hours,
+        parse_fraction,
+        parse_money_usd,
+        parse_size_gib,
+    )
+
+    def hours(value: str | None, flag: str) -> float | None:
+        return parse_duration_hours(value, flag) if value else None
+
+    for value, flag in ((inter_node_gbps, "--inter-node-gbps"), (download_gbps, "--download-gbps")):
+        if value is not None:
+            check_finite(value, flag, strict=True)
+    return PlanRequest(
+        deadline_hours=hours(deadline, "--deadline"),
+        budget_usd=parse_money_usd(budget, "--budget") if budget else None,
+        max_gpus=max_gpus,
+        max_nodes=max_nodes,
+        clouds=tuple(c.lower() for c in split_list(cloud)),
+        regions=tuple(split_list(region)),
+        gpus=tuple(split_list(gpu)),
+        billings=tuple(b.lower() for b in split_list(billing)) or BILLINGS,  # type: ignore[misc]
+        objective=objective.lower(),  # type: ignore[arg-type]
+        confidence=parse_fraction(confidence, "--confidence"),
+        spot_mtbf_hours=hours(spot_mtbf, "--spot-mtbf"),
+        checkpoint_gib=parse_size_gib(checkpoint_size, "--checkpoint-size")
+        if checkpoint_size
+        else None,
+        checkpoint_bandwidth_gb_s=(
+            parse_bandwidth_gb_s(checkpoint_bandwidth, "--checkpoint-bandwidth")
+            if checkpoint_bandwidth
+            else None
+        ),
+        restart_hours=hours(restart_time, "--restart-time"),
+        inter_node_gbit_s=inter_node_gbps,
+        network_tier=network_tier.strip().lower(),  # type: ignore[arg-type]
+        search_settings=search,
+        max_zero=max_zero,
+        max_batch=max_batch,
+        allow_zone_outliers=allow_zone_outliers,
+        provision_hours=hours(provision_time, "--provision-time"),
+        startup_hours=hours(startup_time, "--startup-time"),
+        download_gbit_s=download_gbps,
     )
 
 
@@ -468,12 +369,12 @@ def _emit(
         import sys
 
         sys.stdout.write(text)
-        _render(plan, limit, _console(stderr=True))  # the YAML owns stdout
+        _render(plan, limit, _console(stderr=True), age.max_age_days)  # the YAML owns stdout
         print_price_age(age, json=True)  # warning only (stderr)
         return code
     out = _console()
-    _render(plan, limit, out)
-    print_price_age(age, json=False)
+    _render(plan, limit, out, age.max_age_days)
+    print_price_age(age, json=False, out=out)
     if output is not None and (text is not None or export is None):
         out.print(
             f"[green]wrote {export + ' export' if export else 'the plan (JSON)'} to {output}[/green]"
@@ -482,8 +383,8 @@ def _emit(
 
 
 def _write(path: Path, text: str) -> None:
+    from gpuwise.base.paths import write_text_atomic
     from gpuwise.errors import InputError
-    from gpuwise.paths import write_text_atomic
 
     try:
         write_text_atomic(path, text)
@@ -504,12 +405,25 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
     from gpuwise.planner.export import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
 
     if export == "skypilot":
+        from gpuwise.planner.export import WHEEL_DIR
+        from gpuwise.planner.wheel import write_wheel
+
+        workdir = Path(kw["workdir"])
         doc = skypilot_task(
-            plan, name=kw["name"], command=kw["run_cmd"], bucket=kw["bucket"], mode=kw["mode"]
+            plan,
+            name=kw["name"],
+            command=kw["run_cmd"],
+            bucket=kw["bucket"],
+            mode=kw["mode"],
+            workdir=str(workdir),
         )
+        wheel = write_wheel(workdir, WHEEL_DIR)
         head = (
-            "# SkyPilot task from `gpuwise plan`: candidates in our ranking order. Run from your code's folder:\n"
-            "#   sky jobs launch this.yaml   (setup installs the pinned gpuwise; set GPUWISE_PIP_SPEC to override)\n"
+            "# SkyPilot task from `gpuwise plan`: candidates in our ranking order. Launch with:\n"
+            "#   sky jobs launch this.yaml\n"
+            f"# setup installs {wheel.name} from the workdir's {WHEEL_DIR}/ (the gpuwise this plan ran\n"
+            "# with); set GPUWISE_PIP_SPEC to install another. The job reads its settings with\n"
+            "# gpuwise.planner.job_settings() (GPUWISE_* variables below).\n"
         ) + "".join(f"# {note}\n" for note in zone_id_notes(plan))
     else:
         doc = k8s_manifest(
@@ -523,10 +437,24 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
             ]
         )
         head = (
-            f"# {doc['kind']} from `gpuwise plan`. Needs a PVC named for checkpoints"
-            f"{', the Kubeflow training operator' if doc['kind'] == 'PyTorchJob' else ''} and the image {image}\n"
-            "# (docker build -f deploy/docker/job.Dockerfile -t IMAGE . ; then --image IMAGE).\n"
+            f"# {doc['kind']} from `gpuwise plan`"
+            f"{' (needs the Kubeflow training operator)' if doc['kind'] == 'PyTorchJob' else ''}"
+            f" and the image {image}\n"
+            "# (gpuwise plan ... --export k8s --workdir . writes .gpuwise-dist/; then\n"
+            "#  docker build -f deploy/docker/job.Dockerfile -t IMAGE . ; and --image IMAGE).\n"
         )
+        from gpuwise.planner.export import WHEEL_DIR, k8s_checkpoint_pvc
+        from gpuwise.planner.wheel import write_wheel
+
+        write_wheel(Path(kw["workdir"]), WHEEL_DIR)  # the image installs it (job.Dockerfile)
+        if kw["pvc"] is None:  # the checkpoint claim the Job mounts, unless the user names theirs
+            claim = k8s_checkpoint_pvc(plan, name=kw["name"])
+            modes = claim["spec"]["accessModes"][0]
+            head += (
+                f"# The PersistentVolumeClaim below is {modes}"
+                f"{': use a storage class that supports it (EFS, Filestore, Azure Files)' if modes == 'ReadWriteMany' else ''}.\n"
+            )
+            return head + to_yaml(claim) + "---\n" + to_yaml(doc)
     return head + to_yaml(doc)
 
 
@@ -553,7 +481,20 @@ def _short_billing(billing: str) -> str:
     )
 
 
-def _render(plan: Plan, limit: int, out: Any) -> None:
+def _price_flag(as_of: str | None, max_age_days: float) -> str:
+    """`` price undated`` / `` price 45 d old`` when older than --max-price-age (as ``offers`` warns)."""
+    import datetime as dt
+
+    from gpuwise.catalog.age import parse_as_of
+
+    when = parse_as_of(as_of or "")
+    if when is None:
+        return "\n[yellow]price undated[/yellow]"
+    days = (dt.date.today() - when).days
+    return f"\n[yellow]price {days} d old[/yellow]" if days > max_age_days else ""
+
+
+def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> None:
     from rich.table import Table
 
     req = plan.request
@@ -596,12 +537,14 @@ def _render(plan: Plan, limit: int, out: Any) -> None:
         where = f"{o.cloud} {o.instance_type}\n{o.region}" + (f"/{o.zone}" if o.zone_pinned else "")
         if len(regions) > 1:
             where += f" +{len(regions) - 1}"
+        where += _price_flag(o.price_as_of, max_age_days)
         cost = money(o.cost_usd)
         if o.cost_usd_p10 is not None and o.cost_usd_p90 is not None:
             cost += f"\n{money(o.cost_usd_p10, 0)}–{money(o.cost_usd_p90, 0)}"
         time = _hours(o.hours)
         if o.p_meet_deadline is not None and o.billing == "spot":
-            time += f"\nP {o.p_meet_deadline:.0%}"
+            low = o.p_meet_deadline_confidence == "low"
+            time += f"\nP {o.p_meet_deadline:.0%}" + ("?" if low else "")
         settings = str((o.settings or {}).get("text", ""))
         if not o.network_known and o.nodes > 1:
             settings += "; network unknown"

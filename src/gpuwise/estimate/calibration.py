@@ -14,6 +14,7 @@ reads it. The schema (version 1, documented with examples in ``docs/calibration.
           "mfu": 0.45,                                # measured training MFU (any model)
           "mfu_by_model": {"llama-2-7b": 0.48},       # per preset name, wins over "mfu"
           "cuda_context_gib": 0.55,                   # memory in use before the first tensor
+          "total_memory_gib": 79.65,                  # device memory the driver reports (measured)
           "allocator_fraction": 0.04                  # reserved/allocated - 1 at peak
         }
       }
@@ -36,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuwise.base.paths import config_dir, write_text_atomic
 from gpuwise.errors import DataFileError, did_you_mean, parse_error_text
-from gpuwise.paths import config_dir, write_text_atomic
 
 CALIBRATION_VERSION = 1
 # A measured peak may exceed the datasheet by a few percent (boost clocks above the rated clock);
@@ -49,6 +50,7 @@ _GPU_KEYS = {
     "mfu",
     "mfu_by_model",
     "cuda_context_gib",
+    "total_memory_gib",
     "allocator_fraction",
     "matmul_tflops",
     "memory_bandwidth_tb_s",
@@ -74,6 +76,9 @@ class GpuCalibration:
     """Device memory in use before the first tensor (CUDA context, cuBLAS workspace)."""
     allocator_fraction: float | None = None
     """Caching-allocator overhead at peak: reserved / allocated - 1."""
+    total_memory_gib: float | None = None
+    """Device memory the driver reports on the measured GPU (``torch.cuda.mem_get_info`` total,
+    nvidia-smi ``memory.total``); wins over the published figure in the GPU table."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,9 @@ def parse_calibration(data: Any, where: str) -> Calibration:
             else None,
             allocator_fraction=_positive(entry["allocator_fraction"], f"{at}.allocator_fraction")
             if entry.get("allocator_fraction") is not None
+            else None,
+            total_memory_gib=_positive(entry["total_memory_gib"], f"{at}.total_memory_gib")
+            if entry.get("total_memory_gib") is not None
             else None,
         )
     return Calibration(

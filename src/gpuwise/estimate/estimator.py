@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwise.errors import EstimateError, InputError
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
+from gpuwise.estimate.capacity import gpu_memory
 from gpuwise.estimate.memory import (
     SELECTIVE_LAYER_EVERY,
     Overheads,
@@ -71,7 +72,8 @@ class MemoryEstimate:
     per_gpu_gib: float
     """Peak memory per GPU, all terms of ``breakdown`` summed."""
     capacity_gib: float
-    """The GPU's memory (datasheet)."""
+    """The GPU's memory as the driver reports it (measured, published nvidia-smi figure, or the
+    datasheet where none is known): :func:`gpuwise.estimate.capacity.gpu_memory`."""
     fits: bool
     """``per_gpu_gib`` ≤ ``capacity_gib``."""
     headroom_gib: float
@@ -682,7 +684,9 @@ def _setup(
     peak_flops(spec, wl.precision)  # raises for a precision the GPU lacks
     breakdown_b = memory_breakdown_bytes_cached(wl, dp, _overheads(cal))
     per_gpu = sum(breakdown_b.values()) / BYTES_PER_GIB
-    capacity_gib = float(spec.memory_gib)
+    # the memory the driver reports (measured, published nvidia-smi total, or the datasheet): the
+    # breakdown already holds the CUDA context and the allocator allowance (estimate.capacity)
+    capacity_gib = gpu_memory(spec, cal).total_gib
     memory = MemoryEstimate(
         per_gpu_gib=per_gpu,
         capacity_gib=capacity_gib,

@@ -16,9 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
+from gpuwise.base.paths import config_dir
 from gpuwise.errors import DataFileError, HardwareError, did_you_mean
-from gpuwise.paths import config_dir
 
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -74,6 +74,23 @@ class GpuSpec:
     """Where the figures come from."""
     as_of: str
     """When the source was read (YYYY-MM)."""
+    reported_memory_mib: float | None = None
+    """``memory.total`` as nvidia-smi/NVML reports it on a real GPU, MiB (None: no public figure)."""
+    reported_memory_source: str = ""
+    """Where ``reported_memory_mib`` comes from."""
+
+    @property
+    def total_memory_gib(self) -> float:
+        """The memory a real GPU reports (nvidia-smi ``memory.total``), GiB; the datasheet figure
+        where no reported one is known (see :attr:`total_memory_known`)."""
+        if self.reported_memory_mib is not None:
+            return self.reported_memory_mib / 1024
+        return float(self.memory_gib)
+
+    @property
+    def total_memory_known(self) -> bool:
+        """True when :attr:`total_memory_gib` is a reported figure, not the datasheet's."""
+        return self.reported_memory_mib is not None
 
     def peak_tflops(self, precision: str) -> float | None:
         """Dense peak for ``precision`` (``fp32``/``tf32``/``fp16``/``bf16``/``fp8``; ``int8`` in TOPS)."""
@@ -103,7 +120,7 @@ _FLOAT_FIELDS = {
     f.name
     for f in fields(GpuSpec)
     if f.name.startswith(("peak_", "memory_bandwidth", "nvlink", "tdp"))
-} | {"memory_gib"}
+} | {"memory_gib", "reported_memory_mib"}
 
 
 def normalize_gpu_name(name: str) -> str:

@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from gpuwise import __version__
+from gpuwise.base.version import __version__
 from gpuwise.errors import InputError
 from gpuwise.monitor.httpserver import BoundedHTTPServer
 from gpuwise.monitor.metrics import DCGM_LABELS, DCGM_MIG_LABELS, GPU_METRICS, MIG_METRICS

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.planner.core import plan_offers
+from gpuwise.planner.jobenv import JobSettings, job_settings
 from gpuwise.planner.model import EstimatorModel, Evaluation, WorkloadModel
 from gpuwise.planner.network import InstanceNetwork, instance_network
 from gpuwise.planner.settings import Settings
@@ -41,6 +42,7 @@ __all__ = [
     "EstimatorModel",
     "Evaluation",
     "InstanceNetwork",
+    "JobSettings",
     "Objective",
     "Plan",
     "PlanOption",
@@ -52,6 +54,7 @@ __all__ = [
     "WorkloadModel",
     "daly_interval_hours",
     "instance_network",
+    "job_settings",
     "load_spot_defaults",
     "p_meet_deadline",
     "plan",

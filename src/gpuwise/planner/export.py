@@ -5,18 +5,27 @@ SkyPilot's own schema and the Kubernetes / Kubeflow client models. What the docu
 
 - SkyPilot: our ranking as ``resources.ordered`` (or ``any_of``) candidates of the winner's
   node count and settings, each pinned to the zone its price comes from, ``use_spot`` per
-  candidate, ``job_recovery`` (SkyPilot's default strategy ``EAGER_NEXT_REGION``, docs "managed
-  jobs"; no restarts on program errors), ``num_nodes``, ``workdir`` (the user's code), ``setup``
-  (pinned gpuwise + the user's requirements), a checkpoint bucket mounted ``MOUNT_CACHED``
-  (SkyPilot's recommendation for checkpoints), and ``run:`` through ``gpuwise run``.
-- Kubernetes: an image with gpuwise (``deploy/docker/job.Dockerfile``), CPU/memory requests
-  from the instance size, EFA devices on AWS multi-node jobs; a Job whose pod failure policy ignores disruptions (preemption, drain) so only
-  real failures count against ``backoffLimit``; ``nvidia.com/gpu`` limits, a required node affinity for the GPU model (GKE's
-  ``cloud.google.com/gke-accelerator`` or GPU Feature Discovery's ``nvidia.com/gpu.product``,
-  labels in ``data/k8s_gpu_labels.yaml``), a preference for spot nodes when the plan chose
-  spot, and ``terminationGracePeriodSeconds`` long enough for an emergency checkpoint:
-  1.5 × the checkpoint write time + 30 s for shutdown, at least 60 s (gpuwise's rule; the
-  Kubernetes default of 30 s is too short for most checkpoints, see docs/plan.md).
+  candidate, ``network_tier: best`` on every candidate of a multi-node job whose time assumes
+  EFA/InfiniBand/RDMA/GPUDirect-TCPX (SkyPilot attaches them only then), ``job_recovery``
+  (strategy ``EAGER_NEXT_REGION``; ``recover_on_exit_codes: [75]`` so ``gpuwise run``'s exit on a
+  spot notice is a recovery, not an error; ``max_restarts_on_errors`` :data:`RESTARTS_ON_ERRORS`),
+  ``num_nodes``, ``workdir`` (the user's code), ``setup`` (gpuwise from :data:`PIP_SPEC_ENV` or a
+  wheel shipped in the workdir, never an unpublished release pin; then the user's requirements), the
+  searched settings as ``GPUWISE_*`` variables (read with :func:`gpuwise.planner.job_settings`), a
+  checkpoint bucket mounted ``MOUNT_CACHED`` (SkyPilot's recommendation for checkpoints), and
+  ``run:`` through ``gpuwise run`` with the user's command as written (variables expand).
+- Kubernetes: an image with gpuwise and the EFA libraries (``deploy/docker/job.Dockerfile``),
+  CPU/memory requests sized to fit the chosen instance's allocatable share (:func:`_requests`),
+  EFA devices on AWS multi-node jobs; a Job whose pod failure policy ignores disruptions
+  (preemption, drain) so only real failures count against ``backoffLimit``; ``nvidia.com/gpu``
+  limits; a required node affinity that any of three labels satisfies — GKE's
+  ``cloud.google.com/gke-accelerator``, GPU Feature Discovery's ``nvidia.com/gpu.product`` (only
+  where GFD runs), or the well-known ``node.kubernetes.io/instance-type`` every kubelet sets (the
+  fallback on stock EKS/AKS); a preference for spot nodes when the plan chose spot; ``fsGroup``
+  1000 so the image's non-root trainer can write the checkpoint volume; a checkpoint
+  PersistentVolumeClaim (:func:`k8s_checkpoint_pvc`: ReadWriteMany when several pods share it);
+  and ``terminationGracePeriodSeconds`` long enough for an emergency checkpoint (1.5 × the write
+  time + 30 s, at least 60 s; gpuwise's rule) but, on spot, no longer than the provider's notice.
 """
 
 from __future__ import annotations
@@ -34,11 +43,19 @@ from gpuwise.planner.values import Plan, PlanOption
 CHECKPOINT_DIR = "/checkpoints"
 DEFAULT_COMMAND = "python train.py"
 PIP_SPEC_ENV = "GPUWISE_PIP_SPEC"
-"""Environment variable the SkyPilot ``setup`` honours instead of the pinned ``gpuwise[train]==VERSION``:
-``pip install`` arguments (a wheel path, a local checkout, ``--no-deps DIR``, a private index spec);
-how the loopback test installs the tree under test. Set it in the task's ``envs`` or with ``sky jobs
-launch --env``."""
+"""Environment variable the SkyPilot ``setup`` honours first: ``pip install`` arguments (a wheel
+path, a local checkout, ``gpuwise[train]==X`` from an index that has it); how a test installs the
+tree under test. Set it in the task's ``envs`` or with ``sky jobs launch --env``."""
+WHEEL_DIR = ".gpuwise-dist"
+"""Folder of the task's ``workdir`` that :func:`write_wheel` fills with the gpuwise wheel the plan
+ran with; ``setup`` installs it when :data:`PIP_SPEC_ENV` is not set."""
 REQUIREMENTS = "requirements.txt"
+RESTARTS_ON_ERRORS = 2
+"""Managed-job restarts after the user's program fails with another code than 75: gpuwise's rule
+(a transient fault such as an NCCL timeout or a lost node gets two more tries; a deterministic bug
+stops after three runs instead of paying for more). Exit 75 (preempted) is always recovered."""
+RECOVER_ON_EXIT_CODES = (75,)
+"""``gpuwise run`` exits 75 (``EX_TEMPFAIL``) when a spot notice stopped the job after a checkpoint."""
 
 
 def default_image() -> str:
@@ -93,23 +110,37 @@ def _script(command: str) -> list[str]:
 
 
 def run_line(option: PlanOption, command: str) -> str:
-    """``gpuwise run --nproc-per-node N [--nnodes ...] -- python SCRIPT``: torchrun is gpuwise run's job.
+    """``gpuwise run --nproc-per-node N -- COMMAND``: torchrun is gpuwise run's job.
 
-    One node: the GPU count is written out. Several nodes: ``gpuwise run`` reads the launcher's
-    variables (SkyPilot's ``SKYPILOT_*``, the PyTorchJob's ``PET_*``) for node count, rank and
-    rendezvous, so only the per-node process count is given.
+    The user's command is passed as written (after the torchrun check), so the launcher's shell
+    expands its variables and honours its quoting: ``--checkpoint-dir "$GPUWISE_CHECKPOINT_DIR"``
+    reaches the script as the folder's path. One node: the GPU count is written out. Several
+    nodes: ``gpuwise run`` reads the launcher's variables (SkyPilot's ``SKYPILOT_*``, the
+    PyTorchJob's ``PET_*``) for node count, rank and rendezvous.
     """
-    argv = _script(command)
-    return f"gpuwise run --nproc-per-node {option.gpu_count} -- {' '.join(shlex.quote(a) for a in argv)}"
+    _script(command)  # validates: not empty, not torchrun
+    return f"gpuwise run --nproc-per-node {option.gpu_count} -- {command.strip()}"
 
 
 def setup_script(requirements: str = REQUIREMENTS) -> str:
-    """Install gpuwise (pinned; ``$GPUWISE_PIP_SPEC`` overrides) and the user's requirements."""
-    pinned = f"gpuwise[train]=={_version()}"
+    """Install gpuwise, then the user's requirements.
+
+    gpuwise comes from ``$GPUWISE_PIP_SPEC`` when set, else from the wheel :func:`write_wheel` put
+    in the workdir's :data:`WHEEL_DIR` (the exact code the plan ran with); with neither, setup
+    stops with the fix, instead of installing a release pin that may not exist on the index."""
+    req = shlex.quote(requirements)
     return (
         "set -e\n"
-        f'python -m pip install --upgrade ${{{PIP_SPEC_ENV}:-"{pinned}"}}\n'
-        f"if [ -f {shlex.quote(requirements)} ]; then python -m pip install -r {shlex.quote(requirements)}; fi\n"
+        f'if [ -n "${{{PIP_SPEC_ENV}:-}}" ]; then\n'
+        f"  python -m pip install --upgrade ${PIP_SPEC_ENV}\n"
+        f"elif ls {WHEEL_DIR}/gpuwise-*.whl >/dev/null 2>&1; then\n"
+        f'  python -m pip install --upgrade "$(ls {WHEEL_DIR}/gpuwise-*.whl | head -n 1)[train]"\n'
+        "else\n"
+        f'  echo "error: no gpuwise to install — To fix: export with --workdir so the wheel is '
+        f'written to {WHEEL_DIR}/, or set {PIP_SPEC_ENV}" >&2\n'
+        "  exit 2\n"
+        "fi\n"
+        f"if [ -f {req} ]; then python -m pip install -r {req}; fi\n"
     )
 
 
@@ -140,10 +171,16 @@ def zone_id_notes(plan: Plan, candidates: int = 8) -> list[str]:
     for o in plan.options:
         if o.nodes != w.nodes or o.gpu_count != w.gpu_count or o.settings != w.settings:
             continue
-        if _is_aws_zone_id(o) and (o.zone_pinned or o is w):
+        if _is_aws_zone_id(o) and (o.zone_pinned or o is w or o.zones_set_aside):
+            aside = (
+                f" SkyPilot, given only the region, picks its cheapest zone, which may be one gpuwise "
+                f"set aside as a price outlier ({', '.join(o.zones_set_aside)}, e.g. a Local Zone)."
+                if o.zones_set_aside
+                else ""
+            )
             notes.append(
                 f"{o.instance_type} in {o.region}: the ${o.price_usd_per_hour:,.2f}/h price is zone ID "
-                f"{o.zone}'s. To pin it, add its name in your account to infra (aws/{o.region}/NAME; "
+                f"{o.zone}'s.{aside} To pin it, add its name in your account to infra (aws/{o.region}/NAME; "
                 f"aws ec2 describe-availability-zones --region {o.region} --zone-ids {o.zone})"
             )
         if len(notes) >= candidates:
@@ -182,28 +219,32 @@ def skypilot_task(
             if key in seen:
                 continue
             seen.add(key)
-            chosen.append(
-                {"infra": infra, "instance_type": o.instance_type, "use_spot": o.billing == "spot"}
-            )
+            candidate: dict[str, Any] = {
+                "infra": infra,
+                "instance_type": o.instance_type,
+                "use_spot": o.billing == "spot",
+            }
+            if o.nodes > 1 and o.network_tier == "best":
+                # EFA / InfiniBand / GPUDirect are attached only when asked: the plan timed them
+                candidate["network_tier"] = "best"
+            chosen.append(candidate)
             if len(chosen) >= candidates:
                 break
         if len(chosen) >= candidates:
             break
-    envs: dict[str, str] = {"GPUWISE_CHECKPOINT_DIR": CHECKPOINT_DIR}
-    if w.settings:
-        envs["GPUWISE_SETTINGS"] = str(w.settings.get("text", ""))
-        for field_name in ("zero", "recompute", "micro_batch", "global_batch", "tensor_parallel"):
-            value = w.settings.get(field_name)
-            if value is not None:
-                envs[f"GPUWISE_{field_name.upper()}"] = str(value)
+    envs = settings_env(w)
     return {
         "name": task_name,
         "workdir": workdir,
         "num_nodes": w.nodes,
         "resources": {
             mode: chosen,
-            # errors in the user's program are not retried: a relaunch would pay for the same failure
-            "job_recovery": {"strategy": "EAGER_NEXT_REGION", "max_restarts_on_errors": 0},
+            # exit 75 (spot notice, checkpoint saved) is a recovery; other failures get a small budget
+            "job_recovery": {
+                "strategy": "EAGER_NEXT_REGION",
+                "max_restarts_on_errors": RESTARTS_ON_ERRORS,
+                "recover_on_exit_codes": list(RECOVER_ON_EXIT_CODES),
+            },
         },
         "envs": envs,
         "file_mounts": {
@@ -212,6 +253,30 @@ def skypilot_task(
         "setup": setup_script(requirements),
         "run": run_line(w, command),
     }
+
+
+SETTINGS_ENV = {
+    "zero": "GPUWISE_ZERO",
+    "recompute": "GPUWISE_RECOMPUTE",
+    "micro_batch": "GPUWISE_MICRO_BATCH",
+    "accumulation": "GPUWISE_ACCUMULATION",
+    "global_batch": "GPUWISE_GLOBAL_BATCH",
+    "data_parallel": "GPUWISE_DATA_PARALLEL",
+    "tensor_parallel": "GPUWISE_TENSOR_PARALLEL",
+}
+"""Settings field → the variable the exports set; :func:`gpuwise.planner.job_settings` reads them."""
+
+
+def settings_env(w: PlanOption) -> dict[str, str]:
+    """The variables every export sets: the checkpoint folder and the searched settings."""
+    envs = {"GPUWISE_CHECKPOINT_DIR": CHECKPOINT_DIR}
+    if w.settings:
+        envs["GPUWISE_SETTINGS"] = str(w.settings.get("text", ""))
+        for field_name, var in SETTINGS_ENV.items():
+            value = w.settings.get(field_name)
+            if value is not None:
+                envs[var] = str(value)
+    return envs
 
 
 @functools.lru_cache(maxsize=1)
@@ -229,8 +294,9 @@ def _labels() -> dict[str, dict[str, list[str]]]:
     return out
 
 
-def gpu_node_affinity(gpu: str, spot: bool) -> dict[str, Any]:
-    """Required affinity for the GPU model (GKE label OR GPU Feature Discovery label); spot preferred."""
+def gpu_node_affinity(gpu: str, spot: bool, instance_type: str | None = None) -> dict[str, Any]:
+    """Required affinity for the GPU model: GKE's label OR GPU Feature Discovery's OR the instance
+    type (the fallback where GFD does not run); spot nodes preferred."""
     labels = _labels().get(gpu, {})
     terms = []
     if labels.get("gke"):
@@ -253,6 +319,18 @@ def gpu_node_affinity(gpu: str, spot: bool) -> dict[str, Any]:
             ]
         }
     )
+    if instance_type:  # set by every cloud's kubelet: no GPU Feature Discovery needed
+        terms.append(
+            {
+                "matchExpressions": [
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": [instance_type],
+                    }
+                ]
+            }
+        )
     affinity: dict[str, Any] = {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
     }
@@ -274,19 +352,59 @@ def gpu_node_affinity(gpu: str, spot: bool) -> dict[str, Any]:
 
 
 def grace_period_seconds(option: PlanOption) -> int:
-    """1.5 × checkpoint write time + 30 s, at least 60 s (module docstring)."""
+    """1.5 × checkpoint write time + 30 s, at least 60 s; on spot, at most the provider's notice
+    (AWS 120 s, GCP and Azure 30 s: spot.yaml), since the node goes away then whatever the pod asks."""
     write_s = (option.checkpoint_hours or 0.0) * 3600
-    return max(60, math.ceil(1.5 * write_s + 30))
+    grace = max(60, math.ceil(1.5 * write_s + 30))
+    if option.billing == "spot":
+        from gpuwise.planner.spot import load_spot_defaults
+
+        notice = load_spot_defaults(fetched=False).for_cloud(option.cloud).notice_seconds
+        if notice is not None:
+            grace = min(grace, int(notice))
+    return grace
+
+
+REQUEST_FRACTION = 0.8
+"""Share of the instance's vCPUs and memory the pod requests: gpuwise's rule, leaving room for
+what the node reserves (kubelet, system, eviction threshold: GKE and EKS reserve a few percent of
+CPU and up to about a tenth of memory on large nodes) and for DaemonSets (device plugins, EFA,
+logging), so the pod fits the chosen instance."""
 
 
 def _requests(w: PlanOption) -> dict[str, str]:
-    """CPU and memory requests: 90% of the instance (the rest for the kubelet and daemons)."""
+    """CPU and memory requests: :data:`REQUEST_FRACTION` of the chosen instance."""
     out: dict[str, str] = {}
     if w.vcpus:
-        out["cpu"] = str(max(1, math.floor(w.vcpus * 0.9)))
+        out["cpu"] = str(max(1, math.floor(w.vcpus * REQUEST_FRACTION)))
     if w.memory_gib:
-        out["memory"] = f"{max(1, math.floor(w.memory_gib * 0.9))}Gi"
+        out["memory"] = f"{max(1, math.floor(w.memory_gib * REQUEST_FRACTION))}Gi"
     return out
+
+
+def k8s_checkpoint_pvc(
+    plan: Plan, *, name: str | None = None, pvc: str | None = None
+) -> dict[str, Any]:
+    """The checkpoint volume claim the manifests mount: ReadWriteMany when several pods (nodes)
+    share it (EFS, Filestore, Azure Files: a storage class that supports it), ReadWriteOnce for one;
+    sized for three checkpoints (the newest, the one before, one being written)."""
+    w = _winner(plan)
+    claim = pvc or f"{_name(plan, name)}-checkpoints"
+    if w.checkpoint_gib is None:
+        raise PlanError(
+            "the checkpoint size is unknown, so the volume cannot be sized",
+            hint="give --checkpoint-size, or create the PVC yourself and pass --pvc",
+        )
+    size_gib = max(1, math.ceil(3 * w.checkpoint_gib))
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim},
+        "spec": {
+            "accessModes": ["ReadWriteMany" if w.nodes > 1 else "ReadWriteOnce"],
+            "resources": {"requests": {"storage": f"{size_gib}Gi"}},
+        },
+    }
 
 
 def _pod_spec(
@@ -301,12 +419,12 @@ def _pod_spec(
     requests = _requests(w)
     if requests:
         resources_doc["requests"] = {**requests, **limits}
-    env = [{"name": "GPUWISE_CHECKPOINT_DIR", "value": CHECKPOINT_DIR}]
-    if w.settings:
-        env.append({"name": "GPUWISE_SETTINGS", "value": str(w.settings.get("text", ""))})
+    env = [{"name": k, "value": v} for k, v in settings_env(w).items()]
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": grace_period_seconds(w),
-        "affinity": gpu_node_affinity(w.gpu, w.billing == "spot"),
+        # the image's trainer (uid 1000) must be able to write the mounted checkpoint volume
+        "securityContext": {"fsGroup": 1000, "fsGroupChangePolicy": "OnRootMismatch"},
+        "affinity": gpu_node_affinity(w.gpu, w.billing == "spot", w.instance_type),
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [
             {

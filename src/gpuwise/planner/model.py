@@ -81,8 +81,15 @@ class EstimatorModel:
         max_batch: int | None = None,
     ) -> None:
         from gpuwise.estimate.calibration import Calibration, load_calibration
+        from gpuwise.planner.settings import plan_global_batch
 
-        self.workload = workload
+        # one recipe per plan: every option runs the same global batch (settings.plan_global_batch)
+        gb, self.global_batch_source = plan_global_batch(workload)
+        self.workload = (
+            workload.with_changes(global_batch=gb)
+            if gb is not None and gb != workload.global_batch
+            else workload
+        )
         # resolved once: None means the user's calibration file when there is one
         self.calibration = (
             calibration
@@ -134,6 +141,7 @@ class EstimatorModel:
         return hit
 
     def _evaluate(self, gpu: str, gpn: int, nodes: int, gbit: float) -> Evaluation:
+        from gpuwise.estimate.capacity import gpu_memory
         from gpuwise.estimate.memory import weight_bytes_per_param
         from gpuwise.planner.settings import as_given, search_inference, search_training
 
@@ -165,7 +173,7 @@ class EstimatorModel:
             return Evaluation(
                 fits=False,
                 per_gpu_memory_gib=found.smallest_gib,
-                capacity_gib=float(spec.memory_gib),
+                capacity_gib=gpu_memory(spec, _for_gpu(cal, spec.name)).total_gib,
                 hours=float("inf"),
                 evaluated=found.evaluated,
             )
@@ -191,7 +199,18 @@ class EstimatorModel:
     def describe(self) -> Mapping[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self.workload)
+        out = asdict(self.workload)
+        if self.global_batch_source:
+            out["global_batch_source"] = self.global_batch_source
+            if self.workload.global_batch and self.workload.model.is_transformer:
+                out["global_batch_tokens"] = (
+                    self.workload.global_batch * self.workload.effective_seq_len
+                )
+        return out
+
+
+def _for_gpu(cal: Any, gpu: str) -> Any:
+    return None if cal is None else cal.for_gpu(gpu)
 
 
 def _checkpoint_gib(est: Estimate) -> float | None:

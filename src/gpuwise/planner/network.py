@@ -1,7 +1,12 @@
 """Each instance type's own network: the planner times multi-node jobs with it.
 
 The figures live in ``gpuwise/catalog/data/instance_network.csv`` (one row per cloud + instance
-pattern, each with its source). An instance type that is not listed gets :data:`UNKNOWN`, a
+pattern, each with its source and the date it was read). The planner times with the *sustained*
+bandwidth (``inter_node_gbit_s``), never the "up to" burst ceiling (``burst_gbit_s``), and with the
+fabric only where the launch can ask for it: ``network_tier: best`` in the SkyPilot export
+(:func:`for_tier`). Azure InfiniBand reaches only VMs of one scale set, which SkyPilot does not
+create, so those rows are timed on their Ethernet figure; ``--network-tier standard`` times every
+instance on its default network. An instance type that is not listed gets :data:`UNKNOWN`, a
 conservative 10 Gbit/s over TCP, and the plan says so; ``PlanRequest.inter_node_gbit_s``
 overrides every instance (``--inter-node-gbps``).
 """
@@ -20,14 +25,23 @@ from gpuwise.errors import CatalogError
 
 Fabric = Literal["efa", "infiniband", "rdma", "gpudirect-tcpx", "tcp", "unknown", "given"]
 _FABRICS = ("efa", "infiniband", "rdma", "gpudirect-tcpx", "tcp")
+FAST_FABRICS = ("efa", "infiniband", "rdma", "gpudirect-tcpx")
+"""Fabrics a launcher attaches only when asked (SkyPilot ``network_tier: best``)."""
+Scope = Literal["any", "gpu-cluster", "scale-set"]
+_SCOPES = ("any", "gpu-cluster", "scale-set")
+NetworkTier = Literal["best", "standard"]
 _COLUMNS = [
     "cloud",
     "instance_pattern",
     "inter_node_gbit_s",
+    "burst_gbit_s",
     "fabric",
+    "fabric_scope",
+    "standard_gbit_s",
     "rdma_resource",
     "intra_node",
     "source",
+    "read_on",
     "note",
 ]
 
@@ -46,6 +60,17 @@ class InstanceNetwork:
     """nvlink or pcie (informational: the estimator takes the intra-node link from the GPU model)."""
     source: str = ""
     """Where the figure comes from."""
+    scope: Scope = "any"
+    """Where the fabric reaches: any, gpu-cluster (Nebius) or scale-set (Azure InfiniBand)."""
+    standard_gbit_s: float | None = None
+    """Sustained bandwidth on the default network (no fabric); None: not published."""
+    burst_gbit_s: float | None = None
+    """The provider's "up to" burst ceiling (never used for timing); None: no burst figure."""
+
+    @property
+    def needs_best_tier(self) -> bool:
+        """True when the time assumes a fabric the launch must ask for (``network_tier: best``)."""
+        return self.fabric in FAST_FABRICS
 
     @property
     def known(self) -> bool:
@@ -112,6 +137,26 @@ def parse_instance_network(text: str, name: str = "instance_network.csv") -> tup
                 f"{name} row {i}: needs a fabric in {', '.join(_FABRICS)}, Gbit/s > 0 and a source",
                 hint="fix the row",
             )
+        if "https://" not in raw["source"] or not raw["read_on"].strip():
+            raise CatalogError(
+                f"{name} row {i}: needs a source URL (https://...) and the date it was read (read_on)",
+                hint="name the provider page and when you read it",
+            )
+        scope = raw["fabric_scope"] or "any"
+        if scope not in _SCOPES:
+            raise CatalogError(
+                f"{name} row {i}: fabric_scope {scope!r} is not one of {', '.join(_SCOPES)}",
+                hint="fix the row",
+            )
+        extra = {}
+        for col in ("standard_gbit_s", "burst_gbit_s"):
+            try:
+                extra[col] = float(raw[col]) if raw[col] else None
+            except ValueError:
+                raise CatalogError(
+                    f"{name} row {i}: {col} {raw[col]!r} is not a number",
+                    hint="give Gbit/s, or leave it empty when not published",
+                ) from None
         rdma = None
         if raw["rdma_resource"]:
             res, _, count = raw["rdma_resource"].partition("=")
@@ -125,7 +170,10 @@ def parse_instance_network(text: str, name: str = "instance_network.csv") -> tup
                     fabric,  # type: ignore[arg-type]
                     rdma,
                     raw["intra_node"] or "unknown",
-                    raw["source"],
+                    f"{raw['source']} (read {raw['read_on']})" if raw["read_on"] else raw["source"],
+                    scope,  # type: ignore[arg-type]
+                    extra["standard_gbit_s"],
+                    extra["burst_gbit_s"],
                 ),
             )
         )
@@ -152,3 +200,37 @@ def instance_network(cloud: str, instance_type: str) -> InstanceNetwork:
 def given_network(gbit_s: float) -> InstanceNetwork:
     """The user's ``--inter-node-gbps`` for every instance."""
     return InstanceNetwork(gbit_s, "given", None, "unknown", "given by the user")
+
+
+@functools.lru_cache(maxsize=4096)
+def for_tier(net: InstanceNetwork, tier: NetworkTier) -> InstanceNetwork:
+    """The network a launch gets: the fabric with ``best`` where the launcher can attach it, else
+    the default network's sustained figure (the conservative default where none is published).
+
+    Azure InfiniBand (scope ``scale-set``) needs the VMs of one scale set, which SkyPilot does not
+    create: it is timed on the default network at either tier (``--inter-node-gbps`` for a scale set).
+    """
+    if not net.needs_best_tier or (tier == "best" and net.scope != "scale-set"):
+        return net
+    why = (
+        "InfiniBand only within one VM scale set"
+        if net.scope == "scale-set"
+        else "network tier standard: no fabric"
+    )
+    if net.standard_gbit_s is None:
+        return InstanceNetwork(
+            UNKNOWN.inter_node_gbit_s,
+            "unknown",
+            None,
+            net.intra_node,
+            f"{why}; the default network's bandwidth is not published: {UNKNOWN.source}",
+        )
+    return InstanceNetwork(
+        net.standard_gbit_s,
+        "tcp",
+        None,
+        net.intra_node,
+        f"{why}; {net.source}",
+        "any",
+        net.standard_gbit_s,
+    )

@@ -24,6 +24,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwise.errors import EstimateError
+from gpuwise.estimate.capacity import gpu_memory
 from gpuwise.estimate.estimator import Estimate, estimate_workload
 from gpuwise.estimate.memory import memory_breakdown_bytes
 from gpuwise.estimate.workload import RECOMPUTE_SEARCH, GradCkpt, Workload
@@ -42,6 +44,50 @@ the fastest time are chosen. gpuwise's own rule, not a published figure: the est
 bars are far wider than 1%, so a smaller gain is not evidence enough for a more complex setup."""
 DEFAULT_MAX_BATCH = 256
 """Inference: most concurrent sequences tried when the request gives no ``max_batch``."""
+DEFAULT_FINETUNE_GLOBAL_BATCH = 128
+"""Fine-tuning (full, LoRA, QLoRA) sequences per optimizer step when none is given: Stanford
+Alpaca's fine-tuning of LLaMA 7B/13B ("Batch size 128", github.com/tatsu-lab/stanford_alpaca
+README, Fine-tuning table). A power of two, so 1, 2, 4, ... 128 data-parallel GPUs all reach it."""
+DEFAULT_CNN_GLOBAL_BATCH = 256
+"""Non-transformer (CNN) training images per step when none is given: He et al. 2016, "Deep
+Residual Learning", Sec. 3.4 ("mini-batch size of 256")."""
+
+
+class BatchSplitError(EstimateError):
+    """The data-parallel degree of a setup does not divide the plan's global batch."""
+
+    def __init__(self, global_batch: int, data_parallel: int) -> None:
+        super().__init__(
+            f"{data_parallel} data-parallel GPUs do not divide the global batch of {global_batch}",
+            hint="give --global-batch as a multiple of the GPU count you want "
+            f"(e.g. {global_batch - global_batch % data_parallel or data_parallel})",
+        )
+        self.global_batch = global_batch
+        self.data_parallel = data_parallel
+
+
+def plan_global_batch(wl: Workload) -> tuple[int | None, str]:
+    """The global batch every option of a plan runs (sequences per optimizer step), and its source.
+
+    Fixed for the whole plan so that options are the same training run: same optimizer steps,
+    same tokens per step; each option reaches it with micro-batch × accumulation × data-parallel
+    GPUs. None for inference.
+    """
+    from gpuwise.estimate.workload import DEFAULT_PRETRAIN_BATCH_TOKENS
+
+    if wl.task == "inference":
+        return None, ""
+    if wl.global_batch is not None:
+        return wl.global_batch, "given (--global-batch)"
+    if not wl.model.is_transformer:
+        return DEFAULT_CNN_GLOBAL_BATCH, "default for CNNs (He et al. 2016: 256 images)"
+    if wl.task == "pretrain":
+        seqs = -(-DEFAULT_PRETRAIN_BATCH_TOKENS // wl.effective_seq_len)
+        return seqs, "pretraining default: 4M tokens per step (LLaMA, Touvron et al. 2023)"
+    return (
+        DEFAULT_FINETUNE_GLOBAL_BATCH,
+        "fine-tuning default: 128 sequences (Stanford Alpaca)",
+    )
 
 
 @dataclass(frozen=True)
@@ -62,6 +108,8 @@ class Settings:
     """Training: micro-batches per optimizer step on each data-parallel rank."""
     tensor_parallel: int = 1
     """GPUs one model copy is split over (inference: within the node)."""
+    data_parallel: int = 1
+    """Training: model replicas; micro_batch × accumulation × data_parallel = global_batch."""
     searched: bool = True
     """False when the workload's own settings were used as given."""
 
@@ -81,6 +129,8 @@ class Settings:
         mb = f"micro-batch {self.micro_batch}"
         if self.accumulation > 1:
             mb += f" × {self.accumulation} acc."
+        if self.global_batch is not None:
+            mb += f" × {self.data_parallel} GPUs = {self.global_batch}"
         parts.append(mb)
         return ", ".join(parts)
 
@@ -99,6 +149,7 @@ def _settings_dict(
         "global_batch": s.global_batch,
         "accumulation": s.accumulation,
         "tensor_parallel": s.tensor_parallel,
+        "data_parallel": s.data_parallel,
         "searched": s.searched,
         "text": s.describe(),
     }
@@ -156,9 +207,17 @@ class SearchCache:
         return hit
 
 
-def _fits(wl: Workload, spec: GpuSpec, dp: int, cache: SearchCache) -> tuple[bool, float]:
+def _fits(wl: Workload, capacity_gib: float, dp: int, cache: SearchCache) -> tuple[bool, float]:
     need = cache.need_gib(wl, dp)
-    return need <= spec.memory_gib, need
+    return need <= capacity_gib, need
+
+
+def _capacity_gib(spec: GpuSpec, calibration: Any) -> float:
+    """The GPU's reported memory, as the estimator counts it (measured figures win)."""
+    from gpuwise.estimate.calibration import Calibration
+
+    cal = calibration.for_gpu(spec.name) if isinstance(calibration, Calibration) else None
+    return gpu_memory(spec, cal).total_gib
 
 
 def _settings_of(est: Estimate, searched: bool = True) -> Settings:
@@ -180,6 +239,7 @@ def _settings_of(est: Estimate, searched: bool = True) -> Settings:
         global_batch=gb,
         accumulation=acc,
         tensor_parallel=wl.tensor_parallel,
+        data_parallel=est.data_parallel,
         searched=searched,
     )
 
@@ -188,6 +248,7 @@ def as_given(
     wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any
 ) -> Searched:
     """The workload's own settings (no search)."""
+    _check_split(wl, gpn * nodes, micro_batch=True)
     est = estimate_workload(
         wl,
         spec,
@@ -206,6 +267,17 @@ def as_given(
     )
 
 
+def _check_split(wl: Workload, gpus: int, *, micro_batch: bool = False) -> None:
+    """BatchSplitError when ``gpus`` cannot run the workload's global batch exactly: the
+    data-parallel degree (× the workload's own micro-batch when ``micro_batch``) must divide it."""
+    gb = wl.global_batch
+    if gb is None or wl.task == "inference":
+        return
+    dp = max(1, gpus // (wl.tensor_parallel * wl.pipeline_parallel))
+    if gb % (dp * (wl.micro_batch if micro_batch else 1)):
+        raise BatchSplitError(gb, dp)
+
+
 def search_training(
     wl: Workload,
     spec: GpuSpec,
@@ -220,15 +292,14 @@ def search_training(
     gpus = gpn * nodes
     shard = wl.tensor_parallel * wl.pipeline_parallel
     dp = max(1, gpus // shard)
-    gb = (
-        wl.global_batch
-        if wl.global_batch is not None
-        else (None if wl.task == "pretrain" else wl.micro_batch * dp)
-    )
-    per_rank = None if gb is None else max(1, gb // dp)
-    mbs = [m for m in _MICRO_BATCHES if per_rank is None or m <= per_rank]
-    if wl.micro_batch not in mbs and (per_rank is None or wl.micro_batch <= per_rank):
+    gb = wl.global_batch if wl.global_batch is not None else plan_global_batch(wl)[0]
+    _check_split(wl.with_changes(global_batch=gb), gpus)
+    # whole micro-batches per rank: micro_batch × accumulation × dp is exactly the global batch
+    per_rank = None if gb is None else gb // dp
+    mbs = [m for m in _MICRO_BATCHES if per_rank is None or per_rank % m == 0]
+    if wl.micro_batch not in mbs and (per_rank is None or per_rank % wl.micro_batch == 0):
         mbs = sorted({*mbs, wl.micro_batch})
+    capacity = _capacity_gib(spec, calibration)
     evaluated = 0
     smallest = float("inf")
     timed: list[tuple[float, int, int, Estimate]] = []  # hours, recompute level, ZeRO, estimate
@@ -239,7 +310,7 @@ def search_training(
         fit = None
         for mb in mbs:
             evaluated += 1
-            ok, need = _fits(cache.setting(base, zero, rc, mb), spec, dp, cache)
+            ok, need = _fits(cache.setting(base, zero, rc, mb), capacity, dp, cache)
             smallest = min(smallest, need)
             if not ok:
                 break
@@ -255,7 +326,7 @@ def search_training(
             else:  # ZeRO 1/2 shard the optimizer step, so each stage that fits is timed
                 for z in (0, 1):
                     evaluated += 1
-                    if _fits(cache.setting(base, z, rc, mb2), spec, dp, cache)[0]:
+                    if _fits(cache.setting(base, z, rc, mb2), capacity, dp, cache)[0]:
                         tried.append((z, mb2))
                 tried.append((2, mb2))
         if dp > 1:

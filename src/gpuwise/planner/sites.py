@@ -4,17 +4,21 @@ A site carries the price you can get in its region and the zone that gives it. A
 below the region's other zones (under :data:`OUTLIER_RATIO` × their median; AWS Local Zones are
 the usual case) is set aside unless the request allows outliers; when it is allowed, the option
 names the zone and the export pins it, so the plan never quotes a price the launcher would not pay.
+AWS Local Zones (zone IDs like ``use1-atl2-az1``) are set aside whatever their price: an account
+must opt into each one, and SkyPilot only sees the zones an account has (``describe-availability-
+zones``), so a region's Local Zone price is not what a launch there gets by default.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwise.catalog.offer import Offer
-from gpuwise.planner.network import InstanceNetwork, given_network, instance_network
+from gpuwise.planner.network import InstanceNetwork, for_tier, given_network, instance_network
 from gpuwise.planner.values import PlanRequest
 
 OUTLIER_RATIO = 0.75
@@ -57,17 +61,26 @@ class Site:
     memory_gib: float | None
 
 
+_AWS_LOCAL_ZONE = re.compile(r"^[a-z]{2,6}\d-[a-z]+\d+-az\d+$")
+"""AWS Local Zone IDs: region prefix, a metro segment, then the zone (``use1-atl2-az1``)."""
+
+
 def _best(prices: list[tuple[float, str | None]], allow_outliers: bool) -> ZonePrice | None:
     if not prices:
         return None
     if len(prices) == 1:
         return ZonePrice(prices[0][0], prices[0][1])
     prices = sorted(prices, key=lambda p: (p[0], p[1] or ""))
-    outliers: list[tuple[float, str | None]] = []
+    # opt-in zones first, then price outliers among the rest
+    outliers: list[tuple[float, str | None]] = [
+        (p, z) for p, z in prices if z and _AWS_LOCAL_ZONE.match(z)
+    ]
     if prices[0][0] < OUTLIER_RATIO * prices[-1][0]:  # otherwise no zone can be an outlier
         for price, zone in prices:
             others = [p for p, z in prices if z != zone]
-            if price < OUTLIER_RATIO * statistics.median(others):
+            if not others:  # the same zone listed twice: nothing to compare against
+                continue
+            if (price, zone) not in outliers and price < OUTLIER_RATIO * statistics.median(others):
                 outliers.append((price, zone))
     if allow_outliers or len(outliers) == len(prices):
         price, zone = prices[0]
@@ -101,7 +114,7 @@ def build_sites(
         net = (
             given_network(request.inter_node_gbit_s)
             if request.inter_node_gbit_s is not None
-            else instance_network(cloud, itype)
+            else for_tier(instance_network(cloud, itype), request.network_tier)
         )
         first = rows[0]
         sites.append(
@@ -121,3 +134,27 @@ def build_sites(
             )
         )
     return tuple(sites)
+
+
+def zone_outliers(offers: Sequence[Offer], *, spot: bool) -> set[tuple[str, str, str, str]]:
+    """(cloud, region, instance type, zone) of every row a plan would set aside for its price
+    (spot or on-demand): AWS Local Zones and zones far below their region's others. ``offers``
+    marks them the same way so the two commands agree on what a region costs."""
+    groups: dict[tuple[str, str, str, str, float], dict[str, float]] = {}
+    for o in offers:
+        price = (
+            (o.spot_usd_per_hour if o.has_spot_discount else None)
+            if spot
+            else o.on_demand_usd_per_hour
+        )
+        if price is not None and o.zone:  # as build_sites groups them; one price per zone
+            zones = groups.setdefault((o.cloud, o.region, o.instance_type, o.gpu, o.gpu_count), {})
+            zones[o.zone] = min(price, zones.get(o.zone, price))
+    out: set[tuple[str, str, str, str]] = set()
+    for (cloud, region, itype, _gpu, _count), zones in groups.items():
+        best = _best([(p, z) for z, p in zones.items()], allow_outliers=False)
+        if best is not None:
+            out.update((cloud, region, itype, z) for z in best.set_aside)
+            if best.outlier and best.zone:  # every zone an outlier: the one used is one too
+                out.add((cloud, region, itype, best.zone))
+    return out

@@ -24,6 +24,7 @@ RejectKind = Literal[
     "deadline",
     "budget",
     "max-gpus",
+    "batch",
 ]
 
 
@@ -61,6 +62,9 @@ class PlanRequest:
     """Re-provision + start time per interruption (checkpoint reload is added); default from data."""
     inter_node_gbit_s: float | None = None
     """Network bandwidth of every instance, Gbit/s; None: each instance type's own (sourced table)."""
+    network_tier: Literal["best", "standard"] = "best"
+    """``best``: time EFA/InfiniBand/RDMA/TCPX where the export can ask for it (SkyPilot
+    ``network_tier: best``); ``standard``: time every instance on its default network."""
     search_settings: bool = True
     """Search the job's settings per GPU setup (recompute × ZeRO × micro-batch; TP × batch for
     inference); False: the workload's settings as given."""
@@ -115,6 +119,7 @@ class PlanRequest:
             )
         check_finite(self.confidence, "confidence", maximum=1.0)
         check_choice(self.objective, OBJECTIVES, "objective")
+        check_choice(self.network_tier, ("best", "standard"), "network tier")
         for billing in self.billings:
             check_choice(billing, BILLINGS, "billing")
         if not self.billings:
@@ -161,6 +166,10 @@ class PlanOption:
     """Always True for a ranked option (what does not fit is rejected)."""
     p_meet_deadline: float | None
     """Probability of finishing by the deadline; None without a deadline."""
+    p_meet_deadline_confidence: Literal["low", "given"] | None
+    """Spot with a deadline: ``low`` when the interruption rate or the capacity wait is a
+    placeholder or a fleet-wide band (every bundled figure), ``given`` with ``spot_mtbf_hours``;
+    None otherwise."""
     failure_free_hours: float
     """Hours without interruptions (and without checkpoints)."""
     per_gpu_memory_gib: float
@@ -177,6 +186,8 @@ class PlanOption:
     """How many availability-zone rows were merged into this option."""
     checkpoint_hours: float | None = None
     """Time to write one checkpoint (size / bandwidth); sizes the emergency-save grace period."""
+    checkpoint_gib: float | None = None
+    """Size of one checkpoint, GiB (the request's, else the estimate's; None: unknown)."""
     settings: Mapping[str, Any] | None = None
     """The job's settings on this setup (zero, recompute, micro_batch, global_batch, accumulation,
     tensor_parallel, searched, text)."""
@@ -190,6 +201,11 @@ class PlanOption:
     """The inter-node network the time assumes, e.g. ``3200 Gbit/s EFA``."""
     network_known: bool = True
     """False when the instance type is not in gpuwise's network table (a conservative default was used)."""
+    network_fabric: str = "unknown"
+    """The fabric the time assumes: efa, infiniband, rdma, gpudirect-tcpx, tcp, unknown or given."""
+    network_tier: Literal["best", "standard"] = "standard"
+    """``best`` when the time assumes a fabric the launch must ask for (the SkyPilot export writes
+    ``network_tier: best`` for such a candidate of a multi-node job)."""
     rdma_resource: tuple[str, int] | None = None
     """Kubernetes extended resource and count for the instance's fabric (EFA), or None."""
     fixed_hours: float = 0.0
@@ -252,7 +268,8 @@ class Rejection:
     """A group of offers that could not be options, and why."""
 
     kind: RejectKind
-    """no-fit, no-estimate, fractional, no-price, reserved-unknown, deadline, budget or max-gpus."""
+    """no-fit, no-estimate, fractional, no-price, reserved-unknown, deadline, budget, max-gpus or
+    batch (the data-parallel degree does not divide the plan's global batch)."""
     reason: str
     """One line for people, e.g. ``A10G ×4: does not fit (needs 31 GiB/GPU, has 24)``."""
     offers: int
@@ -299,6 +316,9 @@ class Plan:
     """Model inputs that are defaults or placeholders, with their sources."""
     settings_evaluated: int = 0
     """Job settings whose memory or time the search computed, over all GPU setups."""
+    ranking_note: str | None = None
+    """Why the first option is not the cheapest (cost objective): it is within the cheapest's
+    error band and materially faster or on fewer nodes. None when the cheapest is first."""
 
     @property
     def winner(self) -> PlanOption | None:
@@ -320,4 +340,5 @@ class Plan:
             "considered": self.considered,
             "assumptions": list(self.assumptions),
             "settings_evaluated": self.settings_evaluated,
+            "ranking_note": self.ranking_note,
         }

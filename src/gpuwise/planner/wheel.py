@@ -1,0 +1,104 @@
+"""The gpuwise a plan ran with, as a wheel the exported job installs from its own workdir.
+
+The SkyPilot export's ``setup`` must install gpuwise on a fresh VM. A release pin
+(``gpuwise[train]==0.1.0``) names a version the package index may not have — and anyone who
+registers that name there would run code on every exported VM. Instead the export ships the exact
+code that made the plan: :func:`write_wheel` zips the importable ``gpuwise`` package (pure Python,
+data files included) with its metadata into ``<workdir>/.gpuwise-dist/``, which SkyPilot syncs with
+the workdir, and ``setup`` installs it with the ``train`` extra.
+
+Metadata comes from the installed distribution when there is one, else from the checkout's
+``pyproject.toml`` (a source tree on ``PYTHONPATH``). Standard library only: no build backend runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from email.message import Message
+from importlib import metadata
+from pathlib import Path
+
+import tomllib
+
+import gpuwise
+from gpuwise.errors import PlanError
+
+_WHEEL = "Wheel-Version: 1.0\nGenerator: gpuwise.planner.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def _from_pyproject(path: Path) -> tuple[str, str, str]:
+    """(version, METADATA text, entry_points.txt text) from a checkout's pyproject.toml."""
+    project = tomllib.loads(path.read_text("utf-8"))["project"]
+    msg = Message()
+    msg["Metadata-Version"] = "2.1"
+    msg["Name"] = project["name"]
+    msg["Version"] = project["version"]
+    if "requires-python" in project:
+        msg["Requires-Python"] = project["requires-python"]
+    for dep in project.get("dependencies", []):
+        msg["Requires-Dist"] = dep
+    for extra, deps in project.get("optional-dependencies", {}).items():
+        msg["Provides-Extra"] = extra
+        for dep in deps:
+            marker = f'extra == "{extra}"'
+            msg["Requires-Dist"] = f"{dep}; {marker}" if ";" not in dep else f"{dep} and {marker}"
+    scripts = project.get("scripts", {})
+    entry = "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())
+    return str(project["version"]), msg.as_string(), entry
+
+
+def _metadata() -> tuple[str, str, str]:
+    """(version, METADATA, entry_points.txt) of the gpuwise being imported."""
+    package = Path(gpuwise.__file__).resolve().parent
+    checkout = package.parents[1] / "pyproject.toml"  # src/gpuwise -> the repository root
+    if checkout.is_file() and 'name = "gpuwise"' in checkout.read_text("utf-8"):
+        return _from_pyproject(checkout)
+    try:
+        dist = metadata.distribution("gpuwise")
+    except metadata.PackageNotFoundError:
+        raise PlanError(
+            "cannot find gpuwise's metadata to ship it with the export",
+            hint="install gpuwise (pip install .) or run from its checkout",
+        ) from None
+    return (
+        dist.version,
+        dist.read_text("METADATA") or "",
+        dist.read_text("entry_points.txt") or "",
+    )
+
+
+def write_wheel(workdir: Path, folder: str = ".gpuwise-dist") -> Path:
+    """Write ``gpuwise-VERSION-py3-none-any.whl`` of the running gpuwise into ``workdir/folder``."""
+    version, meta, entry = _metadata()
+    package = Path(gpuwise.__file__).resolve().parent
+    out_dir = workdir / folder
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"gpuwise-{version}-py3-none-any.whl"
+    info = f"gpuwise-{version}.dist-info"
+    records: list[str] = []
+    tmp = path.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+
+        def add(name: str, data: bytes) -> None:
+            zf.writestr(name, data)
+            records.append(f"{name},{_record_hash(data)},{len(data)}")
+
+        for file in sorted(package.rglob("*")):
+            if file.is_dir() or "__pycache__" in file.parts or file.suffix in (".pyc", ".pyo"):
+                continue
+            add(f"gpuwise/{file.relative_to(package).as_posix()}", file.read_bytes())
+        add(f"{info}/METADATA", meta.encode())
+        add(f"{info}/WHEEL", _WHEEL.encode())
+        if entry.strip():
+            add(f"{info}/entry_points.txt", entry.encode())
+        records.append(f"{info}/RECORD,,")
+        zf.writestr(f"{info}/RECORD", "\n".join(records) + "\n")
+    tmp.replace(path)
+    return path

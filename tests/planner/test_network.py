@@ -1,0 +1,62 @@
+"""The network table: sustained figures, sourced rows, and the fabric only where a launch gets it."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwise.errors import CatalogError
+from gpuwise.planner.network import for_tier, instance_network, parse_instance_network
+
+
+@pytest.mark.parametrize(
+    ("cloud", "itype", "sustained", "burst"),
+    [
+        ("aws", "g6e.xlarge", 2.5, 20),  # "up to 20" is a burst ceiling
+        ("aws", "g6e.2xlarge", 5, 20),
+        ("aws", "g5.4xlarge", 10, 25),
+        ("aws", "g6.2xlarge", 5, 10),
+        ("aws", "g4dn.xlarge", 5, 25),
+        ("aws", "g4dn.8xlarge", 50, None),  # 50, not the old 25, and EFA
+        ("aws", "p5.4xlarge", 100, None),  # was missing (10 Gbit/s fallback)
+        ("gcp", "a3-highgpu-1g", 25, None),
+        ("gcp", "a3-highgpu-4g", 100, None),
+        ("azure", "Standard_NC40ads_H100_v5", 40, None),
+    ],
+)
+def test_rows_time_with_the_sustained_figure(
+    cloud: str, itype: str, sustained: float, burst: float | None
+) -> None:
+    net = instance_network(cloud, itype)
+    assert net.known and net.inter_node_gbit_s == sustained and net.burst_gbit_s == burst
+    assert "https://" in net.source and "(read 2026-" in net.source
+
+
+def test_fabric_rows_need_the_best_tier() -> None:
+    p5 = instance_network("aws", "p5.48xlarge")
+    assert p5.needs_best_tier and for_tier(p5, "best") is p5
+    standard = for_tier(p5, "standard")  # no EFA: the default network, not published → 10
+    assert not standard.needs_best_tier and standard.inter_node_gbit_s == 10
+    assert not standard.known and "not published" in standard.source
+
+
+def test_azure_infiniband_is_timed_on_ethernet_outside_one_scale_set() -> None:
+    nd = instance_network("azure", "Standard_ND96isr_H100_v5")
+    assert nd.fabric == "infiniband" and nd.scope == "scale-set"
+    launched = for_tier(nd, "best")  # SkyPilot launches separate VMs: no InfiniBand between them
+    assert launched.inter_node_gbit_s == 80 and launched.fabric == "tcp"
+
+
+def test_nebius_infiniband_only_on_gpu_cluster_platforms() -> None:
+    assert instance_network("nebius", "gpu-h100-sxm_8gpu-128vcpu-1600gb").scope == "gpu-cluster"
+    assert not instance_network("nebius", "gpu-b200-sxm_8gpu-160vcpu-1792gb").known
+
+
+def test_a_row_without_a_source_url_or_date_is_refused() -> None:
+    header = (
+        "cloud,instance_pattern,inter_node_gbit_s,burst_gbit_s,fabric,fabric_scope,"
+        "standard_gbit_s,rdma_resource,intra_node,source,read_on,note\n"
+    )
+    with pytest.raises(CatalogError, match="source URL"):
+        parse_instance_network(header + "aws,x,10,,tcp,any,10,,pcie,a blog,2026-11,\n")
+    with pytest.raises(CatalogError, match="fabric_scope"):
+        parse_instance_network(header + "aws,x,10,,tcp,moon,10,,pcie,https://x,2026-11,\n")

@@ -1,0 +1,153 @@
+"""SkyPilot's own engine on the exports: ``sky.Task.from_yaml`` parses each one and SkyPilot's
+optimizer (and its zone order for provisioning) runs offline on gpuwise's bundled catalog; it
+must choose the instance, region, zone and network tier the plan priced and timed.
+
+SkyPilot lives in its own virtualenv (it pins packages that clash with the test venv):
+
+    python3 -m venv /tmp/skyvenv && /tmp/skyvenv/bin/pip install skypilot==0.14.1
+    GPUWISE_SKYPILOT_PYTHON=/tmp/skyvenv/bin/python pytest -m slow tests/planner/test_skypilot_engine.py
+
+Offline: ``HOME`` holds SkyPilot catalog files written from gpuwise's bundled offers
+(``src/gpuwise/catalog/data/offers.csv.gz``, itself an extract of SkyPilot's catalog), and an AWS
+zone mapping for an account that has not opted into Local Zones (every account's default: regular
+zones only, each named by its ID). The one fake is which clouds are enabled (``sky check`` needs
+credentials), in ``skypilot/optimize.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuwise.estimate.workload import workload_from_options
+from gpuwise.planner import PlanRequest, plan
+from gpuwise.planner.export import skypilot_task, to_yaml
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+SKY_PYTHON = os.environ.get("GPUWISE_SKYPILOT_PYTHON", "")
+_HEADER = [
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "vCPUs",
+    "MemoryGiB",
+    "GpuInfo",
+    "Price",
+    "SpotPrice",
+    "Region",
+    "AvailabilityZone",
+    "Arch",
+]
+
+
+@pytest.fixture(scope="module")
+def sky_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not SKY_PYTHON or not Path(SKY_PYTHON).is_file():
+        pytest.skip(
+            "set GPUWISE_SKYPILOT_PYTHON to a Python with skypilot==0.14.1 installed "
+            "(python3 -m venv /tmp/skyvenv && /tmp/skyvenv/bin/pip install skypilot==0.14.1)"
+        )
+    home = tmp_path_factory.mktemp("skyhome")
+    path = ROOT / "src" / "gpuwise" / "catalog" / "data" / "offers.csv.gz"
+    with gzip.open(path) as raw:
+        rows = [r for r in csv.DictReader(io.TextIOWrapper(raw, "utf-8")) if r["cloud"] == "aws"]
+    aws = home / ".sky" / "catalogs" / "v8" / "aws"
+    aws.mkdir(parents=True)
+    with open(aws / "vms.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(_HEADER)
+        for r in rows:
+            n = int(float(r["gpu_count"]))
+            mib = int(float(r["gpu_memory_gib"] or 0) * 1024)
+            info = (
+                f"{{'Gpus': [{{'Name': '{r['gpu']}', 'Manufacturer': 'NVIDIA', 'Count': {n}, "
+                f"'MemoryInfo': {{'SizeInMiB': {mib}}}}}], 'TotalGpuMemoryInMiB': {mib * n}}}"
+            )
+            out.writerow(
+                [
+                    r["instance_type"],
+                    r["gpu"],
+                    float(n),
+                    r["vcpus"],
+                    r["memory_gib"],
+                    info,
+                    r["on_demand_usd_per_hour"],
+                    r["spot_usd_per_hour"],
+                    r["region"],
+                    r["zone"],
+                    r["arch"],
+                ]
+            )
+    regular = sorted({r["zone"] for r in rows if re.fullmatch(r"[a-z]+\d-az\d+", r["zone"])})
+    (aws / "az_mappings-default.csv").write_text(
+        "AvailabilityZone,AvailabilityZoneName\n" + "".join(f"{z},{z}\n" for z in regular)
+    )
+    return home
+
+
+def _engine(sky_home: Path, doc: dict[str, object], tmp_path: Path) -> dict[str, object]:
+    task = tmp_path / "task.yaml"
+    task.write_text(to_yaml(doc))
+    env = {
+        "HOME": str(sky_home),
+        "PATH": os.environ.get("PATH", ""),
+        "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
+    }
+    r = subprocess.run(
+        [SKY_PYTHON, str(Path(__file__).parent / "skypilot" / "optimize.py"), str(task), "aws"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+README_JOB = {"model": "llama-3.1-8b", "task": "lora", "tokens": "2B"}
+CASES = [
+    # the README job on AWS: a multi-node B200 spot plan (EFA)
+    pytest.param(README_JOB, {"deadline_hours": 24.0}, "ordered", id="readme-job-aws"),
+    # a full fine-tune ranked by time: several EFA nodes
+    pytest.param(
+        {"model": "llama-3.1-8b", "task": "finetune", "tokens": "5B"},
+        {"objective": "time", "billings": ("on-demand",)},
+        "ordered",
+        id="finetune-time-on-demand",
+    ),
+    # SkyPilot picks among any_of by its own prices: it must land on the planned one
+    pytest.param(
+        README_JOB, {"deadline_hours": 24.0, "max_nodes": 1}, "any_of", id="readme-any-of-1-node"
+    ),
+]
+
+
+@pytest.mark.parametrize(("job", "req", "mode"), CASES)
+def test_skypilot_chooses_what_the_plan_priced(
+    sky_home: Path, tmp_path: Path, job: dict[str, str], req: dict[str, object], mode: str
+) -> None:
+    p = plan(workload_from_options(**job), PlanRequest(clouds=("aws",), **req))  # type: ignore[arg-type]
+    w = p.winner
+    assert w is not None
+    doc = skypilot_task(p, mode=mode)  # type: ignore[arg-type]
+    chosen = _engine(sky_home, doc, tmp_path)
+    assert chosen["instance_type"] == w.instance_type
+    assert chosen["region"] == w.region
+    assert chosen["use_spot"] == (w.billing == "spot")
+    assert chosen["num_nodes"] == w.nodes
+    # the zone SkyPilot provisions first is the zone whose price the plan used
+    assert chosen["zone"] == w.zone, (chosen, w.zone, w.zones_set_aside)
+    expected_tier = "best" if w.nodes > 1 and w.network_tier == "best" else None
+    assert chosen["network_tier"] == expected_tier
+    recovery = chosen["job_recovery"]
+    assert isinstance(recovery, dict) and recovery["recover_on_exit_codes"] == [75]
