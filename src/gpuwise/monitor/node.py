@@ -83,14 +83,15 @@ def parse_capacity_type(raw: str | None, what: str) -> CapacityType | None:
 
 
 def facts_from_env(env: Mapping[str, str] | None = None) -> NodeFacts:
-    env = os.environ if env is None else env
+    from gpuwise.base import settings
+
     return NodeFacts(
-        instance_type=env.get("GPUWISE_INSTANCE_TYPE") or None,
-        region=env.get("GPUWISE_REGION") or None,
+        instance_type=settings.text("GPUWISE_INSTANCE_TYPE", env),
+        region=settings.text("GPUWISE_REGION", env),
         capacity_type=parse_capacity_type(
-            env.get("GPUWISE_CAPACITY_TYPE"), "GPUWISE_CAPACITY_TYPE"
+            settings.text("GPUWISE_CAPACITY_TYPE", env), "GPUWISE_CAPACITY_TYPE"
         ),
-        cloud=env.get("GPUWISE_CLOUD") or None,
+        cloud=settings.text("GPUWISE_CLOUD", env),
         source="settings",
     )
 
