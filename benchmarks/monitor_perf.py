@@ -133,13 +133,18 @@ def bench_concurrent_scrapes(
         )
         assert proc.stdout is not None
         head, info = "", None
-        while info is None:  # the --json object, printed before serving
-            line = proc.stdout.readline()
-            if not line:
-                raise RuntimeError("the exporter exited before serving")
-            head += line
-            if line.startswith("}"):
-                info = json.loads(head)
+        try:
+            while info is None:  # the --json object, printed before serving
+                line = proc.stdout.readline()
+                if not line:
+                    raise RuntimeError("the exporter exited before serving")
+                head += line
+                if line.startswith("}"):
+                    info = json.loads(head)
+        except BaseException:  # never leave the exporter running behind a failed benchmark
+            proc.terminate()
+            proc.wait(timeout=20)
+            raise
         url = info["metrics"]
         host, port = (
             urllib.parse.urlsplit(url).hostname or "127.0.0.1",
