@@ -69,9 +69,9 @@ def eight_gpu_trace(processes: int = 50) -> dict[str, Any]:
     return {"name": "bench", "interval_s": 1, "gpus": gpus, "frames": frames}
 
 
-def bench_scrape_and_sampling() -> tuple[float, float, float]:
+def bench_scrape_and_sampling(dcgm_compat: bool = False) -> tuple[float, float, float]:
     reader = FakeGpuReader(parse_trace(eight_gpu_trace(), "bench"))
-    collector = GpuCollector(PriceBook(price_usd_per_hour=3.0, offers=()))
+    collector = GpuCollector(PriceBook(price_usd_per_hour=3.0, offers=()), dcgm_compat=dcgm_compat)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     for _ in range(3):
@@ -93,10 +93,11 @@ def bench_scrape_and_sampling() -> tuple[float, float, float]:
 
 
 def bench_concurrent_scrapes(
-    scrapers: int = 64, per_scraper: int = 10
+    scrapers: int = 64, per_scraper: int = 10, stalled: int = 0
 ) -> tuple[float, float, int, int, int]:
     """p50 and p99 latency (ms) of /metrics with ``scrapers`` threads scraping at once, errors, and
-    the body size plain and gzipped (bytes)."""
+    the body size plain and gzipped (bytes). ``stalled`` connections that never send a byte are
+    held open meanwhile (they must not take the exporter's workers)."""
     import gzip
     import http.client
     import json
@@ -131,14 +132,27 @@ def bench_concurrent_scrapes(
             text=True,
         )
         assert proc.stdout is not None
-        head = ""
-        while not head.rstrip().endswith("}"):  # the --json object, printed before serving
-            head += proc.stdout.readline()
-        url = json.loads(head)["metrics"]
+        head, info = "", None
+        try:
+            while info is None:  # the --json object, printed before serving
+                line = proc.stdout.readline()
+                if not line:
+                    raise RuntimeError("the exporter exited before serving")
+                head += line
+                if line.startswith("}"):
+                    info = json.loads(head)
+        except BaseException:  # never leave the exporter running behind a failed benchmark
+            proc.terminate()
+            proc.wait(timeout=20)
+            raise
+        url = info["metrics"]
         host, port = (
             urllib.parse.urlsplit(url).hostname or "127.0.0.1",
             urllib.parse.urlsplit(url).port or 9835,
         )
+        import socket
+
+        idle = [socket.create_connection((host, port), timeout=10) for _ in range(stalled)]
         latencies: list[float] = []
         errors = 0
         lock = threading.Lock()
@@ -178,6 +192,8 @@ def bench_concurrent_scrapes(
                 zipped = r.read()
             assert gzip.decompress(zipped)
         finally:
+            for s in idle:
+                s.close()
             proc.terminate()
             proc.wait(timeout=20)
     latencies.sort()
@@ -232,7 +248,9 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=30.0)
     args = ap.parse_args()
     scrape_ms, read_ms, core_pct = bench_scrape_and_sampling()
+    dcgm_ms, _, _ = bench_scrape_and_sampling(dcgm_compat=True)
     p50, p99, errors, plain_b, gzip_b = bench_concurrent_scrapes()
+    s50, s99, s_errors, _, _ = bench_concurrent_scrapes(stalled=500)
     end = 1_800_000_000.0
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "month.sqlite"
@@ -260,11 +278,15 @@ def main() -> None:
     print(
         f"{'render /metrics once per read, 8 GPUs + 50 processes (CPU ms)':58s} {scrape_ms:12.2f} {'≤ 5':>10s}"
     )
+    print(f"{'  the same with --dcgm-compat (CPU ms)':58s} {dcgm_ms:12.2f} {'':>10s}")
     print(f"{'CPU per read of 8 GPUs, fake NVML (ms)':58s} {read_ms:12.2f} {'':>10s}")
     print(f"{'1 Hz sampling + 15 s scrapes, % of one core':58s} {core_pct:12.2f} {'≤ 1':>10s}")
     print(f"{'64 concurrent scrapers × 10, loopback: p50 (ms)':58s} {p50:12.1f} {'':>10s}")
     print(f"{'64 concurrent scrapers × 10, loopback: p99 (ms)':58s} {p99:12.1f} {'≤ 50':>10s}")
     print(f"{'64 concurrent scrapers × 10, loopback: errors':58s} {errors:12d} {'0':>10s}")
+    print(f"{'the same beside 500 stalled connections: p50 (ms)':58s} {s50:12.1f} {'':>10s}")
+    print(f"{'the same beside 500 stalled connections: p99 (ms)':58s} {s99:12.1f} {'':>10s}")
+    print(f"{'the same beside 500 stalled connections: errors':58s} {s_errors:12d} {'0':>10s}")
     print(
         f"{'/metrics body, 8 GPUs + 50 processes: plain (KB)':58s} {plain_b / 1000:12.1f} {'':>10s}"
     )

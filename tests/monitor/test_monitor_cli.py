@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -63,7 +64,7 @@ def test_report_terminal_output(cli: Any) -> None:
 def test_exporter_once_prints_metrics(cli: Any) -> None:
     r = cli("exporter", "--fake", "thermal", "--once", "--price-usd-per-hour", "2.5")
     assert r.code == 0, r.stderr
-    assert 'gpuwise_gpu_cost_usd_per_hour{gpu="0"' in r.stdout
+    assert re.search(r'gpuwise_gpu_cost_usd_per_hour\{[^}]*gpu="0"[^}]*\} 2\.5', r.stdout)
     assert "gpuwise_gpu_temperature_celsius" in r.stdout
 
 
@@ -142,6 +143,11 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
         (
             ["exporter", "--fake", "idle", "--port", "0", "--instance-type", "p9.huge"],
             "instance type 'p9.huge' is not",
+        ),
+        (["exporter", "--fake", "idle", "--once", "--node-info", "cloud"], "--node-info must be"),
+        (
+            ["exporter", "--fake", "idle", "--once", "--process-command", "full"],
+            "--process-command must be one of off, executable, hash",
         ),
     ],
 )

@@ -113,8 +113,13 @@ def _exported_names() -> set[str]:
     for scenario in ("idle", "xid", "mig", "thermal"):
         collector = GpuCollector(PriceBook(price_usd_per_hour=1))
         reader = FakeGpuReader.from_scenario(scenario)
+        from gpuwise.monitor.podresources import PodDevice
+
         for _ in range(5):
-            collector.update(reader.read())
+            snap = reader.read()
+            ids = [m.uuid for g in snap.gpus for m in g.mig_devices] or [snap.gpus[0].uuid]
+            pod = PodDevice("ns", "pod", "c", "nvidia.com/gpu", ids[0])
+            collector.update(snap, pods={ids[0]: (pod,)})  # the kubelet assigned one device
         for fam in collector.collect():
             names.update(s.name for s in fam.samples)
     return names
@@ -143,6 +148,33 @@ def test_dashboard_panels_query_series_that_exist() -> None:
         for target in panel["targets"]:
             unknown = _metric_names(target["expr"]) - known
             assert not unknown, (panel["title"], unknown)
+
+
+def test_every_dollar_panel_shows_the_observed_share() -> None:
+    """Dollars count only observed minutes: each dollar figure carries how much was observed, the
+    idle share is a ratio (0-1, not a count of GPUs), and MIG instances count as idle too."""
+    dash = json.loads((DEPLOY / "grafana/gpuwise-dashboard.json").read_text())
+    dollar = [
+        p
+        for p in dash["panels"]
+        if p.get("fieldConfig", {}).get("defaults", {}).get("unit") == "currencyUSD"
+    ]
+    assert len(dollar) >= 3
+    for panel in dollar:
+        shares = [t for t in panel["targets"] if "gpu_samples:1m" in t["expr"]]
+        assert shares, panel["title"]
+        overrides = panel["fieldConfig"]["overrides"]
+        assert any(
+            o["matcher"]["options"] == shares[0]["refId"]
+            and {"id": "unit", "value": "percentunit"} in o["properties"]
+            for o in overrides
+        ), panel["title"]
+    idle = next(p for p in dash["panels"] if p["title"].startswith("Idle GPU share"))
+    assert idle["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    assert "/ count(" in idle["targets"][0]["expr"]
+    alloc_idle = next(p for p in dash["panels"] if p["title"].startswith("Allocated but idle"))
+    assert "mig_activity" in alloc_idle["targets"][0]["expr"]
+    assert any("Activity definition" in p["title"] for p in dash["panels"])
 
 
 def test_rules_use_only_series_that_exist() -> None:
@@ -198,6 +230,9 @@ _MODELS = {
     "DaemonSet": "V1DaemonSet",
     "Service": "V1Service",
     "PriorityClass": "V1PriorityClass",
+    "ServiceAccount": "V1ServiceAccount",
+    "ClusterRole": "V1ClusterRole",
+    "ClusterRoleBinding": "V1ClusterRoleBinding",
 }
 KUBECTL = shutil.which("kubectl")
 
@@ -246,7 +281,10 @@ def _render(overlay: str | None) -> dict[str, dict[str, Any]]:
     return docs
 
 
-@pytest.mark.parametrize("overlay", [None, "gke", "gpu-operator"])
+OVERLAYS = [None, "gke", "gpu-operator", "pod-resources", "privileged"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -> None:
     docs = _render(overlay)
     assert set(docs) == set(_MODELS)
@@ -259,22 +297,27 @@ def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -
         <= ds["spec"]["template"]["metadata"]["labels"].items()
     )
     assert docs["Service"]["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
-    assert pod["hostPID"] is True  # NVML reports host PIDs
-    # hostPID is outside Pod Security "baseline": the namespace must allow it
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert ds["metadata"]["namespace"] == ns["metadata"]["name"]
     # a plain priority class (system-node-critical is refused outside kube-system without a quota)
     assert pod["priorityClassName"] == pc["metadata"]["name"] != "system-node-critical"
+    # the service account the RBAC binding names, allowed to read nodes (for --node-info auto)
+    assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
+    assert docs["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
+    ]
     container = pod["containers"][0]
-    assert container["securityContext"]["runAsNonRoot"] is True
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    assert container["ports"][0]["containerPort"] == 9835 and "0.0.0.0" in container["args"]
+    args = container["args"]
+    assert container["ports"][0]["containerPort"] == 9835 and "0.0.0.0" in args
+    assert args[args.index("--node-info") + 1] == "auto"  # priced by the node's instance type
+    assert "--process-command" not in args  # no command line becomes a label
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
     keys = {e["key"] for t in terms for e in t["matchExpressions"]}
+    enforce = ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
     if overlay == "gke":
         assert keys == {"cloud.google.com/gke-accelerator"}  # GKE's stock GPU node label
         mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -284,10 +327,29 @@ def test_manifests_validate_against_the_kubernetes_schema(overlay: str | None) -
             == "/home/kubernetes/bin/nvidia"
         )
         assert env["LD_LIBRARY_PATH"]["value"] == "/usr/local/nvidia/lib64"
+        assert enforce == "privileged"
     elif overlay == "gpu-operator":
         assert pod["runtimeClassName"] == "nvidia" and keys == {"nvidia.com/gpu.present"}
+        assert enforce == "baseline"
+    elif overlay == "pod-resources":
+        sock = args[args.index("--pod-resources-socket") + 1]
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert sock.startswith("/var/lib/kubelet/pod-resources/")
+        assert mounts["/var/lib/kubelet/pod-resources"]["readOnly"] is True
+        assert "hostPID" not in pod and enforce == "privileged"
+    elif overlay == "privileged":
+        assert pod["hostPID"] is True and enforce == "privileged"
     else:
-        assert keys == {"cloud.google.com/gke-accelerator", "nvidia.com/gpu.present"}
+        # with GPU Feature Discovery (its label) and without it (NFD's PCI vendor label, the
+        # clouds' own GPU node labels)
+        assert {
+            "nvidia.com/gpu.present",
+            "feature.node.kubernetes.io/pci-10de.present",
+            "cloud.google.com/gke-accelerator",
+            "kubernetes.azure.com/accelerator",
+            "karpenter.k8s.aws/instance-gpu-manufacturer",
+        } <= keys
+        assert "hostPID" not in pod and enforce == "baseline"
 
 
 def test_podmonitor_selects_the_exporter_pods() -> None:
@@ -317,15 +379,11 @@ def test_exporter_image_command_runs_in_a_plain_venv() -> None:
     user = re.search(r"^USER (\S+)$", text, re.M)
     assert user is not None and user.group(1) not in ("root", "0")
     code = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    assert (
-        "torch" not in code
-        and "[" not in code.split("pip install --no-cache-dir .")[1].split("\n")[0]
-    )
+    pip_line = code.split("pip install --no-cache-dir ", 2)[2].split("\n")[0]
+    assert "torch" not in code and pip_line == '".[exporter-k8s]"'  # grpcio only, no torch
     assert "COPY src ./src" in code
-    assert (
-        entry == ["gpuwise"]
-        and cmd == _render(None)["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
-    )
+    ds_args = _render(None)["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert entry == ["gpuwise"] and ds_args == [*cmd, "--node-info", "auto"]
     import sys
 
     r = subprocess.run(

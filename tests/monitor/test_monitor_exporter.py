@@ -221,7 +221,9 @@ GOLDEN = Path(__file__).parent / "golden" / "exposition_thermal.txt"
 def test_exposition_golden() -> None:
     """The exact /metrics text for the thermal scenario (3 reads). Rerun with GPUWISE_UPDATE_GOLDEN=1
     after a deliberate change of names, labels or help texts."""
-    collector = GpuCollector(PriceBook(price_usd_per_hour=2.5, offers=()))
+    collector = GpuCollector(
+        PriceBook(price_usd_per_hour=2.5, offers=()), start_time_s=1_799_999_000.0
+    )
     reader = FakeGpuReader.from_scenario("thermal", clock=lambda: 1_800_000_000.0)
     for _ in range(3):
         collector.update(reader.read())

@@ -110,6 +110,58 @@ def test_a_second_writer_is_refused(tmp_path: Path, cli: Any) -> None:
         third.append(snap, 10)
 
 
+def test_a_symlink_to_the_same_file_is_the_same_writer(tmp_path: Path) -> None:
+    """The lock is on the database file itself: reaching it through a symlink (which used to
+    count every GPU-hour twice: 1.8× with two monitors) is refused too."""
+    db = tmp_path / "h.sqlite"
+    snap = FakeGpuReader.from_scenario("idle").read()
+    with HistoryStore(db) as first:
+        first.append(snap, 10)
+        other = tmp_path / "other" / "alias.sqlite"
+        other.parent.mkdir()
+        other.symlink_to(db)
+        with (
+            HistoryStore(other) as second,
+            pytest.raises(StorageError, match="already being written by pid"),
+        ):
+            second.append(snap, 10)
+        first.append(snap, 10)  # the first writer is unharmed
+        assert len(first.read(0, 2e9).gpus) == 2
+
+
+def test_report_flags_more_allocated_than_observed_hours(tmp_path: Path, cli: Any) -> None:
+    """Two histories written into one file (what a symlink used to allow) overlap: the same hour
+    is counted twice. The report says so instead of printing doubled dollars silently."""
+    db = tmp_path / "h.sqlite"
+    import time
+
+    end = float(int(time.time()) - 60)  # `report --since` counts back from now
+    for offset in (0.0, 5.0):  # two writers, samples 5 s apart, each covering every 10 s
+        clock = iter(end - 3600 + offset + 10 * k for k in range(360))
+        reader = FakeGpuReader.from_scenario("idle", clock=lambda c=clock: next(c))
+        with HistoryStore(db) as store:
+            for _ in range(360):
+                store.append(reader.read(), 10)
+    with HistoryStore(db) as store:
+        rep = build_report(
+            store.read(end - 7200, end), PriceBook(price_usd_per_hour=2.0, offers=())
+        )
+    assert rep.warnings and "samples overlap" in rep.warnings[0] and "2.00×" in rep.warnings[0]
+    r = cli("report", "--db", db, "--since", "2h", "--price-usd-per-hour", "2", "--json")
+    assert r.code == 0 and json.loads(r.stdout)["warnings"]
+    # one writer: no warning
+    single = tmp_path / "one.sqlite"
+    clock = iter(end - 3600 + 10 * k for k in range(360))
+    reader = FakeGpuReader.from_scenario("idle", clock=lambda c=clock: next(c))
+    with HistoryStore(single) as store:
+        for _ in range(360):
+            store.append(reader.read(), 10)
+        rep = build_report(
+            store.read(end - 7200, end), PriceBook(price_usd_per_hour=2.0, offers=())
+        )
+    assert rep.warnings == ()
+
+
 def test_a_reused_pid_is_a_new_process() -> None:
     doc = {
         "gpus": [{"name": "NVIDIA H100 80GB HBM3"}],

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpuwise.monitor.exporter import Exporter
+from gpuwise.monitor.exporter import Exporter, GpuCollector
 from gpuwise.monitor.fake import FakeGpuReader
 from gpuwise.monitor.pricing import PriceBook
 from gpuwise.monitor.prometheus import PrometheusHistory
@@ -51,7 +51,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Exp
         FakeGpuReader.from_scenario("idle"),
         port=free_port(),
         interval_s=0.2,
-        prices=PriceBook(price_usd_per_hour=3.0),
+        collector=GpuCollector(PriceBook(price_usd_per_hour=3.0), dcgm_compat=True),
     )
     exp.start()
     # the shipped rules, evaluated every second instead of every minute so the test need not wait
@@ -167,3 +167,63 @@ def test_report_reads_history_from_prometheus(scraped: tuple[str, Exporter, floa
     )  # the empty GPU is all idle
     assert by_index[0].peak_memory_fraction == pytest.approx(61000 / 81559, rel=1e-3)
     assert report.wasted_usd == pytest.approx(report.idle_hours * 3.0)
+
+
+def test_nvidia_dcgm_dashboard_queries_return_data(scraped: tuple[str, Exporter, float]) -> None:
+    """The 8 panel queries of NVIDIA's dcgm-exporter dashboard (recorded verbatim) and its two
+    variables answer with data from `gpuwise exporter --dcgm-compat`, in DCGM's units."""
+    base, _, _ = scraped
+    recorded = json.loads((REPO / "tests/monitor/fixtures/dcgm/dashboard_queries.json").read_text())
+    for name, query in recorded["variables"].items():
+        metric, label = query.removeprefix("label_values(").removesuffix(")").split(", ")
+        doc = _api(base, f"/api/v1/label/{label}/values", **{"match[]": metric})
+        assert doc and doc["data"], name
+    for title, expr in recorded["panels"].items():
+        q = expr.replace("$instance", ".+").replace("$gpu", ".+")
+        doc = _api(base, "/api/v1/query", query=q)
+        assert doc and doc["data"]["result"], (title, q)
+    util = _api(
+        base,
+        "/api/v1/query",
+        query="DCGM_FI_DEV_GPU_UTIL - on (gpu) (gpuwise_gpu_utilization_ratio * 100)",
+    )
+    assert util["data"]["result"]  # percent, not a ratio
+    assert all(abs(float(r["value"][1])) < 1e-6 for r in util["data"]["result"])
+    fb = _api(
+        base,
+        "/api/v1/query",
+        query="DCGM_FI_DEV_FB_USED * 1048576 - on (gpu) gpuwise_gpu_memory_used_bytes",
+    )
+    assert fb["data"]["result"] and all(abs(float(r["value"][1])) < 1 for r in fb["data"]["result"])
+
+
+def test_observed_share_and_every_dashboard_query_on_a_real_prometheus(
+    scraped: tuple[str, Exporter, float],
+) -> None:
+    """Nothing failed here, so the observed share is 1 per GPU and fleet-wide (the join of `up`
+    with the GPU series works on real target labels); every query of the gpuwise dashboard is
+    valid PromQL, and the dollar and observed-share panels have data."""
+    from tests.monitor.conftest import wait_for
+
+    base, _, _ = scraped
+
+    def shares() -> list[Any] | None:
+        doc = _api(base, "/api/v1/query", query="gpuwise:gpu_observed_share:1d")
+        result = doc["data"]["result"] if doc else []
+        return result if len(result) == 2 else None
+
+    for r in wait_for(shares, 30, "the observed share of both GPUs"):
+        assert float(r["value"][1]) == pytest.approx(1.0)
+    groups = _api(base, "/api/v1/rules")["data"]["groups"]
+    assert all(r.get("lastError", "") == "" for g in groups for r in g["rules"]), groups
+    dash = json.loads((REPO / "deploy/grafana/gpuwise-dashboard.json").read_text())
+    with_data = 0
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            q = target["expr"].replace("$host", ".*")
+            doc = _api(base, "/api/v1/query", query=q)
+            assert doc is not None and doc["status"] == "success", (panel["title"], q)
+            if panel.get("fieldConfig", {}).get("defaults", {}).get("unit") == "currencyUSD":
+                assert doc["data"]["result"], (panel["title"], q)
+            with_data += bool(doc["data"]["result"])
+    assert with_data >= 20

@@ -117,6 +117,12 @@ SETTINGS: dict[str, Setting] = dict(
         _s("GPUWISE_CLOUD", "text", "train/monitor", "this machine's cloud (default: detected)"),
         _s("GPUWISE_REGION", "text", "monitor", "this machine's region, for its price"),
         _s(
+            "GPUWISE_CAPACITY_TYPE",
+            "text",
+            "monitor",
+            "this machine's capacity type, on-demand or spot, for its price (default: detected)",
+        ),
+        _s(
             "GPUWISE_INSTANCE_TYPE",
             "text",
             "monitor",

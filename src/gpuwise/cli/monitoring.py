@@ -92,6 +92,43 @@ def exporter(
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
     instance_cloud: InstanceCloudFlag = None,
+    node_info: Annotated[
+        str,
+        typer.Option(
+            "--node-info",
+            metavar="<off|kubernetes|metadata|auto>",
+            help="Where to learn this node's instance type, region and capacity type for its "
+            "price: off, kubernetes (the Node's labels through the API server), metadata (the "
+            "cloud's metadata service) or auto (both). Settings (--instance-type, "
+            "GPUWISE_INSTANCE_TYPE) win. An instance not found is left unpriced, never guessed.",
+        ),
+    ] = "off",
+    dcgm_compat: Annotated[
+        bool,
+        typer.Option(
+            "--dcgm-compat",
+            help="Also expose dcgm-exporter's names and units (DCGM_FI_DEV_GPU_UTIL in %, "
+            "DCGM_FI_DEV_FB_USED in MiB, ...) so its dashboards and alerts keep working.",
+        ),
+    ] = False,
+    process_command: Annotated[
+        str,
+        typer.Option(
+            "--process-command",
+            metavar="<off|executable|hash>",
+            help="The command label of per-process series: off (default: command lines can hold "
+            "secrets), executable (program name only) or hash (a short SHA-256).",
+        ),
+    ] = "off",
+    pod_resources_socket: Annotated[
+        str | None,
+        typer.Option(
+            "--pod-resources-socket",
+            metavar="PATH",
+            help="The kubelet's pod-resources socket (/var/lib/kubelet/pod-resources/kubelet.sock):"
+            " which pod each GPU is assigned to, without hostPID. Needs gpuwise[exporter-k8s].",
+        ),
+    ] = None,
     once: Annotated[
         bool, typer.Option("--once", help="Print the metrics once (Prometheus text) and exit.")
     ] = False,
@@ -106,26 +143,60 @@ def exporter(
             f"--port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835"
         )
     interval_s = _seconds(interval, "--interval")
-    prices = _prices(price_usd_per_hour, instance_type, instance_cloud)
+    from gpuwise.monitor.exporter import PROCESS_COMMANDS, GpuCollector
+    from gpuwise.monitor.node import detect_node
+    from gpuwise.monitor.pricing import PriceBook
+
+    if process_command not in PROCESS_COMMANDS:
+        raise InputError(
+            f"--process-command must be one of {', '.join(PROCESS_COMMANDS)}, got {process_command!r}",
+            hint="give off, executable or hash",
+        )
+    node = detect_node(node_info)  # type: ignore[arg-type]  # checked inside
+    prices = PriceBook(
+        price_usd_per_hour=price_usd_per_hour,
+        instance_type=instance_type,
+        cloud=instance_cloud,
+        node=node,
+        fallback_cheapest=False,
+    )
+    collector = GpuCollector(
+        prices,
+        process_command=process_command,  # type: ignore[arg-type]
+        dcgm_compat=dcgm_compat,
+    )
+    pods = None
+    if pod_resources_socket:
+        from gpuwise.monitor.podresources import PodResourcesClient
+
+        pods = PodResourcesClient(pod_resources_socket)
     if once:
         from prometheus_client import CollectorRegistry, generate_latest
 
-        from gpuwise.monitor.exporter import GpuCollector, Sampler
+        from gpuwise.monitor.exporter import Sampler
 
         reader = _reader(fake)
-        collector = GpuCollector(prices)
-        Sampler(reader, collector, interval_s).read_once()
+        Sampler(reader, collector, interval_s, pods).read_once()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(collector)
         text = generate_latest(registry).decode()
         reader.close()
+        if pods is not None:
+            pods.close()
         if json:
             emit_json({"metrics": text})
         else:
             typer.echo(text, nl=False)
         return
     _logging()
-    exp = Exporter(_reader(fake), host=host, port=port, interval_s=interval_s, prices=prices)
+    exp = Exporter(
+        _reader(fake),
+        host=host,
+        port=port,
+        interval_s=interval_s,
+        collector=collector,
+        pods=pods,
+    )
     exp.prepare()
     info = {
         "url": exp.url,
@@ -133,6 +204,12 @@ def exporter(
         "healthz": f"{exp.url}/healthz",
         "interval_s": interval_s,
         "fake": fake,
+        "node": {
+            "instance_type": node.instance_type,
+            "region": node.region,
+            "capacity_type": node.capacity_type,
+            "source": node.source,
+        },
     }
     if json:
         emit_json(info)
@@ -435,5 +512,7 @@ def _print_report(rep: Any, html: Path | None) -> None:
             else f", saves {money(r.saving_usd_per_month)}/month"
         )
         out.print(f"• [bold]{r.action}[/bold] ({r.host} GPU {r.gpu_index}{saves}): {r.reason}")
+    for warning in rep.warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning}")
     if html is not None:
         out.print(f"HTML report: {html}")

@@ -4,7 +4,10 @@ SQLite history, and report efficiency, waste and right-sizing in dollars.
 Modules: ``snapshot`` (data), ``nvml`` (the real reader and its error choke point), ``fake``
 (scripted NVML + scenarios), ``exporter`` (Prometheus), ``store`` (SQLite history),
 ``prometheus`` (history from a Prometheus server), ``history`` (the series the report reads),
-``report`` / ``report_html`` (the efficiency report), ``pricing`` ($/GPU-hour).
+``report`` / ``report_html`` (the efficiency report), ``pricing`` ($/GPU-hour), ``metrics`` (the
+exporter's metric table and DCGM names), ``node`` (the node's instance type for its price),
+``podresources`` (GPU → pod from the kubelet), ``httpserver`` (the exporter's HTTP server),
+``fake_trace`` / ``fake_nvml`` / ``fake_scenarios`` (the pieces of ``fake``).
 Names are imported lazily so ``import gpuwise.monitor`` does not load prometheus-client or numpy.
 """
 
@@ -21,11 +24,20 @@ if TYPE_CHECKING:
     from gpuwise.monitor.fake import FakeGpuReader as FakeGpuReader
     from gpuwise.monitor.fake import FakeNvml as FakeNvml
     from gpuwise.monitor.fake import load_trace as load_trace
+    from gpuwise.monitor.fake_trace import Trace as Trace
     from gpuwise.monitor.history import GpuSeries as GpuSeries
     from gpuwise.monitor.history import History as History
     from gpuwise.monitor.history import replay_history as replay_history
+    from gpuwise.monitor.metrics import GPU_METRICS as GPU_METRICS
+    from gpuwise.monitor.metrics import MIG_METRICS as MIG_METRICS
+    from gpuwise.monitor.metrics import MetricDef as MetricDef
+    from gpuwise.monitor.node import NodeFacts as NodeFacts
+    from gpuwise.monitor.node import detect_node as detect_node
     from gpuwise.monitor.nvml import GpuReader as GpuReader
     from gpuwise.monitor.nvml import NvmlGpuReader as NvmlGpuReader
+    from gpuwise.monitor.podresources import FakeKubelet as FakeKubelet
+    from gpuwise.monitor.podresources import PodDevice as PodDevice
+    from gpuwise.monitor.podresources import PodResourcesClient as PodResourcesClient
     from gpuwise.monitor.pricing import PriceBook as PriceBook
     from gpuwise.monitor.prometheus import PrometheusHistory as PrometheusHistory
     from gpuwise.monitor.report import EfficiencyReport as EfficiencyReport
@@ -63,6 +75,15 @@ _LAZY: dict[str, str] = {
     "build_report": "gpuwise.monitor.report",
     "report_to_dict": "gpuwise.monitor.report",
     "render_html": "gpuwise.monitor.report_html",
+    "Trace": "gpuwise.monitor.fake_trace",
+    "GPU_METRICS": "gpuwise.monitor.metrics",
+    "MIG_METRICS": "gpuwise.monitor.metrics",
+    "MetricDef": "gpuwise.monitor.metrics",
+    "NodeFacts": "gpuwise.monitor.node",
+    "detect_node": "gpuwise.monitor.node",
+    "PodDevice": "gpuwise.monitor.podresources",
+    "PodResourcesClient": "gpuwise.monitor.podresources",
+    "FakeKubelet": "gpuwise.monitor.podresources",
 }
 
 __all__ = list(_LAZY)

@@ -10,13 +10,14 @@ the name, ``_ratio`` for 0–1 fractions, ``_total`` counters); docs/monitoring.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
@@ -25,40 +26,117 @@ from prometheus_client.registry import Collector
 
 from gpuwise.base.version import __version__
 from gpuwise.errors import InputError
+from gpuwise.monitor.httpserver import BoundedHTTPServer
+from gpuwise.monitor.metrics import DCGM_LABELS, DCGM_MIG_LABELS, GPU_METRICS, MIG_METRICS
 from gpuwise.monitor.nvml import GpuReader
+from gpuwise.monitor.podresources import PodDevice, PodResourcesClient
 from gpuwise.monitor.pricing import PriceBook
-from gpuwise.monitor.snapshot import THROTTLE_REASONS, Snapshot
+from gpuwise.monitor.snapshot import GpuSample, ProcessSample, Snapshot
 
 log = logging.getLogger(__name__)
 
 GPU_LABELS = ("gpu", "uuid", "model", "host")
 MIG_LABELS = ("mig_uuid", "gpu_instance", "profile")
 K8S_LABELS = ("namespace", "pod", "container", "pod_uid", "container_id")
+PROC_LABELS = ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid")
+DCGM_ALL_LABELS = (
+    *DCGM_LABELS,
+    "DCGM_FI_DRIVER_VERSION",
+    *DCGM_MIG_LABELS,
+    "namespace",
+    "pod",
+    "container",
+)
+"""dcgm-exporter's labels; with its --kubernetes mode (here: --pod-resources-socket) a device
+assigned to containers gets one series per container, labelled namespace/pod/container."""
+PRICE_LABELS = ("price_source", "instance_type", "region", "capacity_type")
+WRITE_TIMEOUT_S = 10.0
+"""How long a reply may take to write before the connection is dropped."""
 MAX_PROCESS_SERIES = 64
 """Per-process series kept per GPU (largest memory first); the rest are counted in
 ``gpuwise_exporter_process_series_dropped`` so a fork bomb cannot blow up Prometheus."""
-_MHZ = 1e6
+ProcessCommand = Literal["off", "executable", "hash"]
+PROCESS_COMMANDS: tuple[str, ...] = ("off", "executable", "hash")
+
+
+def command_label(command: str | None, mode: ProcessCommand) -> str:
+    """The ``command`` label of a process: empty by default (a command line can hold tokens and
+    whoever sees Grafana sees labels); ``executable`` keeps the program's base name only,
+    ``hash`` a short SHA-256 of the whole line, to tell runs apart without showing them."""
+    if mode == "off" or not command:
+        return ""
+    if mode == "executable":
+        return command.split(maxsplit=1)[0].rsplit("/", 1)[-1][:64]
+    return "sha256:" + hashlib.sha256(command.encode()).hexdigest()[:12]
+
+
+class _ExactFamily(Metric):
+    """A family whose samples carry exactly its name: dcgm-exporter's counters have no
+    ``_total`` suffix (``DCGM_FI_DEV_PCIE_REPLAY_COUNTER``), which prometheus_client's
+    CounterMetricFamily would add; its dashboards query the bare names."""
+
+    def __init__(self, name: str, doc: str, kind: str, labels: Sequence[str]) -> None:
+        super().__init__(name, doc, kind)
+        self.name = name  # Metric() strips a counter's _total; DCGM names have none anyway
+        self._labelnames = tuple(labels)
+
+    def add_metric(self, labels: Sequence[str], value: float) -> None:
+        self.add_sample(self.name, dict(zip(self._labelnames, labels, strict=True)), value)
+
+
+def _family(name: str, kind: str, doc: str, labels: Sequence[str]) -> Metric:
+    if kind == "counter":
+        return CounterMetricFamily(name, doc, labels=list(labels))
+    return GaugeMetricFamily(name, doc, labels=list(labels))
 
 
 class GpuCollector(Collector):
-    """Renders the latest snapshot as metric families; register it in any registry."""
+    """Renders the latest snapshot as metric families; register it in any registry.
+
+    The per-GPU and per-MIG families come from the table in :mod:`gpuwise.monitor.metrics`;
+    ``dcgm_compat`` adds the dcgm-exporter names of the same rows (DCGM units and labels).
+    """
 
     def __init__(
-        self, prices: PriceBook | None = None, max_process_series: int = MAX_PROCESS_SERIES
+        self,
+        prices: PriceBook | None = None,
+        max_process_series: int = MAX_PROCESS_SERIES,
+        *,
+        process_command: ProcessCommand = "off",
+        dcgm_compat: bool = False,
+        start_time_s: float | None = None,
     ) -> None:
+        if process_command not in PROCESS_COMMANDS:
+            raise InputError(
+                f"process command mode must be one of {', '.join(PROCESS_COMMANDS)}, "
+                f"got {process_command!r}",
+                hint="give --process-command off, executable or hash",
+            )
         self.prices = prices
         self.max_process_series = max_process_series
+        self.process_command: ProcessCommand = process_command
+        self.dcgm_compat = dcgm_compat
+        self.start_time_s = time.time() if start_time_s is None else start_time_s
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
+        self._pods: Mapping[str, tuple[PodDevice, ...]] | None = None
         self.read_errors_total = 0
         self.reads_total = 0
         self.last_read_s: float | None = None
         self.last_error: str | None = None
         self.nvml_errors: dict[str, int] = {}
 
-    def update(self, snap: Snapshot, nvml_errors: dict[str, int] | None = None) -> None:
+    def update(
+        self,
+        snap: Snapshot,
+        nvml_errors: dict[str, int] | None = None,
+        pods: Mapping[str, tuple[PodDevice, ...]] | None = None,
+    ) -> None:
+        """Store a new read; ``pods`` maps device ids (GPU or MIG UUIDs) to the pods the kubelet
+        assigned them to (None: no pod-resources socket, so no assignment is known)."""
         with self._lock:
             self._snapshot = snap
+            self._pods = pods
             self.reads_total += 1
             self.last_read_s = time.time()
             if nvml_errors is not None:
@@ -78,12 +156,31 @@ class GpuCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            snap = self._snapshot
+            snap, pods = self._snapshot, self._pods
             reads, errors, nvml_errors = (
                 self.reads_total,
                 self.read_errors_total,
                 dict(self.nvml_errors),
             )
+        yield from self._exporter_families(reads, errors, nvml_errors)
+        if snap is None:
+            return
+        ts = GaugeMetricFamily(
+            "gpuwise_exporter_last_read_timestamp_seconds", "Unix time of the latest GPU read."
+        )
+        ts.add_metric([], snap.timestamp_s)
+        yield ts
+        twins = self._dcgm_families() if self.dcgm_compat else {}
+        yield from self._gpu_families(snap, twins, pods or {})
+        yield from self._mig_families(snap, twins, pods or {})
+        yield from twins.values()
+        yield from self._process_families(snap)
+        yield from self._assignment_families(snap, pods)
+        yield from self._cost_families(snap)
+
+    def _exporter_families(
+        self, reads: int, errors: int, nvml_errors: dict[str, int]
+    ) -> Iterator[Metric]:
         exp_reads = CounterMetricFamily("gpuwise_exporter_reads", "GPU reads done by the sampler.")
         exp_reads.add_metric([], reads)
         exp_err = CounterMetricFamily(
@@ -97,267 +194,123 @@ class GpuCollector(Collector):
         )
         for metric, n in sorted(nvml_errors.items()):
             nvml_err.add_metric([metric], n)
-        yield from (exp_reads, exp_err, nvml_err)
-        if snap is None:
-            return
-        ts = GaugeMetricFamily(
-            "gpuwise_exporter_last_read_timestamp_seconds", "Unix time of the latest GPU read."
+        start = GaugeMetricFamily(
+            "gpuwise_exporter_start_time_seconds",
+            "Unix time this exporter process started: counters that count events it saw "
+            "(XIDs) start from 0 then.",
         )
-        ts.add_metric([], snap.timestamp_s)
-        yield ts
+        start.add_metric([], self.start_time_s)
+        yield from (exp_reads, exp_err, nvml_err, start)
 
-        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=[*GPU_LABELS, *extra])
+    def _dcgm_families(self) -> dict[str, Metric]:
+        """One family per DCGM name, shared by whole-GPU and MIG samples (a MIG sample fills
+        GPU_I_ID / GPU_I_PROFILE; a whole-GPU sample leaves them empty, i.e. absent)."""
+        fams: dict[str, Metric] = {}
+        rows = [(d.help, d.dcgm) for d in GPU_METRICS] + [(d.help, d.dcgm) for d in MIG_METRICS]
+        for doc, twins in rows:
+            for t in twins:
+                if t.name not in fams:
+                    # a counter is declared untyped: prometheus_client would name a counter's
+                    # TYPE/HELP lines `…_total`, and DCGM's names have no suffix
+                    fams[t.name] = _ExactFamily(
+                        t.name,
+                        f"{doc} In {t.unit} (dcgm-exporter name).",
+                        "gauge" if t.kind == "gauge" else "unknown",
+                        DCGM_ALL_LABELS,
+                    )
+        return fams
 
+    def _gpu_families(
+        self,
+        snap: Snapshot,
+        twins: dict[str, Metric],
+        pods: Mapping[str, tuple[PodDevice, ...]],
+    ) -> Iterator[Metric]:
         info = InfoMetricFamily(
             "gpuwise_gpu", "Static facts about each GPU.", labels=[*GPU_LABELS, "driver_version"]
         )
-        up = gauge(
-            "gpuwise_gpu_up", "1 if the GPU answers NVML, 0 once it is lost (fell off the bus)."
-        )
-        util = gauge(
-            "gpuwise_gpu_utilization_ratio",
-            "Fraction of time any kernel ran (nvidia-smi utilization.gpu/100).",
-        )
-        mutil = gauge(
-            "gpuwise_gpu_memory_utilization_ratio",
-            "Fraction of time memory was read or written (utilization.memory/100).",
-        )
-        sm = gauge(
-            "gpuwise_gpu_sm_active_ratio",
-            "Fraction of SMs with a warp resident (GPM SM_UTIL, Hopper+).",
-        )
-        tensor = gauge(
-            "gpuwise_gpu_tensor_active_ratio",
-            "Fraction of cycles a tensor pipe was busy (GPM ANY_TENSOR_UTIL).",
-        )
-        used = gauge("gpuwise_gpu_memory_used_bytes", "Used device memory (memory.used).")
-        total = gauge("gpuwise_gpu_memory_total_bytes", "Device memory size (memory.total).")
-        power = gauge("gpuwise_gpu_power_watts", "Board power draw (power.draw).")
-        limit = gauge(
-            "gpuwise_gpu_power_limit_watts", "Enforced power limit (enforced.power.limit)."
-        )
-        temp = gauge("gpuwise_gpu_temperature_celsius", "GPU temperature (temperature.gpu).")
-        smclk = gauge("gpuwise_gpu_sm_clock_hertz", "SM clock (clocks.sm).")
-        memclk = gauge("gpuwise_gpu_memory_clock_hertz", "Memory clock (clocks.mem).")
-        thr = gauge(
-            "gpuwise_gpu_clock_event_active",
-            "1 while a clock-event (throttle) reason is active (clocks_event_reasons.*).",
-            ("reason",),
-        )
-        tx = gauge("gpuwise_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput.")
-        rx = gauge("gpuwise_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput.")
-        ecc = CounterMetricFamily(
-            "gpuwise_gpu_ecc_errors",
-            "ECC errors since driver load (ecc.errors.*.volatile.total).",
-            labels=[*GPU_LABELS, "type"],
-        )
-        xid = CounterMetricFamily(
-            "gpuwise_gpu_xid_errors",
-            "XID critical errors seen since the exporter started, by XID code (NVML events).",
-            labels=[*GPU_LABELS, "xid"],
-        )
-        nproc = gauge("gpuwise_gpu_processes", "Compute processes holding memory on the GPU.")
-        alloc = gauge(
-            "gpuwise_gpu_allocation_info",
-            "1 per workload running on the GPU (and MIG instance, "
-            "mig_uuid); join on uuid to attribute GPU metrics to pods and jobs.",
-            ("workload", *K8S_LABELS, "mig_uuid"),
-        )
-        proc_mem = gauge(
-            "gpuwise_process_gpu_memory_bytes",
-            "GPU memory held by a process (nvidia-smi --query-compute-apps=used_memory).",
-            ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid"),
-        )
-        proc_sm = gauge(
-            "gpuwise_process_sm_utilization_ratio",
-            "Share of time a process had a kernel on the "
-            "SMs (nvidia-smi pmon: sm / 100; NVML process utilization).",
-            ("pid", "user", "command", "workload", *K8S_LABELS, "mig_uuid"),
-        )
-        dropped = gauge(
-            "gpuwise_exporter_process_series_dropped",
-            "Processes left out of the per-process series this read (more than the per-GPU cap).",
-        )
-        mig_used = gauge(
-            "gpuwise_mig_memory_used_bytes",
-            "Used memory of a MIG instance (nvidia-smi "
-            "--query-gpu=memory.used on the MIG device; DCGM_FI_DEV_FB_USED per instance).",
-            MIG_LABELS,
-        )
-        mig_total = gauge(
-            "gpuwise_mig_memory_total_bytes", "Memory size of a MIG instance.", MIG_LABELS
-        )
-        mig_slices = gauge(
-            "gpuwise_mig_slices", "Compute slices of a MIG instance (the 1 of 1g.10gb).", MIG_LABELS
-        )
-        mig_procs = gauge(
-            "gpuwise_mig_processes", "Compute processes running in a MIG instance.", MIG_LABELS
-        )
-        mig_sm = gauge(
-            "gpuwise_mig_sm_active_ratio",
-            "SM-active of a MIG instance (GPM per instance, Hopper+; "
-            "DCGM_FI_PROF_SM_ACTIVE per GPU instance).",
-            MIG_LABELS,
-        )
-        slices_total = gauge(
-            "gpuwise_mig_gpu_slices",
-            "Compute slices of a GPU in MIG mode (7 on A100/H100); "
-            "slices in no instance are unallocated.",
-        )
-        energy = CounterMetricFamily(
-            "gpuwise_gpu_energy_joules",
-            "Energy since the driver loaded "
-            "(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION; NVML total energy consumption).",
-            labels=list(GPU_LABELS),
-        )
-        memtemp = gauge(
-            "gpuwise_gpu_memory_temperature_celsius",
-            "HBM temperature (temperature.memory; DCGM_FI_DEV_MEMORY_TEMP).",
-        )
-        remap = gauge(
-            "gpuwise_gpu_remapped_rows",
-            "Rows remapped, by cause (nvidia-smi -q -d ROW_REMAPPER; "
-            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS / _UNCORRECTABLE_REMAPPED_ROWS).",
-            ("cause",),
-        )
-        remap_pending = gauge(
-            "gpuwise_gpu_row_remap_pending",
-            "1 while a row remap waits for a GPU reset (ROW_REMAPPER Pending).",
-        )
-        remap_failed = gauge(
-            "gpuwise_gpu_row_remap_failure",
-            "1 once row remapping failed: no spare rows (DCGM_FI_DEV_ROW_REMAP_FAILURE).",
-        )
-        replay = CounterMetricFamily(
-            "gpuwise_gpu_pcie_replays",
-            "PCIe replays since reset (nvidia-smi -q: "
-            "Replays Since Reset; DCGM_FI_DEV_PCIE_REPLAY_COUNTER).",
-            labels=list(GPU_LABELS),
-        )
-        nvl_tx = CounterMetricFamily(
-            "gpuwise_gpu_nvlink_tx_bytes",
-            "NVLink data sent, all links (NVML field "
-            "NVLINK_THROUGHPUT_DATA_TX; rate() gives DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL's "
-            "send half).",
-            labels=list(GPU_LABELS),
-        )
-        nvl_rx = CounterMetricFamily(
-            "gpuwise_gpu_nvlink_rx_bytes",
-            "NVLink data received, all links (NVML field NVLINK_THROUGHPUT_DATA_RX).",
-            labels=list(GPU_LABELS),
-        )
-        nvl_err = CounterMetricFamily(
-            "gpuwise_gpu_nvlink_errors",
-            "NVLink errors, all links, by kind: crc_flit, "
-            "replay, recovery (DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, "
-            "_REPLAY_ERROR_COUNT_TOTAL, _RECOVERY_ERROR_COUNT_TOTAL).",
-            labels=[*GPU_LABELS, "kind"],
-        )
-        dram = gauge(
-            "gpuwise_gpu_dram_active_ratio",
-            "Fraction of time device memory was busy (GPM DRAM_BW_UTIL, "
-            "Hopper+; DCGM_FI_PROF_DRAM_ACTIVE).",
-        )
-        occ = gauge(
-            "gpuwise_gpu_sm_occupancy_ratio",
-            "Resident warps / maximum per SM (GPM SM_OCCUPANCY; DCGM_FI_PROF_SM_OCCUPANCY).",
-        )
-        enc = gauge(
-            "gpuwise_gpu_encoder_utilization_ratio",
-            "Video encoder utilization (utilization.encoder/100; DCGM_FI_DEV_ENC_UTIL).",
-        )
-        dec = gauge(
-            "gpuwise_gpu_decoder_utilization_ratio",
-            "Video decoder utilization (utilization.decoder/100; DCGM_FI_DEV_DEC_UTIL).",
-        )
-        cost = gauge(
-            "gpuwise_gpu_cost_usd_per_hour",
-            "What this GPU costs per hour (configured, or the "
-            "catalog price of the instance / GPU model).",
-            ("price_source",),
-        )
-
+        fams = [_family(d.name, d.kind, d.help, (*GPU_LABELS, *d.labels)) for d in GPU_METRICS]
         for g in snap.gpus:
             lv = [str(g.index), g.uuid, g.name, snap.host]
             info.add_metric([*lv, snap.driver_version or ""], {})
-            up.add_metric(lv, 0.0 if g.lost else 1.0)
-            for fam, value in (
-                (util, g.utilization_gpu_ratio),
-                (mutil, g.utilization_memory_ratio),
-                (sm, g.sm_active_ratio),
-                (tensor, g.tensor_active_ratio),
-                (used, g.memory_used_bytes),
-                (total, g.memory_total_bytes),
-                (power, g.power_w),
-                (limit, g.power_limit_w),
-                (temp, g.temperature_c),
-                (smclk, None if g.sm_clock_mhz is None else g.sm_clock_mhz * _MHZ),
-                (memclk, None if g.memory_clock_mhz is None else g.memory_clock_mhz * _MHZ),
-                (tx, g.pcie_tx_bytes_per_s),
-                (rx, g.pcie_rx_bytes_per_s),
-                (energy, g.energy_joules_total),
-                (memtemp, g.memory_temperature_c),
-                (remap_pending, None if g.remap_pending is None else float(g.remap_pending)),
-                (remap_failed, None if g.remap_failed is None else float(g.remap_failed)),
-                (replay, g.pcie_replay_total),
-                (nvl_tx, g.nvlink_tx_bytes_total),
-                (nvl_rx, g.nvlink_rx_bytes_total),
-                (dram, g.dram_active_ratio),
-                (occ, g.sm_occupancy_ratio),
-                (enc, g.encoder_utilization_ratio),
-                (dec, g.decoder_utilization_ratio),
-                (slices_total, g.mig_slices_total),
-            ):
-                if value is not None:  # unsupported → no sample, never a sentinel
-                    fam.add_metric(lv, float(value))
-            if g.throttle_reasons_mask is not None:
-                for reason, bit in THROTTLE_REASONS.items():
-                    thr.add_metric([*lv, reason], 1.0 if g.throttle_reasons_mask & bit else 0.0)
-            if g.ecc_corrected_total is not None:
-                ecc.add_metric([*lv, "corrected"], g.ecc_corrected_total)
-            if g.ecc_uncorrected_total is not None:
-                ecc.add_metric([*lv, "uncorrected"], g.ecc_uncorrected_total)
-            if g.remapped_rows_correctable is not None:
-                remap.add_metric([*lv, "correctable"], g.remapped_rows_correctable)
-            if g.remapped_rows_uncorrectable is not None:
-                remap.add_metric([*lv, "uncorrectable"], g.remapped_rows_uncorrectable)
-            for kind, n in g.nvlink_errors:
-                nvl_err.add_metric([*lv, kind], n)
-            for code, n in g.xid_counts:
-                xid.add_metric([*lv, str(code)], n)
-            if not g.lost:
-                nproc.add_metric(lv, len(g.processes))
+            dls = _dcgm_label_sets([*_dcgm_gpu(g, snap), "", ""], pods.get(g.uuid, ()))
+            for d, fam in zip(GPU_METRICS, fams, strict=True):
+                for extra, value in d.read(g):  # unsupported → no sample, never a sentinel
+                    fam.add_metric([*lv, *extra], value)  # type: ignore[attr-defined]
+                    for t in d.dcgm if twins else ():
+                        if t.when == extra:
+                            for dl in dls:
+                                twins[t.name].add_metric(dl, value * t.scale)  # type: ignore[attr-defined]
+        yield info
+        yield from fams
+
+    def _mig_families(
+        self,
+        snap: Snapshot,
+        twins: dict[str, Metric],
+        pods: Mapping[str, tuple[PodDevice, ...]],
+    ) -> Iterator[Metric]:
+        fams = [_family(d.name, d.kind, d.help, (*GPU_LABELS, *MIG_LABELS)) for d in MIG_METRICS]
+        for g in snap.gpus:
+            lv = [str(g.index), g.uuid, g.name, snap.host]
+            for m in g.mig_devices:
+                gi = "" if m.gpu_instance_id is None else str(m.gpu_instance_id)
+                ml = [*lv, m.uuid, gi, m.profile or ""]
+                dls = _dcgm_label_sets(
+                    [*_dcgm_gpu(g, snap), gi, m.profile or ""], pods.get(m.uuid, ())
+                )
+                for d, fam in zip(MIG_METRICS, fams, strict=True):
+                    value = d.read(m)
+                    if value is None:
+                        continue
+                    fam.add_metric(ml, float(value))  # type: ignore[attr-defined]
+                    for t in d.dcgm if twins else ():
+                        for dl in dls:
+                            twins[t.name].add_metric(dl, value * t.scale)  # type: ignore[attr-defined]
+        yield from fams
+
+    def _process_families(self, snap: Snapshot) -> Iterator[Metric]:
+        alloc = GaugeMetricFamily(
+            "gpuwise_gpu_allocation_info",
+            "1 per workload running on the GPU (and MIG instance, mig_uuid); join on uuid to "
+            "attribute GPU metrics to pods and jobs.",
+            labels=[*GPU_LABELS, "workload", *K8S_LABELS, "mig_uuid"],
+        )
+        proc_mem = GaugeMetricFamily(
+            "gpuwise_process_gpu_memory_bytes",
+            "GPU memory held by a process (nvidia-smi --query-compute-apps=used_memory). The "
+            "command label is empty unless the exporter runs with --process-command.",
+            labels=[*GPU_LABELS, *PROC_LABELS],
+        )
+        proc_sm = GaugeMetricFamily(
+            "gpuwise_process_sm_utilization_ratio",
+            "Share of time a process had a kernel on the SMs (nvidia-smi pmon: sm / 100; NVML "
+            "process utilization).",
+            labels=[*GPU_LABELS, *PROC_LABELS],
+        )
+        dropped = GaugeMetricFamily(
+            "gpuwise_exporter_process_series_dropped",
+            "Processes left out of the per-process series this read (more than the per-GPU cap).",
+            labels=list(GPU_LABELS),
+        )
+        for g in snap.gpus:
+            lv = [str(g.index), g.uuid, g.name, snap.host]
             mig_of = {m.gpu_instance_id: m.uuid for m in g.mig_devices}
             seen: set[tuple[str, ...]] = set()
             for p in g.processes:
-                k8s = [
-                    p.namespace or "",
-                    p.pod or "",
-                    p.container or "",
-                    p.pod_uid or "",
-                    p.container_id or "",
-                ]
-                key = (p.workload, *k8s, mig_of.get(p.gpu_instance_id, ""))
+                key = (p.workload, *_k8s(p), mig_of.get(p.gpu_instance_id, ""))
                 if key not in seen:
                     seen.add(key)
                     alloc.add_metric([*lv, *key], 1.0)
             ranked = sorted(g.processes, key=lambda p: -(p.gpu_memory_bytes or 0))
             for p in ranked[: self.max_process_series]:
-                k8s = [
-                    p.namespace or "",
-                    p.pod or "",
-                    p.container or "",
-                    p.pod_uid or "",
-                    p.container_id or "",
-                ]
                 pl = [
                     *lv,
                     str(p.pid),
                     p.user or "",
-                    (p.command or "")[:80],
+                    command_label(p.command, self.process_command),
                     p.workload,
-                    *k8s,
+                    *_k8s(p),
                     mig_of.get(p.gpu_instance_id, ""),
                 ]
                 if p.gpu_memory_bytes is not None:
@@ -365,78 +318,105 @@ class GpuCollector(Collector):
                 if p.sm_utilization_ratio is not None:
                     proc_sm.add_metric(pl, p.sm_utilization_ratio)
             dropped.add_metric(lv, max(0, len(ranked) - self.max_process_series))
-            for m in g.mig_devices:
-                ml = [
-                    *lv,
-                    m.uuid,
-                    "" if m.gpu_instance_id is None else str(m.gpu_instance_id),
-                    m.profile or "",
-                ]
-                if m.memory_used_bytes is not None:
-                    mig_used.add_metric(ml, m.memory_used_bytes)
-                if m.memory_total_bytes is not None:
-                    mig_total.add_metric(ml, m.memory_total_bytes)
-                if m.slices is not None:
-                    mig_slices.add_metric(ml, m.slices)
-                if m.sm_active_ratio is not None:
-                    mig_sm.add_metric(ml, m.sm_active_ratio)
-                mig_procs.add_metric(ml, len(m.processes))
-            if self.prices is not None:
-                price = self.prices.price(g.name)
-                if price.usd_per_gpu_hour is not None:
-                    cost.add_metric([*lv, price.source], price.usd_per_gpu_hour)
-        yield from (
-            info,
-            up,
-            util,
-            mutil,
-            sm,
-            tensor,
-            used,
-            total,
-            power,
-            limit,
-            temp,
-            smclk,
-            memclk,
-            thr,
-            tx,
-            rx,
-            ecc,
-            xid,
-            nproc,
-            alloc,
-            proc_mem,
-            proc_sm,
-            dropped,
-            mig_used,
-            mig_total,
-            mig_slices,
-            mig_procs,
-            mig_sm,
-            slices_total,
-            energy,
-            memtemp,
-            remap,
-            remap_pending,
-            remap_failed,
-            replay,
-            nvl_tx,
-            nvl_rx,
-            nvl_err,
-            dram,
-            occ,
-            enc,
-            dec,
-            cost,
+        yield from (alloc, proc_mem, proc_sm, dropped)
+
+    def _assignment_families(
+        self, snap: Snapshot, pods: Mapping[str, tuple[PodDevice, ...]] | None
+    ) -> Iterator[Metric]:
+        """What the scheduler decided, from the kubelet's pod-resources API: a GPU (or one of its
+        MIG instances) is allocated while a pod holds it, whether or not a process runs."""
+        if pods is None:
+            return
+        assigned = GaugeMetricFamily(
+            "gpuwise_gpu_assigned",
+            "1 while the kubelet has assigned the GPU (or one of its MIG instances) to a pod "
+            "(pod-resources API), 0 otherwise.",
+            labels=list(GPU_LABELS),
         )
+        pod_info = GaugeMetricFamily(
+            "gpuwise_gpu_pod_info",
+            "1 per pod and container the kubelet assigned the GPU (or MIG instance, mig_uuid) "
+            "to; join on uuid to attribute GPU metrics to pods.",
+            labels=[*GPU_LABELS, "namespace", "pod", "container", "resource", "mig_uuid"],
+        )
+        for g in snap.gpus:
+            lv = [str(g.index), g.uuid, g.name, snap.host]
+            held = [(d, "") for d in pods.get(g.uuid, ())]
+            for m in g.mig_devices:
+                held += [(d, m.uuid) for d in pods.get(m.uuid, ())]
+            assigned.add_metric(lv, 1.0 if held else 0.0)
+            for d, mig in held:
+                pod_info.add_metric([*lv, d.namespace, d.pod, d.container, d.resource, mig], 1.0)
+        yield from (assigned, pod_info)
+
+    def _cost_families(self, snap: Snapshot) -> Iterator[Metric]:
+        if self.prices is None:
+            return
+        cost = GaugeMetricFamily(
+            "gpuwise_gpu_cost_usd_per_hour",
+            "What this GPU costs per hour: configured, or the catalog price of this node's "
+            "instance type (region, capacity type); no sample where the instance is unknown.",
+            labels=[*GPU_LABELS, *PRICE_LABELS],
+        )
+        node = GaugeMetricFamily(
+            "gpuwise_node_price_info",
+            "1 per GPU model on this node, with where its price comes from; price_source "
+            "starts with 'unknown' where no price is known (the GPU is then not priced).",
+            labels=["host", "model", *PRICE_LABELS],
+        )
+        seen: set[str] = set()
+        for g in snap.gpus:
+            lv = [str(g.index), g.uuid, g.name, snap.host]
+            price = self.prices.price(g.name)
+            pl = [
+                price.source,
+                price.instance_type or "",
+                price.region or "",
+                price.capacity_type or "",
+            ]
+            if price.usd_per_gpu_hour is not None:
+                cost.add_metric([*lv, *pl], price.usd_per_gpu_hour)
+            if g.name not in seen:
+                seen.add(g.name)
+                node.add_metric([snap.host, g.name, *pl], 1.0)
+        yield from (cost, node)
+
+
+def _dcgm_gpu(g: GpuSample, snap: Snapshot) -> list[str]:
+    """dcgm-exporter's label values for a GPU: gpu, UUID, device, modelName, Hostname, driver."""
+    return [str(g.index), g.uuid, f"nvidia{g.index}", g.name, snap.host, snap.driver_version or ""]
+
+
+def _dcgm_label_sets(base: list[str], held: tuple[PodDevice, ...]) -> list[list[str]]:
+    """One label set per container holding the device (dcgm-exporter repeats the device's value
+    for each), or one without pod labels when none does."""
+    if not held:
+        return [[*base, "", "", ""]]
+    return [[*base, d.namespace, d.pod, d.container] for d in held]
+
+
+def _k8s(p: ProcessSample) -> list[str]:
+    return [
+        p.namespace or "",
+        p.pod or "",
+        p.container or "",
+        p.pod_uid or "",
+        p.container_id or "",
+    ]
 
 
 class Sampler:
     """Reads the GPUs every ``interval_s`` on a daemon thread and feeds a :class:`GpuCollector`."""
 
-    def __init__(self, reader: GpuReader, collector: GpuCollector, interval_s: float) -> None:
+    def __init__(
+        self,
+        reader: GpuReader,
+        collector: GpuCollector,
+        interval_s: float,
+        pods: PodResourcesClient | None = None,
+    ) -> None:
         self.reader, self.collector, self.interval_s = reader, collector, interval_s
+        self.pods = pods
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpuwise-sampler", daemon=True)
 
@@ -448,7 +428,8 @@ class Sampler:
             self.collector.record_error(f"{type(exc).__name__}: {exc}")
             return
         session = getattr(self.reader, "session", None)
-        self.collector.update(snap, getattr(session, "error_counts", None))
+        pods = self.pods.gpu_assignments() if self.pods is not None else None
+        self.collector.update(snap, getattr(session, "error_counts", None), pods)
 
     def _run(self) -> None:  # start() has done the first read
         next_t = time.monotonic() + self.interval_s
@@ -501,6 +482,8 @@ def _handler(
         )
 
         def do_GET(self) -> None:
+            # headers are in (their deadline is the server's); the reply gets its own timeout
+            self.connection.settimeout(WRITE_TIMEOUT_S)
             path = self.path.split("?", 1)[0]
             gzipped = False
             if path == "/metrics":
@@ -543,14 +526,6 @@ def _handler(
     return Handler
 
 
-class _Server(ThreadingHTTPServer):
-    """The HTTP server with a listen backlog for many concurrent scrapers (the standard library's
-    default of 5 dropped connections at 16 concurrent scrapers)."""
-
-    request_queue_size = 1024
-    daemon_threads = True
-
-
 class Exporter:
     """``gpuwise exporter`` as a library object: start, serve, stop.
 
@@ -567,7 +542,12 @@ class Exporter:
         interval_s: float = 1.0,
         prices: PriceBook | None = None,
         registry: CollectorRegistry | None = None,
+        collector: GpuCollector | None = None,
+        pods: PodResourcesClient | None = None,
+        http_workers: int = 8,
     ) -> None:
+        """``collector`` carries the rendering options (process command mode, DCGM names);
+        ``pods`` reads the kubelet's GPU assignments on every GPU read."""
         if not 0 <= port <= 65535:
             raise InputError(
                 f"port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835"
@@ -578,17 +558,23 @@ class Exporter:
             )
         self.reader = reader
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
-        self.collector = GpuCollector(prices)
+        self.collector = collector if collector is not None else GpuCollector(prices)
+        if prices is not None:
+            self.collector.prices = prices
         self.registry.register(self.collector)
-        self.sampler = Sampler(reader, self.collector, interval_s)
+        self.pods = pods
+        self.sampler = Sampler(reader, self.collector, interval_s, pods)
         try:
-            self.server = _Server((host, port), _handler(self.registry, self.collector, interval_s))
+            self.server = BoundedHTTPServer(
+                (host, port),
+                _handler(self.registry, self.collector, interval_s),
+                workers=http_workers,
+            )
         except OSError as exc:
             raise InputError(
                 f"cannot listen on {host}:{port}: {exc.strerror}",
                 hint="pick another --port or stop what uses it",
             ) from exc
-        self.server.daemon_threads = True
         self._thread: threading.Thread | None = None
         self._prepared = False
 
@@ -640,3 +626,5 @@ class Exporter:
             self._thread = None
         self.server.server_close()
         self.reader.close()
+        if self.pods is not None:
+            self.pods.close()

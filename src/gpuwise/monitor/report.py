@@ -204,6 +204,33 @@ class EfficiencyReport:
     """wasted / cost."""
     active_threshold: float
     """Activity below which a sample is idle."""
+    warnings: tuple[str, ...] = ()
+    """Problems with the data itself, e.g. a GPU with more allocated hours than observed hours
+    (overlapping samples: two monitors writing one history), which overstates every dollar."""
+
+
+OVERLAP_TOLERANCE = 0.01
+"""Allocated hours may exceed a GPU's observed span by 1 % (rounding of sample durations)."""
+
+
+def overlap_warnings(history: History, usages: Sequence[GpuUsage]) -> tuple[str, ...]:
+    """GPUs whose allocated hours exceed the time between their first and last sample."""
+    spans = {
+        (s.host, s.uuid): float((s.timestamp_s + s.duration_s).max() - s.timestamp_s.min()) / 3600
+        for s in history.gpus
+        if len(s)
+    }
+    out = []
+    for u in usages:
+        span = spans.get((u.host, u.uuid))
+        if span is not None and u.allocated_hours > span * (1 + OVERLAP_TOLERANCE) + 1 / 3600:
+            out.append(
+                f"{u.host} GPU {u.index}: {u.allocated_hours:.2f} allocated hours in "
+                f"{span:.2f} observed hours ({u.allocated_hours / span:.2f}×): samples overlap, "
+                "so hours and dollars are overstated. To fix: run one `gpuwise monitor` per "
+                "history database"
+            )
+    return tuple(out)
 
 
 def _mul(a: float, b: float | None) -> float | None:
@@ -622,6 +649,7 @@ def build_report(
         wasted_usd=wasted,
         waste_fraction=wasted / cost if cost and wasted is not None else None,
         active_threshold=active_threshold,
+        warnings=overlap_warnings(history, usages),
     )
 
 

@@ -9,8 +9,10 @@ Layout (small integers keep 30 days × 8 GPUs × 10 s under 100 MB, see benchmar
   ``mig_pm`` is the active share of a MIG GPU's slices, ``xids`` the XID codes seen (``79,48``).
 
 One process writes a file at a time: the first :meth:`HistoryStore.append` takes an exclusive
-lock on ``<file>.lock`` (a second ``gpuwise monitor`` on the same file exits 2 instead of
-double-counting); readers never lock.
+``flock`` on the database file itself, so a second ``gpuwise monitor`` reaching the same file by
+another path (a symlink, a hard link) exits 2 instead of double-counting; ``<file>.lock`` beside
+the real file names the writer's pid. Readers never lock. (SQLite's own locks are POSIX record
+locks, independent of ``flock`` on Linux.)
 
 :meth:`HistoryStore.maintain` deletes rows older than the retention and folds rows older than
 ``downsample_after_s`` into ``bucket_s`` buckets (duration-weighted means; memory keeps the peak,
@@ -19,6 +21,7 @@ temperature the maximum, so headroom and alerts are not averaged away).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -118,6 +121,7 @@ class HistoryStore:
         self._gpu_ids: dict[tuple[str, str], int] = {}
         self._jobset_ids: dict[str, int] = {}
         self._lock_fd: int | None = None
+        self._spare_fds: list[int] = []
 
     def lock_writer(self) -> None:
         """Become the file's only writer, or raise :class:`StorageError` naming the other one."""
@@ -125,26 +129,31 @@ class HistoryStore:
             return
         import fcntl
 
-        lock = self.path.with_name(self.path.name + ".lock")
+        real = Path(os.path.realpath(self.path))
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(real, os.O_RDONLY)  # the database file itself, whatever path led here
         except OSError as exc:
             raise StorageError(
-                f"cannot create {lock}: {exc.strerror}", hint="give a writable --db path"
+                f"cannot open {real}: {exc.strerror}", hint="give a writable --db path"
             ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            other = os.read(fd, 32).decode(errors="replace").strip() or "another process"
-            os.close(fd)
+            # closed only after SQLite's connection: closing a descriptor of the database file
+            # would drop the POSIX locks SQLite holds on it in this process
+            self._spare_fds.append(fd)
+            try:
+                other = real.with_name(real.name + ".lock").read_text().strip() or "?"
+            except OSError:
+                other = "?"
             raise StorageError(
                 f"{self.path} is already being written by pid {other} (another `gpuwise monitor`); "
                 "two writers would count every GPU-hour twice",
                 hint="stop the other monitor, or give this one another --db",
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
+        with contextlib.suppress(OSError):  # only informational: the lock is the flock
+            real.with_name(real.name + ".lock").write_text(str(os.getpid()))
 
     def _check_schema(self, create: bool) -> None:
         """Refuse another program's SQLite file before adding tables to it or reading it wrongly."""
@@ -171,10 +180,13 @@ class HistoryStore:
             )
 
     def close(self) -> None:
-        self._db.close()
+        self._db.close()  # first: then closing our descriptors cannot drop SQLite's locks
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
+        for fd in self._spare_fds:
+            os.close(fd)
+        self._spare_fds = []
 
     def __enter__(self) -> HistoryStore:
         return self
