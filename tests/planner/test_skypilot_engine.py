@@ -4,8 +4,8 @@ must choose the instance, region, zone and network tier the plan priced and time
 
 SkyPilot lives in its own virtualenv (it pins packages that clash with the test venv):
 
-    python3 -m venv /tmp/skyvenv && /tmp/skyvenv/bin/pip install skypilot==0.14.1
-    GPUWISE_SKYPILOT_PYTHON=/tmp/skyvenv/bin/python pytest -m slow tests/planner/test_skypilot_engine.py
+    python3 -m venv ~/skyvenv && ~/skyvenv/bin/pip install skypilot==0.14.1
+    GPUWISE_SKYPILOT_PYTHON=~/skyvenv/bin/python pytest -m slow tests/planner/test_skypilot_engine.py
 
 Offline: ``HOME`` holds SkyPilot catalog files (AWS, GCP) written from gpuwise's bundled offers
 (``src/gpuwise/catalog/data/offers.csv.gz``, itself an extract of SkyPilot's catalog), and an AWS
@@ -33,7 +33,7 @@ from gpuwise.planner.export import skypilot_task, to_yaml
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-SKY_PYTHON = os.environ.get("GPUWISE_SKYPILOT_PYTHON", "")
+SKY_PYTHON = os.path.expanduser(os.environ.get("GPUWISE_SKYPILOT_PYTHON", ""))
 _HEADER = [
     "InstanceType",
     "AcceleratorName",
@@ -54,7 +54,7 @@ def sky_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not SKY_PYTHON or not Path(SKY_PYTHON).is_file():
         pytest.skip(
             "set GPUWISE_SKYPILOT_PYTHON to a Python with skypilot==0.14.1 installed "
-            "(python3 -m venv /tmp/skyvenv && /tmp/skyvenv/bin/pip install skypilot==0.14.1)"
+            "(python3 -m venv ~/skyvenv && ~/skyvenv/bin/pip install skypilot==0.14.1)"
         )
     home = tmp_path_factory.mktemp("skyhome")
     path = ROOT / "src" / "gpuwise" / "catalog" / "data" / "offers.csv.gz"
