@@ -1,7 +1,7 @@
 """gpuwise's catalog answers side by side with SkyPilot's, on the same catalog rows, and timed.
 
     python benchmarks/compare_skypilot_offers.py --sky-python /path/to/skyvenv/bin/python \\
-        --catalog-dir ../shared/data/catalog [--clouds aws,gcp,lambda,nebius] [--repeat 5]
+        --catalog-dir DIR [--clouds aws,gcp,lambda,nebius] [--repeat 5]
 
 SkyPilot runs in its own interpreter (``--sky-python``; it is not a gpuwise dependency) with HOME
 set to a temporary folder holding ``.sky/catalogs/v8/<cloud>/vms.csv`` copied from

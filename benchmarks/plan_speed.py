@@ -14,7 +14,7 @@ offline, then times (a) its optimizer choosing among every accelerator:count the
 over all regions, the work behind ``sky show-gpus --all-regions``.
 
     PYTHONPATH=src python benchmarks/plan_speed.py [--runs 5] \\
-        [--sky-python /path/to/venv-with-skypilot/bin/python --sky-catalog shared/data/catalog]
+        [--sky-python /path/to/venv-with-skypilot/bin/python --sky-catalog DIR]
 """
 
 from __future__ import annotations

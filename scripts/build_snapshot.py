@@ -2,10 +2,10 @@
 
     python scripts/build_snapshot.py [SOURCE_DIR]
 
-SOURCE_DIR (default: ../shared/data/catalog) holds one SkyPilot ``vms.csv`` per cloud named
-``<cloud>.csv`` plus ``SOURCE.md``. Writes ``src/gpuwise/catalog/data/offers.csv.gz`` (gzip with
+SOURCE_DIR (default: tests/catalog/fixtures/skypilot-extract, the recorded extract) holds one
+SkyPilot ``vms.csv`` per cloud named ``<cloud>.csv`` or ``<cloud>.csv.gz`` plus ``SOURCE.md``. Writes ``src/gpuwise/catalog/data/offers.csv.gz`` (gzip with
 a fixed mtime, so the same input gives the same bytes), ``manifest.json`` and a copy of
-``SOURCE.md``. ``tests/catalog/test_bundled.py`` checks the shipped files match a rebuild.
+``SOURCE.md``. ``tests/catalog/test_sources.py`` checks the shipped files match a rebuild.
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ AS_OF_BY_CLOUD = {"azure": "unknown"}
 def build(source_dir: Path) -> tuple[bytes, dict[str, object]]:
     offers = []
     clouds = {}
-    for path in sorted(source_dir.glob("*.csv")):
-        cloud = path.stem
+    for path in sorted([*source_dir.glob("*.csv"), *source_dir.glob("*.csv.gz")]):
+        cloud = path.name.removesuffix(".gz").removesuffix(".csv")
         version = SCHEMA.get(cloud, "v8")
+        raw = path.read_bytes()
+        raw = gzip.decompress(raw) if path.suffix == ".gz" else raw  # the hash is of the CSV
         rows = read_vms_csv(
-            path.read_text("utf-8"),
+            raw.decode("utf-8"),
             cloud,
             f"{version}/{cloud}/vms.csv",
             as_of=AS_OF_BY_CLOUD.get(cloud, AS_OF),
@@ -49,7 +51,7 @@ def build(source_dir: Path) -> tuple[bytes, dict[str, object]]:
         clouds[cloud] = {
             "schema": version,
             "offers": len(rows),
-            "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "source_sha256": hashlib.sha256(raw).hexdigest(),
         }
     data = gzip.compress(offers_to_csv(offers).encode("utf-8"), mtime=0)
     manifest = {
@@ -63,7 +65,9 @@ def build(source_dir: Path) -> tuple[bytes, dict[str, object]]:
 
 def main() -> None:
     source_dir = (
-        Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "catalog"
+        Path(sys.argv[1])
+        if len(sys.argv) > 1
+        else ROOT / "tests" / "catalog" / "fixtures" / "skypilot-extract"
     )
     out = ROOT / "src" / "gpuwise" / "catalog" / "data"
     data, manifest = build(source_dir)

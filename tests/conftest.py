@@ -29,7 +29,9 @@ def isolated_env(
     monkeypatch.setenv("GPUWISE_HOME", str(home))
     monkeypatch.setenv("GPUWISE_SKYPILOT_CATALOG", "off")
     monkeypatch.delenv("GPUWISE_DEBUG", raising=False)
+    monkeypatch.delenv("GPUWISE_CATALOG_DIR", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)  # tables piped at their full width (160)
     for name in list(os.environ):
         if name.startswith(_CLOUD_VARS):
             monkeypatch.delenv(name, raising=False)

@@ -16,10 +16,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.base.version import __version__ as __version__
 from gpuwise.errors import GpuwiseError as GpuwiseError
 from gpuwise.errors import InputError as InputError
-
-__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from gpuwise.bench import BenchOptions as BenchOptions
@@ -112,7 +111,14 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuwise' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from gpuwise.errors import MissingExtraAttributeError, MissingExtraError
+
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except MissingExtraAttributeError:  # gpuwise.train's own lazy lookup said it already
+        raise
+    except MissingExtraError as exc:  # e.g. Checkpointer without torch: help(gpuwise) skips it
+        raise MissingExtraAttributeError(f"gpuwise.{name}", exc) from exc
     globals()[name] = value
     return value
 

@@ -13,6 +13,7 @@
      ├── StorageError            object storage or disk refused an operation
      ├── DeviceError             NVML / driver / torch missing or failing
      └── MissingExtraError       an optional dependency is not installed (names the pip extra)
+          └── MissingExtraAttributeError  ... for a lazily exported name (also an AttributeError)
 
 Anything else that escapes is a bug: exit code 1 and a request to report it.
 
@@ -92,6 +93,19 @@ class MissingExtraError(GpuwiseError):
             f"this needs the optional dependency {module!r}, which is not installed",
             hint=f"pip install 'gpuwise[{extra}]'",
         )
+
+
+class MissingExtraAttributeError(MissingExtraError, AttributeError):
+    """``gpuwise.Checkpointer`` without torch: the missing extra, raised as an attribute lookup.
+
+    Also an :class:`AttributeError`, because that is what ``help(gpuwise)``, ``inspect`` and
+    ``hasattr`` expect from a module attribute that is not there: they skip the name instead of
+    failing, and everything else in the package stays documented.
+    """
+
+    def __init__(self, qualname: str, cause: MissingExtraError) -> None:
+        GpuwiseError.__init__(self, f"{qualname}: {cause.message}", hint=cause.hint)
+        self.name = qualname.rpartition(".")[2]
 
 
 def parse_error_text(exc: BaseException) -> str:

@@ -56,6 +56,11 @@ _DURATION_UNITS_S = {
     "years": HOURS_PER_YEAR * _S_PER_H,
 }
 _DURATION_HINT = "write it with a unit, e.g. 30s, 10m, 2h, 2d, 500ms, 1d12h or 1w"
+# How to write each kind of value: a parser's hint must fit the flag's kind (a bandwidth is not
+# "7B", a duration is not "a plain number"). ``{what}`` is the flag.
+COUNT_HINT = "write {what} as e.g. 7e9, 7B, 1.5T or 300k"
+SIZE_GIB_HINT = "write {what} in GiB as a plain number, e.g. 40 or 140.5"
+BANDWIDTH_GB_S_HINT = "write {what} in GB/s (gigabytes per second) as a plain number, e.g. 1 or 2.5"
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)", re.I)
 
 
@@ -66,12 +71,17 @@ def check_finite(
     minimum: float | None = 0.0,
     strict: bool = False,
     maximum: float | None = None,
+    hint: str | None = None,
 ) -> float:
-    """Return ``value`` as a float if it is finite and within bounds, else raise InputError."""
+    """Return ``value`` as a float if it is finite and within bounds, else raise InputError.
+
+    ``hint`` says how to write a finite value of this kind (default: "a plain number").
+    """
     v = float(value)
     if math.isnan(v) or math.isinf(v):
         raise InputError(
-            f"{what} must be a finite number, got {value!r}", hint=f"give {what} as a plain number"
+            f"{what} must be a finite number, got {value!r}",
+            hint=hint or f"give {what} as a plain number",
         )
     if minimum is not None and (v < minimum or (strict and v == minimum)):
         cmp = ">" if strict else "≥"
@@ -85,30 +95,48 @@ def check_finite(
     return v
 
 
-def parse_count(text: str | float | int, what: str = "value", *, allow_zero: bool = True) -> float:
+def parse_count(
+    text: str | float | int,
+    what: str = "value",
+    *,
+    allow_zero: bool = True,
+    hint: str = COUNT_HINT,
+) -> float:
     """Parse ``7e9``, ``7B``, ``1.5T``, ``300k``, ``2,000`` into a non-negative float.
 
-    ``B``/``G`` both mean 1e9 (billions), as in "7B parameters"; ``M`` is millions.
+    ``B``/``G`` both mean 1e9 (billions), as in "7B parameters"; ``M`` is millions. ``hint``
+    (formatted with ``what``) says how to write the value; use :data:`SIZE_GIB_HINT` or
+    :data:`BANDWIDTH_GB_S_HINT` (or :func:`parse_size_gib`, :func:`parse_bandwidth_gb_s`) for
+    values that are not counts.
     """
+    how = hint.format(what=what)
     if isinstance(text, (int, float)):
         value = float(text)
     else:
         m = _NUMBER.match(text)
         if not m:
-            raise InputError(
-                f"cannot read {what} {text!r} as a number",
-                hint=f"write {what} as e.g. 7e9, 7B, 1.5T or 300k",
-            )
+            raise InputError(f"cannot read {what} {text!r} as a number", hint=how)
         try:
             value = (
                 float(m.group(1).replace(",", "").replace("_", "")) * _SUFFIXES[m.group(2).lower()]
             )
         except ValueError as exc:
-            raise InputError(
-                f"cannot read {what} {text!r} as a number",
-                hint=f"write {what} as e.g. 7e9, 7B, 1.5T or 300k",
-            ) from exc
-    return check_finite(value, what, minimum=0.0, strict=not allow_zero)
+            raise InputError(f"cannot read {what} {text!r} as a number", hint=how) from exc
+    return check_finite(value, what, minimum=0.0, strict=not allow_zero, hint=how)
+
+
+def parse_size_gib(
+    text: str | float | int, what: str = "size", *, allow_zero: bool = True
+) -> float:
+    """A size in GiB people type (``40``, ``140.5``); the hint speaks of GiB, not of "7B"."""
+    return parse_count(text, what, allow_zero=allow_zero, hint=SIZE_GIB_HINT)
+
+
+def parse_bandwidth_gb_s(
+    text: str | float | int, what: str = "bandwidth", *, allow_zero: bool = False
+) -> float:
+    """A bandwidth in GB/s people type (``1``, ``2.5``); the hint speaks of GB/s."""
+    return parse_count(text, what, allow_zero=allow_zero, hint=BANDWIDTH_GB_S_HINT)
 
 
 def parse_duration_seconds(
@@ -122,7 +150,7 @@ def parse_duration_seconds(
     ``allow_zero`` (a restart delay may be 0s; an interval may not).
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return check_finite(float(text), what, strict=not allow_zero)
+        return check_finite(float(text), what, strict=not allow_zero, hint=_DURATION_HINT)
     if not isinstance(text, str):
         raise InputError(f"cannot read {what} {text!r} as a duration", hint=_DURATION_HINT)
     s = text.strip().lower()
@@ -131,7 +159,7 @@ def parse_duration_seconds(
     except ValueError:
         pass
     else:  # a number without a unit: say which unit is missing (NaN/inf get the finite-number message)
-        check_finite(bare, what, minimum=None)
+        check_finite(bare, what, minimum=None, hint=_DURATION_HINT)
         raise InputError(f"{what} {text.strip()!r} has no unit", hint=_DURATION_HINT)
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
@@ -144,7 +172,7 @@ def parse_duration_seconds(
         pos = m.end()
     else:
         if pos and not s[pos:].strip():
-            return check_finite(total, what, strict=not allow_zero)
+            return check_finite(total, what, strict=not allow_zero, hint=_DURATION_HINT)
     raise InputError(f"cannot read {what} {text!r}", hint=_DURATION_HINT)
 
 
@@ -153,7 +181,7 @@ def parse_duration_hours(
 ) -> float:
     """:func:`parse_duration_seconds` in hours (``"90m"`` → 1.5); a Python number is taken as hours."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return check_finite(float(text), what, strict=not allow_zero)
+        return check_finite(float(text), what, strict=not allow_zero, hint=_DURATION_HINT)
     return parse_duration_seconds(text, what, allow_zero=allow_zero) / _S_PER_H
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuwise.base.paths import config_dir
 from gpuwise.bench import BenchReport, BenchResult, DeviceInfo, calibration_entry, write_calibration
 from gpuwise.errors import DataFileError, InputError
-from gpuwise.paths import config_dir
 
 
 def _report(gpu: str | None = "H100", **ratios: float) -> BenchReport:

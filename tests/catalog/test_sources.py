@@ -12,7 +12,9 @@ from gpuwise.catalog import OFFER_COLUMNS, load_catalog, offers_to_csv, parse_of
 from gpuwise.catalog.sources import BundledSnapshot
 from gpuwise.errors import CatalogError
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "catalog"
+# The SkyPilot catalog extract the bundled snapshot is built from, recorded (gzipped) with its
+# SOURCE.md: repository, license, blob ids and date.
+EXTRACT = Path(__file__).resolve().parent / "fixtures" / "skypilot-extract"
 AWS_HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch"
 
 
@@ -34,8 +36,7 @@ def test_bundled_snapshot_covers_every_cloud_with_sane_rows() -> None:
     assert len({o.key for o in offers}) == len(offers)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared/data/catalog not beside the checkout")
-def test_bundled_snapshot_matches_a_rebuild_from_the_shared_extract() -> None:
+def test_bundled_snapshot_matches_a_rebuild_from_the_recorded_extract() -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -44,16 +45,17 @@ def test_bundled_snapshot_matches_a_rebuild_from_the_shared_extract() -> None:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    data, manifest = module.build(SHARED)
+    data, manifest = module.build(EXTRACT)
     shipped = Path(__file__).parents[2] / "src" / "gpuwise" / "catalog" / "data"
     assert gzip.decompress(data) == gzip.decompress((shipped / "offers.csv.gz").read_bytes())
     assert manifest == json.loads((shipped / "manifest.json").read_text())
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared/data/catalog not beside the checkout")
 @pytest.mark.parametrize("cloud", ["aws", "azure", "gcp", "lambda", "nebius"])
-def test_every_shared_file_reads_as_a_catalog(cloud: str) -> None:
-    cat = load_catalog([SHARED / f"{cloud}.csv"])
+def test_every_recorded_file_reads_as_a_catalog(cloud: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{cloud}.csv"  # a user's --catalog file is plain CSV
+    path.write_bytes(gzip.decompress((EXTRACT / f"{cloud}.csv.gz").read_bytes()))
+    cat = load_catalog([path])
     assert cat.offers and {o.cloud for o in cat.offers} == {cloud}
 
 

@@ -51,7 +51,7 @@ def test_cli_surface_is_frozen() -> None:
 
 
 def test_contract_commands_exist() -> None:
-    # DESIGN.md's command table; each lands with its issue.
+    # The command table of the README (and ARCHITECTURE.md); each landed with its issue.
     names = {
         line.split(" :: ")[0].split()[1]
         for line in surface().splitlines()

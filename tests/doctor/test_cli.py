@@ -164,3 +164,22 @@ def test_only_inlines_the_fixes_a_fix_refers_to(cli) -> None:  # type: ignore[no
     assert (
         by_name["torch-cuda"]["fix"] == torch_cuda["fix"].split(" [")[0]
     )  # unchanged when all are shown
+
+
+@pytest.mark.parametrize(
+    ("replay", "only", "expected"),
+    [
+        (None, "shm", False),  # this GPU-less machine, the driver check not selected
+        (None, "nvidia-driver,shm", False),  # ... and selected: the same answer
+        (FIXTURES / "replay-broken-node", "shm", True),  # a recorded node with GPUs, driver not run
+    ],
+)
+def test_only_reports_gpu_present_from_the_machine_not_the_selection(  # type: ignore[no-untyped-def]
+    cli, replay: Path | None, only: str, expected: bool
+) -> None:
+    args = ["doctor", "--json", "--no-torch", "--only", only, "--checkpoint-dir", "/"]
+    if replay is not None:
+        args += ["--replay", str(replay)]
+    r = cli(*args)
+    assert r.code in (0, 3), r.stderr
+    assert r.json()["gpu_present"] is expected

@@ -242,7 +242,7 @@ def test_implausible_default_calibration_is_refused_in_one_line(
     cli: Any, entry: dict[str, Any]
 ) -> None:
     """The user's own calibration.json (read without a flag) with an implausible figure: exit 2, one line, the fix."""
-    from gpuwise.paths import config_dir
+    from gpuwise.base.paths import config_dir
 
     path = config_dir() / "calibration.json"
     path.parent.mkdir(parents=True, exist_ok=True)

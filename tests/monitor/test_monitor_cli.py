@@ -29,6 +29,25 @@ def test_monitor_records_and_report_reads_the_db(cli: Any, tmp_path: Path) -> No
     )  # 2 × 1 s rows
 
 
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"", "an empty file"),  # report used to write gpuwise's schema into it and exit 0
+        (b"gpu,hours\n0,1\n" * 50, "cannot open the history database"),  # a CSV, not SQLite
+    ],
+)
+def test_report_refuses_a_db_it_did_not_write_and_leaves_it_untouched(
+    cli: Any, tmp_path: Path, content: bytes, needle: str
+) -> None:
+    db = tmp_path / "given.sqlite"
+    db.write_bytes(content)
+    r = cli("report", "--db", db, "--since", "1h", "--price-usd-per-hour", "2", "--json")
+    assert r.code == 2, r.stdout
+    assert needle in r.stderr and r.stderr.count("\n") == 1
+    assert db.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["given.sqlite"]  # no -wal, -shm, .lock
+
+
 def test_monitor_default_db_is_in_the_data_dir(cli: Any, isolated_env: Path) -> None:
     r = cli("monitor", "--fake", "mig", "--reads", "1", "--json")
     assert r.code == 0, r.stderr

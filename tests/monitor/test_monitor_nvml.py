@@ -68,7 +68,7 @@ def test_not_supported_is_absent_and_logged_once(caplog: pytest.LogCaptureFixtur
     fake = FakeNvml(scenario("mig"))
     session = NvmlSession(fake)
     session.init()
-    caplog.set_level(logging.INFO, logger="gpuwise.monitor.nvml")
+    caplog.set_level(logging.INFO, logger="gpuwise.base.nvml")
     results = [
         session.call("utilization", "nvmlDeviceGetUtilizationRates", FakeHandle(0), gpu=0)
         for _ in range(3)

@@ -272,6 +272,7 @@ def test_reserved_with_a_user_discount(cli, isolated_env: Path) -> None:  # type
     assert doc["options"][0]["billing"] == "reserved-1y"  # 40% off wins on cost
 
 
+@pytest.mark.slow  # a fresh interpreter pays every import and the full plan: 2–5 s
 def test_main_job_end_to_end_in_a_subprocess() -> None:
     from tests.conftest import run_module
 

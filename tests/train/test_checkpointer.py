@@ -54,10 +54,12 @@ def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 @pytest.mark.parametrize(
     ("where", "async_write", "compress"),
     [
-        ("local", True, "none"),  # the default: background writer process
+        # the default: background writer process (slow: it starts one)
+        pytest.param("local", True, "none", marks=pytest.mark.slow),
         ("local", False, "zstd"),  # synchronous, compressed
         ("memory", True, "none"),  # memory:// is always written in-process
-        ("s3", True, "zstd"),  # real S3 API (moto on loopback), object-store commit order
+        # real S3 API (moto on loopback), object-store commit order (slow: starts the server)
+        pytest.param("s3", True, "zstd", marks=pytest.mark.slow),
     ],
 )
 def test_round_trip_restores_everything(

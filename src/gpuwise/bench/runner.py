@@ -18,6 +18,7 @@ from typing import Any
 from gpuwise.bench import compute, storage, training
 from gpuwise.bench.result import BenchReport, BenchResult, DeviceInfo, Skipped, compare
 from gpuwise.errors import HardwareError, InputError, MissingExtraError, check_choice
+from gpuwise.hardware import GpuSpec
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +254,250 @@ def stage_names(options: BenchOptions) -> list[str]:
     return names
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every benchmark stage needs: the device, its datasheet, the sizes, where results go."""
+
+    torch: Any
+    device: Any
+    options: BenchOptions
+    spec: GpuSpec | None
+    sizes: Sizes
+    out: _Collector
+    progress: Progress
+    cuda: bool
+
+    def peak(self, precision: str) -> float | None:
+        """The datasheet's dense peak for ``precision`` (None without a datasheet)."""
+        return self.spec.peak_tflops(precision) if self.spec is not None else None
+
+
+def _bench_matmul(c: _Context) -> None:
+    torch = c.torch
+    device = c.device
+    sz = c.sizes
+    out = c.out
+    progress = c.progress
+    peak = c.peak
+    for p in MATMUL_PRECISIONS:
+        progress(f"matmul.{p}")
+        reason = _matmul_unsupported(torch, device, p)
+        if reason:
+            out.skipped.append(Skipped(f"matmul.{p}", reason))
+            continue
+        value = compute.matmul_tflops(device, p, sz.matmul_n, sz.matmul_iters)
+        out.results.append(
+            compare(
+                f"matmul.{p}",
+                value,
+                "TFLOP/s",
+                peak(p),
+                f"{sz.matmul_n}×{sz.matmul_n} matmul, best of 3 × {sz.matmul_iters}",
+            )
+        )
+
+
+def _bench_memory(c: _Context) -> None:
+    torch = c.torch
+    device = c.device
+    options = c.options
+    spec = c.spec
+    sz = c.sizes
+    out = c.out
+    progress = c.progress
+    cuda = c.cuda
+    progress("memory.copy")
+    bw = (
+        spec.memory_bandwidth_tb_s * 1000
+        if spec is not None and spec.memory_bandwidth_tb_s
+        else None
+    )
+    value = compute.copy_gb_s(device, sz.copy_bytes, sz.copy_iters)
+    out.results.append(
+        compare(
+            "memory.copy",
+            value,
+            "GB/s",
+            bw if cuda or options.gpu else None,
+            f"tensor copy of {sz.copy_bytes // MIB} MiB (read + write counted)",
+        )
+    )
+    if cuda:
+        free, total = torch.cuda.mem_get_info(device)
+        out.extras["cuda_context_gib"] = max(
+            0.0, (total - free - torch.cuda.memory_reserved(device)) / GIB
+        )
+        # what the driver reports (nvidia-smi memory.total): the planner's capacity for this GPU
+        out.extras["total_memory_gib"] = total / GIB
+
+
+def _bench_transfer(c: _Context) -> None:
+    device = c.device
+    spec = c.spec
+    sz = c.sizes
+    out = c.out
+    progress = c.progress
+    cuda = c.cuda
+    progress("transfer")
+    if not cuda:
+        out.skipped.append(Skipped("transfer", "host↔device transfers need a GPU"))
+    else:
+        pcie = (
+            None
+            if spec is None or spec.form_factor == "Superchip"
+            else compute.pcie_x16_gb_s(spec.pcie_gen)
+        )
+        for to_dev in (True, False):
+            for pinned in (True, False):
+                name = f"transfer.{'h2d' if to_dev else 'd2h'}.{'pinned' if pinned else 'pageable'}"
+                value = compute.transfer_gb_s(
+                    device, sz.transfer_bytes, 5, to_device=to_dev, pinned=pinned
+                )
+                out.results.append(
+                    compare(
+                        name,
+                        value,
+                        "GB/s",
+                        pcie,
+                        f"{sz.transfer_bytes // MIB} MiB; peak = PCIe Gen{spec.pcie_gen if spec else '?'} x16 per direction",
+                    )
+                )
+
+
+def _bench_nccl(c: _Context) -> None:
+    torch = c.torch
+    spec = c.spec
+    sz = c.sizes
+    out = c.out
+    progress = c.progress
+    cuda = c.cuda
+    progress("nccl.allreduce")
+    count = torch.cuda.device_count() if cuda else 0
+    if count < 2:
+        out.skipped.append(
+            Skipped("nccl.allreduce", f"all-reduce needs 2 or more GPUs; {count} here")
+        )
+    else:
+        # nccl-tests compares busbw with the per-direction link bandwidth (NVLink total ÷ 2).
+        link = (
+            spec.nvlink_gb_s / 2
+            if spec is not None and spec.has_gpu_fabric and spec.nvlink_gb_s
+            else compute.pcie_x16_gb_s(spec.pcie_gen if spec else None)
+        )
+        value = compute.allreduce_bus_gb_s(count, sz.allreduce_bytes, 20)
+        out.results.append(
+            compare(
+                "nccl.allreduce",
+                value,
+                "GB/s",
+                link,
+                f"bus bandwidth, {count} GPUs, {sz.allreduce_bytes // MIB} MiB bf16",
+            )
+        )
+
+
+def _bench_train(c: _Context) -> None:
+    device = c.device
+    sz = c.sizes
+    out = c.out
+    progress = c.progress
+    peak = c.peak
+    for kind, tsize in (("gpt", sz.gpt), ("resnet", sz.resnet)):
+        for amp in (False, True):
+            name = f"train.{kind}.{'amp' if amp else 'fp32'}"
+            progress(name)
+            run = training.train_run(kind, tsize, device, amp=amp)  # type: ignore[arg-type]
+            precision = run.amp_dtype or "fp32"
+            per_s = (
+                f"{run.tokens_per_step / run.seconds_per_step:,.0f} tokens/s"
+                if run.tokens_per_step
+                else f"{run.samples_per_step / run.seconds_per_step:,.1f} images/s"
+            )
+            out.results.append(
+                compare(
+                    name,
+                    run.tflops,
+                    "TFLOP/s",
+                    peak(precision),
+                    f"{per_s}; {precision}; ratio = MFU vs the dense {precision} peak",
+                )
+            )
+
+
+def _bench_storage(c: _Context) -> None:
+    options = c.options
+    sz = c.sizes
+    out = c.out
+    progress = c.progress
+    progress("storage")
+    nbytes = options.storage_mib * MIB if options.storage_mib else sz.storage_bytes
+    run_s = storage.storage_run(options.checkpoint_dir, nbytes, sz.random_reads)
+    cache = (
+        "O_DIRECT"
+        if run_s.direct_io
+        else "page cache dropped with fadvise (O_DIRECT unsupported here)"
+    )
+    where = f"{run_s.file_bytes // MIB} MiB in {options.checkpoint_dir}"
+    out.results.append(
+        compare(
+            "storage.seq_write",
+            run_s.write_gb_s,
+            "GB/s",
+            None,
+            f"{where}, 4 MiB blocks + fsync",
+        )
+    )
+    out.results.append(
+        compare(
+            "storage.seq_read", run_s.read_gb_s, "GB/s", None, f"{where}, 4 MiB blocks, {cache}"
+        )
+    )
+    out.results.append(
+        compare(
+            "storage.rand_read",
+            run_s.random_read_iops,
+            "IOPS",
+            None,
+            f"4 KiB random reads, queue depth 1, {cache}",
+        )
+    )
+
+
+def _bench_dataloader(c: _Context) -> None:
+    options = c.options
+    sz = c.sizes
+    out = c.out
+    progress = c.progress
+    progress("dataloader")
+    workers = (
+        options.num_workers
+        if options.num_workers is not None
+        else (0 if options.quick else min(4, len(os.sched_getaffinity(0))))
+    )
+    value = storage.dataloader_samples_per_s(workers, sz.loader_batches, 32, sz.loader_image)
+    out.results.append(
+        compare(
+            "dataloader",
+            value,
+            "samples/s",
+            None,
+            f"synthetic 3×{sz.loader_image}² images, batch 32, {workers} worker(s)",
+        )
+    )
+
+
+_STAGES: tuple[tuple[str, Callable[[_Context], None]], ...] = (
+    ("matmul", _bench_matmul),
+    ("memory", _bench_memory),
+    ("transfer", _bench_transfer),
+    ("nccl", _bench_nccl),
+    ("train", _bench_train),
+    ("storage", _bench_storage),
+    ("dataloader", _bench_dataloader),
+)
+"""Each stage in the order it runs; ``BenchOptions.only`` picks by these names."""
+
+
 def run_bench(
     options: BenchOptions | None = None, progress: Progress = lambda stage: None
 ) -> BenchReport:
@@ -265,171 +510,13 @@ def run_bench(
         storage.scratch_dir(options.checkpoint_dir).rmdir()
     device, info, spec = resolve_device(options)
     cuda = info.kind == "cuda"
-    sz = sizes_for(cuda, options.quick)
     out = _Collector()
-    peak = spec.peak_tflops if spec is not None else (lambda p: None)
-
-    if options.wants("matmul"):
-        for p in MATMUL_PRECISIONS:
-            progress(f"matmul.{p}")
-            reason = _matmul_unsupported(torch, device, p)
-            if reason:
-                out.skipped.append(Skipped(f"matmul.{p}", reason))
-                continue
-            value = compute.matmul_tflops(device, p, sz.matmul_n, sz.matmul_iters)
-            out.results.append(
-                compare(
-                    f"matmul.{p}",
-                    value,
-                    "TFLOP/s",
-                    peak(p),
-                    f"{sz.matmul_n}×{sz.matmul_n} matmul, best of 3 × {sz.matmul_iters}",
-                )
-            )
-    if options.wants("memory"):
-        progress("memory.copy")
-        bw = (
-            spec.memory_bandwidth_tb_s * 1000
-            if spec is not None and spec.memory_bandwidth_tb_s
-            else None
-        )
-        value = compute.copy_gb_s(device, sz.copy_bytes, sz.copy_iters)
-        out.results.append(
-            compare(
-                "memory.copy",
-                value,
-                "GB/s",
-                bw if cuda or options.gpu else None,
-                f"tensor copy of {sz.copy_bytes // MIB} MiB (read + write counted)",
-            )
-        )
-        if cuda:
-            free, total = torch.cuda.mem_get_info(device)
-            out.extras["cuda_context_gib"] = max(
-                0.0, (total - free - torch.cuda.memory_reserved(device)) / GIB
-            )
-            # what the driver reports (nvidia-smi memory.total): the planner's capacity for this GPU
-            out.extras["total_memory_gib"] = total / GIB
-    if options.wants("transfer"):
-        progress("transfer")
-        if not cuda:
-            out.skipped.append(Skipped("transfer", "host↔device transfers need a GPU"))
-        else:
-            pcie = (
-                None
-                if spec is None or spec.form_factor == "Superchip"
-                else compute.pcie_x16_gb_s(spec.pcie_gen)
-            )
-            for to_dev in (True, False):
-                for pinned in (True, False):
-                    name = f"transfer.{'h2d' if to_dev else 'd2h'}.{'pinned' if pinned else 'pageable'}"
-                    value = compute.transfer_gb_s(
-                        device, sz.transfer_bytes, 5, to_device=to_dev, pinned=pinned
-                    )
-                    out.results.append(
-                        compare(
-                            name,
-                            value,
-                            "GB/s",
-                            pcie,
-                            f"{sz.transfer_bytes // MIB} MiB; peak = PCIe Gen{spec.pcie_gen if spec else '?'} x16 per direction",
-                        )
-                    )
-    if options.wants("nccl"):
-        progress("nccl.allreduce")
-        count = torch.cuda.device_count() if cuda else 0
-        if count < 2:
-            out.skipped.append(
-                Skipped("nccl.allreduce", f"all-reduce needs 2 or more GPUs; {count} here")
-            )
-        else:
-            # nccl-tests compares busbw with the per-direction link bandwidth (NVLink total ÷ 2).
-            link = (
-                spec.nvlink_gb_s / 2
-                if spec is not None and spec.has_gpu_fabric and spec.nvlink_gb_s
-                else compute.pcie_x16_gb_s(spec.pcie_gen if spec else None)
-            )
-            value = compute.allreduce_bus_gb_s(count, sz.allreduce_bytes, 20)
-            out.results.append(
-                compare(
-                    "nccl.allreduce",
-                    value,
-                    "GB/s",
-                    link,
-                    f"bus bandwidth, {count} GPUs, {sz.allreduce_bytes // MIB} MiB bf16",
-                )
-            )
-    if options.wants("train"):
-        for kind, tsize in (("gpt", sz.gpt), ("resnet", sz.resnet)):
-            for amp in (False, True):
-                name = f"train.{kind}.{'amp' if amp else 'fp32'}"
-                progress(name)
-                run = training.train_run(kind, tsize, device, amp=amp)  # type: ignore[arg-type]
-                precision = run.amp_dtype or "fp32"
-                per_s = (
-                    f"{run.tokens_per_step / run.seconds_per_step:,.0f} tokens/s"
-                    if run.tokens_per_step
-                    else f"{run.samples_per_step / run.seconds_per_step:,.1f} images/s"
-                )
-                out.results.append(
-                    compare(
-                        name,
-                        run.tflops,
-                        "TFLOP/s",
-                        peak(precision),
-                        f"{per_s}; {precision}; ratio = MFU vs the dense {precision} peak",
-                    )
-                )
-    if options.wants("storage"):
-        progress("storage")
-        nbytes = options.storage_mib * MIB if options.storage_mib else sz.storage_bytes
-        run_s = storage.storage_run(options.checkpoint_dir, nbytes, sz.random_reads)
-        cache = (
-            "O_DIRECT"
-            if run_s.direct_io
-            else "page cache dropped with fadvise (O_DIRECT unsupported here)"
-        )
-        where = f"{run_s.file_bytes // MIB} MiB in {options.checkpoint_dir}"
-        out.results.append(
-            compare(
-                "storage.seq_write",
-                run_s.write_gb_s,
-                "GB/s",
-                None,
-                f"{where}, 4 MiB blocks + fsync",
-            )
-        )
-        out.results.append(
-            compare(
-                "storage.seq_read", run_s.read_gb_s, "GB/s", None, f"{where}, 4 MiB blocks, {cache}"
-            )
-        )
-        out.results.append(
-            compare(
-                "storage.rand_read",
-                run_s.random_read_iops,
-                "IOPS",
-                None,
-                f"4 KiB random reads, queue depth 1, {cache}",
-            )
-        )
-    if options.wants("dataloader"):
-        progress("dataloader")
-        workers = (
-            options.num_workers
-            if options.num_workers is not None
-            else (0 if options.quick else min(4, len(os.sched_getaffinity(0))))
-        )
-        value = storage.dataloader_samples_per_s(workers, sz.loader_batches, 32, sz.loader_image)
-        out.results.append(
-            compare(
-                "dataloader",
-                value,
-                "samples/s",
-                None,
-                f"synthetic 3×{sz.loader_image}² images, batch 32, {workers} worker(s)",
-            )
-        )
+    context = _Context(
+        torch, device, options, spec, sizes_for(cuda, options.quick), out, progress, cuda
+    )
+    for name, stage in _STAGES:
+        if options.wants(name):
+            stage(context)
     return BenchReport(
         info, options.quick, tuple(out.results), tuple(out.skipped), dict(out.extras)
     )

@@ -23,8 +23,8 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+from gpuwise.base.paths import data_dir, write_bytes_atomic
 from gpuwise.catalog.offer import OFFER_COLUMNS, Offer, parse_offer_csv
-from gpuwise.paths import data_dir, write_bytes_atomic
 
 CACHE_FORMAT = 1
 """Bump when the cached layout or the parser's output changes."""

@@ -12,7 +12,9 @@ Nothing else in gpuwise imports this module; no command fetches unless asked.
 
 from __future__ import annotations
 
+import email.utils
 import http.client
+import math
 import os
 import time
 import urllib.error
@@ -31,6 +33,10 @@ class FetchError(CatalogError):
     """A download failed; nothing was imported."""
 
 
+class NotFound(FetchError):
+    """The server answered 404: the file does not exist there (not a network problem)."""
+
+
 @dataclass(frozen=True)
 class FetchSettings:
     """How patient a fetch is; every field can be set by environment for tests and slow links."""
@@ -45,6 +51,9 @@ class FetchSettings:
     """No new attempt starts once this long has passed since the first (no network: < 10 s)."""
     max_bytes: int = 512 * 1024 * 1024
     """Refuse a body larger than this (``GPUWISE_FETCH_MAX_BYTES``)."""
+    deadline_s: float = 300.0
+    """One download (all attempts, and reading the body) ends after this long, seconds
+    (``GPUWISE_FETCH_DEADLINE_S``)."""
 
     @classmethod
     def from_env(cls) -> FetchSettings:
@@ -67,14 +76,45 @@ class FetchSettings:
         return cls(
             timeout_s=num("GPUWISE_FETCH_TIMEOUT_S", cls.timeout_s),
             max_bytes=int(num("GPUWISE_FETCH_MAX_BYTES", cls.max_bytes)),
+            deadline_s=num("GPUWISE_FETCH_DEADLINE_S", cls.deadline_s),
         )
+
+
+class Download(bytearray):
+    """A downloaded body, filled in place as it arrives (no second copy of a large file: the
+    price-list benchmark holds peak memory under 2× the file size); ``last_modified`` is the
+    server's ``Last-Modified`` as an ISO date, or None."""
+
+    last_modified: str | None = None
+
+    @classmethod
+    def of(cls, data: bytes | bytearray, last_modified: str | None) -> Download:
+        out = cls(data)
+        out.last_modified = last_modified
+        return out
+
+
+def http_date(value: str | None) -> str | None:
+    """An HTTP date header (``Wed, 21 Oct 2026 07:28:00 GMT``) → ``2026-10-21``; None when absent/bad."""
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value).date().isoformat()
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 class _Retryable(Exception):
     pass
 
 
-def _read_capped(resp: http.client.HTTPResponse, url: str, max_bytes: int) -> bytes:
+class _DeadlinePassed(Exception):
+    pass
+
+
+def _read_capped(
+    resp: http.client.HTTPResponse, url: str, max_bytes: int, deadline: float = float("inf")
+) -> Download:
     length = resp.headers.get("Content-Length")
     expected = int(length) if length and length.isdigit() else None
     if expected is not None and expected > max_bytes:
@@ -82,11 +122,13 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, max_bytes: int) -> by
             f"{url}: {expected:,} bytes is over the {max_bytes:,}-byte limit",
             hint="raise GPUWISE_FETCH_MAX_BYTES if the file is really that large",
         )
-    chunks: list[bytes] = []
+    body = Download(expected or 0)  # sized once when the length is known
     total = 0
     while True:
+        if time.monotonic() > deadline:
+            raise _DeadlinePassed(f"{total:,} bytes read")
         try:
-            chunk = resp.read(1 << 16)
+            chunk = resp.read1(1 << 16)  # what has arrived: the deadline is checked between reads
         except http.client.IncompleteRead as exc:
             raise FetchError(
                 f"{url}: download cut short after {total + len(exc.partial):,} of "
@@ -102,53 +144,95 @@ def _read_capped(resp: http.client.HTTPResponse, url: str, max_bytes: int) -> by
                 hint="raise GPUWISE_FETCH_MAX_BYTES if "
                 "the file is really that large, else the server is not the price source",
             )
-        chunks.append(chunk)
+        body[total - len(chunk) : total] = chunk
     if expected is not None and total != expected:
         raise FetchError(
             f"{url}: download cut short after {total:,} of {expected:,} bytes",
             hint="try again; " + OFFLINE_HINT,
         )
-    return b"".join(chunks)
+    return body
 
 
-def fetch_bytes(url: str, settings: FetchSettings | None = None, *, accept: str = "*/*") -> bytes:
-    """GET ``url`` and return the body; :class:`FetchError` (one line, with the fix) on any failure."""
+def fetch_bytes(
+    url: str,
+    settings: FetchSettings | None = None,
+    *,
+    accept: str = "*/*",
+    run_deadline: float | None = None,
+) -> Download:
+    """GET ``url`` and return the body; :class:`FetchError` (one line, with the fix) on any failure.
+
+    ``run_deadline`` (a :func:`time.monotonic` instant) bounds the whole run as well: the download
+    ends at whichever deadline comes first.
+    """
     s = settings or FetchSettings.from_env()
     if not url.startswith(("https://", "http://")):
         raise FetchError(
             f"{url}: only http(s) URLs can be fetched", hint="check the source's base-URL setting"
         )
     start = time.monotonic()
+    deadline = min(start + s.deadline_s, run_deadline if run_deadline is not None else math.inf)
     attempt = 0
     timeout = s.timeout_s
     while True:
+        if time.monotonic() >= deadline:
+            raise _deadline_error(url, s, start, attempt, run_deadline, "before it began")
         try:
-            return _attempt(url, s, accept, timeout)
+            left = max(0.05, deadline - time.monotonic())
+            return _attempt(url, s, accept, min(timeout, left), deadline)
+        except _DeadlinePassed as exc:
+            raise _deadline_error(url, s, start, attempt + 1, run_deadline, str(exc)) from None
         except _Retryable as exc:
             wait = s.backoff_s * (2**attempt)
             attempt += 1
-            left = s.failure_budget_s - (time.monotonic() - start) - wait
+            elapsed = time.monotonic() - start
+            left = min(s.failure_budget_s - elapsed, deadline - time.monotonic()) - wait
             if attempt > s.retries or left <= 0.05:
-                raise FetchError(f"cannot download {url} ({exc})", hint=OFFLINE_HINT) from None
+                raise FetchError(
+                    f"cannot download {url} ({exc}; {attempt} attempt{'s' if attempt > 1 else ''}"
+                    f" in {elapsed:.1f} s, each allowed {s.timeout_s:g} s)",
+                    hint=OFFLINE_HINT,
+                ) from None
             time.sleep(wait)
             timeout = min(s.timeout_s, left)  # a retry never outlasts the failure budget
 
 
-def _attempt(url: str, s: FetchSettings, accept: str, timeout: float) -> bytes:
+def _deadline_error(
+    url: str, s: FetchSettings, start: float, attempts: int, run_deadline: float | None, what: str
+) -> FetchError:
+    elapsed = time.monotonic() - start
+    whole_run = run_deadline is not None and run_deadline < start + s.deadline_s
+    limit = (
+        "the run's deadline (GPUWISE_FETCH_RUN_DEADLINE_S)"
+        if whole_run
+        else f"the {s.deadline_s:g} s download deadline (GPUWISE_FETCH_DEADLINE_S)"
+    )
+    return FetchError(
+        f"cannot download {url}: stopped at {limit} after {elapsed:.1f} s "
+        f"({attempts} attempt{'s' if attempts != 1 else ''}; {what})",
+        hint="the server is too slow; try again later or raise the deadline; " + OFFLINE_HINT,
+    )
+
+
+def _attempt(url: str, s: FetchSettings, accept: str, timeout: float, deadline: float) -> Download:
     req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "gpuwise-catalog"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return _read_capped(resp, url, s.max_bytes)
+            body = _read_capped(resp, url, s.max_bytes, deadline)
+            body.last_modified = http_date(resp.headers.get("Last-Modified"))
+            return body
     except urllib.error.HTTPError as exc:
+        exc.close()  # the error holds the response's socket
         if exc.code >= 500 or exc.code == 429:
             raise _Retryable(f"HTTP {exc.code}") from None
-        raise FetchError(
+        raise (NotFound if exc.code == 404 else FetchError)(
             f"cannot download {url} (HTTP {exc.code} {exc.reason})",
             hint="the source moved or the base-URL setting is wrong; " + OFFLINE_HINT,
         ) from None
     except urllib.error.URLError as exc:
         raise _Retryable(str(exc.reason)) from None
     except TimeoutError:
-        raise _Retryable(f"no answer within {timeout:g} s") from None
+        shortened = "" if timeout >= s.timeout_s else " (shortened to fit the time budget)"
+        raise _Retryable(f"no answer within {timeout:g} s{shortened}") from None
     except (ConnectionError, http.client.HTTPException, OSError) as exc:
         raise _Retryable(type(exc).__name__ + (f": {exc}" if str(exc) else "")) from None

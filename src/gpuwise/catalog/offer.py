@@ -10,10 +10,11 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from typing import Literal
 
+from gpuwise.base.datafiles import csv_safe_cell, csv_text_cell, refuse_bidi_controls
 from gpuwise.errors import CatalogError
 
 Billing = Literal["on-demand", "spot", "reserved-1y", "reserved-3y"]
@@ -171,6 +172,9 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
     """
     from gpuwise.catalog.resolve import resolve_gpu
 
+    refuse_bidi_controls(text, origin, CatalogError)
+    # undo offers_to_csv's "'" before a formula-like cell (only when the file has a quote at all)
+    txt: Callable[[str], str] = csv_text_cell if "'" in text else str
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     check_header(header, _REQUIRED, origin)
@@ -224,15 +228,15 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
                     hint="leave the cell empty when that billing is not offered",
                 )
             floats[col] = value
-        gpu_raw = cells[i_gpu]
+        gpu_raw = txt(cells[i_gpu])
         gpu = resolved.get(gpu_raw)
         if gpu is None:
             gpu = resolved[gpu_raw] = resolve_gpu(gpu_raw.strip())
         offer = Offer(
-            cells[i_cloud].strip().lower(),
-            cells[i_region].strip(),
-            (cells[i_zone].strip() or None) if i_zone is not None else None,
-            cells[i_itype].strip(),
+            txt(cells[i_cloud]).strip().lower(),
+            txt(cells[i_region]).strip(),
+            (txt(cells[i_zone]).strip() or None) if i_zone is not None else None,
+            txt(cells[i_itype]).strip(),
             gpu,
             gpu_count,
             floats["gpu_memory_gib"],
@@ -240,9 +244,9 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
             floats["memory_gib"],
             floats["on_demand_usd_per_hour"],
             floats["spot_usd_per_hour"],
-            (cells[i_arch].strip() if i_arch is not None else "") or "x86_64",
-            source or (cells[i_source].strip() if i_source is not None else "") or origin,
-            (cells[i_as_of].strip() if i_as_of is not None else "") or "unknown",
+            (txt(cells[i_arch]).strip() if i_arch is not None else "") or "x86_64",
+            source or (txt(cells[i_source]).strip() if i_source is not None else "") or origin,
+            (txt(cells[i_as_of]).strip() if i_as_of is not None else "") or "unknown",
         )
         key = offer.key
         if key in seen:
@@ -263,12 +267,19 @@ def _opt_positive(raw: str, where: str, column: str) -> float | None:
 
 
 def offers_to_csv(offers: Iterable[Offer]) -> str:
-    """Write offers in the gpuwise schema (round-trips through :func:`parse_offer_csv`)."""
+    """Write offers in the gpuwise schema (round-trips through :func:`parse_offer_csv`).
+
+    A text cell that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``) is written
+    with a leading ``'`` (OWASP's CSV-injection rule); :func:`parse_offer_csv` removes it.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(OFFER_COLUMNS)
     for offer in offers:
         writer.writerow(
-            ["" if v is None else (repr(v) if isinstance(v, float) else v) for v in astuple(offer)]
+            [
+                "" if v is None else (repr(v) if isinstance(v, float) else csv_safe_cell(v))
+                for v in astuple(offer)
+            ]
         )
     return out.getvalue()

@@ -13,10 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuwise.base.datafiles import read_user_yaml
+from gpuwise.base.paths import config_dir
 from gpuwise.catalog.offer import Offer
-from gpuwise.datafiles import read_user_yaml
 from gpuwise.errors import DataFileError
-from gpuwise.paths import config_dir
 
 Term = Literal[1, 3]
 TERMS: tuple[Term, ...] = (1, 3)

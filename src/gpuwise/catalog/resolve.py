@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 from importlib import resources
 
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.hardware import gpu_table
 
 

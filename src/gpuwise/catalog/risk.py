@@ -18,10 +18,11 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
+from gpuwise.base.datafiles import csv_safe_cell, csv_text_cell, refuse_bidi_controls
 from gpuwise.errors import CatalogError
 
 SPOT_RISK_FILE = "spot_risk.csv"
@@ -41,6 +42,9 @@ class SpotRisk:
     """Advertised savings over on-demand, percent (AWS ``s``)."""
     source: str
     as_of: str
+    band_max_pct: float | None = None
+    """The band's upper edge as the provider's file states it (AWS ``ranges[].max``: 5, 11, 16,
+    22, 100), percent; None in files written before gpuwise kept it."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -70,7 +74,7 @@ def _to_csv(rows: Iterable[object], cls: type) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([f.name for f in fields(cls)])
     for row in rows:
-        writer.writerow(["" if v is None else v for v in astuple(row)])  # type: ignore[call-overload]
+        writer.writerow(["" if v is None else csv_safe_cell(v) for v in astuple(row)])  # type: ignore[call-overload]
     return out.getvalue()
 
 
@@ -82,15 +86,27 @@ def reserved_to_csv(rows: Iterable[ReservedPrice]) -> str:
     return _to_csv(rows, ReservedPrice)
 
 
-def _reader(text: str, cls: type, origin: str) -> csv.DictReader[str]:
+_OPTIONAL_COLUMNS = {"band_max_pct"}
+"""Columns added later: a file written before them still reads."""
+
+
+def _reader(text: str, cls: type, origin: str) -> Iterator[dict[str, str]]:
+    refuse_bidi_controls(text, origin, CatalogError)
     reader = csv.DictReader(io.StringIO(text))
-    missing = [f.name for f in fields(cls) if f.name not in (reader.fieldnames or ())]
+    missing = [
+        f.name
+        for f in fields(cls)
+        if f.name not in (reader.fieldnames or ()) and f.name not in _OPTIONAL_COLUMNS
+    ]
     if missing:
         raise CatalogError(
             f"{origin}: missing column(s) {', '.join(missing)}",
             hint="run `gpuwise catalog update --fetch` again to rewrite it",
         )
-    return reader
+    # undo _to_csv's "'" before formula-like cells, so the file round-trips
+    return (
+        {k: csv_text_cell(v) if isinstance(v, str) else v for k, v in r.items()} for r in reader
+    )
 
 
 def _float(raw: str, where: str, *, positive: bool) -> float:
@@ -110,6 +126,7 @@ def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
     for i, row in enumerate(_reader(text, SpotRisk, origin), start=2):
         where = f"{origin}, row {i}"
         savings = row["savings_pct"].strip()
+        upper = (row.get("band_max_pct") or "").strip()
         out.append(
             SpotRisk(
                 row["cloud"],
@@ -119,6 +136,7 @@ def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
                 _float(savings, where, positive=False) if savings else None,
                 row["source"],
                 row["as_of"],
+                _float(upper, where, positive=True) if upper else None,
             )
         )
     return out

@@ -10,6 +10,11 @@ with a test on a tiny table:
 - GCP TPU rows use ``700.0`` as a sentinel for "not offered".
 - Empty or ``0`` prices mean reservation-only (AWS p5e, trn2): on-demand is None.
 - AWS has one row per availability zone with that zone's spot price.
+- Rows without an accelerator (Nebius CPU shapes have ``AcceleratorCount`` ``0``; OCI and GCP CPU
+  shapes leave it empty) are not GPU offers: skipped and counted, never an error.
+- A row with fewer cells than the header is a cut-short or damaged file: refused, naming the row.
+- Two rows with the same offer key and different prices are refused (SkyPilot's files have one row
+  per key; identical repeats are dropped and counted).
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gpuwise.base.datafiles import refuse_bidi_controls
 from gpuwise.catalog.offer import Offer, check_header, parse_positive, parse_price
 from gpuwise.catalog.resolve import instance_override, resolve_gpu
 from gpuwise.errors import CatalogError
@@ -78,6 +84,7 @@ def _gpu_mib_from_info(info: str) -> float | None:
 
 
 def _parse_rows(text: str, origin: str) -> list[_Row]:
+    refuse_bidi_controls(text, origin, CatalogError)
     reader = csv.DictReader(io.StringIO(text))
     check_header(reader.fieldnames, _REQUIRED, origin)
     rows = []
@@ -87,7 +94,16 @@ def _parse_rows(text: str, origin: str) -> list[_Row]:
             raise CatalogError(
                 f"{where}: more cells than columns", hint="quote cells that contain commas"
             )
+        if None in raw.values():
+            cells = sum(v is not None for v in raw.values())
+            raise CatalogError(
+                f"{where}: {cells} of {len(raw)} cells (the row is cut short)",
+                hint="the file is truncated or damaged; download it again",
+            )
         accelerator = (raw.get("AcceleratorName") or "").strip()
+        count_cell = (raw.get("AcceleratorCount") or "").strip()
+        if accelerator and _is_zero(count_cell):
+            accelerator = ""  # a named accelerator with count 0: not a GPU offer (skipped, counted)
         instance_type = (raw.get("InstanceType") or "").strip()
         if not accelerator and not instance_type:
             raise CatalogError(
@@ -98,12 +114,9 @@ def _parse_rows(text: str, origin: str) -> list[_Row]:
             _Row(
                 instance_type=instance_type,
                 accelerator=accelerator,
-                count=parse_positive(
-                    raw.get("AcceleratorCount") or "",
-                    where,
-                    "AcceleratorCount",
-                    required=bool(accelerator),
-                ),
+                count=parse_positive(count_cell, where, "AcceleratorCount", required=True)
+                if accelerator
+                else None,
                 vcpus=parse_positive(raw.get("vCPUs") or "", where, "vCPUs", required=False),
                 memory_gib=parse_positive(
                     raw.get("MemoryGiB") or "", where, "MemoryGiB", required=False
@@ -119,21 +132,65 @@ def _parse_rows(text: str, origin: str) -> list[_Row]:
     return rows
 
 
-def read_vms_csv(
+def _is_zero(cell: str) -> bool:
+    try:
+        return float(cell) == 0
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class VmsRead:
+    """What one ``vms.csv`` gave: the offers, and how many rows were skipped and why."""
+
+    offers: list[Offer]
+    rows: int
+    """Data rows in the file."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Reason → rows: ``no accelerator`` (CPU shapes; on GCP also the host rows), ``no price``
+    (reservation-only), ``repeated row`` (the same offer twice with the same prices)."""
+
+
+def parse_vms_csv(
     text: str, cloud: str, origin: str, *, as_of: str, source: str | None = None
-) -> list[Offer]:
-    """All GPU/accelerator offers in one SkyPilot ``vms.csv`` of ``cloud``."""
+) -> VmsRead:
+    """All GPU/accelerator offers in one SkyPilot ``vms.csv`` of ``cloud``, with skip counts."""
     if not text.strip():
         raise CatalogError(f"{origin}: empty file", hint="download the catalog again")
     rows = _parse_rows(text, origin)
     source = source or f"skypilot:{cloud}"
     pairs = list(_gcp_join(rows)) if cloud == "gcp" else [(r, r) for r in rows if r.accelerator]
+    skipped = {"no accelerator": sum(1 for r in rows if not r.accelerator)}
     offers: dict[tuple[object, ...], Offer] = {}
     for host, gpu in pairs:
         offer = _make_offer(cloud, host, gpu, source, as_of)
-        if offer is not None:
-            offers.setdefault(offer.key, offer)  # identical keys: the source repeats a row
-    return list(offers.values())
+        if offer is None:
+            skipped["no price"] = skipped.get("no price", 0) + 1
+            continue
+        seen = offers.get(offer.key)
+        if seen is None:
+            offers[offer.key] = offer
+        elif _prices(seen) == _prices(offer):
+            skipped["repeated row"] = skipped.get("repeated row", 0) + 1
+        else:
+            raise CatalogError(
+                f"{origin}: two rows for {cloud} {offer.instance_type} in "
+                f"{offer.zone or offer.region} with different prices "
+                f"({_prices(seen)} and {_prices(offer)})",
+                hint="the file is damaged or the source changed; nothing was imported",
+            )
+    return VmsRead(list(offers.values()), len(rows), {k: v for k, v in skipped.items() if v})
+
+
+def _prices(o: Offer) -> tuple[float | None, float | None]:
+    return (o.on_demand_usd_per_hour, o.spot_usd_per_hour)
+
+
+def read_vms_csv(
+    text: str, cloud: str, origin: str, *, as_of: str, source: str | None = None
+) -> list[Offer]:
+    """All GPU/accelerator offers in one SkyPilot ``vms.csv`` of ``cloud``."""
+    return parse_vms_csv(text, cloud, origin, as_of=as_of, source=source).offers
 
 
 def _add(a: float | None, b: float | None) -> float | None:

@@ -20,6 +20,7 @@ import datetime as dt
 import gzip
 import io
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,11 +28,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
+from gpuwise.base.paths import data_dir, skypilot_catalog_root
 from gpuwise.catalog.cache import parse_offer_bytes
 from gpuwise.catalog.offer import Offer, parse_offer_csv
 from gpuwise.catalog.skypilot import read_vms_csv
 from gpuwise.errors import CatalogError
-from gpuwise.paths import data_dir, skypilot_catalog_root
 
 BUNDLED_MANIFEST = "data/manifest.json"
 BUNDLED_OFFERS = "data/offers.csv.gz"
@@ -223,7 +224,12 @@ class CsvFile:
 
 
 def store_path() -> Path:
-    """The user catalog written by ``gpuwise catalog update``."""
+    """The user catalog written by ``gpuwise catalog update``: ``<data dir>/catalog/offers.csv``, or
+    ``$GPUWISE_CATALOG_DIR/offers.csv`` (a store shared by a scheduled refresh and its readers,
+    e.g. the exporter, without moving the rest of the data folder)."""
+    shared = os.environ.get("GPUWISE_CATALOG_DIR")
+    if shared:
+        return Path(shared).expanduser() / "offers.csv"
     return data_dir() / "catalog" / "offers.csv"
 
 

@@ -4,6 +4,12 @@ The new rows are read and validated in full before anything is written; the stor
 to a temporary file, fsynced and renamed; the previous store is kept as ``offers.prev.csv``.
 The manifest records the SHA-256 of what gpuwise wrote: if the store no longer matches it, the
 user edited the file, and the update refuses unless ``force`` (which backs the edited file up).
+
+Every update holds an exclusive lock on ``<store folder>/.lock`` from reading the store to writing
+it, so two updates at once run one after the other and neither loses the other's rows. A fetch
+that would leave a cloud with less than half the rows its last fetch from the same source gave is
+refused (a truncated or broken upstream file) unless ``allow_shrink``. The manifest keeps a
+``history`` of fetches (source, version, as-of, counts, skipped rows).
 """
 
 from __future__ import annotations
@@ -14,18 +20,19 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from gpuwise.base.paths import write_text_atomic
 from gpuwise.catalog.offer import Offer, offers_to_csv
 from gpuwise.catalog.sources import CatalogSource, default_sources, layer_sources, store_path
 from gpuwise.errors import CatalogError
-from gpuwise.paths import write_text_atomic
 
 if TYPE_CHECKING:
-    from gpuwise.catalog.remote import Fetched
+    from gpuwise.catalog.remote_common import Fetched
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,43 @@ def user_edited(store: Path) -> bool:
 
 UpdateMode = Literal["replace", "merge"]
 
+LOCK_TIMEOUT_S = 600.0
+"""How long an update waits for another one to finish (``GPUWISE_CATALOG_LOCK_TIMEOUT_S``)."""
+HISTORY_LIMIT = 500
+"""Fetch records kept in the manifest's ``history`` (oldest dropped first)."""
+SHRINK_MIN_ROWS = 20
+"""The row-count check applies once a cloud's last fetch gave at least this many offers."""
+
+
+@contextlib.contextmanager
+def store_lock(store: Path) -> Iterator[None]:
+    """Hold the store folder's update lock (``fcntl.flock``; released when the process ends)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; updates are not serialized there
+        yield
+        return
+    _check_store_writable(store)
+    limit = float(os.environ.get("GPUWISE_CATALOG_LOCK_TIMEOUT_S") or LOCK_TIMEOUT_S)
+    path = store.parent / ".lock"
+    with open(path, "a+b") as fh:
+        start = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - start > limit:
+                    raise CatalogError(
+                        f"another `gpuwise catalog update` has held {path} for over {limit:g} s",
+                        hint="wait for it to finish, or end it if it is stuck",
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
 
 def _check_store_writable(store: Path) -> None:
     """CatalogError (one line) when the store folder cannot be created or written."""
@@ -154,14 +198,51 @@ def update_store(
     mode: UpdateMode = "replace",
 ) -> UpdateReport:
     """Import ``source``'s offers: ``replace`` the store's rows for its clouds, or ``merge`` them by key."""
+    _refuse_cut_short(source)
     new_offers, location, _ = source.read()  # raises on any bad row: nothing is written
     if not new_offers:
         raise CatalogError(
             f"{location}: no offers to import", hint="check the file has GPU rows with prices"
         )
+    store = store_path()
+    with store_lock(store):
+        return _update_locked(store, new_offers, location, force, dry_run, mode)
+
+
+def _refuse_cut_short(source: CatalogSource) -> None:
+    """A file to import that ends mid-line (no final newline) was cut short: refuse it, naming it.
+    (Read commands stay lenient; only an update, which replaces rows, insists.)"""
+    from gpuwise.catalog.sources import CsvFile, SkyPilotDir
+
+    paths = (
+        [source.path]
+        if isinstance(source, CsvFile)
+        else [p for _, p in source.files()]
+        if isinstance(source, SkyPilotDir)
+        else []
+    )
+    for path in paths:
+        if path.suffix == ".gz" or not path.is_file() or path.stat().st_size == 0:
+            continue
+        with open(path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                raise CatalogError(
+                    f"{path}: the file ends mid-line (no final newline): it was cut short",
+                    hint="copy or download it again; if it is complete, add a newline at the end",
+                )
+
+
+def _update_locked(
+    store: Path,
+    new_offers: Sequence[Offer],
+    location: str,
+    force: bool,
+    dry_run: bool,
+    mode: UpdateMode,
+) -> UpdateReport:
     clouds = sorted({o.cloud for o in new_offers})
     before = layer_sources(default_sources(), per_cloud=True).offers
-    store = store_path()
     edited = _refuse_edited(store, force)
     merged = _merge_offers(new_offers, before, [] if edited else _store_offers(store), mode)
     report_clouds = tuple(diff_offers(before, merged, clouds))
@@ -200,6 +281,7 @@ def _write_offers_store(
     sources: dict[str, Any] | None = None,
     extra_files: dict[str, str] | None = None,
     write_offers: bool = True,
+    history: Sequence[dict[str, Any]] = (),
 ) -> tuple[Path | None, Path | None]:
     """Write the offers (and any extra files) atomically, keeping previous copies; then the manifest."""
     _check_store_writable(store)
@@ -242,6 +324,7 @@ def _write_offers_store(
                 "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "clouds": {**(old.get("clouds") or {}), **clouds},
                 "sources": {**(old.get("sources") or {}), **(sources or {})},
+                "history": [*(old.get("history") or []), *history][-HISTORY_LIMIT:],
             },
             indent=2,
         )
@@ -262,13 +345,45 @@ class SourceReport:
     spot_risks: int
     reserved_prices: int
     notes: tuple[str, ...]
+    skipped: dict[str, int]
+    """Rows not imported because they are not GPU offers, by reason."""
+
+
+def check_no_collapse(res: Fetched, store_rows: Sequence[Offer]) -> None:
+    """Refuse offers that leave a cloud with under half the rows the last fetch of the same source
+    gave it (a truncated or broken upstream file), once that fetch gave ``SHRINK_MIN_ROWS`` or more."""
+    for cloud in res.offer_clouds:
+        prev = sum(
+            1 for o in store_rows if o.cloud == cloud and o.source.startswith(res.source + ":")
+        )
+        new = sum(1 for o in res.offers if o.cloud == cloud)
+        if prev >= SHRINK_MIN_ROWS and new < prev / 2:
+            raise CatalogError(
+                f"{res.source}: {cloud} would shrink from {prev} offers (last fetch) to {new}; "
+                "refused as a likely truncated or broken upstream file",
+                hint="try again later; if the provider really dropped them, pass --allow-shrink",
+            )
 
 
 def apply_fetched(
-    results: Sequence[Fetched], *, force: bool = False, dry_run: bool = False
+    results: Sequence[Fetched],
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    allow_shrink: bool = False,
 ) -> tuple[UpdateReport, tuple[SourceReport, ...]]:
-    """Write everything the sources returned, all validated already: offers replace whole clouds
-    (a later source wins), spot bands and reserved prices replace the rows of the clouds they cover."""
+    """Write everything the sources returned, all validated already, as one atomic update under the
+    store lock: offers replace whole clouds (a later source wins), spot bands and reserved prices
+    replace the rows of the clouds they cover. Raises (nothing written) on a row-count collapse."""
+    store = store_path()
+    lock = contextlib.nullcontext() if dry_run else store_lock(store)
+    with lock:
+        return _apply_locked(store, results, force, dry_run, allow_shrink)
+
+
+def _apply_locked(
+    store: Path, results: Sequence[Fetched], force: bool, dry_run: bool, allow_shrink: bool
+) -> tuple[UpdateReport, tuple[SourceReport, ...]]:
     from gpuwise.catalog.risk import (
         RESERVED_FILE,
         SPOT_RISK_FILE,
@@ -278,16 +393,19 @@ def apply_fetched(
         spot_risks_to_csv,
     )
 
-    store = store_path()
     before = layer_sources(default_sources(), per_cloud=True).offers
     edited = _refuse_edited(store, force) if any(r.offers for r in results) else False
     offers = [] if edited else _store_offers(store)
+    if not allow_shrink:
+        for res in results:
+            check_no_collapse(res, offers)
     risks = load_spot_risks(store.parent)
     reserved = load_reserved_prices(store.parent)
     reports: list[SourceReport] = []
     clouds: dict[str, str] = {}
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     manifest_sources: dict[str, Any] = {}
+    history: list[dict[str, Any]] = []
     for res in results:
         if res.offers:
             offers = _merge_offers(res.offers, before, offers, "replace")
@@ -299,6 +417,7 @@ def apply_fetched(
             covered = {r.cloud for r in res.reserved}
             reserved = [r for r in reserved if r.cloud not in covered] + list(res.reserved)
         diffs = tuple(diff_offers(before, offers, sorted({o.cloud for o in res.offers})))
+        skipped = dict(res.skipped)
         reports.append(
             SourceReport(
                 res.source,
@@ -309,17 +428,23 @@ def apply_fetched(
                 len(res.spot_risks),
                 len(res.reserved),
                 res.notes,
+                skipped,
             )
         )
-        manifest_sources[res.source] = {
+        record = {
             "url": res.url,
             "version": res.version,
             "as_of": res.as_of,
             "fetched_at": now,
             "offers": len(res.offers),
+            "clouds": list(res.offer_clouds),
             "spot_risks": len(res.spot_risks),
             "reserved_prices": len(res.reserved),
+            "skipped": skipped,
+            "notes": list(res.notes),
         }
+        manifest_sources[res.source] = record
+        history.append({"source": res.source, **record})
     if dry_run:
         return UpdateReport(store, None, None, len(offers), ()), tuple(reports)
     extra = {}
@@ -335,6 +460,7 @@ def apply_fetched(
         manifest_sources,
         extra,
         write_offers=any(r.offers for r in results),
+        history=history,
     )
     return UpdateReport(store, previous, backup, len(offers), ()), tuple(reports)
 

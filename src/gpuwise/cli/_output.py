@@ -11,10 +11,10 @@ import datetime as dt
 import json
 import math
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -65,12 +65,84 @@ def emit_json(data: Any) -> None:
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console; when output is piped or captured, wide enough for whole tables (no "…")."""
+    """A rich console: the terminal's width; piped or captured, ``$COLUMNS`` when set, else 160."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else 160
+    width = None if stream.isatty() else _columns_env() or _PIPED_WIDTH
     return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+
+
+# Piped output without $COLUMNS: wide enough for the widest table whole (a file has no width).
+_PIPED_WIDTH = 160
+# A text column (names) may be folded onto several lines, but not narrower than this.
+_TEXT_FLOOR = 12
+
+
+def _columns_env() -> int | None:
+    import os
+
+    raw = os.environ.get("COLUMNS", "").strip()
+    return int(raw) if raw.isdigit() and 20 <= int(raw) <= 10_000 else None
+
+
+def print_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+    left: Collection[str] = (),
+    whole: Collection[str] = (),
+    drop: Sequence[str] = (),
+    out: Console | None = None,
+) -> None:
+    """Print a table that fits the console: numbers and ``whole`` names on one line, other
+    names folded onto several lines if need be, and never "…".
+
+    When even that is too wide, the columns in ``drop`` go first, in that order (least
+    important first), and a dim line names them; ``--json`` always has every field.
+    """
+    from rich.cells import cell_len
+
+    out = out or console()
+    natural = [
+        max([cell_len(col), *(cell_len(r[i]) for r in rows)]) for i, col in enumerate(columns)
+    ]
+    minimum = []
+    for i, col in enumerate(columns):
+        word = max(cell_len(w) for w in col.split())  # a header may wrap between words
+        if col in left and col not in whole:
+            minimum.append(min(natural[i], max(word, _TEXT_FLOOR)))
+        else:
+            minimum.append(max(word, *(cell_len(r[i]) for r in rows)))
+    kept = list(range(len(columns)))
+    hidden: list[str] = []
+
+    def needed() -> int:
+        return sum(minimum[i] for i in kept) + 3 * len(kept) + 1  # padding and borders
+
+    for name in drop:
+        if needed() <= out.width:
+            break
+        kept.remove(columns.index(name))
+        hidden.append(name)
+    widths = {i: minimum[i] for i in kept}
+    spare = out.width - needed()
+    for i in sorted(kept, key=lambda i: i in {columns.index(c) for c in left}):  # numbers first
+        grow = max(0, min(spare, natural[i] - widths[i]))
+        widths[i] += grow
+        spare -= grow
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i in kept:
+        justify: Literal["left", "right"] = "left" if columns[i] in left else "right"
+        table.add_column(columns[i], justify=justify, width=widths[i], overflow="fold")
+    for r in rows:
+        table.add_row(*(r[i] for i in kept))
+    out.print(table)
+    if hidden:
+        out.print(f"[dim]Not shown in {out.width} columns: {', '.join(hidden)} (see --json).[/dim]")
 
 
 def make_table(

@@ -1,4 +1,4 @@
-"""Workload flags shared by ``gpuwise estimate`` and ``gpuwise plan`` (names fixed by DESIGN.md).
+"""Workload flags shared by ``gpuwise estimate`` and ``gpuwise plan``.
 
 Each flag is an ``Annotated`` type; a command lists the ones it takes and passes the values to
 :func:`workload_from_cli`, which returns a :class:`gpuwise.estimate.Workload`::

@@ -30,9 +30,11 @@ def info(json: JsonFlag = False) -> None:
         d = parse_as_of(as_of)
         return None if d is None else max(0, (today - d).days)
 
+    manifest = read_manifest()
+    history = [h for h in manifest.get("history") or [] if isinstance(h, dict)]
     fetched = [
         {"source": name, **entry, "age_days": age_days(str(entry.get("as_of", "")))}
-        for name, entry in sorted((read_manifest().get("sources") or {}).items())
+        for name, entry in sorted((manifest.get("sources") or {}).items())
         if isinstance(entry, dict)
     ]
     data = {
@@ -43,6 +45,7 @@ def info(json: JsonFlag = False) -> None:
             for layer in cat.layers
         ],
         "fetched": fetched,
+        "history": history,
         "store": str(store_path()),
         "store_edited_by_user": user_edited(store_path()),
     }
@@ -101,6 +104,34 @@ def info(json: JsonFlag = False) -> None:
                 str(f.get("fetched_at", "")),
             )
         out.print(t)
+    if history:
+        _print_history(history[-HISTORY_SHOWN:], len(history))
+
+
+HISTORY_SHOWN = 10
+"""Fetches `catalog info` lists as text (``--json`` gives the whole history)."""
+
+
+def _print_history(rows: Sequence[dict[str, Any]], total: int) -> None:
+    cols = ("fetched at", "source", "as of", "version", "offers", "bands", "reserved", "skipped")
+    t = make_table(
+        cols,
+        title=f"Fetch history (last {len(rows)} of {total}; all with --json)",
+        left=("fetched at", "source", "as of", "version"),
+    )
+    for h in rows:
+        skipped = h.get("skipped") or {}
+        t.add_row(
+            str(h.get("fetched_at", "")),
+            str(h.get("source", "")),
+            str(h.get("as_of", "")),
+            str(h.get("version", ""))[:40],
+            str(h.get("offers", 0)),
+            str(h.get("spot_risks", 0)),
+            str(h.get("reserved_prices", 0)),
+            f"{sum(skipped.values())} skipped" if isinstance(skipped, dict) and skipped else "",
+        )
+    console().print(t)
 
 
 @app.command("update")
@@ -151,6 +182,22 @@ def update(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report the changes without writing.")
     ] = False,
+    allow_shrink: Annotated[
+        bool,
+        typer.Option(
+            "--allow-shrink",
+            help="With --fetch: accept a cloud losing over half its offers since the last fetch "
+            "(refused by default as a likely truncated upstream file).",
+        ),
+    ] = False,
+    include_sovereign_regions: Annotated[
+        bool,
+        typer.Option(
+            "--include-sovereign-regions",
+            help="With --fetch: keep government/sovereign regions (AWS GovCloud and China, Azure "
+            "Government and China), left out by default.",
+        ),
+    ] = False,
     json: JsonFlag = False,
 ) -> None:
     """Import fresher offers into your catalog store; reports rows added, changed and dropped.
@@ -158,10 +205,10 @@ def update(
     A file with any bad row (a $0, negative or NaN price, a missing column, a wrong type) is refused
     as a whole, naming the first bad row: nothing is imported.
     """
+    from gpuwise.base.paths import skypilot_catalog_root
     from gpuwise.catalog.sources import CsvFile, SkyPilotDir, source_for_path
     from gpuwise.catalog.update import UpdateMode, update_store
     from gpuwise.errors import InputError
-    from gpuwise.paths import skypilot_catalog_root
 
     if sources and not fetch:
         raise InputError(
@@ -177,7 +224,14 @@ def update(
     if replace and from_csv is None:
         raise InputError("--replace goes with --from-csv", hint="drop --replace")
     if fetch:
-        _fetch(sources or [], force=force, dry_run=dry_run, json=json)
+        _fetch(
+            sources or [],
+            force=force,
+            dry_run=dry_run,
+            json=json,
+            allow_shrink=allow_shrink,
+            sovereign=include_sovereign_regions,
+        )
         return
     if from_csv is not None:
         source = source_for_path(from_csv)
@@ -216,44 +270,105 @@ def _print_diffs(diffs: Sequence[Any], indent: str = "  ") -> None:
         )
 
 
-def _fetch(names: list[str], *, force: bool, dry_run: bool, json: bool) -> None:
-    """Fetch every named source (all validated) before writing anything."""
+def _fetch(
+    names: list[str],
+    *,
+    force: bool,
+    dry_run: bool,
+    json: bool,
+    allow_shrink: bool = False,
+    sovereign: bool = False,
+) -> None:
+    """Fetch each named source, then write what it brought (one atomic update per source). A source
+    that fails changes nothing; the others still import; the exit status is 2 when any failed."""
+    import time
+
     from gpuwise.catalog import load_catalog
     from gpuwise.catalog.fetch import FetchSettings, fetch_bytes
     from gpuwise.catalog.remote import DEFAULT_FETCH, remote_sources
+    from gpuwise.catalog.remote_common import drop_sovereign
     from gpuwise.catalog.update import apply_fetched
+    from gpuwise.errors import CatalogError, GpuwiseError
 
     sources = remote_sources(names or DEFAULT_FETCH)
     settings = FetchSettings.from_env()
+    run_deadline = time.monotonic() + _run_deadline_s()
     known = list(load_catalog().offers)
-    results = []
+    reports: list[Any] = []
+    failures: list[tuple[str, GpuwiseError]] = []
+    report = None
     for src in sources:
-        res = src.fetch(lambda url: fetch_bytes(url, settings), known)
-        results.append(res)
+        try:
+            res = src.fetch(
+                lambda url: fetch_bytes(url, settings, run_deadline=run_deadline), known
+            )
+            if not sovereign:
+                res = drop_sovereign(res)
+            report, per_source = apply_fetched(
+                [res], force=force, dry_run=dry_run, allow_shrink=allow_shrink
+            )
+        except CatalogError as exc:
+            failures.append((src.name, exc))
+            continue
+        reports += per_source
         known = [o for o in known if o.cloud not in res.offer_clouds] + list(res.offers)
-    report, per_source = apply_fetched(results, force=force, dry_run=dry_run)
     if json:
         emit_json(
             {
                 "dry_run": dry_run,
-                "store": report.store,
-                "previous_copy": report.previous_copy,
-                "offers_written": report.offers_written,
-                "sources": per_source,
+                "store": report.store if report else None,
+                "previous_copy": report.previous_copy if report else None,
+                "offers_written": report.offers_written if report else None,
+                "sources": reports,
+                "failed": [
+                    {"source": name, "error": err.message, "hint": err.hint}
+                    for name, err in failures
+                ],
             }
         )
-        return
+    else:
+        _print_fetch(report, reports, dry_run)
+    if failures:
+        import sys
+
+        for name, err in failures:
+            print(f"error: {name}: {err.one_line()}", file=sys.stderr)
+        raise typer.Exit(2)
+
+
+def _run_deadline_s() -> float:
+    import os
+
+    from gpuwise.errors import InputError
+
+    raw = os.environ.get("GPUWISE_FETCH_RUN_DEADLINE_S") or "1800"
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise InputError(
+            f"GPUWISE_FETCH_RUN_DEADLINE_S={raw!r} is not a positive number of seconds",
+            hint="unset it (default 1800) or give e.g. 900",
+        )
+    return value
+
+
+def _print_fetch(report: Any, per_source: Sequence[Any], dry_run: bool) -> None:
     out = console()
-    out.print(
-        f"{'Would write' if dry_run else 'Wrote'} {report.offers_written} offers to {report.store}"
-    )
+    if report is not None:
+        out.print(
+            f"{'Would write' if dry_run else 'Wrote'} {report.offers_written} offers to {report.store}"
+        )
     for s in per_source:
         out.print(
-            f"{s.source} (as of {s.as_of}, version {s.version[:40]}): {sum(1 for _ in s.clouds)} cloud(s), "
-            f"{s.spot_risks} spot bands, {s.reserved_prices} reserved prices"
+            f"{s.source} (prices as of {s.as_of}, version {s.version[:60]}): "
+            f"{len(s.clouds)} cloud(s), {s.spot_risks} spot bands, {s.reserved_prices} reserved prices"
         )
         _print_diffs(s.clouds, "    ")
+        for reason, rows in s.skipped.items():
+            out.print(f"    [dim]skipped {rows} row(s): {reason}[/dim]")
         for note in s.notes:
             out.print(f"    [dim]{note}[/dim]")
-    if report.previous_copy:
+    if report is not None and report.previous_copy:
         out.print(f"Previous store kept as {report.previous_copy}")

@@ -77,7 +77,7 @@ def doctor(
 
     Exit code 0 when nothing failed, 3 when a check failed.
     """
-    from gpuwise.doctor import DoctorOptions, FixtureProbe, run_doctor, worst
+    from gpuwise.doctor import DoctorOptions, FixtureProbe, gpu_present, run_doctor, worst
     from gpuwise.errors import InputError
 
     options = DoctorOptions(
@@ -104,13 +104,14 @@ def doctor(
     results = run_doctor(probe, options, only=tuple(split_list(only)))
     overall = worst(results)
     counts = {s: sum(1 for r in results if r.status == s) for s in ("ok", "warn", "fail", "skip")}
-    gpu_present = not any(r.name == "nvidia-driver" and r.status == "skip" for r in results)
+    driver = next((r for r in results if r.name == "nvidia-driver"), None)
+    has_gpu = driver.status != "skip" if driver is not None else gpu_present(probe)
     if json:
         emit_json(
             {
                 "status": overall,
                 "counts": counts,
-                "gpu_present": gpu_present,
+                "gpu_present": has_gpu,
                 "checks": [
                     {"name": r.name, "status": r.status, "finding": r.finding, "fix": r.fix}
                     for r in results
@@ -122,7 +123,7 @@ def doctor(
         from rich.text import Text
 
         out = console()
-        if not gpu_present:
+        if not has_gpu:
             out.print(
                 "[bold]No NVIDIA GPU on this machine[/]: GPU checks are skipped; everything else is checked."
             )

@@ -51,14 +51,9 @@ SpotOverheadFlag = Annotated[
 def _terms(
     reserved_discount: list[str] | None, offers: Sequence[Any]
 ) -> dict[tuple[str, int], ReservedTerm | None]:
-    """Reserved terms, with ``--reserved-discount`` overrides for clouds the catalog (``offers``) knows."""
-    from gpuwise.catalog.reserved import load_reserved_terms
-    from gpuwise.fleet.pricing import parse_reserved_overrides
+    from gpuwise.fleet.pricing import reserved_terms
 
-    terms = load_reserved_terms()
-    known = {o.cloud for o in offers} | {cloud for cloud, _ in terms}
-    terms.update(parse_reserved_overrides(reserved_discount or [], known_clouds=known))
-    return terms
+    return reserved_terms(offers, reserved_discount or [])
 
 
 def _all_offers(catalog: list[Path] | None) -> Sequence[Any]:
@@ -79,32 +74,6 @@ def _money_opt(value: str | None, what: str) -> float | None:
     from gpuwise.units import parse_money_usd
 
     return None if value is None else parse_money_usd(value, what)
-
-
-def _spot_caps(values: list[str] | None, gpus: tuple[str, ...]) -> dict[str, float]:
-    from gpuwise.errors import InputError
-    from gpuwise.hardware import find_gpu
-    from gpuwise.units import parse_count
-
-    caps: dict[str, float] = {}
-    for raw in split_list(values):
-        if "=" in raw:
-            name, _, n = raw.partition("=")
-            gpu = find_gpu(name.strip()).name
-            if gpu not in gpus:
-                raise InputError(
-                    f"--spot-capacity {raw!r}: {gpu} is not in the demand",
-                    hint=f"the demand has {', '.join(gpus)}",
-                )
-            caps[gpu] = parse_count(n, "--spot-capacity")
-        else:
-            if not gpus:
-                raise InputError(
-                    "--spot-capacity N needs a demand", hint="give --demand or --profile"
-                )
-            value = parse_count(raw, "--spot-capacity")
-            caps.update(dict.fromkeys(gpus, value))
-    return caps
 
 
 # the library's argument names (in its error messages) → this module's flags
@@ -193,10 +162,63 @@ def fleet(
     json: JsonFlag = False,
 ) -> None:
     """Best reserved/spot/on-demand mix for an hourly demand profile (a MILP solved by HiGHS)."""
+    from gpuwise.fleet.optimize import FleetOptions, hourly_split, plan_fleet
+    from gpuwise.fleet.plan_values import parse_spot_capacity, parse_terms
+    from gpuwise.fleet.pricing import gpu_prices
+
+    dem = _demand(demand, profile, profile_gpus, profile_hours, profile_peak, seed, save_demand)
+    options = FleetOptions(
+        spot_capacity_gpus=parse_spot_capacity(split_list(spot_capacity), dem.gpus),
+        budget_usd=_money_opt(budget, "--budget"),
+        monthly_budget_usd=_money_opt(monthly_budget, "--monthly-budget"),
+        max_commitment_usd=_money_opt(max_commitment, "--max-commitment"),
+        max_reserved_gpus=max_reserved,
+        terms=parse_terms(terms),
+        **({} if spot_overhead is None else {"spot_overhead": spot_overhead}),
+    )
+    prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails before solving
+    offers = _all_offers(catalog)
+    allowed = _offers(offers, cloud, region)
+    prices = gpu_prices(allowed, dem.gpus, _terms(reserved_discount, offers))
+    age = prices_age([o for o in allowed if o.gpu in set(dem.gpus)], max_price_age)  # issue 13
+    if sys.stderr.isatty():  # someone is watching: say what runs and how to stop it
+        console(stderr=True).print(
+            f"[dim]Solving for {len(dem.gpus)} GPU model(s) × {dem.hours:,} h "
+            "(HiGHS; Ctrl-C stops it)…[/dim]"
+        )
+    try:
+        plan = plan_fleet(dem, prices, options)
+    except KeyboardInterrupt:  # the solve runs in a worker thread, so this comes at once
+        sys.stderr.write("gpuwise fleet: interrupted (Ctrl-C) while solving; no plan\n")
+        raise typer.Exit(130) from None
+    if html is not None:
+        from gpuwise.fleet.charts import fleet_html
+
+        fleet_html(plan, hourly_split(dem, prices, plan, options), dem.timestamps(), html)
+    if json:
+        doc = _fleet_json(plan, dem.origin, dem.start.isoformat(), prices)
+        if html is not None:
+            doc["html"] = str(html)
+        doc.update(age.to_dict())  # issue 13
+        emit_json(doc)
+        print_price_age(age, json=True)
+        return
+    _fleet_text(plan, dem.origin, html)
+    print_price_age(age, json=False)  # issue 13
+
+
+def _demand(
+    demand: Path | None,
+    profile: bool,
+    profile_gpus: list[str] | None,
+    profile_hours: int,
+    profile_peak: float,
+    seed: int,
+    save_demand: Path | None,
+) -> Any:
+    """The demand of ``--demand FILE`` or ``--profile``, written to ``--save-demand`` if asked."""
     from gpuwise.errors import InputError
     from gpuwise.fleet.demand import demand_to_csv, read_demand_csv, synthetic_demand
-    from gpuwise.fleet.optimize import DEFAULT_SPOT_OVERHEAD, FleetOptions, hourly_split, plan_fleet
-    from gpuwise.fleet.pricing import gpu_prices
 
     if (demand is None) == (not profile):
         raise InputError(
@@ -219,7 +241,7 @@ def fleet(
         )
     if save_demand is not None:
         try:
-            from gpuwise.paths import write_text_atomic
+            from gpuwise.base.paths import write_text_atomic
 
             write_text_atomic(save_demand, demand_to_csv(dem))
         except OSError as exc:
@@ -227,44 +249,7 @@ def fleet(
                 f"cannot write {save_demand} ({exc.strerror})",
                 hint="give a writable --save-demand path",
             ) from None
-    try:
-        # `1y` as well as `1`: --reserved-discount spells terms `aws:1y=...`
-        allowed_terms = tuple(
-            sorted({int(t.lower().removesuffix("y")) for t in split_list([terms])})
-        )
-    except ValueError:
-        raise InputError(
-            f"cannot read --terms {terms!r}", hint="write 1, 3 or 1,3 (years)"
-        ) from None
-    options = FleetOptions(
-        spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead,
-        spot_capacity_gpus=_spot_caps(spot_capacity, dem.gpus),
-        budget_usd=_money_opt(budget, "--budget"),
-        monthly_budget_usd=_money_opt(monthly_budget, "--monthly-budget"),
-        max_commitment_usd=_money_opt(max_commitment, "--max-commitment"),
-        max_reserved_gpus=max_reserved,
-        terms=allowed_terms,
-    )
-    prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails before solving
-    offers = _all_offers(catalog)
-    allowed = _offers(offers, cloud, region)
-    prices = gpu_prices(allowed, dem.gpus, _terms(reserved_discount, offers))
-    age = prices_age([o for o in allowed if o.gpu in set(dem.gpus)], max_price_age)  # issue 13
-    plan = plan_fleet(dem, prices, options)
-    if html is not None:
-        from gpuwise.fleet.charts import fleet_html
-
-        fleet_html(plan, hourly_split(dem, prices, plan, options), dem.timestamps(), html)
-    if json:
-        doc = _fleet_json(plan, dem.origin, dem.start.isoformat(), prices)
-        if html is not None:
-            doc["html"] = str(html)
-        doc.update(age.to_dict())  # issue 13
-        emit_json(doc)
-        print_price_age(age, json=True)
-        return
-    _fleet_text(plan, dem.origin, html)
-    print_price_age(age, json=False)  # issue 13
+    return dem
 
 
 def _fleet_json(plan: Any, origin: str, start: str, prices: dict[str, GpuPrices]) -> dict[str, Any]:
@@ -484,15 +469,89 @@ def tco(
     from gpuwise.errors import InputError
     from gpuwise.fleet.optimize import DEFAULT_SPOT_OVERHEAD
     from gpuwise.fleet.pricing import gpu_prices
-    from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts, compute_tco
+    from gpuwise.fleet.tco import CloudRates, compute_tco
     from gpuwise.hardware import find_gpu
-    from gpuwise.units import parse_fraction, parse_money_usd
+    from gpuwise.units import parse_fraction
 
     spec = find_gpu(gpu)
     if count < 1:
         raise InputError(
             f"--gpus must be ≥ 1, got {count}", hint="give the number of GPUs owned, e.g. --gpus 8"
         )
+    if spec.tdp_w is None:
+        raise InputError(
+            f"the hardware table has no TDP for {spec.name}", hint="add tdp_w in your gpus.csv"
+        )
+    own = _own_costs(
+        server_price,
+        usd_per_kwh,
+        pue,
+        power_load,
+        host_power_w,
+        depreciation_years,
+        residual,
+        interest_rate,
+        colocation,
+        staff,
+        maintenance,
+    )
+    offers = _all_offers(catalog)
+    p = gpu_prices(_offers(offers, cloud, None), [spec.name], _terms(reserved_discount, offers))[
+        spec.name
+    ]
+    rates = CloudRates.from_prices(p)
+    result = compute_tco(
+        spec.name,
+        count,
+        years,
+        parse_fraction(utilization, "--utilization"),
+        own,
+        rates,
+        tdp_w=spec.tdp_w,
+        spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead,
+    )
+    if html is not None:
+        from gpuwise.fleet.charts import tco_html
+
+        tco_html(result, html)
+    if json:
+        emit_json(_tco_json(result, p, html))
+        return
+    _tco_text(result, rates, own.pue, html)
+
+
+def _tco_json(result: Any, prices: GpuPrices, html: Path | None) -> dict[str, Any]:
+    from gpuwise.cli._output import to_jsonable
+
+    doc: dict[str, Any] = to_jsonable(result)
+    doc["cloud_prices"] = {
+        "on_demand": to_jsonable(prices.on_demand),
+        "spot": to_jsonable(prices.spot),
+        "reserved": to_jsonable(prices.reserved),
+    }
+    if html is not None:
+        doc["html"] = str(html)
+    return doc
+
+
+def _own_costs(
+    server_price: str | None,
+    usd_per_kwh: float | None,
+    pue: float | None,
+    power_load: str,
+    host_power_w: float,
+    depreciation_years: float | None,
+    residual: str,
+    interest_rate: str,
+    colocation: str,
+    staff: str,
+    maintenance: str,
+) -> Any:
+    """``tco``'s owning flags as :class:`~gpuwise.fleet.tco.OwnCosts` (two have no default)."""
+    from gpuwise.errors import InputError
+    from gpuwise.fleet.tco import DEFAULT_PUE, OwnCosts
+    from gpuwise.units import parse_fraction, parse_money_usd
+
     if server_price is None:
         raise InputError(
             "--server-price is required: gpuwise has no citable default server price",
@@ -503,11 +562,7 @@ def tco(
             "--usd-per-kwh is required: electricity prices vary several-fold by place",
             hint="give your tariff, e.g. --usd-per-kwh 0.12",
         )
-    if spec.tdp_w is None:
-        raise InputError(
-            f"the hardware table has no TDP for {spec.name}", hint="add tdp_w in your gpus.csv"
-        )
-    own = OwnCosts(
+    return OwnCosts(
         server_price_usd=parse_money_usd(server_price, "--server-price"),
         usd_per_kwh=usd_per_kwh,
         pue=DEFAULT_PUE if pue is None else pue,
@@ -520,62 +575,20 @@ def tco(
         staff_usd_per_year=parse_money_usd(staff, "--staff-per-year"),
         maintenance_fraction_per_year=parse_fraction(maintenance, "--maintenance"),
     )
-    offers = _all_offers(catalog)
-    p = gpu_prices(_offers(offers, cloud, None), [spec.name], _terms(reserved_discount, offers))[
-        spec.name
-    ]
 
-    def best(term: int) -> float | None:
-        rates = [o.usd_per_gpu_hour for o in p.reserved if o.term_years == term]
-        return min(rates) if rates else None
 
-    rates = CloudRates(
-        p.on_demand.usd_per_gpu_hour, p.spot.usd_per_gpu_hour if p.spot else None, best(1), best(3)
-    )
-    result = compute_tco(
-        spec.name,
-        count,
-        years,
-        parse_fraction(utilization, "--utilization"),
-        own,
-        rates,
-        tdp_w=spec.tdp_w,
-        spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead,
-    )
-    notes = list(result.notes)
-    if not p.reserved:
-        notes.append(
-            f"reserved billing unavailable: no known discount for {', '.join(p.reserved_unavailable)}; "
-            "set one with --reserved-discount CLOUD:1y=FRACTION or in reserved.yaml"
-        )
-    if html is not None:
-        from gpuwise.fleet.charts import tco_html
-
-        tco_html(result, html)
-    if json:
-        from gpuwise.cli._output import to_jsonable
-
-        doc = to_jsonable(result)
-        doc["notes"] = notes
-        doc["cloud_prices"] = {
-            "on_demand": to_jsonable(p.on_demand),
-            "spot": to_jsonable(p.spot),
-            "reserved": to_jsonable(p.reserved),
-        }
-        if html is not None:
-            doc["html"] = str(html)
-        emit_json(doc)
-        return
+def _tco_text(result: Any, rates: Any, pue: float, html: Path | None) -> None:
     out = console()
     out.print(
-        f"[bold]Own vs rent[/bold]: {count}× {spec.name} for {years:g} years at {result.utilization:.0%} utilization"
+        f"[bold]Own vs rent[/bold]: {result.count}× {result.gpu} for {result.years:g} years at "
+        f"{result.utilization:.0%} utilization"
     )
     t = make_table(("item", "USD"), title="Owning", left=("item",))
     o = result.own
     for name, v in (
         ("depreciation", o.depreciation_usd),
         ("interest", o.interest_usd),
-        (f"power ({o.energy_kwh:,.0f} kWh, TDP {result.tdp_w:g} W × PUE {own.pue:g})", o.power_usd),
+        (f"power ({o.energy_kwh:,.0f} kWh, TDP {result.tdp_w:g} W × PUE {pue:g})", o.power_usd),
         ("colocation", o.colocation_usd),
         ("staff", o.staff_usd),
         ("maintenance", o.maintenance_usd),
@@ -611,7 +624,7 @@ def tco(
         f"break-even month vs the cheapest cloud option ({result.cheapest_cloud_billing}): "
         f"{'not within the horizon' if result.break_even_month is None else result.break_even_month}."
     )
-    for note in notes:
+    for note in result.notes:
         out.print(f"[yellow]note:[/yellow] {note}")
     if html is not None:
         out.print(f"chart: {html}")

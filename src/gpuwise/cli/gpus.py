@@ -11,9 +11,9 @@ from gpuwise.cli._output import (
     JsonFlag,
     console,
     emit_json,
-    make_table,
     money,
     number,
+    print_table,
     split_list,
 )
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
@@ -106,7 +106,7 @@ def gpus(
         print_price_age(age, json=True)
         return
     clouds = sorted({o.cloud for o in offers})
-    table = make_table(
+    print_table(
         (
             "GPU",
             "Mem GiB",
@@ -119,24 +119,27 @@ def gpus(
             "Spot $/GPU-h",
             "$/PFLOP-h",
         ),
+        [
+            (
+                r["gpu"],
+                number(r["memory_gib"], ",.0f"),
+                number(r["usable_memory_gib"], ",.1f")
+                + ("" if r["memory_source"] != "datasheet" else "?"),
+                number(r["memory_bandwidth_tb_s"], ".2f"),
+                number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"),
+                number(r["peak_fp8_tflops"], ",.0f"),
+                money(r["min_on_demand_usd_per_gpu_hour"]),
+                r["min_on_demand_where"] or "—",
+                money(r["min_spot_usd_per_gpu_hour"]),
+                money(r["usd_per_bf16_pflop_hour"]),
+            )
+            for r in rows
+        ],
         title=f"GPU models ({len(rows)}) — cheapest prices from {', '.join(clouds) or 'no cloud'}",
         left=("GPU", "where"),
+        whole=("GPU",),
+        drop=("where", "FP8", "BW TB/s", "$/PFLOP-h", "usable"),
     )
-    for r in rows:
-        table.add_row(
-            r["gpu"],
-            number(r["memory_gib"], ",.0f"),
-            number(r["usable_memory_gib"], ",.1f")
-            + ("" if r["memory_source"] != "datasheet" else "?"),
-            number(r["memory_bandwidth_tb_s"], ".2f"),
-            number(r["peak_bf16_tflops"] or r["peak_fp16_tflops"], ",.0f"),
-            number(r["peak_fp8_tflops"], ",.0f"),
-            money(r["min_on_demand_usd_per_gpu_hour"]),
-            r["min_on_demand_where"] or "—",
-            money(r["min_spot_usd_per_gpu_hour"]),
-            money(r["usd_per_bf16_pflop_hour"]),
-        )
-    console().print(table)
     console().print(
         "[dim]Peaks are dense (no sparsity). BF16 column shows FP16 where the GPU has no BF16. "
         "usable: memory nvidia-smi reports less the CUDA context, as estimate and plan count it "

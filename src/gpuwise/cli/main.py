@@ -27,7 +27,8 @@ from typing import Annotated, Any, get_args
 
 import typer
 
-from gpuwise import __version__
+from gpuwise.base import settings
+from gpuwise.base.version import __version__
 from gpuwise.errors import GpuwiseError
 
 EXIT_OK = 0
@@ -46,7 +47,7 @@ app = typer.Typer(
 
 
 class _State:
-    debug: bool = bool(os.environ.get("GPUWISE_DEBUG"))
+    debug: bool = settings.flag("GPUWISE_DEBUG")
 
 
 state = _State()
@@ -77,7 +78,7 @@ def _root(
 
 
 def _register() -> None:
-    """Commands in the order of DESIGN.md's table (the order `gpuwise --help` lists them)."""
+    """Commands in the order `gpuwise --help` lists them: the job's path first (ARCHITECTURE.md)."""
     from gpuwise.cli import bench, catalog, doctor, estimate, fleet, gpus, monitoring, offers, plan
     from gpuwise.cli import run as run_cmd
 
@@ -277,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    state.debug = bool(os.environ.get("GPUWISE_DEBUG")) or "--debug" in (
+    state.debug = settings.flag("GPUWISE_DEBUG") or "--debug" in (
         argv if argv is not None else sys.argv
     )
     command = get_cli()

@@ -327,7 +327,7 @@ def report(
                 hint="record some with `gpuwise monitor`, read Prometheus with "
                 "--prometheus URL, or try `gpuwise report --fake idle`",
             )
-        with HistoryStore(path) as store:
+        with HistoryStore(path, create=False) as store:  # a reader never writes a schema
             history = store.read(end - window_s, end)
     prices_age((), max_price_age)  # issue 13: a bad --max-price-age fails early
     book = _prices(price_usd_per_hour, instance_type, instance_cloud)
@@ -340,7 +340,7 @@ def report(
         from gpuwise.monitor.report_html import render_html
 
         try:
-            from gpuwise.paths import write_text_atomic
+            from gpuwise.base.paths import write_text_atomic
 
             write_text_atomic(html, render_html(rep, history, doc))
         except OSError as exc:

@@ -11,9 +11,9 @@ from gpuwise.cli._output import (
     JsonFlag,
     console,
     emit_json,
-    make_table,
     money,
     number,
+    print_table,
     split_list,
 )
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
@@ -142,13 +142,8 @@ def offers(
         "$/GPU-h",
         "spot $/h",
     ] + (["spot $/GPU-h"] if spot else [])
-    table = make_table(
-        columns,
-        title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""),
-        left=("cloud", "region", "zone", "instance", "GPU"),
-    )
-    for o in shown:
-        cells = [
+    rows = [
+        [
             o.cloud,
             o.region,
             (o.zone or "—") + (" ⚑" if outlier(o) else ""),
@@ -161,10 +156,21 @@ def offers(
             money(o.on_demand_usd_per_hour),
             money(o.on_demand_usd_per_gpu_hour),
             money(o.spot_usd_per_hour) if o.has_spot_discount else "—",
+            *([money(o.spot_usd_per_gpu_hour)] if spot else []),
         ]
-        table.add_row(*cells, *([money(o.spot_usd_per_gpu_hour)] if spot else []))
+        for o in shown
+    ]
     out = console()
-    out.print(table)
+    print_table(
+        columns,
+        rows,
+        title=f"{len(shown)} of {len(found)} offers" + (f" for {gpu}" if gpu else ""),
+        left=("cloud", "region", "zone", "instance", "GPU"),
+        whole=("GPU",),
+        # in a narrow terminal, the prices stay whole and these go first
+        drop=("zone", "vCPU", "RAM GiB", "GiB/GPU", "$/h", "n", "region"),
+        out=out,
+    )
     if not found:
         out.print(
             "[yellow]No offer matches. Loosen a filter, or see `gpuwise gpus` for models and prices.[/yellow]"

@@ -283,10 +283,11 @@ def _plan_request(
     from gpuwise.planner import PlanRequest
     from gpuwise.units import (
         check_finite,
-        parse_count,
+        parse_bandwidth_gb_s,
         parse_duration_hours,
         parse_fraction,
         parse_money_usd,
+        parse_size_gib,
     )
 
     def hours(value: str | None, flag: str) -> float | None:
@@ -307,11 +308,11 @@ def _plan_request(
         objective=objective.lower(),  # type: ignore[arg-type]
         confidence=parse_fraction(confidence, "--confidence"),
         spot_mtbf_hours=hours(spot_mtbf, "--spot-mtbf"),
-        checkpoint_gib=parse_count(checkpoint_size, "--checkpoint-size")
+        checkpoint_gib=parse_size_gib(checkpoint_size, "--checkpoint-size")
         if checkpoint_size
         else None,
         checkpoint_bandwidth_gb_s=(
-            parse_count(checkpoint_bandwidth, "--checkpoint-bandwidth", allow_zero=False)
+            parse_bandwidth_gb_s(checkpoint_bandwidth, "--checkpoint-bandwidth")
             if checkpoint_bandwidth
             else None
         ),
@@ -382,8 +383,8 @@ def _emit(
 
 
 def _write(path: Path, text: str) -> None:
+    from gpuwise.base.paths import write_text_atomic
     from gpuwise.errors import InputError
-    from gpuwise.paths import write_text_atomic
 
     try:
         write_text_atomic(path, text)

@@ -15,7 +15,7 @@ def parse_delay_s(text: str) -> float:
     """``30s``, ``2m``, ``0s`` → seconds; a unit is required (gpuwise.units' one rule)."""
     from gpuwise.units import parse_duration_seconds
 
-    return parse_duration_seconds(text, "restart delay", allow_zero=True)
+    return parse_duration_seconds(text, "--restart-delay", allow_zero=True)
 
 
 def run(
@@ -91,7 +91,9 @@ def run(
     env = from_environment()
     spec = LaunchSpec(
         tuple(command),
-        nproc_per_node=nproc_per_node or env.get("nproc_per_node", 1),
+        nproc_per_node=(
+            nproc_per_node if nproc_per_node is not None else env.get("nproc_per_node", 1)
+        ),
         max_restarts=max_restarts,
         max_preemptions=max_preemptions,
         torchrun=torchrun,

@@ -21,7 +21,7 @@ from gpuwise.doctor.probe import (
     TorchInfo,
 )
 from gpuwise.doctor.result import CheckResult, Status, worst
-from gpuwise.doctor.run import CHECKS, run_doctor
+from gpuwise.doctor.run import CHECKS, gpu_present, run_doctor
 
 __all__ = [
     "CHECKS",
@@ -38,6 +38,7 @@ __all__ = [
     "SystemProbe",
     "TorchInfo",
     "check_compatibility",
+    "gpu_present",
     "parse_nvidia_smi_q",
     "run_doctor",
     "worst",

@@ -2,9 +2,9 @@
 kernel log, MIG mode, PCIe link below its maximum, and clock throttling.
 
 Read through gpuwise's one NVML layer (:mod:`gpuwise.doctor.nvml` over
-:class:`gpuwise.monitor.nvml.NvmlSession`), or replayed from ``nvidia-smi -q`` text. Throttle
-reason names come from :data:`gpuwise.monitor.snapshot.THROTTLE_REASONS`.
-Xid meanings: NVIDIA "Xid Errors" catalog, https://docs.nvidia.com/deploy/xid-errors/
+:class:`gpuwise.base.nvml.NvmlSession`), or replayed from ``nvidia-smi -q`` text. Throttle
+reason names come from :data:`gpuwise.base.nvml.THROTTLE_REASONS`, Xid meanings from
+:data:`gpuwise.base.xid.XID_MEANINGS`.
 """
 
 from __future__ import annotations
@@ -12,30 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from gpuwise.base.xid import XID_MEANINGS
 from gpuwise.doctor.context import NO_GPU, Context
 from gpuwise.doctor.probe import GpuDevice
 from gpuwise.doctor.result import CheckResult, fail, ok, skip, warn
 
-# Xid → (severity, meaning) from NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors).
-# "fail": the GPU needs a reset/reboot or replacement; "warn": usually the application's fault.
-XID_MEANINGS: dict[int, tuple[str, str]] = {
-    13: ("warn", "graphics engine exception (often an application out-of-range access)"),
-    31: ("warn", "GPU memory page fault (application or driver bug)"),
-    43: ("warn", "GPU stopped processing (application fault)"),
-    45: ("warn", "preemptive cleanup: a process was killed while using the GPU"),
-    48: ("fail", "double-bit ECC error"),
-    61: ("fail", "internal micro-controller breakpoint/warning"),
-    62: ("fail", "internal micro-controller halt"),
-    63: ("warn", "ECC page retirement or row remapping recorded: reset the GPU to apply it"),
-    64: ("fail", "ECC page retirement or row remapping failed"),
-    74: ("fail", "NVLink error"),
-    79: ("fail", "GPU has fallen off the bus"),
-    92: ("warn", "high single-bit ECC error rate"),
-    94: ("warn", "contained ECC error: the affected application must restart"),
-    95: ("fail", "uncontained ECC error: reset the GPU"),
-    119: ("fail", "GSP RPC timeout"),
-    120: ("fail", "GSP error"),
-}
 _XID_RE = re.compile(r"NVRM: Xid \((PCI:[0-9a-fA-F:.]+)\): (\d+)")
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.errors import DataFileError
 
 Verdict = Literal[

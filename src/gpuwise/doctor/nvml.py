@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwise.base.nvml import GpuLostError, NvmlSession, throttle_reason_names
 from gpuwise.doctor.probe import GpuDevice, GpuInfo
 from gpuwise.errors import DeviceError
-from gpuwise.monitor.nvml import GpuLostError, NvmlSession
-from gpuwise.monitor.snapshot import throttle_reason_names
 
 # nvml.h values (as exposed by nvidia-ml-py), repeated so a fake library need not define them.
 _ENABLED = 1  # NVML_FEATURE_ENABLED

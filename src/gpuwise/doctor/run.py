@@ -57,6 +57,16 @@ def run_doctor(
     return tuple(results)
 
 
+def gpu_present(probe: Probe | None = None) -> bool:
+    """Whether ``probe`` (default: this machine) has an NVIDIA GPU or driver, whichever checks run.
+
+    The same test as the ``nvidia-driver`` check's "no GPU" skip, asked on its own so that
+    ``gpuwise doctor --only shm --json`` does not report a GPU it never looked for.
+    """
+    ctx = Context(probe if probe is not None else SystemProbe(), DoctorOptions(with_torch=False))
+    return _run_one("nvidia-driver", CHECKS["nvidia-driver"], ctx).status != "skip"
+
+
 def _run_one(name: str, check: Check, ctx: Context) -> CheckResult:
     try:
         return check(ctx)

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuwise.base.paths import config_dir, write_text_atomic
 from gpuwise.errors import DataFileError, did_you_mean, parse_error_text
-from gpuwise.paths import config_dir, write_text_atomic
 
 CALIBRATION_VERSION = 1
 # A measured peak may exceed the datasheet by a few percent (boost clocks above the rated clock);

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.estimate.model import ModelConfig, get_preset
 from gpuwise.estimate.workload import RECOMPUTE_SEARCH, Workload
 

@@ -476,6 +476,21 @@ def _get(
     return default
 
 
+def _flag(cfg: dict[str, Any], key: str, where: str, default: bool) -> bool:
+    """A JSON ``true``/``false`` field; the string ``"false"`` would be truthy, so it is refused."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        meant = v.strip().lower() if isinstance(v, str) else ""
+        value = meant if meant in ("true", "false") else "true or false"
+        raise DataFileError(
+            f"{where}: field {key!r} must be true or false, got {v!r}",
+            hint=f'write "{key}": {value} (a JSON boolean, without quotes)',
+        )
+    return v
+
+
 def parse_hf_config(path: str | Path) -> ModelConfig:
     """Read a Hugging Face ``config.json`` (llama, mistral, mixtral, qwen2, gpt2, bert, t5, vit keys)."""
     p = Path(path)
@@ -501,6 +516,11 @@ def parse_hf_config(path: str | Path) -> ModelConfig:
         raise DataFileError(
             f"{where}: JSON nested too deeply to read",
             hint="give the config.json of a Hugging Face model",
+        ) from None
+    except ValueError as exc:  # an integer past Python's int-string limit (4,300 digits)
+        raise DataFileError(
+            f"{where}: a number too long to read ({str(exc).split(':')[0]})",
+            hint="fix the value in the config file; no model size needs that many digits",
         ) from None
     if not isinstance(cfg, dict):
         raise DataFileError(
@@ -580,8 +600,8 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         raise DataFileError(
             f"{where}: field 'vocab_size' must be > 0", hint="fix the value in the config file"
         )
-    tied = bool(
-        cfg.get("tie_word_embeddings", model_type in ("gpt2", "bert", "t5", "roberta", "opt"))
+    tied = _flag(
+        cfg, "tie_word_embeddings", where, model_type in ("gpt2", "bert", "t5", "roberta", "opt")
     )
     common: dict[str, Any] = dict(
         name=where,
@@ -683,8 +703,8 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         spec = dict(
             arch="decoder",
             gated_mlp=("gelu_new" not in act and act != "gelu") or model_type == "gemma",
-            bias=bool(cfg.get("mlp_bias", False)),
-            qkv_bias=model_type.startswith("qwen2") or bool(cfg.get("attention_bias", False)),
+            bias=_flag(cfg, "mlp_bias", where, False),
+            qkv_bias=model_type.startswith("qwen2") or _flag(cfg, "attention_bias", where, False),
             norm="rmsnorm",
             dropout=False,
             flash_attention=True,

@@ -52,7 +52,7 @@ import statistics
 from dataclasses import dataclass
 from importlib import resources
 
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.hardware import GpuSpec
 
 # Interruptions per GPU-hour: 419 unexpected interruptions in 54 days on 16,384 GPUs

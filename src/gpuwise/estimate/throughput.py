@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
 from gpuwise.errors import EstimateError, HardwareError
 from gpuwise.estimate.model import ModelConfig
 from gpuwise.hardware import GpuSpec

@@ -10,15 +10,19 @@ from gpuwise.fleet.demand import (
     read_demand_csv,
     synthetic_demand,
 )
-from gpuwise.fleet.optimize import (
+from gpuwise.fleet.milp import solve
+from gpuwise.fleet.optimize import hourly_split, plan_fleet
+from gpuwise.fleet.plan_values import (
     DEFAULT_SPOT_OVERHEAD,
     Commitment,
     FleetOptions,
     FleetPlan,
+    GpuBreakdown,
     MonthCost,
     Scenario,
-    plan_fleet,
-    solve,
+    Solution,
+    parse_spot_capacity,
+    parse_terms,
 )
 from gpuwise.fleet.pricing import (
     GpuPrices,
@@ -26,6 +30,7 @@ from gpuwise.fleet.pricing import (
     ReservedOption,
     gpu_prices,
     parse_reserved_overrides,
+    reserved_terms,
 )
 from gpuwise.fleet.tco import DEFAULT_PUE, CloudRates, OwnCosts, TcoResult, compute_tco
 from gpuwise.fleet.vendors import (
@@ -48,24 +53,30 @@ __all__ = [
     "Demand",
     "FleetOptions",
     "FleetPlan",
+    "GpuBreakdown",
     "GpuPrices",
     "MonthCost",
     "OwnCosts",
     "PriceQuote",
     "ReservedOption",
     "Scenario",
+    "Solution",
     "TcoResult",
     "VendorRanking",
     "catalog_filler",
     "compute_tco",
     "demand_to_csv",
     "gpu_prices",
+    "hourly_split",
     "parse_criteria",
     "parse_demand_csv",
     "parse_reserved_overrides",
+    "parse_spot_capacity",
+    "parse_terms",
     "plan_fleet",
     "read_criteria",
     "read_demand_csv",
+    "reserved_terms",
     "score_vendors",
     "solve",
     "synthetic_demand",

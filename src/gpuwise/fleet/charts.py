@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from gpuwise.base.paths import write_text_atomic
 from gpuwise.errors import InputError
 from gpuwise.fleet.optimize import FleetPlan
 from gpuwise.fleet.tco import TcoResult
-from gpuwise.paths import write_text_atomic
 
 
 def _write(fig: object, path: Path, title: str) -> None:

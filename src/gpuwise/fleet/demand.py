@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpuwise.base.datafiles import refuse_bidi_controls
 from gpuwise.errors import DataFileError, InputError, did_you_mean
 from gpuwise.units import check_finite
 
@@ -172,7 +173,9 @@ def _resolve_gpu(raw: str, where: str, cache: dict[str, str]) -> str:
 def parse_demand_csv(text: str, origin: str) -> Demand:
     """Read demand CSV text; every problem names ``origin``, the row and the column."""
     # Excel's "CSV UTF-8" starts with a byte-order mark, which would glue onto the first column's name
-    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
+    text = text.removeprefix("\ufeff")
+    refuse_bidi_controls(text, origin)
+    reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
     if missing:
         raise DataFileError(

@@ -106,6 +106,23 @@ def parse_reserved_overrides(
     return out
 
 
+def reserved_terms(
+    offers: Sequence[Offer], overrides: Iterable[str] = ()
+) -> dict[tuple[str, int], ReservedTerm | None]:
+    """The reserved terms to price with: ``reserved.yaml`` (the user's, else the bundled record),
+    then ``overrides`` such as ``"aws:1y=0.3"``, which win.
+
+    An override for a cloud that neither ``offers`` (the whole catalog) nor the terms know is
+    refused: a typo would otherwise be ignored and the plan made without the discount.
+    """
+    from gpuwise.catalog.reserved import load_reserved_terms
+
+    terms = load_reserved_terms()
+    known = {o.cloud for o in offers} | {cloud for cloud, _ in terms}
+    terms.update(parse_reserved_overrides(overrides, known_clouds=known))
+    return terms
+
+
 def _quote(cheapest: CheapestPrice) -> PriceQuote:
     return PriceQuote(
         cheapest.usd_per_gpu_hour, cheapest.cloud, f"{cheapest.region} {cheapest.instance_type}"

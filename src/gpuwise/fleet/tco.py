@@ -29,9 +29,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuwise.errors import InputError
 from gpuwise.units import HOURS_PER_YEAR, check_finite
+
+if TYPE_CHECKING:
+    from gpuwise.fleet.pricing import GpuPrices
 
 DEFAULT_PUE = 1.58
 """Uptime Institute Global Data Center Survey 2023: average annual PUE 1.58 (2022: 1.55)."""
@@ -93,6 +97,25 @@ class CloudRates:
     """1-year reservation, effective $/GPU-hour."""
     reserved_3y: float | None
     """3-year reservation, effective $/GPU-hour."""
+    reserved_unavailable: tuple[str, ...] = ()
+    """``cloud Ny`` terms with no known reserved discount (a note says how to give one)."""
+
+    @classmethod
+    def from_prices(cls, prices: GpuPrices) -> CloudRates:
+        """The rates of one GPU model's :class:`~gpuwise.fleet.pricing.GpuPrices`: the cheapest
+        on-demand and spot, and the cheapest reservation of each term."""
+
+        def best(term: int) -> float | None:
+            rates = [o.usd_per_gpu_hour for o in prices.reserved if o.term_years == term]
+            return min(rates) if rates else None
+
+        return cls(
+            prices.on_demand.usd_per_gpu_hour,
+            prices.spot.usd_per_gpu_hour if prices.spot else None,
+            best(1),
+            best(3),
+            prices.reserved_unavailable,
+        )
 
 
 @dataclass(frozen=True)
@@ -266,6 +289,12 @@ def compute_tco(
     if left_out:
         notes.append(
             f"not counted (0): {', '.join(left_out)} — owning is understated until you give them"
+        )
+    if rates.reserved_1y is None and rates.reserved_3y is None and rates.reserved_unavailable:
+        notes.append(
+            "reserved billing unavailable: no known discount for "
+            f"{', '.join(rates.reserved_unavailable)}; set one with --reserved-discount "
+            "CLOUD:1y=FRACTION or in reserved.yaml"
         )
     if own.depreciation_years and own.depreciation_years > years:
         notes.append(

@@ -16,9 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from gpuwise.datafiles import commented_csv
+from gpuwise.base.datafiles import commented_csv
+from gpuwise.base.paths import config_dir
 from gpuwise.errors import DataFileError, HardwareError, did_you_mean
-from gpuwise.paths import config_dir
 
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")

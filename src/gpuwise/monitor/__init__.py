@@ -11,16 +11,42 @@ Names are imported lazily so ``import gpuwise.monitor`` does not load prometheus
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuwise.base.nvml import NvmlSession as NvmlSession
+    from gpuwise.monitor.exporter import Exporter as Exporter
+    from gpuwise.monitor.exporter import GpuCollector as GpuCollector
+    from gpuwise.monitor.fake import SCENARIOS as SCENARIOS
+    from gpuwise.monitor.fake import FakeGpuReader as FakeGpuReader
+    from gpuwise.monitor.fake import FakeNvml as FakeNvml
+    from gpuwise.monitor.fake import load_trace as load_trace
+    from gpuwise.monitor.history import GpuSeries as GpuSeries
+    from gpuwise.monitor.history import History as History
+    from gpuwise.monitor.history import replay_history as replay_history
+    from gpuwise.monitor.nvml import GpuReader as GpuReader
+    from gpuwise.monitor.nvml import NvmlGpuReader as NvmlGpuReader
+    from gpuwise.monitor.pricing import PriceBook as PriceBook
+    from gpuwise.monitor.prometheus import PrometheusHistory as PrometheusHistory
+    from gpuwise.monitor.report import EfficiencyReport as EfficiencyReport
+    from gpuwise.monitor.report import build_report as build_report
+    from gpuwise.monitor.report import report_to_dict as report_to_dict
+    from gpuwise.monitor.report_html import render_html as render_html
+    from gpuwise.monitor.snapshot import GpuSample as GpuSample
+    from gpuwise.monitor.snapshot import MigDeviceSample as MigDeviceSample
+    from gpuwise.monitor.snapshot import ProcessSample as ProcessSample
+    from gpuwise.monitor.snapshot import Snapshot as Snapshot
+    from gpuwise.monitor.store import HistoryStore as HistoryStore
 
 _LAZY: dict[str, str] = {
+    # name: module that defines it (keep the TYPE_CHECKING imports above in step)
     "Snapshot": "gpuwise.monitor.snapshot",
     "GpuSample": "gpuwise.monitor.snapshot",
     "ProcessSample": "gpuwise.monitor.snapshot",
     "MigDeviceSample": "gpuwise.monitor.snapshot",
     "GpuReader": "gpuwise.monitor.nvml",
     "NvmlGpuReader": "gpuwise.monitor.nvml",
-    "NvmlSession": "gpuwise.monitor.nvml",
+    "NvmlSession": "gpuwise.base.nvml",
     "FakeGpuReader": "gpuwise.monitor.fake",
     "FakeNvml": "gpuwise.monitor.fake",
     "SCENARIOS": "gpuwise.monitor.fake",

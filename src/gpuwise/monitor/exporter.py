@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from gpuwise import __version__
+from gpuwise.base.version import __version__
 from gpuwise.errors import InputError
 from gpuwise.monitor.nvml import GpuReader
 from gpuwise.monitor.pricing import PriceBook

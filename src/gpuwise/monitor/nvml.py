@@ -24,11 +24,12 @@ import pwd
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuwise.base.nvml import GpuLostError, NvmlSession
 from gpuwise.errors import DeviceError
 from gpuwise.monitor.snapshot import GpuSample, MigDeviceSample, ProcessSample, Snapshot
 
@@ -61,115 +62,6 @@ class GpuReader(Protocol):
     def close(self) -> None:
         """Release the library."""
         ...
-
-
-class GpuLostError(Exception):
-    """Internal: NVML said the GPU fell off the bus during this read."""
-
-
-def _error_classes(
-    lib: Any,
-) -> tuple[type[BaseException], tuple[type[BaseException], ...], type[BaseException]]:
-    base = lib.NVMLError
-    absent = tuple(
-        getattr(lib, n)
-        for n in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_NoPermission")
-        if hasattr(lib, n)
-    )
-    return base, absent, lib.NVMLError_GpuIsLost
-
-
-_INIT_FIXES = {
-    "NVMLError_LibraryNotFound": "install the NVIDIA driver (it ships libnvidia-ml.so.1); in a container "
-    "run with the NVIDIA container toolkit (--gpus all), or use --fake idle to try gpuwise without a GPU",
-    "NVMLError_DriverNotLoaded": "load the NVIDIA kernel module (sudo modprobe nvidia) or reboot after installing the driver",
-    "NVMLError_NoPermission": "run as a user that may open /dev/nvidia* (group video) or as root",
-    "NVMLError_LibRmVersionMismatch": "the driver library and kernel module differ: reboot, or reinstall one driver version",
-}
-
-
-class NvmlSession:
-    """The one choke point for NVML calls; see the module docstring for the error mapping."""
-
-    def __init__(self, lib: Any) -> None:
-        self.lib = lib
-        self._base, self._absent, self._lost = _error_classes(lib)
-        self._not_found: type[BaseException] = getattr(lib, "NVMLError_NotFound", self._lost)
-        self._timeout: type[BaseException] = getattr(lib, "NVMLError_Timeout", self._lost)
-        self.unsupported: set[str] = set()
-        """Metrics found unsupported (on any GPU), by metric name."""
-        self._logged: set[tuple[int | None, str]] = set()
-        self.error_counts: dict[str, int] = {}
-        """NVML errors other than "unsupported", counted per metric name."""
-
-    def init(self) -> None:
-        try:
-            self.lib.nvmlInit()
-        except self._base as exc:
-            name = type(exc).__name__
-            raise DeviceError(
-                f"cannot start NVML: {exc}",
-                hint=_INIT_FIXES.get(name, "check `nvidia-smi` works on this machine"),
-            ) from exc
-        except OSError as exc:  # a broken libnvidia-ml.so
-            raise DeviceError(
-                f"cannot load NVML: {exc}", hint=_INIT_FIXES["NVMLError_LibraryNotFound"]
-            ) from exc
-
-    def call(
-        self,
-        metric: str,
-        fn_name: str,
-        *args: Any,
-        gpu: int | None = None,
-        not_found_ok: bool = False,
-        timeout_ok: bool = False,
-    ) -> Any:
-        """``lib.fn_name(*args)``, or None where the metric is unsupported or failed this time.
-
-        ``not_found_ok``: ``NotFound`` is an answer, not an error (an empty MIG slot, no process
-        utilization sample yet). ``timeout_ok``: ``Timeout`` is an answer (no event pending).
-        Raises :class:`GpuLostError` when the GPU fell off the bus.
-        """
-        fn = getattr(self.lib, fn_name, None)
-        if fn is None:
-            self._absent_once(gpu, metric, f"{fn_name} is not in this nvidia-ml-py")
-            return None
-        try:
-            return fn(*args)
-        except self._not_found as exc:
-            if not_found_ok:
-                return None
-            return self._failed(metric, fn_name, gpu, exc)
-        except self._timeout as exc:
-            if timeout_ok:
-                return None
-            return self._failed(metric, fn_name, gpu, exc)
-        except self._absent as exc:
-            self._absent_once(gpu, metric, str(exc))
-            return None
-        except self._lost as exc:
-            raise GpuLostError(str(exc)) from exc
-        except self._base as exc:
-            return self._failed(metric, fn_name, gpu, exc)
-
-    def _failed(self, metric: str, fn_name: str, gpu: int | None, exc: BaseException) -> None:
-        self.error_counts[metric] = self.error_counts.get(metric, 0) + 1
-        key = (gpu, f"{metric}:{type(exc).__name__}")
-        if key not in self._logged:
-            self._logged.add(key)
-            log.warning("NVML %s on GPU %s failed: %s (logged once)", fn_name, gpu, exc)
-        return None
-
-    def _absent_once(self, gpu: int | None, metric: str, why: str) -> None:
-        self.unsupported.add(metric)
-        if (gpu, metric) not in self._logged:
-            self._logged.add((gpu, metric))
-            log.info("GPU %s: %s not supported (%s); the metric is left out", gpu, metric, why)
-
-    def shutdown(self) -> None:
-        with contextlib.suppress(Exception):
-            self.lib.nvmlShutdown()
 
 
 @dataclass(frozen=True)
@@ -677,16 +569,3 @@ class NvmlGpuReader:
                 if u == _text(uuid):
                     return i
         return None
-
-
-@contextlib.contextmanager
-def nvml_errors() -> Iterator[None]:
-    """Translate a stray ``pynvml.NVMLError`` into :class:`DeviceError` at an API edge."""
-    import pynvml
-
-    try:
-        yield
-    except pynvml.NVMLError as exc:
-        raise DeviceError(
-            f"NVML error: {exc}", hint="check `nvidia-smi` works on this machine"
-        ) from exc

@@ -5,11 +5,16 @@ instance type (``--instance-type`` / ``GPUWISE_INSTANCE_TYPE``, optionally ``GPU
 ``GPUWISE_REGION``) looked up in the offers catalog, then the catalog's cheapest on-demand price for
 the GPU model (labelled as such: you may pay more). No network: instance detection from cloud
 metadata servers is left to the caller, who passes the type in.
+
+A long-running exporter picks up a refreshed catalog store (``gpuwise catalog update --fetch`` on
+a schedule, see ``deploy/``): the store's manifest is checked at most every
+:data:`STORE_CHECK_S` seconds and the catalog is read again when it changed.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,8 +43,23 @@ def canonical_gpu(model: str) -> str | None:
         return None
 
 
+STORE_CHECK_S = 60.0
+"""How often a :class:`PriceBook` that read the catalog itself looks for a refreshed store."""
+
+
+def _store_stamp() -> tuple[int, int] | None:
+    """(mtime ns, size) of the catalog store's manifest, rewritten by every update; None if absent."""
+    from gpuwise.catalog.sources import store_path
+
+    try:
+        st = store_path().with_name("manifest.json").stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
 class PriceBook:
-    """Resolves and caches :class:`GpuPrice` per GPU model name."""
+    """Resolves and caches :class:`GpuPrice` per GPU model name (again after the store changes)."""
 
     def __init__(
         self,
@@ -64,6 +84,10 @@ class PriceBook:
         self.cloud = cloud or os.environ.get("GPUWISE_CLOUD") or None
         self.region = region or os.environ.get("GPUWISE_REGION") or None
         self._offers = offers
+        self._own_catalog = offers is None
+        self._stamp: tuple[int, int] | None = None
+        self._checked = 0.0
+        self.store_check_s = STORE_CHECK_S
         self._cache: dict[str, GpuPrice] = {}
 
     @property
@@ -71,10 +95,24 @@ class PriceBook:
         if self._offers is None:
             from gpuwise.catalog import load_catalog
 
+            self._stamp = _store_stamp()
+            self._checked = time.monotonic()
             self._offers = load_catalog().offers
         return self._offers
 
+    def _reload_if_refreshed(self) -> None:
+        if not self._own_catalog or self._offers is None:
+            return
+        now = time.monotonic()
+        if now - self._checked < self.store_check_s:
+            return
+        self._checked = now
+        if _store_stamp() != self._stamp:
+            self._offers = None  # read again on next use
+            self._cache.clear()
+
     def price(self, model: str) -> GpuPrice:
+        self._reload_if_refreshed()
         hit = self._cache.get(model)
         if hit is None:
             hit = self._cache[model] = self._resolve(model)

@@ -31,6 +31,7 @@ from typing import Literal
 
 import numpy as np
 
+from gpuwise.base.xid import XID_MEANINGS
 from gpuwise.catalog import Offer, cheapest_per_gpu
 from gpuwise.errors import HardwareError
 from gpuwise.monitor.history import GpuSeries, History
@@ -426,8 +427,6 @@ def recommend(
         recs.append(Recommendation(u.host, u.uuid, u.index, action, reason, target, saving))
 
     if u.lost or u.xid_codes:
-        from gpuwise.doctor.checks_gpu import XID_MEANINGS
-
         xids = ", ".join(
             f"XID {c} ({XID_MEANINGS[c][1]})" if c in XID_MEANINGS else f"XID {c}"
             for c in u.xid_codes

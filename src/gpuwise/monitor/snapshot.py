@@ -9,27 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.base.nvml import THROTTLE_REASONS as THROTTLE_REASONS
+from gpuwise.base.nvml import throttle_reason_names as throttle_reason_names
+
 ACTIVE_THRESHOLD = 0.05
 """Activity below which a sample is idle (5 %: issue 7; the same in the Prometheus rules)."""
-
-# Clock-event ("throttle") reason bits, from nvml.h / pynvml ``nvmlClocksEventReason*``
-# (nvidia-ml-py 13.615.71). Name → bit. ``gpu_idle`` is not a slowdown and is reported apart.
-THROTTLE_REASONS: dict[str, int] = {
-    "gpu_idle": 0x1,
-    "applications_clocks": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal": 0x20,
-    "hw_thermal": 0x40,
-    "hw_power_brake": 0x80,
-    "display_clocks": 0x100,
-}
-
-
-def throttle_reason_names(mask: int) -> tuple[str, ...]:
-    """The reason names set in an NVML clock-event bitmask, in table order."""
-    return tuple(name for name, bit in THROTTLE_REASONS.items() if mask & bit)
 
 
 @dataclass(frozen=True)

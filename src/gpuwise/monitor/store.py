@@ -25,10 +25,10 @@ import sqlite3
 import time
 from pathlib import Path
 
+from gpuwise.base.paths import data_dir
 from gpuwise.errors import StorageError
 from gpuwise.monitor.history import History, SeriesBuilder, WorkloadShares, mig_workload_shares
 from gpuwise.monitor.snapshot import Snapshot
-from gpuwise.paths import data_dir
 
 _MIB = 1024**2
 _SCHEMA = """
@@ -81,12 +81,23 @@ def _pm(x: float | None) -> int | None:
 class HistoryStore:
     """Append snapshots, read windows back, keep the file small. Not thread-safe: one per thread."""
 
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, *, create: bool = True) -> None:
+        """Open (``create=True``: or start) the history at ``path``.
+
+        ``create=False`` is for readers (``gpuwise report --db``): a file without gpuwise's
+        tables, an empty one included, is refused and left exactly as it was.
+        """
         self.path = Path(path) if path is not None else default_db_path()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            elif not self.path.is_file():
+                raise StorageError(
+                    f"no history database at {self.path}",
+                    hint="give the --db file `gpuwise monitor` writes",
+                )
             self._db = sqlite3.connect(self.path, timeout=10)
-            self._check_schema()  # first: WAL mode would persist in another program's file
+            self._check_schema(create)  # first: WAL mode would persist in another program's file
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
@@ -135,12 +146,14 @@ class HistoryStore:
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
 
-    def _check_schema(self) -> None:
+    def _check_schema(self, create: bool) -> None:
         """Refuse another program's SQLite file before adding tables to it or reading it wrongly."""
         tables = {
             str(r[0]) for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
         problem = ""
+        if not create and not tables & _COLUMNS.keys():
+            problem = "an empty file" if self.path.stat().st_size == 0 else "no gpuwise tables"
         if tables and not tables & _COLUMNS.keys():
             problem = f"tables {', '.join(sorted(tables))}; none of gpuwise's"
         for table in sorted(tables & _COLUMNS.keys()):
@@ -152,7 +165,9 @@ class HistoryStore:
             self._db.close()
             raise StorageError(
                 f"{self.path} is not a gpuwise history database ({problem})",
-                hint="give another --db path (gpuwise creates the file when it does not exist)",
+                hint="give another --db path (gpuwise creates the file when it does not exist)"
+                if create
+                else "give the --db file `gpuwise monitor` writes",
             )
 
     def close(self) -> None:

@@ -32,10 +32,22 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpuwise.datafiles import read_user_yaml
+from gpuwise.base.datafiles import read_user_yaml
+from gpuwise.base.interval import (
+    daly_interval_hours as daly_interval_hours,
+)
+from gpuwise.base.interval import (
+    monthly_probability_to_rate as monthly_probability_to_rate,
+)
+from gpuwise.base.interval import (
+    young_daly_waste as young_daly_waste,
+)
+from gpuwise.base.interval import (
+    young_interval_hours as young_interval_hours,
+)
+from gpuwise.base.paths import config_dir
 from gpuwise.errors import DataFileError
-from gpuwise.paths import config_dir
-from gpuwise.units import HOURS_PER_MONTH, check_finite
+from gpuwise.units import check_finite
 
 
 @dataclass(frozen=True)
@@ -95,33 +107,6 @@ class SpotDefaults:
     def for_instance(self, cloud: str, region: str, instance_type: str) -> CloudSpotRisk:
         """The instance type's own published risk in that region where known, else the cloud's default."""
         return self.instances.get((cloud, region, instance_type)) or self.for_cloud(cloud)
-
-
-def monthly_probability_to_rate(p: float) -> float:
-    """λ per hour for an interruption probability ``p`` per 730-hour month (constant hazard)."""
-    check_finite(p, "monthly interruption probability", maximum=0.999999)
-    return -math.log1p(-p) / HOURS_PER_MONTH
-
-
-def young_interval_hours(checkpoint_hours: float, mtbf_hours: float) -> float:
-    """Young (1974): τ ≈ √(2·C·M)."""
-    return math.sqrt(2 * checkpoint_hours * mtbf_hours)
-
-
-def daly_interval_hours(checkpoint_hours: float, mtbf_hours: float) -> float:
-    """Daly (2006) higher-order optimum: √(2δM)[1 + ⅓√(δ/2M) + ⅑(δ/2M)] − δ for δ < 2M, else M.
-
-    Returns inf when M is infinite (no interruptions: one segment, no periodic checkpoint needed).
-    """
-    delta, m = checkpoint_hours, mtbf_hours
-    if math.isinf(m):
-        return math.inf
-    if delta <= 0:
-        return 0.0
-    if delta >= 2 * m:
-        return m
-    x = delta / (2 * m)
-    return math.sqrt(2 * delta * m) * (1 + math.sqrt(x) / 3 + x / 9) - delta
 
 
 @dataclass(frozen=True)
@@ -371,8 +356,9 @@ def _instance_risks(
 ) -> dict[tuple[str, str, str], CloudSpotRisk]:
     """Per-instance risks from the bands fetched by ``gpuwise catalog update --fetch aws-spot-advisor``.
 
-    A band becomes a monthly probability through ``aws_advisor_bands`` in the spot data file;
-    a band missing there is skipped (the cloud default applies).
+    A band becomes a monthly probability through ``aws_advisor_bands`` in the spot data file; where
+    that entry is the band's upper edge, the edge the fetched file itself states (``max``) is used.
+    A band missing there is skipped (the cloud default applies; the fetch refuses unknown labels).
     """
     from gpuwise.catalog.risk import load_spot_risks
 
@@ -403,6 +389,8 @@ def _instance_risks(
         if r.band not in table:
             continue
         p, confidence = table[r.band]
+        if r.band_max_pct is not None and confidence == "band upper edge":
+            p = r.band_max_pct / 100  # the file's own upper edge (5, 11, 16, 22 %), not the table's
         default = clouds.get(r.cloud) or clouds["default"]
         out[r.key] = CloudSpotRisk(
             cloud=r.cloud,
@@ -417,18 +405,9 @@ def _instance_risks(
     return out
 
 
-# -- the one home of the checkpoint-interval maths (train/interval.py and fleet/optimize.py use it)
-
 HOT_SPOT_POOL_MTBF_HOURS = 6.0
 """Node MTBF of a "hot" GPU spot pool: a gpuwise planning assumption (no public figure), the
 cautious end used for fleet planning (fleet/optimize.py ``DEFAULT_SPOT_OVERHEAD``)."""
-
-
-def young_daly_waste(checkpoint_hours: float, mtbf_hours: float) -> float:
-    """First-order share of time lost at the optimum interval: √(2C/M) (Young 1974; Daly 2006 §3)."""
-    if math.isinf(mtbf_hours):
-        return 0.0
-    return math.sqrt(2 * checkpoint_hours / mtbf_hours)
 
 
 def default_mtbf_hours(cloud: str = "default") -> float:

@@ -23,6 +23,7 @@ from pathlib import Path
 import tomllib
 
 import gpuwise
+from gpuwise.base.version import __version__
 from gpuwise.errors import PlanError
 
 _WHEEL = "Wheel-Version: 1.0\nGenerator: gpuwise.planner.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
@@ -36,10 +37,12 @@ def _record_hash(data: bytes) -> str:
 def _from_pyproject(path: Path) -> tuple[str, str, str]:
     """(version, METADATA text, entry_points.txt text) from a checkout's pyproject.toml."""
     project = tomllib.loads(path.read_text("utf-8"))["project"]
+    # the version is dynamic in pyproject.toml: setuptools reads gpuwise.base.version, as here
+    version = str(project.get("version") or __version__)
     msg = Message()
     msg["Metadata-Version"] = "2.1"
     msg["Name"] = project["name"]
-    msg["Version"] = project["version"]
+    msg["Version"] = version
     if "requires-python" in project:
         msg["Requires-Python"] = project["requires-python"]
     for dep in project.get("dependencies", []):
@@ -55,7 +58,7 @@ def _from_pyproject(path: Path) -> tuple[str, str, str]:
                 msg["Requires-Dist"] = f"{dep}; {marker}"
     scripts = project.get("scripts", {})
     entry = "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())
-    return str(project["version"]), msg.as_string(), entry
+    return version, msg.as_string(), entry
 
 
 def _metadata() -> tuple[str, str, str]:

@@ -7,9 +7,33 @@ torch is imported only inside this package (extra ``gpuwise[train]``); names res
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuwise.train.checkpointer import Checkpointer as Checkpointer
+    from gpuwise.train.checkpointer import CheckpointWriteError as CheckpointWriteError
+    from gpuwise.train.checkpointer import Progress as Progress
+    from gpuwise.train.checkpointer import Restored as Restored
+    from gpuwise.train.checkpointer import SaveStats as SaveStats
+    from gpuwise.train.commit import Retention as Retention
+    from gpuwise.train.commit import WriteReport as WriteReport
+    from gpuwise.train.exitcodes import EXIT_PREEMPTED as EXIT_PREEMPTED
+    from gpuwise.train.fake_metadata import FakeMetadataServer as FakeMetadataServer
+    from gpuwise.train.interval import checkpoint_interval_s as checkpoint_interval_s
+    from gpuwise.train.interval import daly_interval_s as daly_interval_s
+    from gpuwise.train.interval import young_interval_s as young_interval_s
+    from gpuwise.train.loop import Run as Run
+    from gpuwise.train.loop import resilient as resilient
+    from gpuwise.train.preemption import Notice as Notice
+    from gpuwise.train.preemption import PreemptionWatcher as PreemptionWatcher
+    from gpuwise.train.sampler import ResumableSampler as ResumableSampler
+    from gpuwise.train.sampler import SampleIndex as SampleIndex
+    from gpuwise.train.sampler import ignore_sigterm_worker_init as ignore_sigterm_worker_init
+    from gpuwise.train.sampler import worker_init as worker_init
+    from gpuwise.train.storage import Storage as Storage
 
 _LAZY: dict[str, str] = {
+    # name: module that defines it (keep the TYPE_CHECKING imports above in step)
     "Checkpointer": "gpuwise.train.checkpointer",
     "CheckpointWriteError": "gpuwise.train.checkpointer",
     "Progress": "gpuwise.train.checkpointer",
@@ -40,7 +64,12 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuwise.train' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from gpuwise.errors import MissingExtraAttributeError, MissingExtraError
+
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except MissingExtraError as exc:  # no torch: help(gpuwise.train) skips the name
+        raise MissingExtraAttributeError(f"gpuwise.train.{name}", exc) from exc
     globals()[name] = value
     return value
 

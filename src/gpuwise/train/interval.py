@@ -1,31 +1,28 @@
 """How often to checkpoint: Young's and Daly's optimum, made to fit asynchronous saves.
 
-- Young (1974): T ≈ √(2·C·M), C = checkpoint cost, M = mean time between failures.
-- Daly (2006), "A higher order estimate of the optimum checkpoint interval for restart dumps",
-  FGCS 22(3), doi:10.1016/j.future.2004.11.016, eq. 37: for C < 2M,
-  T = √(2CM)·[1 + ⅓·√(C/2M) + ⅑·(C/2M)] − C, otherwise T = M.
-  Check against the paper's examples: M = 24 h, C = 5 min → 117 min (tests/train/test_interval.py).
+The formulas live in :mod:`gpuwise.base.interval` (shared with the planner and the fleet
+optimizer); this module adapts them to seconds and checks its inputs. Check against Daly's
+paper's example: M = 24 h, C = 5 min → 117 min (tests/train/test_interval.py).
 
 With asynchronous saves C is the *stall* (the loop's blocked time), not the write time, and the
 interval can be no shorter than the background write (one save in flight). M is the MTBF of
 failures that come *without* a usable notice; announced preemptions get their own save.
 
-The formulas and the spot interruption default live in one place, :mod:`gpuwise.planner.spot` and
-its data file ``plan/data/spot.yaml`` (also used by ``gpuwise plan`` and the fleet optimizer);
-this module only adapts them to seconds and checks its inputs. Default M: ``clouds.default`` of
-that file (20 %/month, the top AWS Spot Advisor band edge, as a constant hazard:
-M = 730 h / −ln(1 − 0.20) ≈ 3271 h per node). Pass your own ``mtbf_hours`` from your telemetry.
-The interval is capped at 30 min (notes §5: "a wall-clock cap on the interval, e.g. ≤ 30 min").
+Default M: one instance at 20 %/month interruption probability as a constant hazard
+(:data:`gpuwise.base.interval.DEFAULT_MONTHLY_INTERRUPTION_PROBABILITY`:
+M = 730 h / −ln(1 − 0.20) ≈ 3271 h per node). No configuration file is read: pass your own
+``mtbf_hours`` from your telemetry. The interval is capped at 30 min, so that a wrong MTBF cannot
+cost more than half an hour of work.
 """
 
 from __future__ import annotations
 
 import math
 
+from gpuwise.base.interval import daly_interval_hours, node_mtbf_hours, young_interval_hours
 from gpuwise.errors import InputError
-from gpuwise.planner.spot import daly_interval_hours, default_mtbf_hours, young_interval_hours
 
-DEFAULT_MTBF_HOURS = default_mtbf_hours()
+DEFAULT_MTBF_HOURS = node_mtbf_hours()
 DEFAULT_MAX_INTERVAL_S = 30 * 60.0
 
 
@@ -61,7 +58,7 @@ def checkpoint_interval_s(
 def waste_fraction(
     interval_s: float, stall_s: float, mtbf_s: float, restart_s: float = 0.0
 ) -> float:
-    """Expected share of time lost: C/T + T/(2M) + R/M (first order, notes §5 [derived])."""
+    """Expected share of time lost: C/T + T/(2M) + R/M (first order: the three terms of Young 1974's waste)."""
     return stall_s / interval_s + interval_s / (2 * mtbf_s) + restart_s / mtbf_s
 
 

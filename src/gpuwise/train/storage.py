@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise.base.paths import write_bytes_atomic
 from gpuwise.errors import StorageError
-from gpuwise.paths import write_bytes_atomic
 
 
 @contextlib.contextmanager

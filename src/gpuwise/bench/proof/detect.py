@@ -44,8 +44,8 @@ def read_nvml(lib: Any = None) -> NvmlFacts | str:
         except ImportError:
             return _nvidia_smi_reason()
         lib = pynvml
+    from gpuwise.base.nvml import GpuLostError, NvmlSession
     from gpuwise.errors import DeviceError
-    from gpuwise.monitor.nvml import GpuLostError, NvmlSession
 
     session = NvmlSession(lib)
     try:

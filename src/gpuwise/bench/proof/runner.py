@@ -144,7 +144,7 @@ def torch_facts(ctx: Context) -> dict[str, Any]:
 def meta(
     facts: NvmlFacts, torch: dict[str, Any], gpu: str | None, commit: str | None, quick: bool
 ) -> dict[str, Any]:
-    from gpuwise import __version__
+    from gpuwise.base.version import __version__
 
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

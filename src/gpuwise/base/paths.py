@@ -15,10 +15,11 @@ import os
 import uuid
 from pathlib import Path
 
+from gpuwise.base import settings
+
 
 def _home_override() -> Path | None:
-    home = os.environ.get("GPUWISE_HOME")
-    return Path(home).expanduser() if home else None
+    return settings.path("GPUWISE_HOME")
 
 
 def config_dir() -> Path:
@@ -44,9 +45,9 @@ def skypilot_catalog_root() -> Path | None:
 
     ``GPUWISE_SKYPILOT_CATALOG=off`` switches it off; any other value is the root to use.
     """
-    value = os.environ.get("GPUWISE_SKYPILOT_CATALOG")
+    value = settings.text("GPUWISE_SKYPILOT_CATALOG")
     if value is not None:
-        return None if value.lower() in ("", "0", "off", "none", "no") else Path(value).expanduser()
+        return None if value.lower() in ("0", "off", "none", "no") else Path(value).expanduser()
     return Path.home() / ".sky" / "catalogs"
 
 

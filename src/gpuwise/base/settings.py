@@ -1,0 +1,187 @@
+"""Every ``GPUWISE_*`` environment variable gpuwise reads, declared once and read on call.
+
+Library code never reads ``os.environ`` for a ``GPUWISE_*`` name itself: it asks this module,
+which knows each variable's kind, default and meaning (:data:`SETTINGS`, also the table in
+``docs/settings.md``). Values are read when asked for, never at import, so a test or a
+container can set them at any time. A value that cannot be read raises
+:class:`~gpuwise.errors.InputError` naming the variable and how to fix it.
+
+Variables that gpuwise *sets* for the processes it starts (``GPUWISE_RUN_DIR`` for the ranks
+``gpuwise run`` launches, ``GPUWISE_CHECKPOINT_DIR`` in exported jobs) are declared here too,
+since the child reads them through this module.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from gpuwise.errors import InputError
+
+Kind = Literal["text", "path", "url", "number", "seconds", "flag", "list"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable."""
+
+    name: str
+    """The variable's name, ``GPUWISE_...``."""
+    kind: Kind
+    """How its value is read: free text, a path, a URL, a number, seconds, a switch or a comma list."""
+    area: str
+    """The capability that reads it (for the docs table)."""
+    help: str
+    """What it changes, and its default when unset."""
+
+
+def _s(name: str, kind: Kind, area: str, help: str) -> tuple[str, Setting]:
+    return name, Setting(name, kind, area, help)
+
+
+SETTINGS: dict[str, Setting] = dict(
+    [
+        _s(
+            "GPUWISE_HOME",
+            "path",
+            "paths",
+            "one folder for config/ and data/ (default: XDG folders)",
+        ),
+        _s(
+            "GPUWISE_SKYPILOT_CATALOG",
+            "text",
+            "catalog",
+            "SkyPilot's local catalog root, or `off` (default ~/.sky/catalogs)",
+        ),
+        _s("GPUWISE_DEBUG", "flag", "cli", "show tracebacks, as --debug does"),
+        _s("GPUWISE_FETCH_TIMEOUT_S", "seconds", "catalog", "socket timeout per fetch attempt"),
+        _s("GPUWISE_FETCH_MAX_BYTES", "number", "catalog", "largest body a fetch accepts"),
+        _s(
+            "GPUWISE_SKYPILOT_CATALOG_URL",
+            "url",
+            "catalog",
+            "where SkyPilot catalog files are fetched",
+        ),
+        _s("GPUWISE_SKYPILOT_CLOUDS", "list", "catalog", "clouds fetched from SkyPilot's catalog"),
+        _s("GPUWISE_AWS_SPOT_ADVISOR_URL", "url", "catalog", "AWS Spot Instance Advisor file"),
+        _s("GPUWISE_AZURE_PRICES_URL", "url", "catalog", "Azure Retail Prices API base"),
+        _s("GPUWISE_AWS_PRICE_LIST_URL", "url", "catalog", "AWS price list base"),
+        _s(
+            "GPUWISE_AWS_PRICE_LIST_REGIONS",
+            "list",
+            "catalog",
+            "regions read from the AWS price list",
+        ),
+        _s("GPUWISE_GPUHUNT_PROVIDERS", "list", "catalog", "providers read from gpuhunt's catalog"),
+        _s("GPUWISE_PIP_SPEC", "text", "planner", "what an exported job's setup installs"),
+        _s("GPUWISE_CHECKPOINT_DIR", "text", "train", "checkpoint URL an exported job writes to"),
+        _s("GPUWISE_SETTINGS", "text", "train", "the planner's chosen settings, for the job"),
+        _s("GPUWISE_CLOUD", "text", "train/monitor", "this machine's cloud (default: detected)"),
+        _s("GPUWISE_REGION", "text", "monitor", "this machine's region, for its price"),
+        _s(
+            "GPUWISE_INSTANCE_TYPE",
+            "text",
+            "monitor",
+            "this machine's instance type, for its price",
+        ),
+        _s(
+            "GPUWISE_GPU_PRICE_USD_PER_HOUR",
+            "number",
+            "monitor",
+            "what one GPU-hour costs here (overrides the catalog)",
+        ),
+        _s(
+            "GPUWISE_HOST",
+            "text",
+            "monitor",
+            "the host label on every series (default: NODE_NAME, hostname)",
+        ),
+        _s("GPUWISE_METADATA_URL", "url", "train", "base URL of every cloud's metadata service"),
+        _s(
+            "GPUWISE_POLL_INTERVAL_S",
+            "seconds",
+            "train",
+            "how often notices are polled (default 5)",
+        ),
+        _s(
+            "GPUWISE_GRACE_PERIOD_S",
+            "seconds",
+            "train",
+            "window assumed after a termination signal (default 30)",
+        ),
+        _s("GPUWISE_RUN_DIR", "path", "train", "set by `gpuwise run` for its ranks"),
+        _s(
+            "GPUWISE_LOCAL_CHECKPOINT_DIR",
+            "path",
+            "train",
+            "local staging folder for remote checkpoints",
+        ),
+        _s(
+            "GPUWISE_CKPT_SLOW_WRITE_S",
+            "seconds",
+            "train",
+            "fault injection: delay each checkpoint file write (tests, rehearsals)",
+        ),
+    ]
+)
+
+
+def _declared(name: str) -> Setting:
+    try:
+        return SETTINGS[name]
+    except KeyError:
+        raise KeyError(f"{name} is not declared in gpuwise.base.settings.SETTINGS") from None
+
+
+def text(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The variable's value, or None when unset or empty."""
+    _declared(name)
+    value = (os.environ if env is None else env).get(name)
+    return value or None
+
+
+def flag(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """True when set to anything but ``""``, ``0``, ``false``, ``no`` or ``off``."""
+    value = text(name, env)
+    return value is not None and value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def path(name: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """The variable as a path (``~`` expanded), or None when unset."""
+    value = text(name, env)
+    return Path(value).expanduser() if value else None
+
+
+def listed(name: str, default: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """A comma-separated list, blanks dropped; ``default`` when unset."""
+    value = text(name, env) or default
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def number(
+    name: str,
+    default: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    positive: bool = True,
+) -> float:
+    """A finite number (``positive``: > 0, else ≥ 0); ``default`` when unset."""
+    raw = text(name, env)
+    if raw is None:
+        return default
+    kind = "seconds" if _declared(name).kind == "seconds" else "a number"
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        want = "a positive" if positive else "a non-negative"
+        raise InputError(
+            f"{name}={raw!r} is not {want} number",
+            hint=f"unset {name} or set it to {want} number ({kind}), e.g. {name}=30",
+        )
+    return value

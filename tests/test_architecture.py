@@ -1,0 +1,157 @@
+"""The layer rules of ARCHITECTURE.md, checked on the code as it is.
+
+- the import contract in ``pyproject.toml`` holds (import-linter, the same check CI runs);
+- a training rank's ``import gpuwise.train`` loads no planning code and reads no planner config;
+- the package is typed where it is installed: a wheel in a fresh virtualenv, no ``MYPYPATH``,
+  and mypy reports a misuse of the API instead of "missing library stubs";
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "gpuwise"
+PIP = (sys.executable, "-m", "pip")
+MYPY = (sys.executable, "-m", "mypy", "--strict", "--no-incremental")
+
+
+def test_the_import_contract_holds() -> None:
+    # in a subprocess: import-linter's command configures logging for the whole process
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from importlinter.cli import lint_imports_command; lint_imports_command()",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,  # it reads pyproject.toml from the working folder
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout
+
+
+def _loaded_after(code: str, env: dict[str, str]) -> list[str]:
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "PYTHONPATH": str(SRC.parent)},
+        check=True,
+    )
+    loaded: list[str] = json.loads(out.stdout.splitlines()[-1])
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import gpuwise.train",  # the package alone
+        "from gpuwise.train import checkpoint_interval_s; checkpoint_interval_s(5.0)",
+        "from gpuwise.train import PreemptionWatcher",
+    ],
+)
+def test_a_training_rank_loads_no_planning_code(code: str, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "spot.yaml").write_text("clouds: [unclosed\n")  # a malformed planner config
+    loaded = _loaded_after(code, {"GPUWISE_HOME": str(tmp_path)})
+    planning = [
+        m
+        for m in loaded
+        if m.split(".")[:2]
+        in (["gpuwise", "planner"], ["gpuwise", "estimate"], ["gpuwise", "catalog"])
+    ]
+    assert planning == []
+
+
+def test_resilient_imports_with_a_malformed_planner_config(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "spot.yaml").write_text("clouds: [unclosed\n")
+    loaded = _loaded_after(
+        "from gpuwise.train import resilient, Run", {"GPUWISE_HOME": str(tmp_path)}
+    )
+    assert "gpuwise.train.loop" in loaded
+    assert not any(m.startswith("gpuwise.planner") for m in loaded)
+
+
+def test_the_base_layer_default_mtbf_is_the_planners_default() -> None:
+    """One number, two homes: base (for training, no file read) and spot.yaml (for the planner)."""
+    from gpuwise.base.interval import DEFAULT_MONTHLY_INTERRUPTION_PROBABILITY
+    from gpuwise.planner.spot import load_spot_defaults
+
+    default = load_spot_defaults(fetched=False).clouds["default"]
+    assert default.monthly_interruption_probability == DEFAULT_MONTHLY_INTERRUPTION_PROBABILITY
+
+
+def test_py_typed_ships_with_the_package() -> None:
+    assert (SRC / "py.typed").is_file()
+    import tomllib
+
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = data["tool"]["setuptools"]["package-data"]["*"]
+    assert "py.typed" in patterns
+
+
+_MISUSE = """
+import gpuwise
+from gpuwise.train import Checkpointer, checkpoint_interval_s
+from gpuwise.monitor import HistoryStore
+
+gpuwise.estimate_workload(1, 2)
+checkpoint_interval_s("five")
+reveal_type(Checkpointer)
+reveal_type(HistoryStore)
+"""
+
+
+@pytest.mark.slow
+def test_mypy_checks_a_caller_against_the_installed_wheel(tmp_path: Path) -> None:
+    """Build the wheel, install it alone in a fresh venv, and type-check a misuse against it."""
+    pytest.importorskip("mypy")
+    # conftest puts src/ on PYTHONPATH for subprocesses: this test must see only the wheel
+    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [*PIP, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    wheel = next(wheels.glob("gpuwise-*.whl"))
+    subprocess.run(
+        [*PIP, "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    (caller / "use.py").write_text(textwrap.dedent(_MISUSE))
+    out = subprocess.run(
+        [*MYPY, "--python-executable", str(python), "use.py"],
+        capture_output=True,
+        text=True,
+        cwd=caller,
+        env=env,
+    )
+    report = out.stdout
+    assert "missing library stubs or py.typed marker" not in report, report
+    assert 'Argument 1 to "estimate_workload" has incompatible type "int"' in report, report
+    assert 'Argument 1 to "checkpoint_interval_s" has incompatible type "str"' in report, report
+    assert "gpuwise.train.checkpointer.Checkpointer" in report, report
+    assert "gpuwise.monitor.store.HistoryStore" in report, report
