@@ -70,3 +70,19 @@ def test_the_planner_uses_the_reported_memory() -> None:
     wl = workload_from_options(model="llama-3.1-8b", task="lora", tokens="1M")
     ev = EstimatorModel(wl, calibration=None).evaluate("L40S", 1, 1, UNKNOWN)
     assert ev.capacity_gib == pytest.approx(46068 / 1024)
+
+
+def test_gpus_shows_the_same_figure(cli) -> None:  # type: ignore[no-untyped-def]
+    rows = {r["gpu"]: r for r in cli("gpus", "--json").json()["gpus"]}
+    l40s = rows["L40S"]
+    assert l40s["memory_gib"] == 48 and l40s["memory_source"] == "published"
+    assert l40s["reported_memory_gib"] == pytest.approx(46068 / 1024)
+    assert l40s["usable_memory_gib"] == pytest.approx(46068 / 1024 - 0.5)
+    assert rows["A6000"]["memory_source"] == "datasheet"
+
+
+def test_estimate_says_what_the_gpu_reports(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli(
+        "estimate", "--model", "llama-3.1-8b", "--task", "lora", "--tokens", "2B", "--gpu", "L40S"
+    )
+    assert "reports 45.0 GiB" in r.stdout or "the 45.0 GiB the GPU reports" in r.stdout

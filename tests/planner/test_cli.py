@@ -294,3 +294,8 @@ def test_output_without_export_writes_the_plan_json(cli, tmp_path: Path) -> None
 def test_an_export_run_command_must_not_start_torchrun(cli) -> None:  # type: ignore[no-untyped-def]
     r = cli(*MAIN, "--export", "skypilot", "--run", "torchrun --nproc-per-node 8 train.py")
     assert r.code == 2 and "gpuwise run already does" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_bad_network_tier_is_a_usage_error(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli(*MAIN, "--network-tier", "fastest")
+    assert r.code == 2 and "network tier" in r.stderr and "Traceback" not in r.stderr

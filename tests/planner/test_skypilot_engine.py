@@ -4,10 +4,10 @@ must choose the instance, region, zone and network tier the plan priced and time
 
 SkyPilot lives in its own virtualenv (it pins packages that clash with the test venv):
 
-    python3 -m venv /tmp/skyvenv && /tmp/skyvenv/bin/pip install skypilot==0.14.1
-    GPUWISE_SKYPILOT_PYTHON=/tmp/skyvenv/bin/python pytest -m slow tests/planner/test_skypilot_engine.py
+    python3 -m venv ~/skyvenv && ~/skyvenv/bin/pip install skypilot==0.14.1
+    GPUWISE_SKYPILOT_PYTHON=~/skyvenv/bin/python pytest -m slow tests/planner/test_skypilot_engine.py
 
-Offline: ``HOME`` holds SkyPilot catalog files written from gpuwise's bundled offers
+Offline: ``HOME`` holds SkyPilot catalog files (AWS, GCP) written from gpuwise's bundled offers
 (``src/gpuwise/catalog/data/offers.csv.gz``, itself an extract of SkyPilot's catalog), and an AWS
 zone mapping for an account that has not opted into Local Zones (every account's default: regular
 zones only, each named by its ID). The one fake is which clouds are enabled (``sky check`` needs
@@ -33,7 +33,7 @@ from gpuwise.planner.export import skypilot_task, to_yaml
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-SKY_PYTHON = os.environ.get("GPUWISE_SKYPILOT_PYTHON", "")
+SKY_PYTHON = os.path.expanduser(os.environ.get("GPUWISE_SKYPILOT_PYTHON", ""))
 _HEADER = [
     "InstanceType",
     "AcceleratorName",
@@ -54,12 +54,14 @@ def sky_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not SKY_PYTHON or not Path(SKY_PYTHON).is_file():
         pytest.skip(
             "set GPUWISE_SKYPILOT_PYTHON to a Python with skypilot==0.14.1 installed "
-            "(python3 -m venv /tmp/skyvenv && /tmp/skyvenv/bin/pip install skypilot==0.14.1)"
+            "(python3 -m venv ~/skyvenv && ~/skyvenv/bin/pip install skypilot==0.14.1)"
         )
     home = tmp_path_factory.mktemp("skyhome")
     path = ROOT / "src" / "gpuwise" / "catalog" / "data" / "offers.csv.gz"
     with gzip.open(path) as raw:
-        rows = [r for r in csv.DictReader(io.TextIOWrapper(raw, "utf-8")) if r["cloud"] == "aws"]
+        every = list(csv.DictReader(io.TextIOWrapper(raw, "utf-8")))
+    _gcp_catalog(home, [r for r in every if r["cloud"] == "gcp"])
+    rows = [r for r in every if r["cloud"] == "aws"]
     aws = home / ".sky" / "catalogs" / "v8" / "aws"
     aws.mkdir(parents=True)
     with open(aws / "vms.csv", "w", newline="") as f:
@@ -94,7 +96,45 @@ def sky_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-def _engine(sky_home: Path, doc: dict[str, object], tmp_path: Path) -> dict[str, object]:
+_GCP_HEADER = [
+    "InstanceType",
+    "vCPUs",
+    "MemoryGiB",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "GpuInfo",
+    "Region",
+    "AvailabilityZone",
+    "Price",
+    "SpotPrice",
+]
+
+
+def _gcp_catalog(home: Path, rows: list[dict[str, str]]) -> None:
+    """SkyPilot's GCP schema prices a VM as its host row plus the accelerator row of its GPUs in
+    the zone. gpuwise's offers hold the sum, so each host row carries the whole price and the
+    accelerator rows 0 (the machine types whose GPUs are fixed: a2, a3, a4, g2)."""
+    gcp = home / ".sky" / "catalogs" / "v8" / "gcp"
+    gcp.mkdir(parents=True)
+    seen: set[tuple[str, ...]] = set()
+    with open(gcp / "vms.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(_GCP_HEADER)
+        for r in rows:
+            if not r["instance_type"].startswith(("a2-", "a3-", "a4-", "g2-")):
+                continue
+            host = (r["instance_type"], r["vcpus"], r["memory_gib"], "", "", "", r["region"])
+            out.writerow([*host, r["zone"], r["on_demand_usd_per_hour"], r["spot_usd_per_hour"]])
+            key = (r["gpu"], r["gpu_count"], r["region"], r["zone"])
+            if key not in seen:
+                seen.add(key)
+                gpus = ("", "", "", r["gpu"], float(r["gpu_count"]), "", r["region"], r["zone"])
+                out.writerow([*gpus, 0.0, 0.0])
+
+
+def _engine(
+    sky_home: Path, doc: dict[str, object], tmp_path: Path, cloud: str
+) -> dict[str, object]:
     task = tmp_path / "task.yaml"
     task.write_text(to_yaml(doc))
     env = {
@@ -103,7 +143,7 @@ def _engine(sky_home: Path, doc: dict[str, object], tmp_path: Path) -> dict[str,
         "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
     }
     r = subprocess.run(
-        [SKY_PYTHON, str(Path(__file__).parent / "skypilot" / "optimize.py"), str(task), "aws"],
+        [SKY_PYTHON, str(Path(__file__).parent / "skypilot" / "optimize.py"), str(task), cloud],
         env=env,
         capture_output=True,
         text=True,
@@ -115,32 +155,46 @@ def _engine(sky_home: Path, doc: dict[str, object], tmp_path: Path) -> dict[str,
 
 
 README_JOB = {"model": "llama-3.1-8b", "task": "lora", "tokens": "2B"}
+FINETUNE = {"model": "llama-3.1-8b", "task": "finetune", "tokens": "5B"}
 CASES = [
     # the README job on AWS: a multi-node B200 spot plan (EFA)
-    pytest.param(README_JOB, {"deadline_hours": 24.0}, "ordered", id="readme-job-aws"),
+    pytest.param("aws", README_JOB, {"deadline_hours": 24.0}, "ordered", id="readme-job-aws"),
     # a full fine-tune ranked by time: several EFA nodes
     pytest.param(
-        {"model": "llama-3.1-8b", "task": "finetune", "tokens": "5B"},
-        {"objective": "time", "billings": ("on-demand",)},
-        "ordered",
-        id="finetune-time-on-demand",
+        "aws", FINETUNE, {"objective": "time", "billings": ("on-demand",)}, "ordered", id="aws-efa"
     ),
     # SkyPilot picks among any_of by its own prices: it must land on the planned one
     pytest.param(
-        README_JOB, {"deadline_hours": 24.0, "max_nodes": 1}, "any_of", id="readme-any-of-1-node"
+        "aws", README_JOB, {"deadline_hours": 24.0, "max_nodes": 1}, "any_of", id="aws-any-of"
     ),
+    # GCP: zone names pinned in infra; A3 High with GPUDirect-TCPX across nodes
+    pytest.param(
+        "gcp",
+        FINETUNE,
+        {"objective": "time", "billings": ("on-demand",), "gpus": ("H100",)},
+        "ordered",
+        id="gcp-a3-tcpx",
+    ),
+    pytest.param("gcp", README_JOB, {"deadline_hours": 24.0}, "ordered", id="readme-job-gcp"),
 ]
 
 
-@pytest.mark.parametrize(("job", "req", "mode"), CASES)
+@pytest.mark.parametrize(("cloud", "job", "req", "mode"), CASES)
 def test_skypilot_chooses_what_the_plan_priced(
-    sky_home: Path, tmp_path: Path, job: dict[str, str], req: dict[str, object], mode: str
+    sky_home: Path,
+    tmp_path: Path,
+    cloud: str,
+    job: dict[str, str],
+    req: dict[str, object],
+    mode: str,
 ) -> None:
-    p = plan(workload_from_options(**job), PlanRequest(clouds=("aws",), **req))  # type: ignore[arg-type]
+    p = plan(workload_from_options(**job), PlanRequest(clouds=(cloud,), **req))  # type: ignore[arg-type]
     w = p.winner
     assert w is not None
+    if cloud == "gcp":  # the GCP catalog written above holds the fixed-GPU machine types only
+        assert w.instance_type.startswith(("a2-", "a3-", "a4-", "g2-")), w.instance_type
     doc = skypilot_task(p, mode=mode)  # type: ignore[arg-type]
-    chosen = _engine(sky_home, doc, tmp_path)
+    chosen = _engine(sky_home, doc, tmp_path, cloud)
     assert chosen["instance_type"] == w.instance_type
     assert chosen["region"] == w.region
     assert chosen["use_spot"] == (w.billing == "spot")

@@ -245,6 +245,9 @@ ImageOpt = Annotated[
 PvcOpt = Annotated[
     str | None,
     typer.Option(
-        "--pvc", help="PersistentVolumeClaim for checkpoints (k8s export).", rich_help_panel=_O
+        "--pvc",
+        help="Your PersistentVolumeClaim for checkpoints (k8s export; default: the export prints "
+        "one, ReadWriteMany when several pods share it).",
+        rich_help_panel=_O,
     ),
 ]

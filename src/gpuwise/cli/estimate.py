@@ -327,23 +327,23 @@ def _render(est: Estimate) -> None:
     out.print(table)
     if mem.fits:
         out.print(
-            f"[green]Fits[/green]: {mem.per_gpu_gib:,.1f} of {mem.capacity_gib:g} GiB "
-            f"({mem.headroom_gib:,.1f} GiB free)."
+            f"[green]Fits[/green]: {mem.per_gpu_gib:,.1f} of the {mem.capacity_gib:,.1f} GiB the GPU "
+            f"reports ({mem.headroom_gib:,.1f} GiB free)."
         )
     elif mem.verdict == "tight":
         frag = mem.breakdown.get("allocator_overhead", 0.0)
         out.print(
             f"[yellow]Tight[/yellow]: {mem.per_gpu_gib:,.1f} GiB per GPU with the assumed "
             f"{frag:,.1f} GiB of allocator fragmentation, {mem.per_gpu_gib - frag:,.1f} GiB without, "
-            f"of {mem.capacity_gib:g} GiB: it may run out of memory. "
+            f"of the {mem.capacity_gib:,.1f} GiB the GPU reports: it may run out of memory. "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation; the planner "
             "and gpuwise's fixes only use settings that fit with the allowance."
         )
     else:
         short = -mem.headroom_gib
         out.print(
-            f"[red]Does not fit[/red]: needs {mem.per_gpu_gib:,.1f} GiB per GPU, the {est.gpu} has "
-            f"{mem.capacity_gib:g} GiB — short by [bold]{short:,.1f} GiB[/bold] "
+            f"[red]Does not fit[/red]: needs {mem.per_gpu_gib:,.1f} GiB per GPU, the {est.gpu} reports "
+            f"{mem.capacity_gib:,.1f} GiB — short by [bold]{short:,.1f} GiB[/bold] "
             f"({short / mem.capacity_gib:.0%} over)."
         )
 

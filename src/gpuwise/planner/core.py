@@ -24,6 +24,7 @@ import gc
 from collections import Counter
 from collections.abc import Sequence
 from functools import partial
+from typing import NamedTuple
 
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.reserved import ReservedTerm
@@ -32,19 +33,15 @@ from gpuwise.planner.assumptions import assumptions, recipe
 from gpuwise.planner.candidate import Candidate, Evaluated, meets_deadline
 from gpuwise.planner.explain import explain
 from gpuwise.planner.model import Evaluation, WorkloadModel
+from gpuwise.planner.network import InstanceNetwork
 from gpuwise.planner.pricing import price_all
 from gpuwise.planner.rank import pareto, prefer_within_error_band, sort_key, to_options
 from gpuwise.planner.rejections import Rejects, finish_rejections, why_empty
 from gpuwise.planner.settings import BatchSplitError
 from gpuwise.planner.sites import Site, build_sites
-from gpuwise.planner.spot import (
-    SpotDefaults,
-)
+from gpuwise.planner.spot import SpotDefaults
 from gpuwise.planner.startup import StartupCosts, load_startup_defaults
-from gpuwise.planner.values import (
-    Plan,
-    PlanRequest,
-)
+from gpuwise.planner.values import Plan, PlanRequest, RejectKind
 
 
 def plan_offers(
@@ -148,12 +145,38 @@ def _startup(request: PlanRequest, defaults: StartupCosts) -> StartupCosts:
 # -- 2. settings + evaluate ------------------------------------------------------------------------
 
 
+class _Reject(NamedTuple):
+    """A rejection the node loop found for one GPU setup, replayed for every site with it."""
+
+    kind: RejectKind
+    nodes: int | None = None
+    global_batch: int = 0
+    """batch: the plan's global batch."""
+    message: str = ""
+    """no-estimate: why."""
+    capacity_gib: float = 0.0
+    """no-fit: the GPU's memory."""
+    need_gib: float = 0.0
+    """no-fit: the least memory any setting needs."""
+    searched: bool = False
+    """no-fit: more than one setting was tried."""
+
+
 def _evaluate(
     sites: Sequence[Site], model: WorkloadModel, request: PlanRequest, rejects: Rejects
 ) -> tuple[list[Evaluated], list[Evaluation | HardwareError | EstimateError]]:
-    """Every site × node count whose job fits, with its settings; the rest become rejections."""
+    """Every site × node count whose job fits, with its settings; the rest become rejections.
+
+    Sites with the same GPUs per node and network get the same answers (the model sees nothing
+    else), so the node loop runs once per such setup and is replayed for each site; rejections are
+    counted per (setup, node count) and added to their groups once at the end.
+    """
     out: list[Evaluated] = []
     seen: dict[tuple[str, int, int, float], Evaluation | HardwareError | EstimateError] = {}
+    setups: dict[
+        tuple[str, int, InstanceNetwork], tuple[list[tuple[int, Evaluation]], list[_Reject]]
+    ] = {}
+    pending: Counter[tuple[str, int, _Reject]] = Counter()
     for site in sites:
         count = site.gpu_count
         if count < 1 or count != int(count):
@@ -167,61 +190,62 @@ def _evaluate(
             )
             continue
         gpn = int(count)
-        for nodes in range(1, request.max_nodes + 1):
-            if request.max_gpus is not None and gpn * nodes > request.max_gpus:
-                if nodes == 1:
-                    rejects.add(
-                        "max-gpus",
-                        gpu=site.gpu,
-                        gpu_count=gpn,
-                        reason=partial(
-                            str.format,
-                            "{} ×{}: more GPUs per node than the {} GPUs allowed in total",
-                            site.gpu,
-                            gpn,
-                            request.max_gpus,
-                        ),
-                    )
-                break
-            key = (site.gpu, gpn, nodes, site.network.inter_node_gbit_s if nodes > 1 else 0.0)
-            ev = seen.get(key)
-            if ev is None:
-                try:
-                    ev = model.evaluate(site.gpu, gpn, nodes, site.network)
-                except (HardwareError, EstimateError) as exc:
-                    ev = exc
-                seen[key] = ev
-            if isinstance(ev, BatchSplitError):
-                # another node count may divide the global batch: keep going
-                rejects.add(
-                    "batch",
-                    gpu=site.gpu,
-                    gpu_count=gpn,
-                    nodes=nodes,
-                    reason=partial(
-                        str.format,
-                        "{} ×{}: the data-parallel GPUs do not divide the plan's global batch of {}",
-                        site.gpu,
-                        gpn,
-                        ev.global_batch,
-                    ),
-                )
-                continue
-            if not isinstance(ev, Evaluation):
-                rejects.add(
-                    "no-estimate",
-                    gpu=site.gpu,
-                    reason=partial(str.format, "{}: cannot estimate ({})", site.gpu, ev.message),
-                )
-                break
-            if not ev.fits:
-                g = rejects.add(
-                    "no-fit", gpu=site.gpu, gpu_count=gpn, capacity_gib=ev.capacity_gib, nodes=nodes
-                )
-                g.need_gib[nodes] = ev.per_gpu_memory_gib
-                g.searched = g.searched or ev.evaluated > 1
-                continue
-            out.append(Evaluated(site, nodes, ev))
+        skey = (site.gpu, gpn, site.network)
+        setup = setups.get(skey)
+        if setup is None:
+            setup = setups[skey] = _node_loop(site, gpn, model, request, seen)
+        fits, rejected = setup
+        out.extend(Evaluated(site, nodes, ev) for nodes, ev in fits)
+        for r in rejected:
+            pending[(site.gpu, gpn, r)] += 1
+    for (gpu, gpn, r), n in pending.items():
+        if r.kind == "max-gpus":
+            rejects.add(
+                "max-gpus",
+                gpu=gpu,
+                gpu_count=gpn,
+                count=n,
+                reason=partial(
+                    str.format,
+                    "{} ×{}: more GPUs per node than the {} GPUs allowed in total",
+                    gpu,
+                    gpn,
+                    request.max_gpus,
+                ),
+            )
+        elif r.kind == "batch":
+            rejects.add(
+                "batch",
+                gpu=gpu,
+                gpu_count=gpn,
+                nodes=r.nodes,
+                count=n,
+                reason=partial(
+                    str.format,
+                    "{} ×{}: the data-parallel GPUs do not divide the plan's global batch of {}",
+                    gpu,
+                    gpn,
+                    r.global_batch,
+                ),
+            )
+        elif r.kind == "no-estimate":
+            rejects.add(
+                "no-estimate",
+                gpu=gpu,
+                count=n,
+                reason=partial(str.format, "{}: cannot estimate ({})", gpu, r.message),
+            )
+        else:
+            g = rejects.add(
+                "no-fit",
+                gpu=gpu,
+                gpu_count=gpn,
+                capacity_gib=r.capacity_gib,
+                nodes=r.nodes,
+                count=n,
+            )
+            g.need_gib[r.nodes or 1] = r.need_gib
+            g.searched = g.searched or r.searched
     results = list(seen.values())
     errors = [e for e in results if isinstance(e, EstimateError)]
     if errors and not any(isinstance(e, Evaluation) for e in results):
@@ -231,7 +255,52 @@ def _evaluate(
     return out, results
 
 
-# -- 3. price -----------------------------------------------------------------------------------------
+def _node_loop(
+    site: Site,
+    gpn: int,
+    model: WorkloadModel,
+    request: PlanRequest,
+    seen: dict[tuple[str, int, int, float], Evaluation | HardwareError | EstimateError],
+) -> tuple[list[tuple[int, Evaluation]], list[_Reject]]:
+    """One GPU setup on 1..max_nodes nodes: the node counts that fit, and the rejections."""
+    fits: list[tuple[int, Evaluation]] = []
+    rejected: list[_Reject] = []
+    for nodes in range(1, request.max_nodes + 1):
+        if request.max_gpus is not None and gpn * nodes > request.max_gpus:
+            if nodes == 1:
+                rejected.append(_Reject("max-gpus"))
+            break
+        key = (site.gpu, gpn, nodes, site.network.inter_node_gbit_s if nodes > 1 else 0.0)
+        ev = seen.get(key)
+        if ev is None:
+            try:
+                ev = model.evaluate(site.gpu, gpn, nodes, site.network)
+            except (HardwareError, EstimateError) as exc:
+                ev = exc
+            seen[key] = ev
+        if isinstance(ev, BatchSplitError):
+            # another node count may divide the global batch: keep going
+            rejected.append(_Reject("batch", nodes, global_batch=ev.global_batch))
+            continue
+        if not isinstance(ev, Evaluation):
+            rejected.append(_Reject("no-estimate", message=ev.message))
+            break
+        if not ev.fits:
+            rejected.append(
+                _Reject(
+                    "no-fit",
+                    nodes,
+                    capacity_gib=ev.capacity_gib,
+                    need_gib=ev.per_gpu_memory_gib,
+                    searched=ev.evaluated > 1,
+                )
+            )
+            continue
+        fits.append((nodes, ev))
+    return fits, rejected
+
+
+# -- 3. price: gpuwise.planner.pricing ---------------------------------------------------------------
 
 
 # -- 4. filter --------------------------------------------------------------------------------------

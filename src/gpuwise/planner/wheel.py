@@ -51,7 +51,11 @@ def _from_pyproject(path: Path) -> tuple[str, str, str]:
         msg["Provides-Extra"] = extra
         for dep in deps:
             marker = f'extra == "{extra}"'
-            msg["Requires-Dist"] = f"{dep}; {marker}" if ";" not in dep else f"{dep} and {marker}"
+            if ";" in dep:  # keep the dependency's own marker whole: (its marker) and the extra
+                req, _, own = dep.partition(";")
+                msg["Requires-Dist"] = f"{req.strip()}; ({own.strip()}) and {marker}"
+            else:
+                msg["Requires-Dist"] = f"{dep}; {marker}"
     scripts = project.get("scripts", {})
     entry = "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())
     return version, msg.as_string(), entry
