@@ -202,3 +202,30 @@ def test_every_option_runs_the_same_global_batch() -> None:
     # 3 or 5 single-GPU nodes cannot split 128 sequences: said so, not silently changed
     batch = [r for r in plan.rejected if r.kind == "batch"]
     assert batch and "3, 5 node(s)" in batch[0].reason
+
+
+def test_context_parallel_ranks_are_not_data_parallel_copies() -> None:
+    """With --context-parallel 2 on 8 GPUs, 4 are data-parallel: a global batch of 12 splits
+    over 4 replicas (it would not over 8)."""
+    wl = workload_from_options(
+        model="llama-3.1-8b",
+        task="finetune",
+        tokens="2B",
+        seq_len=32768,
+        context_parallel=2,
+        global_batch=12,
+    )
+    offers = [offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.32, spot=40.0)]
+    plan = plan_offers(
+        offers,
+        EstimatorModel(wl),
+        PlanRequest(max_nodes=1),
+        spot=load_spot_defaults(),
+        reserved={},
+        startup=NO_STARTUP,
+    )
+    assert plan.options
+    for o in plan.options:
+        s = o.settings
+        assert s is not None and s["data_parallel"] * 2 == o.total_gpus
+        assert s["micro_batch"] * s["accumulation"] * s["data_parallel"] == 12

@@ -225,7 +225,7 @@ def _checkpoint_gib(est: Estimate) -> float | None:
         return None
     breakdown = est.memory.breakdown
     dp = est.data_parallel
-    shard = wl.tensor_parallel * wl.pipeline_parallel
+    shard = wl.non_data_parallel
     f1 = dp if wl.zero >= 1 else 1
     opt = (breakdown.get("optimizer_states", 0.0) + breakdown.get("master_weights", 0.0)) * f1
     if wl.task in ("lora", "qlora"):

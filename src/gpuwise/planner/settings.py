@@ -273,7 +273,7 @@ def _check_split(wl: Workload, gpus: int, *, micro_batch: bool = False) -> None:
     gb = wl.global_batch
     if gb is None or wl.task == "inference":
         return
-    dp = max(1, gpus // (wl.tensor_parallel * wl.pipeline_parallel))
+    dp = max(1, gpus // wl.non_data_parallel)
     if gb % (dp * (wl.micro_batch if micro_batch else 1)):
         raise BatchSplitError(gb, dp)
 
@@ -290,7 +290,7 @@ def search_training(
     """Fastest fitting (recompute, ZeRO, micro-batch) with the global batch kept (module docstring)."""
     cache = cache or SearchCache()
     gpus = gpn * nodes
-    shard = wl.tensor_parallel * wl.pipeline_parallel
+    shard = wl.non_data_parallel
     dp = max(1, gpus // shard)
     gb = wl.global_batch if wl.global_batch is not None else plan_global_batch(wl)[0]
     _check_split(wl.with_changes(global_batch=gb), gpus)
