@@ -17,6 +17,7 @@ from gpuwise.errors import DataFileError
         (1e-9, {"positive": True}, 1e-9),
         (7.0, {"minimum": None}, 7.0),
         (-4.0, {"minimum": None}, -4.0),  # no lower bound
+        (-2, {"minimum": None, "maximum": 1.0}, -2.0),  # only an upper bound
     ],
 )
 def test_finite_number_accepts(value: object, kwargs: dict[str, object], want: float) -> None:
@@ -27,14 +28,14 @@ def test_finite_number_accepts(value: object, kwargs: dict[str, object], want: f
 @pytest.mark.parametrize(
     ("value", "kwargs", "says"),
     [
-        (True, {}, "is not a number"),  # YAML's yes is not 1
-        ("2.5", {}, "is not a number"),  # text only where asked for
-        (float("nan"), {}, "not a finite number"),
-        (float("inf"), {}, "not a finite number"),
+        (True, {}, "expected a finite number ≥ 0, got True"),  # YAML's yes is not 1
+        ("2.5", {}, "got '2.5'"),  # text only where asked for
+        (float("nan"), {}, "got nan"),
+        (float("inf"), {}, "got inf"),
         pytest.param(10**5000, {}, "too large", id="5000-digit-int"),  # from a JSON file
-        (-1, {}, "≥ 0"),
-        (0, {"positive": True}, "> 0"),
-        (2, {"maximum": 1.0}, "≤ 1"),
+        (-1, {}, "expected a finite number ≥ 0, got -1"),
+        (0, {"positive": True}, "expected a finite number > 0, got 0"),
+        (2, {"maximum": 1.0}, "from 0 to 1, got 2"),
         ("x" * 100, {"text_ok": True}, "..."),  # long junk is shortened in the message
     ],
 )

@@ -59,7 +59,7 @@ def test_weights_must_sum_to_one_unless_normalized() -> None:
         ),  # missing, nothing to fill
         (
             lambda d: d["vendors"][0]["values"].update(m1="fast"),
-            "not a finite number",
+            "expected a finite number, got",
         ),  # not a number
         (lambda d: d["vendors"][0]["values"].update(m3=1), "not a metric"),  # unknown metric
         (lambda d: d["criteria"]["a"]["m1"].update(direction="up"), "direction"),  # bad direction

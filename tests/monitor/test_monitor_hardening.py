@@ -35,13 +35,13 @@ def _trace(frame_gpu: dict[str, Any], **top: Any) -> dict[str, Any]:
         ({"processes": [{"memory_mib": 5}]}, "processes[0]: missing field 'pid'"),
         ({"processes": "none"}, "frames[0].gpus[0].processes: expected a list"),
         ({"sm_active": "high"}, "frames[0].gpus[0].sm_active"),
-        ({"sm_active": 7}, "frames[0].gpus[0].sm_active: expected a number from 0 to 1"),
+        ({"sm_active": 7}, "frames[0].gpus[0].sm_active: expected a finite number from 0 to 1"),
         ({"xid": "79"}, "frames[0].gpus[0].xid: expected a list"),  # was read as XIDs 7 and 9
         ({"xid": ["79"]}, "frames[0].gpus[0].xid[0]"),
         ({"lost": "yes"}, "frames[0].gpus[0].lost"),
         ({"processes": [{"pid": "12"}]}, "processes[0].pid"),
         ({"processes": [{"pid": 1, "mig": 0}]}, "processes[0].mig: instance 0 does not exist"),
-        ({"util": 250}, "frames[0].gpus[0].util: expected a number from 0 to 100"),
+        ({"util": 250}, "frames[0].gpus[0].util: expected a finite number from 0 to 100"),
     ],
 )
 def test_strict_trace_validation_names_the_field(gpu: dict[str, Any], field: str) -> None:

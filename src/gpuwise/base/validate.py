@@ -16,21 +16,11 @@ from gpuwise.errors import DataFileError
 _FIX = "fix that value in the file"
 
 
-def _as_float(value: Any, where: str, hint: str, *, text_ok: bool) -> float:
-    if isinstance(value, bool):
-        raise DataFileError(f"{where}: {value!r} is not a number", hint=hint)
-    if isinstance(value, (int, float)):
-        try:
-            return float(value)
-        except OverflowError:  # an integer with hundreds of digits
-            raise DataFileError(f"{where}: the number is too large", hint=hint) from None
-    if text_ok and isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            pass
-    shown = value if not isinstance(value, str) or len(value) < 40 else value[:37] + "..."
-    raise DataFileError(f"{where}: {shown!r} is not a number", hint=hint)
+def _bounds(minimum: float | None, positive: bool, maximum: float | None) -> str:
+    low = "" if minimum is None else (f"> {minimum:g}" if positive else f"≥ {minimum:g}")
+    if maximum is None:
+        return low
+    return f"from {minimum:g} to {maximum:g}" if minimum is not None else f"≤ {maximum:g}"
 
 
 def finite_number(
@@ -46,16 +36,39 @@ def finite_number(
     """A finite number within bounds (``positive``: > ``minimum``; else ≥ ``minimum``).
 
     ``text_ok``: accept a numeric string (CSV cells); otherwise only JSON/YAML numbers.
+    The message always reads ``<where>: expected a finite number <bounds>, got <value>``.
     """
-    out = _as_float(value, where, hint, text_ok=text_ok)
-    if not math.isfinite(out):
-        raise DataFileError(f"{where}: {value!r} is not a finite number", hint=hint)
-    if minimum is not None and (out < minimum or (positive and out == minimum)):
-        bound = f"> {minimum:g}" if positive else f"≥ {minimum:g}"
-        raise DataFileError(f"{where}: expected a number {bound}, got {value!r}", hint=hint)
-    if maximum is not None and out > maximum:
-        raise DataFileError(f"{where}: expected a number ≤ {maximum:g}, got {value!r}", hint=hint)
+    want = f"{where}: expected a finite number {_bounds(minimum, positive, maximum)}".rstrip()
+    out = _as_float(value, text_ok=text_ok)
+    if out is None or not math.isfinite(out):
+        shown = value if not isinstance(value, str) or len(value) < 40 else value[:37] + "..."
+        got = "a number too large to read" if out is None and _huge(value) else repr(shown)
+        raise DataFileError(f"{want}, got {got}", hint=hint)
+    low_ok = minimum is None or out > minimum or (out == minimum and not positive)
+    if not low_ok or (maximum is not None and out > maximum):
+        raise DataFileError(f"{want}, got {value!r}", hint=hint)
     return out
+
+
+def _huge(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _as_float(value: Any, *, text_ok: bool) -> float | None:
+    """The value as a float, or None when it is not a number (bools are not numbers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:  # an integer with hundreds of digits
+            return None
+    if text_ok and isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
 
 
 def whole_number(value: Any, where: str, *, minimum: int = 0, hint: str = _FIX) -> int:
@@ -68,5 +81,5 @@ def whole_number(value: Any, where: str, *, minimum: int = 0, hint: str = _FIX) 
 
 
 def ratio(value: Any, where: str, *, top: float = 1.0, hint: str = _FIX) -> float:
-    """A number in [0, ``top``] (``top`` = 100 for percentages)."""
+    """A number from 0 to ``top`` (``top`` = 100 for percentages)."""
     return finite_number(value, where, minimum=0.0, maximum=top, hint=hint)

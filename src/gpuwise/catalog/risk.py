@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from gpuwise.base.datafiles import csv_safe_cell, csv_text_cell, refuse_bidi_controls
+from gpuwise.base.validate import finite_number
 from gpuwise.errors import CatalogError
 
 SPOT_RISK_FILE = "spot_risk.csv"
@@ -109,16 +109,7 @@ def _reader(text: str, cls: type, origin: str) -> Iterator[dict[str, str]]:
     )
 
 
-def _float(raw: str, where: str, *, positive: bool) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise CatalogError(
-            f"{where}: {raw!r} is not a number", hint="fix or delete that row"
-        ) from None
-    if not math.isfinite(value) or (value <= 0 if positive else value < 0):
-        raise CatalogError(f"{where}: {raw!r} is out of range", hint="fix or delete that row")
-    return value
+_FIX = "fix or delete that row"
 
 
 def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
@@ -133,10 +124,14 @@ def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
                 row["region"],
                 row["instance_type"],
                 row["band"],
-                _float(savings, where, positive=False) if savings else None,
+                finite_number(savings, where, positive=False, text_ok=True, hint=_FIX)
+                if savings
+                else None,
                 row["source"],
                 row["as_of"],
-                _float(upper, where, positive=True) if upper else None,
+                finite_number(upper, where, positive=True, text_ok=True, hint=_FIX)
+                if upper
+                else None,
             )
         )
     return out
@@ -157,7 +152,7 @@ def parse_reserved(text: str, origin: str) -> list[ReservedPrice]:
                 row["region"],
                 row["instance_type"],
                 int(years),
-                _float(row["usd_per_hour"], where, positive=True),
+                finite_number(row["usd_per_hour"], where, positive=True, text_ok=True, hint=_FIX),
                 row["source"],
                 row["as_of"],
             )

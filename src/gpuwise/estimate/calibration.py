@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwise.base.paths import config_dir, write_text_atomic
+from gpuwise.base.validate import finite_number
 from gpuwise.errors import DataFileError, did_you_mean, parse_error_text
 
 CALIBRATION_VERSION = 1
@@ -153,18 +154,8 @@ def _below_datasheet(value: Any, peak: float | None, where: str, unit: str) -> N
         )
 
 
-def _positive(value: Any, where: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise DataFileError(
-            f"{where} must be a non-negative number, got {value!r}",
-            hint="rerun `gpuwise bench --calibrate` or fix the value",
-        )
-    return float(value)
+def _non_negative(value: Any, where: str) -> float:
+    return finite_number(value, where, hint="rerun `gpuwise bench --calibrate` or fix the value")
 
 
 def parse_calibration(data: Any, where: str) -> Calibration:
@@ -252,13 +243,15 @@ def parse_calibration(data: Any, where: str) -> Calibration:
             mfu_by_model={
                 str(k).lower(): _mfu(v, f"{at}.mfu_by_model.{k}") for k, v in by_model.items()
             },
-            cuda_context_gib=_positive(entry["cuda_context_gib"], f"{at}.cuda_context_gib")
+            cuda_context_gib=_non_negative(entry["cuda_context_gib"], f"{at}.cuda_context_gib")
             if entry.get("cuda_context_gib") is not None
             else None,
-            allocator_fraction=_positive(entry["allocator_fraction"], f"{at}.allocator_fraction")
+            allocator_fraction=_non_negative(
+                entry["allocator_fraction"], f"{at}.allocator_fraction"
+            )
             if entry.get("allocator_fraction") is not None
             else None,
-            total_memory_gib=_positive(entry["total_memory_gib"], f"{at}.total_memory_gib")
+            total_memory_gib=_non_negative(entry["total_memory_gib"], f"{at}.total_memory_gib")
             if entry.get("total_memory_gib") is not None
             else None,
         )

@@ -24,12 +24,12 @@ from the catalog's cheapest on-demand offer of that GPU on the vendor's ``cloud`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuwise.base.validate import finite_number
 from gpuwise.errors import DataFileError, GpuwiseError, InputError, parse_error_text
 
 Direction = Literal["higher", "lower"]
@@ -171,12 +171,8 @@ class VendorRanking:
 # ---------------------------------------------------------------- reading the file
 
 
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise DataFileError(
-            f"{where}: {value!r} is not a finite number", hint="write a plain number"
-        )
-    return float(value)
+def _finite(value: Any, where: str) -> float:
+    return finite_number(value, where, minimum=None, hint="write a plain number")
 
 
 def _check_sum(
@@ -257,7 +253,7 @@ def parse_criteria(
                     f"{where}.{name}.direction: {direction!r}", hint="write higher or lower"
                 )
             dirs[str(name)] = direction  # type: ignore[assignment]
-            raw_w[str(name)] = _number(entry.get("weight", 1 / len(ms)), f"{where}.{name}.weight")
+            raw_w[str(name)] = _finite(entry.get("weight", 1 / len(ms)), f"{where}.{name}.weight")
         for name, w in _check_sum(raw_w, f"criteria.{dim}", normalize_weights, notes).items():
             metrics.append(Metric(str(dim), name, w, dirs[name]))
     dims = list(dict.fromkeys(m.dimension for m in metrics))
@@ -279,7 +275,7 @@ def parse_criteria(
                 hint=f"give one weight per dimension: {', '.join(dims)}",
             )
         weights = _check_sum(
-            {str(k): _number(v, f"{origin}: weights.{k}") for k, v in raw_weights.items()},
+            {str(k): _finite(v, f"{origin}: weights.{k}") for k, v in raw_weights.items()},
             "weights",
             normalize_weights,
             notes,
@@ -319,7 +315,7 @@ def parse_criteria(
                     hint=f"the metrics are {', '.join(sorted(known))}",
                     suggestions=did_you_mean(str(k), known),
                 )
-        values = {str(k): _number(x, f"{where}.values.{k}") for k, x in values_raw.items()}
+        values = {str(k): _finite(x, f"{where}.values.{k}") for k, x in values_raw.items()}
         sources = dict.fromkeys(values, "given")
         vendor = Vendor(
             name,

@@ -23,12 +23,12 @@ stretches the frames over the asked window.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuwise.base.validate import finite_number, ratio, whole_number
 from gpuwise.errors import DataFileError, InputError, did_you_mean, parse_error_text
 
 _MIB = 1024**2
@@ -114,38 +114,7 @@ class Trace:
         return sum(r for r, _ in self.frames) * self.interval_s
 
 
-def _num(value: Any, where: str, *, minimum: float = 0.0) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or math.isnan(value)
-        or math.isinf(value)
-        or value < minimum
-    ):
-        raise DataFileError(
-            f"{where}: expected a finite number ≥ {minimum:g}, got {value!r}",
-            hint="fix that value in the trace file",
-        )
-    return float(value)
-
-
-def _int(value: Any, where: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise DataFileError(
-            f"{where}: expected a whole number ≥ {minimum}, got {value!r}",
-            hint="fix that value in the trace file",
-        )
-    return value
-
-
-def _ratio(value: Any, where: str, top: float) -> float:
-    x = _num(value, where)
-    if x > top:
-        raise DataFileError(
-            f"{where}: expected a number from 0 to {top:g}, got {value!r}",
-            hint="fix that value in the trace file",
-        )
-    return x
+_FIX = "fix that value in the trace file"
 
 
 def _check_frame_gpu(g: Mapping[str, Any], where: str, mig_count: int) -> None:
@@ -155,13 +124,13 @@ def _check_frame_gpu(g: Mapping[str, Any], where: str, mig_count: int) -> None:
         if value is None and key in _RATIO_KEYS:
             continue  # "not read this frame"
         if key in _NUMBER_KEYS:
-            _num(value, w)
+            finite_number(value, w, hint=_FIX)
         elif key in _PERCENT_KEYS:
-            _ratio(value, w, 100)
+            ratio(value, w, top=100, hint=_FIX)
         elif key in _RATIO_KEYS:
-            _ratio(value, w, 1)
+            ratio(value, w, hint=_FIX)
         elif key in _COUNT_KEYS:
-            _int(value, w)
+            whole_number(value, w, hint=_FIX)
         elif key in _BOOL_KEYS:
             if not isinstance(value, bool):
                 raise DataFileError(
@@ -175,7 +144,7 @@ def _check_frame_gpu(g: Mapping[str, Any], where: str, mig_count: int) -> None:
                     hint="fix that value in the trace file",
                 )
             for n, code in enumerate(value):
-                _int(code, f"{w}[{n}]", minimum=1)
+                whole_number(code, f"{w}[{n}]", minimum=1, hint=_FIX)
         elif key in ("mig_used_mib", "mig_sm_active"):
             if not isinstance(value, list) or len(value) > mig_count:
                 raise DataFileError(
@@ -184,7 +153,9 @@ def _check_frame_gpu(g: Mapping[str, Any], where: str, mig_count: int) -> None:
                     hint="fix that value in the trace file",
                 )
             for n, x in enumerate(value):
-                _num(x, f"{w}[{n}]") if key == "mig_used_mib" else _ratio(x, f"{w}[{n}]", 1)
+                finite_number(x, f"{w}[{n}]", hint=_FIX) if key == "mig_used_mib" else ratio(
+                    x, f"{w}[{n}]", hint=_FIX
+                )
         elif key == "nvlink_errors":
             if not isinstance(value, Mapping) or not set(value) <= _NVLINK_ERROR_KINDS.keys():
                 raise DataFileError(
@@ -193,7 +164,7 @@ def _check_frame_gpu(g: Mapping[str, Any], where: str, mig_count: int) -> None:
                     hint="fix that value in the trace file",
                 )
             for kind, n in value.items():
-                _int(n, f"{w}.{kind}")
+                whole_number(n, f"{w}.{kind}", hint=_FIX)
         elif key == "processes":
             if not isinstance(value, list):
                 raise DataFileError(
@@ -219,14 +190,16 @@ def _check_frame_gpu(g: Mapping[str, Any], where: str, mig_count: int) -> None:
                     raise DataFileError(
                         f"{pw}: missing field 'pid'", hint="give every process its pid"
                     )
-                _int(proc["pid"], f"{pw}.pid", minimum=1)
+                whole_number(proc["pid"], f"{pw}.pid", minimum=1, hint=_FIX)
                 if "memory_mib" in proc:
-                    _num(proc["memory_mib"], f"{pw}.memory_mib")
+                    finite_number(proc["memory_mib"], f"{pw}.memory_mib", hint=_FIX)
                 if "sm_util" in proc:
-                    _ratio(proc["sm_util"], f"{pw}.sm_util", 100)
+                    ratio(proc["sm_util"], f"{pw}.sm_util", top=100, hint=_FIX)
                 if "start" in proc:
-                    _int(proc["start"], f"{pw}.start")
-                if "mig" in proc and (_int(proc["mig"], f"{pw}.mig") >= mig_count):
+                    whole_number(proc["start"], f"{pw}.start", hint=_FIX)
+                if "mig" in proc and (
+                    whole_number(proc["mig"], f"{pw}.mig", hint=_FIX) >= mig_count
+                ):
                     raise DataFileError(
                         f"{pw}.mig: instance {proc['mig']} does not exist (the GPU declares "
                         f"{mig_count} MIG instances)",
@@ -266,7 +239,12 @@ def parse_trace(data: Any, origin: str) -> Trace:
             f"{origin}: 'frames' must be a non-empty list", hint="add at least one frame"
         )
     for k, g in enumerate(gpus):
-        _num(g.get("memory_total_mib", 81559), f"{origin}: gpus[{k}].memory_total_mib", minimum=1)
+        finite_number(
+            g.get("memory_total_mib", 81559),
+            f"{origin}: gpus[{k}].memory_total_mib",
+            minimum=1,
+            hint=_FIX,
+        )
         mig = g.get("mig", [])
         if (
             not isinstance(mig, list)
@@ -278,11 +256,14 @@ def parse_trace(data: Any, origin: str) -> Trace:
                 hint="fix the MIG list",
             )
         for n, m in enumerate(mig):
-            _int(m.get("slices", 1), f"{origin}: gpus[{k}].mig[{n}].slices", minimum=1)
-            _num(
+            whole_number(
+                m.get("slices", 1), f"{origin}: gpus[{k}].mig[{n}].slices", minimum=1, hint=_FIX
+            )
+            finite_number(
                 m.get("memory_total_mib", 9856),
                 f"{origin}: gpus[{k}].mig[{n}].memory_total_mib",
                 minimum=1,
+                hint=_FIX,
             )
         for group in g.get("unsupported", ()):
             if group not in _GROUP_FUNCTIONS:
@@ -304,7 +285,7 @@ def parse_trace(data: Any, origin: str) -> Trace:
                 f"{where} has {len(frame['gpus'])} GPUs, the trace declares {len(gpus)}",
                 hint="give one entry per GPU in every frame",
             )
-        repeat = _int(frame.get("repeat", 1), f"{where}.repeat", minimum=1)
+        repeat = whole_number(frame.get("repeat", 1), f"{where}.repeat", minimum=1, hint=_FIX)
         total_frames += repeat
         if total_frames > MAX_FRAMES:
             raise DataFileError(
@@ -324,7 +305,9 @@ def parse_trace(data: Any, origin: str) -> Trace:
                 )
             _check_frame_gpu(g, f"{where}.gpus[{k}]", len(gpus[k].get("mig", [])))
         out.append((repeat, tuple(frame["gpus"])))
-    interval = _num(data.get("interval_s", 1.0), f"{origin}: interval_s", minimum=1e-3)
+    interval = finite_number(
+        data.get("interval_s", 1.0), f"{origin}: interval_s", minimum=1e-3, hint=_FIX
+    )
     return Trace(
         name=str(data.get("name", origin)),
         interval_s=interval,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuwise.base import settings
 from gpuwise.base.nvml import GpuLostError, NvmlSession
 from gpuwise.errors import DeviceError
 from gpuwise.monitor.snapshot import GpuSample, MigDeviceSample, ProcessSample, Snapshot
@@ -190,8 +191,8 @@ class NvmlGpuReader:
         # downward API: a node's name survives pod rollouts), else this machine's hostname
         self.host = (
             host
-            or os.environ.get("GPUWISE_HOST")
-            or os.environ.get("NODE_NAME")
+            or settings.text("GPUWISE_HOST")
+            or settings.text("NODE_NAME")
             or socket.gethostname()
         )
         self._clock = clock

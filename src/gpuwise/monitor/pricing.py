@@ -16,11 +16,11 @@ a schedule, see ``deploy/``): the store's manifest is checked at most every
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuwise.base import settings
 from gpuwise.catalog import Offer
 from gpuwise.errors import HardwareError, InputError
 from gpuwise.monitor.node import NodeFacts
@@ -83,7 +83,7 @@ class PriceBook:
         node: NodeFacts | None = None,
         fallback_cheapest: bool = True,
     ) -> None:
-        env_price = os.environ.get("GPUWISE_GPU_PRICE_USD_PER_HOUR")
+        env_price = settings.text("GPUWISE_GPU_PRICE_USD_PER_HOUR")
         raw = price_usd_per_hour if price_usd_per_hour is not None else env_price
         # name where a bad value came from: an environment variable is easy to forget
         what = (
@@ -92,10 +92,10 @@ class PriceBook:
             else "GPUWISE_GPU_PRICE_USD_PER_HOUR"
         )
         self.configured = None if raw in (None, "") else parse_money_usd(raw, what)
-        self.instance_type = instance_type or os.environ.get("GPUWISE_INSTANCE_TYPE") or None
+        self.instance_type = instance_type or settings.text("GPUWISE_INSTANCE_TYPE")
         self._instance_type_from = "" if instance_type else " (from GPUWISE_INSTANCE_TYPE)"
-        self.cloud = cloud or os.environ.get("GPUWISE_CLOUD") or None
-        self.region = region or os.environ.get("GPUWISE_REGION") or None
+        self.cloud = cloud or settings.text("GPUWISE_CLOUD")
+        self.region = region or settings.text("GPUWISE_REGION")
         self.capacity_type: str | None = None
         # detected facts: an instance the catalog does not know is labelled, not an error
         self._detected = False
