@@ -1,7 +1,7 @@
 """The one choke point for NVML calls, shared by ``monitor``, ``doctor`` and ``bench``.
 
 :class:`NvmlSession` is the only place that calls the NVML library (``pynvml`` from
-nvidia-ml-py, or a fake with the same surface such as :class:`gpuwise.monitor.fake.FakeNvml`).
+nvidia-ml-py, or a fake with the same surface such as :class:`gpuwise.base.nvml_fake.FakeNvml`).
 It maps errors once:
 
 * ``NotSupported`` / ``FunctionNotFound`` / ``NoPermission`` → the metric is absent (``None``),

@@ -3,7 +3,7 @@
 Every NVML call goes through :class:`gpuwise.monitor.nvml.NvmlSession` (the choke point the
 exporter, ``monitor`` and ``bench`` use too): "not supported" becomes None, a lost GPU is named,
 and a missing library or driver becomes :attr:`GpuInfo.nvml_error`. ``lib`` is the NVML module
-(default ``pynvml``); :class:`gpuwise.monitor.fake.FakeNvml` stands in for it in tests, so the
+(default ``pynvml``); :class:`gpuwise.base.nvml_fake.FakeNvml` stands in for it in tests, so the
 doctor's GPU checks run on a fake GPU. Throttle reasons use the one table,
 :data:`gpuwise.monitor.snapshot.THROTTLE_REASONS`; utilization is a 0–1 ratio.
 """
@@ -105,7 +105,7 @@ def _device(s: NvmlSession, index: int) -> GpuDevice:
 def read_nvml(lib: Any = None) -> GpuInfo:
     """The driver's view of every GPU; ``nvml_error`` says why not when NVML is unusable.
 
-    ``lib``: the NVML module (default ``pynvml``), e.g. a :class:`~gpuwise.monitor.fake.FakeNvml`.
+    ``lib``: the NVML module (default ``pynvml``), e.g. a :class:`~gpuwise.base.nvml_fake.FakeNvml`.
     """
     if lib is None:
         try:

@@ -1,13 +1,15 @@
 """Monitoring: read GPUs through NVML (or a replayable fake), export to Prometheus, keep a local
 SQLite history, and report efficiency, waste and right-sizing in dollars.
 
-Modules: ``snapshot`` (data), ``nvml`` (the real reader and its error choke point), ``fake``
+Modules: ``snapshot`` (data), ``nvml`` (the real reader over :mod:`gpuwise.base.nvml`), ``fake``
 (scripted NVML + scenarios), ``exporter`` (Prometheus), ``store`` (SQLite history),
 ``prometheus`` (history from a Prometheus server), ``history`` (the series the report reads),
 ``report`` / ``report_html`` (the efficiency report), ``pricing`` ($/GPU-hour), ``metrics`` (the
 exporter's metric table and DCGM names), ``node`` (the node's instance type for its price),
 ``podresources`` (GPU → pod from the kubelet), ``httpserver`` (the exporter's HTTP server),
-``fake_trace`` / ``fake_nvml`` / ``fake_scenarios`` (the pieces of ``fake``).
+``fake_scenarios`` (the scripted scenarios of ``fake``; the fake NVML library and its trace
+format are in :mod:`gpuwise.base.nvml_fake` and :mod:`gpuwise.base.nvml_trace`, beside the NVML
+choke point they stand in for).
 Names are imported lazily so ``import gpuwise.monitor`` does not load prometheus-client or numpy.
 """
 
@@ -18,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuwise.base.nvml import NvmlSession as NvmlSession
+    from gpuwise.base.nvml_trace import Trace as Trace
     from gpuwise.monitor.exporter import Exporter as Exporter
     from gpuwise.monitor.exporter import GpuCollector as GpuCollector
     from gpuwise.monitor.fake import SCENARIOS as SCENARIOS
     from gpuwise.monitor.fake import FakeGpuReader as FakeGpuReader
     from gpuwise.monitor.fake import FakeNvml as FakeNvml
     from gpuwise.monitor.fake import load_trace as load_trace
-    from gpuwise.monitor.fake_trace import Trace as Trace
     from gpuwise.monitor.history import GpuSeries as GpuSeries
     from gpuwise.monitor.history import History as History
     from gpuwise.monitor.history import replay_history as replay_history
@@ -75,7 +77,7 @@ _LAZY: dict[str, str] = {
     "build_report": "gpuwise.monitor.report",
     "report_to_dict": "gpuwise.monitor.report",
     "render_html": "gpuwise.monitor.report_html",
-    "Trace": "gpuwise.monitor.fake_trace",
+    "Trace": "gpuwise.base.nvml_trace",
     "GPU_METRICS": "gpuwise.monitor.metrics",
     "MIG_METRICS": "gpuwise.monitor.metrics",
     "MetricDef": "gpuwise.monitor.metrics",

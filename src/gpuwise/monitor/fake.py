@@ -25,8 +25,8 @@ A trace (JSON or YAML) is::
 ``gpuwise monitor --fake TRACE`` advances one frame per read (looping); ``gpuwise report --fake``
 stretches the frames over the asked window.
 
-The pieces live in :mod:`~gpuwise.monitor.fake_trace` (format and parser),
-:mod:`~gpuwise.monitor.fake_nvml` (the fake library) and :mod:`~gpuwise.monitor.fake_scenarios`
+The pieces live in :mod:`~gpuwise.base.nvml_trace` (format and parser),
+:mod:`~gpuwise.base.nvml_fake` (the fake library) and :mod:`~gpuwise.monitor.fake_scenarios`
 (the built-in scenarios); this module holds the reader and re-exports their public names.
 """
 
@@ -36,9 +36,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuwise.monitor.fake_nvml import FakeHandle, FakeNvml
+from gpuwise.base.nvml_fake import FakeHandle, FakeNvml
+from gpuwise.base.nvml_trace import MAX_FRAMES, Trace, load_trace, parse_trace
 from gpuwise.monitor.fake_scenarios import SCENARIOS, scenario
-from gpuwise.monitor.fake_trace import MAX_FRAMES, Trace, load_trace, parse_trace
 from gpuwise.monitor.nvml import NvmlGpuReader, ProcInfo
 from gpuwise.monitor.snapshot import ProcessSample, Snapshot
 

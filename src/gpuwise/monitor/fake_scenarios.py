@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpuwise.base.nvml_trace import Trace, parse_trace
 from gpuwise.errors import InputError, did_you_mean
-from gpuwise.monitor.fake_trace import Trace, parse_trace
 
 # -- built-in scenarios ------------------------------------------------------------------
 _H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "power_limit_w": 700}

@@ -36,7 +36,7 @@ def read_nvml(lib: Any = None) -> NvmlFacts | str:
 
     Read through gpuwise's one NVML layer (:class:`gpuwise.monitor.nvml.NvmlSession`): one
     unsupported field (MIG on a consumer GPU, power on a VM) is None and never hides the rest.
-    ``lib``: the NVML module (default ``pynvml``; tests pass :class:`gpuwise.monitor.fake.FakeNvml`).
+    ``lib``: the NVML module (default ``pynvml``; tests pass :class:`gpuwise.base.nvml_fake.FakeNvml`).
     """
     if lib is None:
         try:

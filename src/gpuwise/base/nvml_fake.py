@@ -16,7 +16,7 @@ from typing import Any
 
 import pynvml
 
-from gpuwise.monitor.fake_trace import _GROUP_FUNCTIONS, _MIB, _NVLINK_ERROR_KINDS, Trace
+from gpuwise.base.nvml_trace import _GROUP_FUNCTIONS, _MIB, _NVLINK_ERROR_KINDS, Trace
 
 
 @dataclass(frozen=True)
