@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gpuwise.errors import DataFileError
+from gpuwise.estimate.hf_config import config_from_dict
 from gpuwise.estimate.memory import kv_cache_bytes
-from gpuwise.estimate.model import config_from_dict
 from gpuwise.estimate.workload import Workload
 
 # deepseek-ai/DeepSeek-V2-Lite config.json (model card: 15.7B parameters in total)

@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpuwise.errors import DataFileError, EstimateError, InputError
-from gpuwise.estimate.model import (
-    ModelConfig,
-    get_preset,
-    parse_hf_config,
-    preset_names,
-    resolve_model,
-)
+from gpuwise.estimate.hf_config import parse_hf_config, resolve_model
+from gpuwise.estimate.model import ModelConfig, get_preset, preset_names
 
 
 @pytest.mark.parametrize(
@@ -259,7 +254,7 @@ def test_lora_adapter_params(targets: str, expected: int) -> None:
     ],
 )
 def test_params_only_shapes_give_positive_flops(params: float) -> None:
-    from gpuwise.estimate.model import resolve_model
+    from gpuwise.estimate.hf_config import resolve_model
 
     cfg = resolve_model(None, params)
     assert cfg.total_params == params

@@ -8,7 +8,7 @@ import pytest
 
 from gpuwise.errors import EstimateError
 from gpuwise.estimate import estimate_workload, workload_from_options
-from gpuwise.estimate.model import parse_hf_config
+from gpuwise.estimate.hf_config import parse_hf_config
 
 DATA = Path(__file__).parent / "data" / "hf_configs"
 

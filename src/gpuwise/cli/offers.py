@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -128,6 +129,19 @@ def offers(
         )
         print_price_age(age, json=True)
         return
+    _print_offers(shown, found, gpu=gpu, spot=spot, outlier=outlier)
+    print_price_age(age, json=False)
+
+
+def _print_offers(
+    shown: list[Offer],
+    found: list[Offer],
+    *,
+    gpu: str | None,
+    spot: bool,
+    outlier: Callable[[Offer], bool],
+) -> None:
+    """The offers table, with notes for an empty result and for zone outliers."""
     columns = [
         "cloud",
         "region",
@@ -180,4 +194,3 @@ def offers(
             "[yellow]⚑ zone outlier: an AWS Local Zone (opt-in) or a price far below the region's "
             "other zones; `gpuwise plan` sets these aside (--allow-zone-outliers to use them).[/yellow]"
         )
-    print_price_age(age, json=False)

@@ -29,13 +29,8 @@ from gpuwise.estimate.estimator import (
     Suggestion,
     estimate_workload,
 )
-from gpuwise.estimate.model import (
-    ModelConfig,
-    get_preset,
-    parse_hf_config,
-    preset_names,
-    resolve_model,
-)
+from gpuwise.estimate.hf_config import parse_hf_config, resolve_model
+from gpuwise.estimate.model import ModelConfig, get_preset, preset_names
 from gpuwise.estimate.workload import (
     GRAD_CKPT,
     LORA_TARGETS,

@@ -138,7 +138,7 @@ def measured_model_config(name: str, seq_len: int) -> dict[str, object] | None:
 
 def _row_model(name: str, seq_len: int) -> str | ModelConfig:
     """A measured row's ``model`` option: the preset's name, or its config.json read as --model reads it."""
-    from gpuwise.estimate.model import config_from_dict
+    from gpuwise.estimate.hf_config import config_from_dict
 
     cfg = measured_model_config(name, seq_len)
     if cfg is None:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from gpuwise.errors import EstimateError, InputError, check_choice, did_you_mean
-from gpuwise.estimate.model import ModelConfig, resolve_model
+from gpuwise.estimate.hf_config import resolve_model
+from gpuwise.estimate.model import ModelConfig
 from gpuwise.units import check_finite, parse_count
 
 Task = Literal["pretrain", "finetune", "lora", "qlora", "inference"]

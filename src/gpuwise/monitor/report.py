@@ -433,6 +433,206 @@ def _candidates(offers: Sequence[Offer]) -> list[tuple[float, str, float, str]]:
     return sorted(out)
 
 
+@dataclass(frozen=True)
+class _Advice:
+    """One GPU's usage and what the rules need beside it."""
+
+    u: GpuUsage
+    window_hours: float
+    candidates: Callable[[], Sequence[tuple[float, str, float, str]]]
+
+    @property
+    def price(self) -> float | None:
+        return self.u.usd_per_hour
+
+    @property
+    def month(self) -> float:
+        """Allocated hours per month at the rate seen in the window."""
+        u = self.u
+        return HOURS_PER_MONTH * (
+            u.allocated_hours / self.window_hours if self.window_hours else 0.0
+        )
+
+    def rec(
+        self, action: Action, reason: str, target: str | None, saving: float | None
+    ) -> Recommendation:
+        return Recommendation(
+            self.u.host, self.u.uuid, self.u.index, action, reason, target, saving
+        )
+
+
+def _health(a: _Advice) -> list[Recommendation]:
+    """A lost GPU or XID errors: drain and reset; a memory leak: fix it."""
+    u, out = a.u, []
+    if u.lost or u.xid_codes:
+        xids = ", ".join(
+            f"XID {c} ({XID_MEANINGS[c][1]})" if c in XID_MEANINGS else f"XID {c}"
+            for c in u.xid_codes
+        )
+        out.append(
+            a.rec(
+                "drain-and-reset",
+                f"GPU {u.index} "
+                + ("fell off the bus (NVML: GPU is lost)" if u.lost else "reported errors")
+                + (f" after {xids}" if xids and u.lost else f": {xids}" if xids else "")
+                + "; its hours here are not the workload's fault. Drain the node, reset or replace "
+                "the GPU, and run `gpuwise doctor` on it",
+                None,
+                None,
+            )
+        )
+    if u.memory_leak:
+        out.append(
+            a.rec(
+                "fix-memory-leak",
+                f"on GPU {u.index}, {u.memory_leak}. Look for tensors kept across steps "
+                "(a growing list, a loss kept with its graph, a cache without a bound)",
+                None,
+                None,
+            )
+        )
+    return out
+
+
+def _idle(a: _Advice) -> Recommendation | None:
+    """A GPU that did (almost) nothing: release it, or stop what holds it."""
+    u = a.u
+    if u.efficiency is None or u.efficiency >= ACTIVE_THRESHOLD:
+        return None
+    held = u.held_hours > 0.5 * u.allocated_hours
+    return a.rec(
+        "stop-idle-workload" if held else "release",
+        f"GPU {u.index} was active {u.active_hours:.1f} of {u.allocated_hours:.1f} h"
+        + (
+            " while processes held its memory (allocated but idle)"
+            if held
+            else " and nothing ran on it"
+        ),
+        None,
+        _mul(a.month, a.price),
+    )
+
+
+def _held_idle(a: _Advice) -> Recommendation | None:
+    """Workloads that held memory for an hour or more while the GPU was idle."""
+    u = a.u
+    held_idle_h = sum(st.hours for st in u.idle_stretches if st.held_by)
+    if held_idle_h < 1.0:
+        return None
+    names = sorted({w for st in u.idle_stretches for w in st.held_by})
+    per_month = held_idle_h * HOURS_PER_MONTH / a.window_hours if a.window_hours else None
+    return a.rec(
+        "stop-idle-workload",
+        f"on GPU {u.index}, {', '.join(names)} held memory for {held_idle_h:.1f} h "
+        "with the GPU idle (allocated but idle): stop it when done, or add an idle timeout",
+        ", ".join(names),
+        None if per_month is None else _mul(per_month, a.price),
+    )
+
+
+def _mig_in_use(a: _Advice) -> Recommendation | None:
+    """A GPU already in MIG mode with idle slices."""
+    u, price = a.u, a.price
+    if u.mig_active_share is None or u.mig_active_share >= 1 - ACTIVE_THRESHOLD or price is None:
+        return None
+    return a.rec(
+        "mig",
+        f"MIG GPU {u.index}: only {u.mig_active_share:.0%} of its slices did work (empty instances "
+        "and unallocated slices are idle): put more work on its free slices, or move its instances "
+        "onto fewer GPUs",
+        None,
+        price * (1 - u.mig_active_share) * a.month,
+    )
+
+
+def _memory(a: _Advice, low: bool) -> list[Recommendation]:
+    """Peak memory near full: upsize; small and little activity: a cheaper GPU that holds it."""
+    u, price, out = a.u, a.price, []
+    peak = u.peak_memory_fraction
+    if peak is not None and peak > MEMORY_FULL:
+        bigger = [
+            c
+            for c in a.candidates()
+            if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER
+        ]
+        target = (
+            f"{bigger[0][1]} ({bigger[0][2]:g} GiB, ${bigger[0][0]:.2f}/GPU-h on {bigger[0][3]})"
+            if bigger
+            else None
+        )
+        out.append(
+            a.rec(
+                "upsize",
+                f"peak memory {peak:.0%} of GPU {u.index} is above {MEMORY_FULL:.0%}: one longer "
+                "sequence or bigger batch and it runs out of memory; move to a GPU with more memory"
+                + (f" such as {target}" if target else "")
+                + ", or cut memory with the estimator's fixes (`gpuwise estimate`: activation "
+                "checkpointing, ZeRO/FSDP sharding, a smaller micro-batch)",
+                target,
+                0.0,
+            )
+        )
+    if (
+        peak is None
+        or u.peak_memory_gib is None
+        or peak >= MEMORY_SMALL
+        or not low
+        or price is None
+    ):
+        return out
+    need = u.peak_memory_gib * MEMORY_BUFFER
+    fits = [c for c in a.candidates() if c[2] >= need and c[0] < price * 0.95 and c[1] != u.gpu]
+    if fits:
+        p, name, mem, where = fits[0]
+        out.append(
+            a.rec(
+                "downsize",
+                f"GPU {u.index} peaked at {u.peak_memory_gib:.1f} GiB ({peak:.0%}) with mean activity "
+                f"{u.mean_activity_ratio:.0%}: a {name} ({mem:g} GiB) holds the peak plus 15 % for "
+                f"${p:.2f}/GPU-h instead of ${price:.2f}",
+                f"{name} on {where}",
+                (price - p) * a.month,
+            )
+        )
+    return out
+
+
+def _share(a: _Advice) -> Recommendation | None:
+    """Little activity: a MIG slice that holds the peak, or time-slicing where there is no MIG."""
+    u, price = a.u, a.price
+    if u.gpu is None or price is None or u.peak_memory_gib is None:
+        return None
+    from gpuwise.hardware import find_gpu
+
+    spec = find_gpu(u.gpu)
+    profiles = []
+    for prof in spec.mig_profiles:
+        m = _MIG.match(prof)
+        # profile "GB" are 10^9 B: 1.0737 GB per GiB
+        if m and float(m.group(2)) >= u.peak_memory_gib * MEMORY_BUFFER * 1.0737:
+            profiles.append((int(m.group(1)), float(m.group(2)), prof))
+    profiles = [p for p in profiles if p[0] < 7]
+    if profiles:
+        g, _, prof = min(profiles)
+        return a.rec(
+            "mig",
+            f"GPU {u.index} ({u.gpu}) averaged {u.mean_activity_ratio:.0%} activity and peaked at "
+            f"{u.peak_memory_gib:.1f} GiB: a MIG {prof} slice ({g}/7 of the GPU) fits it; the other "
+            "slices can serve other work",
+            prof,
+            price * (1 - g / 7) * a.month,
+        )
+    if spec.mig_profiles:
+        return None
+    return a.rec(
+        "share",
+        f"GPU {u.index} averaged {u.mean_activity_ratio:.0%} activity: share it between jobs "
+        "(time-slicing or MPS) instead of one job per GPU; the saving depends on what else runs",
+        None,
+        None,
+    )
+
+
 def recommend(
     u: GpuUsage,
     window_hours: float,
@@ -446,145 +646,20 @@ def recommend(
     ``candidates`` gives :func:`_candidates` of the catalog; it is called only when a rule needs
     another GPU, so a report that recommends none never loads the catalog.
     """
-    recs: list[Recommendation] = []
-    price = u.usd_per_hour
-    month = HOURS_PER_MONTH * (u.allocated_hours / window_hours if window_hours else 0.0)
-
-    def rec(action: Action, reason: str, target: str | None, saving: float | None) -> None:
-        recs.append(Recommendation(u.host, u.uuid, u.index, action, reason, target, saving))
-
-    if u.lost or u.xid_codes:
-        xids = ", ".join(
-            f"XID {c} ({XID_MEANINGS[c][1]})" if c in XID_MEANINGS else f"XID {c}"
-            for c in u.xid_codes
-        )
-        rec(
-            "drain-and-reset",
-            f"GPU {u.index} "
-            + ("fell off the bus (NVML: GPU is lost)" if u.lost else "reported errors")
-            + (f" after {xids}" if xids and u.lost else f": {xids}" if xids else "")
-            + "; its hours here are not the workload's fault. Drain the node, reset or replace the GPU, and "
-            "run `gpuwise doctor` on it",
-            None,
-            None,
-        )
-    if u.memory_leak:
-        rec(
-            "fix-memory-leak",
-            f"on GPU {u.index}, {u.memory_leak}. Look for tensors kept across steps "
-            "(a growing list, a loss kept with its graph, a cache without a bound)",
-            None,
-            None,
-        )
+    a = _Advice(u, window_hours, candidates)
+    recs = _health(a)
     if u.lost:
         return recs
-    if u.efficiency is not None and u.efficiency < ACTIVE_THRESHOLD:
-        held = u.held_hours > 0.5 * u.allocated_hours
-        rec(
-            "stop-idle-workload" if held else "release",
-            f"GPU {u.index} was active {u.active_hours:.1f} of {u.allocated_hours:.1f} h"
-            + (
-                " while processes held its memory (allocated but idle)"
-                if held
-                else " and nothing ran on it"
-            ),
-            None,
-            _mul(month, price),
-        )
-        return recs
-    held_idle_h = sum(st.hours for st in u.idle_stretches if st.held_by)
-    if held_idle_h >= 1.0:
-        names = sorted({w for st in u.idle_stretches for w in st.held_by})
-        rec(
-            "stop-idle-workload",
-            f"on GPU {u.index}, {', '.join(names)} held memory for {held_idle_h:.1f} h "
-            "with the GPU idle (allocated but idle): stop it when done, or add an idle timeout",
-            ", ".join(names),
-            _mul(held_idle_h * HOURS_PER_MONTH / window_hours, price) if window_hours else None,
-        )
+    idle = _idle(a)
+    if idle is not None:
+        return [*recs, idle]
+    recs += [r for r in (_held_idle(a),) if r is not None]
     if u.mig_active_share is not None:  # already in MIG mode: the other rules do not apply
-        if u.mig_active_share < 1 - ACTIVE_THRESHOLD and price is not None:
-            rec(
-                "mig",
-                f"MIG GPU {u.index}: only {u.mig_active_share:.0%} of its slices did work (empty instances "
-                "and unallocated slices are idle): put more work on its free slices, or move its instances onto "
-                "fewer GPUs",
-                None,
-                price * (1 - u.mig_active_share) * month,
-            )
-        return recs
+        return recs + [r for r in (_mig_in_use(a),) if r is not None]
     low = u.mean_activity_ratio is not None and u.mean_activity_ratio < LOW_ACTIVITY
-    peak = u.peak_memory_fraction
-    if peak is not None and peak > MEMORY_FULL:
-        bigger = [
-            c
-            for c in candidates()
-            if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER
-        ]
-        target = (
-            f"{bigger[0][1]} ({bigger[0][2]:g} GiB, ${bigger[0][0]:.2f}/GPU-h on {bigger[0][3]})"
-            if bigger
-            else None
-        )
-        rec(
-            "upsize",
-            f"peak memory {peak:.0%} of GPU {u.index} is above {MEMORY_FULL:.0%}: one longer sequence "
-            "or bigger batch and it runs out of memory; move to a GPU with more memory"
-            + (f" such as {target}" if target else "")
-            + ", or cut memory with the estimator's fixes (`gpuwise estimate`: activation checkpointing, "
-            "ZeRO/FSDP sharding, a smaller micro-batch)",
-            target,
-            0.0,
-        )
-    if (
-        peak is not None
-        and u.peak_memory_gib is not None
-        and peak < MEMORY_SMALL
-        and low
-        and price is not None
-    ):
-        need = u.peak_memory_gib * MEMORY_BUFFER
-        fits = [c for c in candidates() if c[2] >= need and c[0] < price * 0.95 and c[1] != u.gpu]
-        if fits:
-            p, name, mem, where = fits[0]
-            rec(
-                "downsize",
-                f"GPU {u.index} peaked at {u.peak_memory_gib:.1f} GiB ({peak:.0%}) with mean activity "
-                f"{u.mean_activity_ratio:.0%}: a {name} ({mem:g} GiB) holds the peak plus 15 % for "
-                f"${p:.2f}/GPU-h instead of ${price:.2f}",
-                f"{name} on {where}",
-                (price - p) * month,
-            )
-    if low and u.gpu is not None and price is not None and u.peak_memory_gib is not None:
-        from gpuwise.hardware import find_gpu
-
-        spec = find_gpu(u.gpu)
-        profiles = []
-        for prof in spec.mig_profiles:
-            m = _MIG.match(prof)
-            if (
-                m and float(m.group(2)) >= u.peak_memory_gib * MEMORY_BUFFER * 1.0737
-            ):  # profile "GB" are 10^9 B
-                profiles.append((int(m.group(1)), float(m.group(2)), prof))
-        profiles = [p for p in profiles if p[0] < 7]
-        if profiles:
-            g, _, prof = min(profiles)
-            rec(
-                "mig",
-                f"GPU {u.index} ({u.gpu}) averaged {u.mean_activity_ratio:.0%} activity and peaked at "
-                f"{u.peak_memory_gib:.1f} GiB: a MIG {prof} slice ({g}/7 of the GPU) fits it; the other slices "
-                "can serve other work",
-                prof,
-                price * (1 - g / 7) * month,
-            )
-        elif not spec.mig_profiles:
-            rec(
-                "share",
-                f"GPU {u.index} averaged {u.mean_activity_ratio:.0%} activity: share it between jobs "
-                "(time-slicing or MPS) instead of one job per GPU; the saving depends on what else runs",
-                None,
-                None,
-            )
+    recs += _memory(a, low)
+    if low:
+        recs += [r for r in (_share(a),) if r is not None]
     return recs
 
 
