@@ -82,7 +82,7 @@ def test_no_interruptions_means_no_overhead() -> None:
 
 
 def test_overhead_matches_youngs_first_order_waste() -> None:
-    # small C/M: waste ≈ C/τ + τ/(2M) + R/M (resilience notes §5)
+    # small C/M: waste ≈ C/τ + τ/(2M) + R/M (first order, Young 1974)
     c, m, r, w = 1 / 60, 200.0, 0.1, 1000.0
     out = spot_outcome(w, rate_per_hour=1 / m, checkpoint_hours=c, restart_hours=r)
     tau = out.interval_hours
