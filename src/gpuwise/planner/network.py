@@ -170,7 +170,7 @@ def parse_instance_network(text: str, name: str = "instance_network.csv") -> tup
                     fabric,  # type: ignore[arg-type]
                     rdma,
                     raw["intra_node"] or "unknown",
-                    f"{raw['source']} (read {raw['read_on']})" if raw["read_on"] else raw["source"],
+                    _cite(raw["source"], raw["read_on"]),
                     scope,  # type: ignore[arg-type]
                     extra["standard_gbit_s"],
                     extra["burst_gbit_s"],
@@ -234,3 +234,10 @@ def for_tier(net: InstanceNetwork, tier: NetworkTier) -> InstanceNetwork:
         "any",
         net.standard_gbit_s,
     )
+
+
+def _cite(source: str, read_on: str) -> str:
+    """The row's source as the plan output names it, saying when the page was read."""
+    if read_on == "unverified":
+        return f"{source} (figure not re-read from the page: check it)"
+    return f"{source} (read {read_on})"
