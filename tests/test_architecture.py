@@ -74,6 +74,7 @@ def test_a_training_rank_loads_no_planning_code(code: str, tmp_path: Path) -> No
     assert planning == []
 
 
+@pytest.mark.slow  # imports torch in a subprocess: 3-7 s
 def test_resilient_imports_with_a_malformed_planner_config(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     config = tmp_path / "config"
