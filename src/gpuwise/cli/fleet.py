@@ -23,7 +23,7 @@ from gpuwise.cli._output import (
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 if TYPE_CHECKING:
-    from gpuwise.catalog.reserved import ReservedTerm
+    from gpuwise.catalog import ReservedTerm
     from gpuwise.fleet.pricing import GpuPrices
 
 ReservedFlag = Annotated[

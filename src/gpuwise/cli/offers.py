@@ -20,7 +20,7 @@ from gpuwise.cli._output import (
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 if TYPE_CHECKING:
-    from gpuwise.catalog.offer import Offer
+    from gpuwise.catalog import Offer
 
 
 def offers(

@@ -48,7 +48,7 @@ from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 from gpuwise.cli._workload import WorkloadRequest, workload_options
 
 if TYPE_CHECKING:
-    from gpuwise.catalog.age import PriceAge
+    from gpuwise.catalog import PriceAge
     from gpuwise.planner import Plan, PlanOption, PlanRequest
 
 EXIT_NO_OPTION = 3
@@ -417,7 +417,7 @@ def _price_flag(as_of: str | None, max_age_days: float) -> str:
     """`` price undated`` / `` price 45 d old`` when older than --max-price-age (as ``offers`` warns)."""
     import datetime as dt
 
-    from gpuwise.catalog.age import parse_as_of
+    from gpuwise.catalog import parse_as_of
 
     when = parse_as_of(as_of or "")
     if when is None:
