@@ -2,12 +2,14 @@
 
 - the import contract in ``pyproject.toml`` holds (import-linter, the same check CI runs);
 - a training rank's ``import gpuwise.train`` loads no planning code and reads no planner config;
+- the CLI uses only the capabilities' public API: no ``gpuwise.<capability>.<module>`` import;
 - the package is typed where it is installed: a wheel in a fresh virtualenv, no ``MYPYPATH``,
   and mypy reports a misuse of the API instead of "missing library stubs";
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -37,6 +39,76 @@ def test_the_import_contract_holds() -> None:
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "0 broken" in out.stdout
+
+
+CAPABILITIES = frozenset(
+    {"bench", "catalog", "doctor", "estimate", "fleet", "hardware", "monitor", "planner", "train"}
+)
+# imports the CLI may still make from a capability's module, as (cli file, module)
+CLI_SUBMODULE_IMPORTS_ALLOWED = {
+    ("run.py", "gpuwise.train.launcher"),  # issue 25 branch in flight
+}
+
+
+def _capability_module_imports(source: str) -> list[tuple[int, str]]:
+    """``(line, module)`` for every import in ``source`` that reaches into a capability's
+    module instead of its package: ``from gpuwise.catalog.age import X``, ``import
+    gpuwise.fleet.tco``, and ``from gpuwise.catalog import age`` (a submodule by name).
+    Imports inside functions and under ``TYPE_CHECKING`` count too."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module]
+            if len(node.module.split(".")) == 2:  # `from gpuwise.pkg import name`
+                modules += [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if len(parts) < 3 or parts[0] != "gpuwise" or parts[1] not in CAPABILITIES:
+                continue
+            package = SRC / parts[1]
+            if (package / f"{parts[2]}.py").is_file() or (package / parts[2]).is_dir():
+                found.append((node.lineno, module))
+    return found
+
+
+def test_the_cli_imports_only_the_capabilities_public_api() -> None:
+    """``gpuwise.<capability>`` is the API the CLI is written against, as a user's code is: a
+    name the CLI needs is exported from the package, not reached for in one of its modules.
+    ``gpuwise.base.*``, ``gpuwise.errors``, ``gpuwise.units`` and ``gpuwise.cli.*`` stay open."""
+    found = []
+    for path in sorted((SRC / "cli").rglob("*.py")):
+        rel = path.relative_to(SRC / "cli").as_posix()
+        for line, module in _capability_module_imports(path.read_text()):
+            if (rel, module) not in CLI_SUBMODULE_IMPORTS_ALLOWED:
+                found.append(f"cli/{rel}:{line}: {module}")
+    assert found == []
+
+
+def test_the_cli_import_check_sees_every_form_it_forbids() -> None:
+    code = textwrap.dedent(
+        """
+        from gpuwise.catalog import load_catalog
+        from gpuwise.base.paths import data_home
+        from gpuwise.cli._output import console
+        from gpuwise import errors, units
+        def f():
+            from gpuwise.fleet.tco import OwnCosts
+            import gpuwise.monitor.exporter
+            from gpuwise.planner import export, plan
+            if TYPE_CHECKING:
+                from gpuwise.catalog.offer import Offer
+        """
+    )
+    assert _capability_module_imports(code) == [
+        (7, "gpuwise.fleet.tco"),
+        (8, "gpuwise.monitor.exporter"),
+        (9, "gpuwise.planner.export"),
+        (11, "gpuwise.catalog.offer"),
+    ]
 
 
 def _loaded_after(code: str, env: dict[str, str]) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import gpuwise
+from gpuwise.errors import MissingExtraError
 
 SRC = Path(gpuwise.__file__).parent
 
@@ -46,6 +47,37 @@ def test_lazy_names_resolve_to_what_the_type_checker_sees() -> None:
     for name, module in gpuwise._LAZY.items():
         value = getattr(gpuwise, name)
         assert value is getattr(__import__(module, fromlist=[name]), name), name
+
+
+@pytest.mark.parametrize(
+    "package", ["gpuwise.monitor", "gpuwise.train", "gpuwise.catalog", "gpuwise.planner"]
+)
+def test_subpackage_lazy_names_match_their_type_checking_mirror(package: str) -> None:
+    """A subpackage's lazily resolved names: each one typed (``import X as X`` under
+    ``TYPE_CHECKING``), public (in ``__all__``), and resolving to what the type checker sees."""
+    import importlib
+
+    pkg = importlib.import_module(package)
+    tree = ast.parse(Path(pkg.__file__).read_text())
+    mirrored = {
+        alias.name: imp.module
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+        for imp in node.body
+        if isinstance(imp, ast.ImportFrom)
+        for alias in imp.names
+        if alias.asname == alias.name
+    }
+    assert mirrored == pkg._LAZY
+    assert set(pkg._LAZY) <= set(pkg.__all__)
+    for name, module in pkg._LAZY.items():
+        try:
+            value = getattr(pkg, name)
+        except MissingExtraError:  # needs an extra this environment lacks (torch for train)
+            continue
+        assert value is getattr(importlib.import_module(module), name), name
 
 
 def test_estimate_is_a_plain_package_and_estimate_workload_the_function() -> None:

@@ -10,8 +10,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from gpuwise.catalog.age import PriceAge
-    from gpuwise.catalog.offer import Offer
+    from gpuwise.catalog import Offer, PriceAge
 
 MaxPriceAgeFlag = Annotated[
     str,
@@ -24,8 +23,8 @@ MaxPriceAgeFlag = Annotated[
 
 
 def prices_age(offers: Iterable[Offer], max_price_age: str = "30d") -> PriceAge:
-    """:func:`gpuwise.catalog.age.price_age` with ``--max-price-age`` parsed (bad input → exit 2)."""
-    from gpuwise.catalog.age import parse_max_price_age_days, price_age
+    """:func:`gpuwise.catalog.price_age` with ``--max-price-age`` parsed (bad input → exit 2)."""
+    from gpuwise.catalog import parse_max_price_age_days, price_age
 
     return price_age(offers, max_age_days=parse_max_price_age_days(max_price_age))
 

@@ -1,6 +1,6 @@
 """Workload flags for every command that takes a workload, generated from one table.
 
-The options are defined once, in :data:`gpuwise.estimate.options.WORKLOAD_OPTIONS` (name, kind,
+The options are defined once, in :data:`gpuwise.estimate.WORKLOAD_OPTIONS` (name, kind,
 default, unit, help, and the stack each default follows). :func:`workload_options` turns a command
 function into one that takes all of them as flags::
 
@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from gpuwise.estimate.options import OPTIONS, SETUP_OPTIONS, WORKLOAD_OPTIONS, OptionSpec
+from gpuwise.estimate import OPTIONS, SETUP_OPTIONS, WORKLOAD_OPTIONS, OptionSpec
 
 if TYPE_CHECKING:
-    from gpuwise.estimate import Workload
-    from gpuwise.estimate.calibration import Calibration
+    from gpuwise.estimate import Calibration, Workload
 
 F = TypeVar("F", bound=Callable[..., Any])
 

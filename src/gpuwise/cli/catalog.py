@@ -18,10 +18,7 @@ def info(json: JsonFlag = False) -> None:
     """Sources in use, their dates, age and row counts, and the clouds each supplies."""
     import datetime as dt
 
-    from gpuwise.catalog import load_catalog
-    from gpuwise.catalog.age import parse_as_of
-    from gpuwise.catalog.sources import store_path
-    from gpuwise.catalog.update import read_manifest, user_edited
+    from gpuwise.catalog import load_catalog, parse_as_of, read_manifest, store_path, user_edited
 
     cat = load_catalog()
     today = dt.date.today()
@@ -206,8 +203,7 @@ def update(
     as a whole, naming the first bad row: nothing is imported.
     """
     from gpuwise.base.paths import skypilot_catalog_root
-    from gpuwise.catalog.sources import CsvFile, SkyPilotDir, source_for_path
-    from gpuwise.catalog.update import UpdateMode, update_store
+    from gpuwise.catalog import CsvFile, SkyPilotDir, UpdateMode, source_for_path, update_store
     from gpuwise.errors import InputError
 
     if sources and not fetch:
@@ -283,11 +279,15 @@ def _fetch(
     that fails changes nothing; the others still import; the exit status is 2 when any failed."""
     import time
 
-    from gpuwise.catalog import load_catalog
-    from gpuwise.catalog.fetch import FetchSettings, fetch_bytes
-    from gpuwise.catalog.remote import DEFAULT_FETCH, remote_sources
-    from gpuwise.catalog.remote_common import drop_sovereign
-    from gpuwise.catalog.update import apply_fetched
+    from gpuwise.catalog import (
+        DEFAULT_FETCH,
+        FetchSettings,
+        apply_fetched,
+        drop_sovereign,
+        fetch_bytes,
+        load_catalog,
+        remote_sources,
+    )
     from gpuwise.errors import CatalogError, GpuwiseError
 
     sources = remote_sources(names or DEFAULT_FETCH)

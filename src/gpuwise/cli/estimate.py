@@ -20,8 +20,7 @@ from gpuwise.cli._workload import (
 )
 
 if TYPE_CHECKING:
-    from gpuwise.estimate import Estimate, Workload
-    from gpuwise.estimate.calibration import Calibration
+    from gpuwise.estimate import Calibration, Estimate, Workload
 
 
 _P = "Parallelism and memory"

@@ -23,8 +23,8 @@ from gpuwise.cli._output import (
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 if TYPE_CHECKING:
-    from gpuwise.catalog.reserved import ReservedTerm
-    from gpuwise.fleet.pricing import GpuPrices
+    from gpuwise.catalog import ReservedTerm
+    from gpuwise.fleet import GpuPrices
 
 ReservedFlag = Annotated[
     list[str] | None,
@@ -51,7 +51,7 @@ SpotOverheadFlag = Annotated[
 def _terms(
     reserved_discount: list[str] | None, offers: Sequence[Any]
 ) -> dict[tuple[str, int], ReservedTerm | None]:
-    from gpuwise.fleet.pricing import reserved_terms
+    from gpuwise.fleet import reserved_terms
 
     return reserved_terms(offers, reserved_discount or [])
 
@@ -162,9 +162,14 @@ def fleet(
     json: JsonFlag = False,
 ) -> None:
     """Best reserved/spot/on-demand mix for an hourly demand profile (a MILP solved by HiGHS)."""
-    from gpuwise.fleet.optimize import FleetOptions, hourly_split, plan_fleet
-    from gpuwise.fleet.plan_values import parse_spot_capacity, parse_terms
-    from gpuwise.fleet.pricing import gpu_prices
+    from gpuwise.fleet import (
+        FleetOptions,
+        gpu_prices,
+        hourly_split,
+        parse_spot_capacity,
+        parse_terms,
+        plan_fleet,
+    )
 
     dem = _demand(demand, profile, profile_gpus, profile_hours, profile_peak, seed, save_demand)
     options = FleetOptions(
@@ -192,7 +197,7 @@ def fleet(
         sys.stderr.write("gpuwise fleet: interrupted (Ctrl-C) while solving; no plan\n")
         raise typer.Exit(130) from None
     if html is not None:
-        from gpuwise.fleet.charts import fleet_html
+        from gpuwise.fleet import fleet_html
 
         fleet_html(plan, hourly_split(dem, prices, plan, options), dem.timestamps(), html)
     if json:
@@ -218,7 +223,7 @@ def _demand(
 ) -> Any:
     """The demand of ``--demand FILE`` or ``--profile``, written to ``--save-demand`` if asked."""
     from gpuwise.errors import InputError
-    from gpuwise.fleet.demand import demand_to_csv, read_demand_csv, synthetic_demand
+    from gpuwise.fleet import demand_to_csv, read_demand_csv, synthetic_demand
 
     if (demand is None) == (not profile):
         raise InputError(
@@ -467,9 +472,7 @@ def tco(
 ) -> None:
     """Own versus rent: cost of buying GPU servers vs renting them, break-even utilization and month."""
     from gpuwise.errors import InputError
-    from gpuwise.fleet.optimize import DEFAULT_SPOT_OVERHEAD
-    from gpuwise.fleet.pricing import gpu_prices
-    from gpuwise.fleet.tco import CloudRates, compute_tco
+    from gpuwise.fleet import DEFAULT_SPOT_OVERHEAD, CloudRates, compute_tco, gpu_prices
     from gpuwise.hardware import find_gpu
     from gpuwise.units import parse_fraction
 
@@ -511,7 +514,7 @@ def tco(
         spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead,
     )
     if html is not None:
-        from gpuwise.fleet.charts import tco_html
+        from gpuwise.fleet import tco_html
 
         tco_html(result, html)
     if json:
@@ -547,9 +550,9 @@ def _own_costs(
     staff: str,
     maintenance: str,
 ) -> Any:
-    """``tco``'s owning flags as :class:`~gpuwise.fleet.tco.OwnCosts` (two have no default)."""
+    """``tco``'s owning flags as :class:`~gpuwise.fleet.OwnCosts` (two have no default)."""
     from gpuwise.errors import InputError
-    from gpuwise.fleet.tco import DEFAULT_PUE, OwnCosts
+    from gpuwise.fleet import DEFAULT_PUE, OwnCosts
     from gpuwise.units import parse_fraction, parse_money_usd
 
     if server_price is None:
@@ -649,7 +652,7 @@ def vendors(
 ) -> None:
     """Weighted multi-criteria vendor scoring with explained normalization and weight sensitivity."""
     from gpuwise.catalog import load_catalog
-    from gpuwise.fleet.vendors import catalog_filler, read_criteria, score_vendors
+    from gpuwise.fleet import catalog_filler, read_criteria, score_vendors
 
     offers = load_catalog(catalog or ()).offers
     fill = catalog_filler(offers, _terms(reserved_discount, offers))

@@ -46,8 +46,7 @@ def gpus(
 ) -> None:
     """GPU types: datasheet specs and the cheapest on-demand and spot $/GPU-hour (and where)."""
     from gpuwise.catalog import OfferQuery, cheapest_per_gpu, load_catalog, query_offers
-    from gpuwise.estimate.calibration import load_calibration
-    from gpuwise.estimate.capacity import gpu_memory
+    from gpuwise.estimate import gpu_memory, load_calibration
     from gpuwise.hardware import gpu_table
     from gpuwise.units import check_finite
 

@@ -52,16 +52,16 @@ def _seconds(text: str, what: str) -> float:
 
 def _reader(fake: str | None) -> Any:
     if fake:
-        from gpuwise.monitor.fake import resolve_fake
+        from gpuwise.monitor import resolve_fake
 
         return resolve_fake(fake)
-    from gpuwise.monitor.nvml import NvmlGpuReader
+    from gpuwise.monitor import NvmlGpuReader
 
     return NvmlGpuReader()
 
 
 def _prices(price: str | None, instance_type: str | None, cloud: str | None) -> Any:
-    from gpuwise.monitor.pricing import PriceBook
+    from gpuwise.monitor import PriceBook
 
     return PriceBook(price_usd_per_hour=price, instance_type=instance_type, cloud=cloud)
 
@@ -136,16 +136,14 @@ def exporter(
 ) -> None:
     """Serve GPU metrics for Prometheus on /metrics (and /healthz); keeps serving through NVML errors."""
     from gpuwise.errors import InputError
-    from gpuwise.monitor.exporter import Exporter
+    from gpuwise.monitor import Exporter
 
     if not 0 <= port <= 65535:
         raise InputError(
             f"--port must be 0-65535, got {port}", hint="give a free TCP port, e.g. 9835"
         )
     interval_s = _seconds(interval, "--interval")
-    from gpuwise.monitor.exporter import PROCESS_COMMANDS, GpuCollector
-    from gpuwise.monitor.node import detect_node
-    from gpuwise.monitor.pricing import PriceBook
+    from gpuwise.monitor import PROCESS_COMMANDS, GpuCollector, PriceBook, detect_node
 
     if process_command not in PROCESS_COMMANDS:
         raise InputError(
@@ -167,13 +165,13 @@ def exporter(
     )
     pods = None
     if pod_resources_socket:
-        from gpuwise.monitor.podresources import PodResourcesClient
+        from gpuwise.monitor import PodResourcesClient
 
         pods = PodResourcesClient(pod_resources_socket)
     if once:
         from prometheus_client import CollectorRegistry, generate_latest
 
-        from gpuwise.monitor.exporter import Sampler
+        from gpuwise.monitor import Sampler
 
         reader = _reader(fake)
         Sampler(reader, collector, interval_s, pods).read_once()
@@ -272,7 +270,7 @@ def monitor(
     import time
 
     from gpuwise.errors import InputError
-    from gpuwise.monitor.store import HistoryStore
+    from gpuwise.monitor import HistoryStore
 
     interval_s = _seconds(interval, "--interval")
     if interval_s < 1:
@@ -366,7 +364,7 @@ def report(
     import time
 
     from gpuwise.errors import InputError
-    from gpuwise.monitor.report import build_report, report_to_dict
+    from gpuwise.monitor import build_report, report_to_dict
     from gpuwise.units import check_finite
 
     window_s = _seconds(since, "--since")
@@ -386,16 +384,15 @@ def report(
             "give only one of --db, --prometheus and --fake", hint="pick one history source"
         )
     if fake:
-        from gpuwise.monitor.fake import resolve_fake
-        from gpuwise.monitor.history import replay_history
+        from gpuwise.monitor import replay_history, resolve_fake
 
         history = replay_history(resolve_fake(fake), window_s, end)
     elif prometheus:
-        from gpuwise.monitor.prometheus import PrometheusHistory
+        from gpuwise.monitor import PrometheusHistory
 
         history = PrometheusHistory(prometheus).read(end - window_s, end)
     else:
-        from gpuwise.monitor.store import HistoryStore, default_db_path
+        from gpuwise.monitor import HistoryStore, default_db_path
 
         path = db or default_db_path()
         if not path.exists():
@@ -414,7 +411,7 @@ def report(
     if age is not None:
         doc.update(age.to_dict())
     if html is not None:
-        from gpuwise.monitor.report_html import render_html
+        from gpuwise.monitor import render_html
 
         try:
             from gpuwise.base.paths import write_text_atomic

@@ -20,7 +20,7 @@ from gpuwise.cli._output import (
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 
 if TYPE_CHECKING:
-    from gpuwise.catalog.offer import Offer
+    from gpuwise.catalog import Offer
 
 
 def offers(
@@ -98,7 +98,7 @@ def offers(
     found = sort_offers(query_offers(cat.offers, query), sort)  # type: ignore[arg-type]
     shown = found[:limit] if limit else found
     age = prices_age(shown, max_price_age)
-    from gpuwise.planner.sites import zone_outliers
+    from gpuwise.planner import zone_outliers
 
     # the rows a plan sets aside (AWS Local Zones, zone prices far below the region's others)
     sites = {(o.cloud, o.region, o.instance_type) for o in shown}

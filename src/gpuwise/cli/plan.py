@@ -48,7 +48,7 @@ from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 from gpuwise.cli._workload import WorkloadRequest, workload_options
 
 if TYPE_CHECKING:
-    from gpuwise.catalog.age import PriceAge
+    from gpuwise.catalog import PriceAge
     from gpuwise.planner import Plan, PlanOption, PlanRequest
 
 EXIT_NO_OPTION = 3
@@ -334,11 +334,10 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _export_text(plan: Plan, export: str, **kw: Any) -> str:
-    from gpuwise.planner.export import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
+    from gpuwise.planner import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
 
     if export == "skypilot":
-        from gpuwise.planner.export import WHEEL_DIR
-        from gpuwise.planner.wheel import write_wheel
+        from gpuwise.planner import WHEEL_DIR, write_wheel
 
         workdir = Path(kw["workdir"])
         doc = skypilot_task(
@@ -375,8 +374,7 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
             "# (gpuwise plan ... --export k8s --workdir . writes .gpuwise-dist/; then\n"
             "#  docker build -f deploy/docker/job.Dockerfile -t IMAGE . ; and --image IMAGE).\n"
         )
-        from gpuwise.planner.export import WHEEL_DIR, k8s_checkpoint_pvc
-        from gpuwise.planner.wheel import write_wheel
+        from gpuwise.planner import WHEEL_DIR, k8s_checkpoint_pvc, write_wheel
 
         write_wheel(Path(kw["workdir"]), WHEEL_DIR)  # the image installs it (job.Dockerfile)
         if kw["pvc"] is None:  # the checkpoint claim the Job mounts, unless the user names theirs
@@ -417,7 +415,7 @@ def _price_flag(as_of: str | None, max_age_days: float) -> str:
     """`` price undated`` / `` price 45 d old`` when older than --max-price-age (as ``offers`` warns)."""
     import datetime as dt
 
-    from gpuwise.catalog.age import parse_as_of
+    from gpuwise.catalog import parse_as_of
 
     when = parse_as_of(as_of or "")
     if when is None:

@@ -22,6 +22,7 @@ The library call is :func:`estimate_workload` (``gpuwise.estimate_workload(workl
 from __future__ import annotations
 
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
+from gpuwise.estimate.capacity import gpu_memory
 from gpuwise.estimate.estimator import (
     Estimate,
     InferenceEstimate,
@@ -31,6 +32,7 @@ from gpuwise.estimate.estimator import (
 )
 from gpuwise.estimate.hf_config import parse_hf_config, resolve_model
 from gpuwise.estimate.model import ModelConfig, get_preset, preset_names
+from gpuwise.estimate.options import OPTIONS, SETUP_OPTIONS, WORKLOAD_OPTIONS, OptionSpec
 from gpuwise.estimate.workload import (
     GRAD_CKPT,
     LORA_TARGETS,
@@ -45,18 +47,23 @@ __all__ = [
     "GRAD_CKPT",
     "LORA_TARGETS",
     "OPTIMIZERS",
+    "OPTIONS",
     "PRECISIONS",
+    "SETUP_OPTIONS",
     "TASKS",
+    "WORKLOAD_OPTIONS",
     "Calibration",
     "Estimate",
     "GpuCalibration",
     "InferenceEstimate",
     "MemoryEstimate",
     "ModelConfig",
+    "OptionSpec",
     "Suggestion",
     "Workload",
     "estimate_workload",
     "get_preset",
+    "gpu_memory",
     "load_calibration",
     "parse_hf_config",
     "preset_names",

@@ -3,6 +3,7 @@
 (:func:`score_vendors`). Pure Python + numpy/scipy: no network, no CLI.
 """
 
+from gpuwise.fleet.charts import fleet_html, tco_html
 from gpuwise.fleet.demand import (
     Demand,
     demand_to_csv,
@@ -66,6 +67,7 @@ __all__ = [
     "catalog_filler",
     "compute_tco",
     "demand_to_csv",
+    "fleet_html",
     "gpu_prices",
     "hourly_split",
     "parse_criteria",
@@ -80,4 +82,5 @@ __all__ = [
     "score_vendors",
     "solve",
     "synthetic_demand",
+    "tco_html",
 ]

@@ -21,12 +21,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpuwise.base.nvml import NvmlSession as NvmlSession
     from gpuwise.base.nvml_trace import Trace as Trace
+    from gpuwise.monitor.exporter import PROCESS_COMMANDS as PROCESS_COMMANDS
     from gpuwise.monitor.exporter import Exporter as Exporter
     from gpuwise.monitor.exporter import GpuCollector as GpuCollector
+    from gpuwise.monitor.exporter import Sampler as Sampler
     from gpuwise.monitor.fake import SCENARIOS as SCENARIOS
     from gpuwise.monitor.fake import FakeGpuReader as FakeGpuReader
     from gpuwise.monitor.fake import FakeNvml as FakeNvml
     from gpuwise.monitor.fake import load_trace as load_trace
+    from gpuwise.monitor.fake import resolve_fake as resolve_fake
     from gpuwise.monitor.history import GpuSeries as GpuSeries
     from gpuwise.monitor.history import History as History
     from gpuwise.monitor.history import replay_history as replay_history
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from gpuwise.monitor.snapshot import ProcessSample as ProcessSample
     from gpuwise.monitor.snapshot import Snapshot as Snapshot
     from gpuwise.monitor.store import HistoryStore as HistoryStore
+    from gpuwise.monitor.store import default_db_path as default_db_path
 
 _LAZY: dict[str, str] = {
     # name: module that defines it (keep the TYPE_CHECKING imports above in step)
@@ -65,9 +69,13 @@ _LAZY: dict[str, str] = {
     "FakeNvml": "gpuwise.monitor.fake",
     "SCENARIOS": "gpuwise.monitor.fake",
     "load_trace": "gpuwise.monitor.fake",
+    "resolve_fake": "gpuwise.monitor.fake",
     "Exporter": "gpuwise.monitor.exporter",
     "GpuCollector": "gpuwise.monitor.exporter",
+    "Sampler": "gpuwise.monitor.exporter",
+    "PROCESS_COMMANDS": "gpuwise.monitor.exporter",
     "HistoryStore": "gpuwise.monitor.store",
+    "default_db_path": "gpuwise.monitor.store",
     "PrometheusHistory": "gpuwise.monitor.prometheus",
     "History": "gpuwise.monitor.history",
     "GpuSeries": "gpuwise.monitor.history",

@@ -4,22 +4,33 @@ Pieces: :mod:`~gpuwise.planner.model` (the workload interface and the estimator 
 :mod:`~gpuwise.planner.spot` (interruption rates, Young/Daly, expected time, deadline
 probability), :mod:`~gpuwise.planner.core` (enumerate, price, constrain, rank, Pareto),
 :mod:`~gpuwise.planner.explain`, and :mod:`~gpuwise.planner.export` (SkyPilot task YAML,
-Kubernetes Job / PyTorchJob). Pure Python: no network, no CLI.
+Kubernetes Job / PyTorchJob). Pure Python: no network, no CLI. :func:`write_wheel` (the wheel
+an export ships) resolves lazily, so ``import gpuwise.planner`` does not load the packaging stack.
 
 :func:`plan` is the library call, re-exported as ``gpuwise.plan(workload, request)``.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwise.planner.core import plan_offers
+from gpuwise.planner.export import (
+    WHEEL_DIR,
+    k8s_checkpoint_pvc,
+    k8s_manifest,
+    skypilot_task,
+    to_yaml,
+    zone_id_notes,
+)
 from gpuwise.planner.jobenv import JobSettings, job_settings
 from gpuwise.planner.model import EstimatorModel, Evaluation, WorkloadModel
 from gpuwise.planner.network import InstanceNetwork, instance_network
 from gpuwise.planner.settings import Settings
+from gpuwise.planner.sites import zone_outliers
 from gpuwise.planner.spot import (
     CloudSpotRisk,
     SpotDefaults,
@@ -35,9 +46,16 @@ from gpuwise.planner.values import OBJECTIVES, Objective, Plan, PlanOption, Plan
 if TYPE_CHECKING:
     from gpuwise.catalog.offer import Offer
     from gpuwise.estimate.workload import Workload
+    from gpuwise.planner.wheel import write_wheel as write_wheel
+
+_LAZY: dict[str, str] = {
+    # name: module that defines it (keep the TYPE_CHECKING import above in step)
+    "write_wheel": "gpuwise.planner.wheel",
+}
 
 __all__ = [
     "OBJECTIVES",
+    "WHEEL_DIR",
     "CloudSpotRisk",
     "EstimatorModel",
     "Evaluation",
@@ -55,13 +73,33 @@ __all__ = [
     "daly_interval_hours",
     "instance_network",
     "job_settings",
+    "k8s_checkpoint_pvc",
+    "k8s_manifest",
     "load_spot_defaults",
     "p_meet_deadline",
     "plan",
     "plan_offers",
+    "skypilot_task",
     "spot_outcome",
+    "to_yaml",
+    "write_wheel",
     "young_interval_hours",
+    "zone_id_notes",
+    "zone_outliers",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuwise.planner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def plan(
