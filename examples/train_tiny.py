@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import json
 import os
 import random
 import sys
@@ -88,6 +89,12 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = Non
     return h.hexdigest()
 
 
+def _say(line: str) -> None:
+    """One line in one write: ranks share stdout, and print() writes text and newline apart."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def _tensor_parallel(model: torch.nn.Module, world: int, tp: int) -> tuple[object, object]:
     """A (dp, tp) mesh; layers 0 and 3 split column- then row-wise over tp (Megatron style).
     Returns the mesh and its dp sub-mesh (FSDP2 shards over dp)."""
@@ -125,6 +132,16 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1,
         help="tensor-parallel degree: a (dp, tp) device mesh, FSDP2 over dp (needs --fsdp)",
+    )
+    ap.add_argument(
+        "--storage-options",
+        default="{}",
+        help="JSON keyword arguments for the checkpoint storage (fsspec; S3: endpoint, keys)",
+    )
+    ap.add_argument(
+        "--local-dir",
+        default=None,
+        help="fast local disk for notice saves when --checkpoint-dir is remote",
     )
     ap.add_argument(
         "--slow-write",
@@ -193,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         async_write=not args.sync,
         compress=args.compress,
         keep_last=2,
+        storage_options=json.loads(args.storage_options),
+        local_dir=args.local_dir,
         mesh=mesh,
         checkpoint_hooks=gt.WriteHooks(
             before_marker=functools.partial(time.sleep, args.slow_write)
@@ -203,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         if run.resumed_from is not None:
             restored = digest(getattr(model, "module", model), opt)
             if rank == 0:
-                print(f"resumed {run.resumed_from}", flush=True)
-                print(f"restored-digest {restored}", flush=True)
+                _say(f"resumed {run.resumed_from}")
+                _say(f"restored-digest {restored}")
         total = 0.0
         seen = hashlib.sha256()
         for x, y in run.batches(loader):
@@ -217,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
             total += float(loss.detach())
             stepped = run.step(loss)
             if stepped and rank == 0:
-                print(f"loss {run.global_step} {(total / args.grad_accum).hex()}", flush=True)
+                _say(f"loss {run.global_step} {(total / args.grad_accum).hex()}")
             if stepped and tp_rank == 0:
-                print(f"samples {run.global_step} {dp_rank} {seen.hexdigest()[:16]}", flush=True)
+                _say(f"samples {run.global_step} {dp_rank} {seen.hexdigest()[:16]}")
             if stepped:
                 seen = hashlib.sha256()
             if stepped and args.step_delay > 0:
@@ -230,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank == 0:
-        print(f"digest {final}", flush=True)
+        _say(f"digest {final}")
     return 0
 
 
