@@ -150,7 +150,7 @@ def _start(
     return proc.pid, proc
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux ``/proc``): torchrun starts its workers in sessions of
     their own, so a SIGKILL of the process group would leave them running."""
     children: dict[int, list[int]] = {}
@@ -254,7 +254,7 @@ def run_with_kills(
                         sig = signal.SIGKILL
                 if sig == signal.SIGKILL:
                     if proc is not None:  # the whole tree at once, as when a machine dies
-                        for victim in [pid, *_descendants(pid)]:
+                        for victim in [pid, *descendants(pid)]:
                             with contextlib.suppress(ProcessLookupError):
                                 os.kill(victim, signal.SIGKILL)
                         proc.wait()

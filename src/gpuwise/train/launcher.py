@@ -366,6 +366,29 @@ def _notice_up(env: dict[str, str], progress: list[dict[str, Any]]) -> Any:
     return watcher.check_now()
 
 
+DEADLINE_MARGIN_S = 3.0
+"""When every worker here reported its notice save committed but some still run this close to
+the notice's deadline, the attempt is ended (the machine is about to go anyway)."""
+
+
+def _past_notice_deadline(progress: list[dict[str, Any]], nproc: int) -> bool:
+    """Every local rank reported ``preempted`` (its notice checkpoint is committed) and the
+    earliest notice deadline is less than :data:`DEADLINE_MARGIN_S` away."""
+    if len(progress) < nproc or any(p.get("exit") != "preempted" for p in progress):
+        return False
+    deadlines = [p["deadline_unix"] for p in progress if isinstance(p.get("deadline_unix"), float)]
+    return bool(deadlines) and time.time() > min(deadlines) - DEADLINE_MARGIN_S
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL torchrun and every process below it (its workers run in sessions of their own)."""
+    from gpuwise.train.chaos import descendants
+
+    for pid in [*descendants(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _wait(
     proc: subprocess.Popen[bytes],
     spec: LaunchSpec,
@@ -374,23 +397,36 @@ def _wait(
     say: Callable[[str], None],
     log_every_s: float,
 ) -> int:
-    """Wait for an attempt; in a multi-node job say every ``log_every_s`` what it waits for
-    while no worker has started (the rendezvous)."""
-    started = time.monotonic()
+    """Wait for an attempt. In a multi-node job, say every ``log_every_s`` what it waits for
+    while no worker has started (the rendezvous). After a notice, end the attempt when every
+    worker here committed its notice save but some still run at the notice's deadline (a worker
+    stuck at exit must not keep ``gpuwise run`` from handing over 75 in the window)."""
+    started = last_log = time.monotonic()
     endpoint = _rendezvous_endpoint(spec)
     while True:
         try:
-            return proc.wait(timeout=log_every_s if endpoint is not None else None)
+            return proc.wait(timeout=0.5)
         except KeyboardInterrupt:  # our handler already forwarded SIGTERM
             continue
         except subprocess.TimeoutExpired:
-            if endpoint is not None and not _read_progress(run_dir):
-                say(
-                    f"attempt {number}: waiting {time.monotonic() - started:.0f} s for the "
-                    f"rendezvous at {endpoint[0]}:{endpoint[1]} (job {spec.rdzv_id!r}, "
-                    f"{spec.nnodes} nodes, this is node {spec.node_rank}); no worker has "
-                    "started yet"
-                )
+            pass
+        progress = _read_progress(run_dir)
+        if _past_notice_deadline(progress, spec.nproc_per_node):
+            say(
+                f"attempt {number}: every worker committed its notice checkpoint but some are "
+                "still running at the notice's deadline: ending them"
+            )
+            _kill_tree(proc)
+            proc.wait()
+            return EXIT_PREEMPTED
+        if endpoint is not None and not progress and time.monotonic() - last_log >= log_every_s:
+            last_log = time.monotonic()
+            say(
+                f"attempt {number}: waiting {last_log - started:.0f} s for the "
+                f"rendezvous at {endpoint[0]}:{endpoint[1]} (job {spec.rdzv_id!r}, "
+                f"{spec.nnodes} nodes, this is node {spec.node_rank}); no worker has "
+                "started yet"
+            )
 
 
 def launch(

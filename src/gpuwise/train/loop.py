@@ -527,6 +527,7 @@ class Run:
             exit_reason=exit_reason,
             save_errors=self.save_errors[-3:],
             notice=notice.source if notice is not None and notice.kind == "preemption" else None,
+            deadline_unix=notice.deadline_unix if notice is not None else None,
         )
 
 

@@ -32,6 +32,7 @@ def write_progress(
     exit_reason: str | None = None,
     save_errors: list[str] | None = None,
     notice: str | None = None,
+    deadline_unix: float | None = None,
 ) -> None:
     """Replace this rank's progress file atomically; silent when ``folder`` is None or unwritable."""
     if folder is None:
@@ -46,6 +47,7 @@ def write_progress(
         "time_unix": time.time(),
         "save_errors": list(save_errors or []),
         "notice": notice,
+        "deadline_unix": deadline_unix,
     }
     path = os.path.join(folder, f"progress-rank{rank}.json")
     with contextlib.suppress(OSError):

@@ -360,10 +360,19 @@ class ShardedWriter:
         """Newest step known committed: rank 0's marker thread, told to the others at a seal."""
         self._marker = MarkerCommitter(storage, retention)
         self._group: Any = None
+        self._stager: Any = None
 
     @property
     def last_report(self) -> WriteReport | None:
         return self._marker.last_report
+
+    def _staging(self) -> Any:
+        """One stager for every save, caching its host copy of the state: the copy is
+        allocated (and page-faulted) once, not at every save. Safe because at most one write is
+        in flight: the next save stages only after the previous one finished reading it."""
+        if self._stager is None:
+            self._stager = _cached_stager()
+        return self._stager
 
     def _process_group(self) -> Any:
         """A gloo group of its own for DCP: an async save finishes with collectives in its
@@ -459,6 +468,7 @@ class ShardedWriter:
                 storage_writer=writer,
                 async_checkpointer_type=kind,
                 process_group=group,
+                async_stager=self._staging(),
             )
             future = getattr(result, "upload_completion", result)
             pending.future = future
@@ -562,6 +572,27 @@ class ShardedWriter:
         self.pending = None
         self._marker.close()
         return left
+
+
+def _cached_stager() -> Any:
+    """DCP's ``BlockingAsyncStager`` with its cache, pinned only where there is a GPU (its own
+    cached path pins unconditionally, which fails on a machine without one)."""
+    from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+    from torch.distributed.checkpoint.staging import BlockingAsyncStager
+
+    class CachedStager(BlockingAsyncStager):
+        def stage(self, state_dict: Any) -> Any:
+            if self.state_dict_cache is not None:
+                try:
+                    return _copy_state_dict(state_dict, self.state_dict_cache)
+                except Exception:  # the state changed shape (e.g. optimizer state appeared)
+                    self.state_dict_cache = None
+            self.state_dict_cache = _create_cpu_state_dict(
+                state_dict, pin_memory=torch.cuda.is_available()
+            )
+            return _copy_state_dict(state_dict, self.state_dict_cache)
+
+    return CachedStager(cache_staged_state_dict=True)
 
 
 def verify(storage: Storage, step: int, marker: dict[str, Any]) -> None:
