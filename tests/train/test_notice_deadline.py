@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.proxy import HangingProxy
+from gpuwise.train.chaos import StorageProxy
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ with resilient(model, opt, checkpoint_dir="s3://ckpt/run", storage_options=opts,
 def test_a_notice_with_s3_hung_exits_75_in_the_grace_period_with_a_local_commit(
     s3, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    proxy = HangingProxy(s3.port)
+    proxy = StorageProxy(s3.port)
     opts = {
         **s3.options,
         "client_kwargs": {**s3.options["client_kwargs"], "endpoint_url": proxy.url},

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.train import Checkpointer, FakeMetadataServer
-from tests.train.proxy import HangingProxy
+from gpuwise.train.chaos import StorageProxy
 
 pytestmark = pytest.mark.slow
 
@@ -54,9 +54,12 @@ def _digest(text: str) -> str | None:
 
 
 def _options(s3, endpoint: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    """The S3 options through ``endpoint``, with a read timeout long enough for moto on a loaded
+    machine with 4 ranks (the hung store is hung whatever the timeout)."""
     return {
         **s3.options,
         "client_kwargs": {**s3.options["client_kwargs"], "endpoint_url": endpoint},
+        "config_kwargs": {**s3.options["config_kwargs"], "read_timeout": 30},
     }
 
 
@@ -80,7 +83,7 @@ def test_fsdp2_gcp_notice_with_s3_hung_exits_75_in_the_window_and_resumes_exactl
     )
     assert ref.returncode == 0, ref.stderr[-3000:]
 
-    proxy = HangingProxy(s3.port)
+    proxy = StorageProxy(s3.port)
     local = tmp_path / "local"
     ckpt_args = ["--checkpoint-dir", "s3://ckpt/run", "--local-dir", str(local)]
     remote = Checkpointer("s3://ckpt/run", storage_options=s3.options)
@@ -151,7 +154,7 @@ def test_fsdp2_gcp_notice_with_s3_hung_exits_75_in_the_window_and_resumes_exactl
 def test_fsdp2_with_a_slow_store_keeps_training_and_commits(s3, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Every chunk to and from S3 waits 50 ms: the steps go on (saves are skipped while one is
     in flight, no rank waits for a marker) and the run ends with the final step committed."""
-    proxy = HangingProxy(s3.port, delay_s=0.05)
+    proxy = StorageProxy(s3.port, delay_s=0.05)
     env = {**os.environ, "GPUWISE_CLOUD": "none", "AWS_EC2_METADATA_DISABLED": "true"}
     try:
         r = subprocess.run(

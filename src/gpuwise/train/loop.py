@@ -56,6 +56,8 @@ from gpuwise.train.writers import WriteHooks
 log = logging.getLogger(__name__)
 
 Precision = Literal["fp32", "bf16", "fp16"]
+EXIT_MARGIN_S = 8.0
+"""Seconds of a notice window kept for exiting after the notice save (at least)."""
 _INITIAL_STALL_GUESS_S = 1.0  # until the first save is measured; replaced by the measured EMA
 
 
@@ -437,7 +439,10 @@ class Run:
         """Commit this step before the deadline: to fast local disk first when the storage is
         remote. Nothing here waits on the main storage: a write to it still in flight is left
         to finish in the background (or not: the local copy is newer)."""
-        deadline = time.monotonic() + self._deadline_s() * 0.8  # keep a margin for exiting
+        left = self._deadline_s()
+        # keep a margin for exiting (process teardown, torchrun, gpuwise run): 20 % of what is
+        # left, at least EXIT_MARGIN_S
+        deadline = time.monotonic() + max(left - max(0.2 * left, EXIT_MARGIN_S), 1.0)
         local = self.local_checkpointer
         if local is None:
             self._save("notice", block=True, timeout_s=max(deadline - time.monotonic(), 1.0))

@@ -379,6 +379,9 @@ class PreemptionWatcher:
                 log.warning(
                     "%s %s notice received (deadline %s)", name, notice.kind, notice.deadline_unix
                 )
-                self.trigger(name, notice.kind, notice.deadline_unix)
+                deadline = notice.deadline_unix
+                if name == "gcp" and deadline is not None:  # GCP gives no time: the flag may
+                    deadline -= self.poll_interval_s  # have been up for one poll interval
+                self.trigger(name, notice.kind, deadline)
             if self._halt.wait(self.poll_interval_s):
                 return
