@@ -30,7 +30,6 @@ Two layouts, chosen by the number of processes:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
@@ -382,17 +381,10 @@ class Checkpointer:
             raise CheckpointWriteError(exc.message, hint=exc.hint) from exc
 
     def abandon(self) -> int | None:
-        """Stop waiting for the sharded write in flight, if any (a notice copy was committed on
-        local disk and the main storage may hang): returns the step left unfinished. No
-        collective; one-file writers are closed without waiting."""
-        w = self._writer
-        if isinstance(w, ShardedWriter):
-            return w.abandon()
-        left = w.in_flight() if w is not None else None
-        if w is not None:
-            with contextlib.suppress(CheckpointError):
-                w.close(0.0)
-        return left
+        """Stop waiting for the write in flight, if any (a notice copy was committed on local
+        disk and the main storage may hang): returns the step left unfinished. No collective;
+        a writer process mid-write is killed (the folder it leaves is never committed)."""
+        return self._writer.abandon() if self._writer is not None else None
 
     # -- loading -------------------------------------------------------------------------------
 

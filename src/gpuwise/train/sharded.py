@@ -524,6 +524,8 @@ class ShardedWriter:
         marker; every rank learns whether it was committed. Raises CheckpointError if not."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         step = self.seal(timeout_s)
+        if step is None:  # sealed earlier (e.g. by the loop): its marker may still be on its way
+            step = self.sealed_step
         if step is None:
             return None
         dist = _dist()

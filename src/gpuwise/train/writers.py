@@ -92,6 +92,10 @@ class WriteStrategy(Protocol):
     def close(self, timeout_s: float | None) -> None:
         """Wait (up to ``timeout_s``, None: no limit) for what is in flight and stop workers."""
 
+    def abandon(self) -> int | None:
+        """Stop at once without waiting for what is in flight (a notice copy was committed
+        elsewhere and this storage may hang); the step left unfinished, if any. No collective."""
+
 
 class InlineWriter:
     """One ``state.pt`` per step, written in the calling thread."""
@@ -139,6 +143,9 @@ class InlineWriter:
         return None
 
     def close(self, timeout_s: float | None) -> None:
+        return None
+
+    def abandon(self) -> int | None:
         return None
 
 
@@ -239,6 +246,24 @@ class ProcessWriter:
                     self._proc = None
             self._snapshot.release()
         self._raise_failed()
+
+    def abandon(self) -> int | None:
+        left = self.in_flight()
+        if self._proc is not None:
+            if left is not None:  # mid-write on a store that may hang: do not wait for it
+                self._proc.kill()
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=10)
+            except Exception:
+                self._proc.kill()
+                self._proc.wait()
+            finally:
+                self._proc.stdout.close()
+                self._proc = None
+        self._snapshot.release()
+        self._pending = None
+        return left
 
     # -- the writer process ---------------------------------------------------------------------
 
