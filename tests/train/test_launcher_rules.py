@@ -117,6 +117,7 @@ def test_an_aws_notice_that_stays_up_ends_the_job_with_75_without_a_restart(
         finally:
             if proc.poll() is None:
                 proc.kill()
+                proc.communicate()
     assert proc.returncode == 75, err[-3000:]
     assert waited_s < 120
     doc = json.loads(out)

@@ -102,6 +102,7 @@ def test_fsdp2_tp_sigterm_and_resume_is_bit_identical(nproc: int, tmp_path: Path
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.communicate()
     assert proc.returncode == 75, err[-4000:]
     first_losses, first_samples, _ = _lines(out.read_text())
     stopped_at = max(first_losses)

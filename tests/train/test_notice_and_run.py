@@ -185,7 +185,9 @@ def test_notice_commits_within_window_then_run_restarts_and_completes(
         while not (ckpt.is_dir() and any(ckpt.iterdir())):  # training is under way
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
-        md.preempt(notice_s=30, clear_after_s=4)  # the "replacement machine" has no notice
+        # withdrawn before the attempt ends: the "replacement machine" has no notice (a notice
+        # still up when the attempt ends means this machine is going: gpuwise run exits 75)
+        md.preempt(notice_s=30, clear_after_s=1.5)
         notified = time.time()
         out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err[-3000:]
@@ -300,7 +302,7 @@ def test_ddp_two_gloo_ranks_agree_on_the_notice_step_and_resume_exactly(tmp_path
         while not (ckpt.is_dir() and any(ckpt.iterdir())):
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
-        md.preempt(notice_s=30, clear_after_s=4)
+        md.preempt(notice_s=30, clear_after_s=1.5)  # withdrawn before the attempt ends
         out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err[-3000:]
     assert re.search(r"attempt 1 preempted .* 0 step\(s\) lost", err), err[-3000:]
