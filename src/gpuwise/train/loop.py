@@ -22,8 +22,9 @@ the block, ``False`` leaves it to ``sys.exit(run.exit_code)``).
 
 Under ``torch.distributed`` every rank takes the same decisions at the same step: one small
 ``all_reduce`` per optimizer step carries "stop", "notice", "time to save" and "my shard write is
-still running"; a sharded write is committed (collectively) at the first step where every rank's
-write is done.
+still running"; a sharded write is sealed (collectively: files and checksums, no storage I/O) at
+the first step where every rank's write is done, and rank 0 writes its marker in the background.
+The data position is kept per data-parallel replica (``dp_rank``/``dp_size`` or ``mesh``).
 
 A notice save is bounded by the grace period (``GPUWISE_GRACE_PERIOD_S`` or the cloud's deadline):
 with remote storage it goes to fast local disk first (``local_dir``), then uploads while time is
