@@ -17,16 +17,19 @@ Sharded (FSDP2, gloo ranks on this machine):
 For each rank count: a ``fully_shard`` MLP of ``--gib`` GiB (weights + AdamW moments, all ranks
 together). Per save, the time the loop is blocked by: ``torch.save`` of the rank's own shards
 (sync, fsynced), DCP ``save`` (sync), DCP ``async_save`` (thread, DCP's stager) — each
-including ``get_state_dict``, as a real save pays it — and gpuwise
-``Checkpointer.save`` (DCP async_save + our train state + marker); the time until gpuwise's
-commit is durable; and the peak RSS of each rank next to its share of the state (measured after
-the gpuwise saves, which run first, so the baselines do not inflate it; the RSS before saving
-includes torch itself, ~0.35 GiB). Slowest rank's median of ``--repeats`` saves.
+including ``get_state_dict``, as a real save pays it — and gpuwise ``Checkpointer.save`` (DCP
+async_save + our train state; checksums taken while writing, marker by rank 0's background
+thread); the time until the save is durable (gpuwise: marker written); and the extra peak RSS
+of each rank over its share of the state. Each method runs in its own processes (peak RSS is a
+per-process high-water mark, so methods must not share one), after one warm-up save; the
+methods are interleaved over ``--rounds`` rounds because this kind of machine is often shared.
+Goals (issue: cheaper saves): blocked ≤ 1.5x DCP async_save, extra RSS ≤ 1x the share.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -70,7 +73,20 @@ def _rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
-def fsdp_worker(gib: float, repeats: int, root: str) -> None:
+FSDP_METHODS = ("gpuwise", "dcp-async", "dcp-sync", "torch-save")
+FSDP_LABELS = {
+    "torch-save": "torch.save own shards (sync)",
+    "dcp-sync": "DCP save (sync)",
+    "dcp-async": "DCP async_save (thread)",
+    "gpuwise": "gpuwise Checkpointer.save",
+}
+
+
+def fsdp_worker(gib: float, repeats: int, root: str, method: str) -> None:
+    """One method in a fresh process group (and process): its stall and its own peak RSS.
+
+    A warm-up save first (not counted: process-group creation, first allocations), then
+    ``repeats`` saves, each after the previous one is durable."""
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -93,23 +109,8 @@ def fsdp_worker(gib: float, repeats: int, root: str) -> None:
     opt.zero_grad()
     local_bytes = sum(p.to_local().numel() * 4 * 3 for p in model.parameters())  # type: ignore[attr-defined]
     rss_before = _rss_gib()
-    times: dict[str, list[float]] = {
-        "torch.save own shards (sync)": [],
-        "DCP save (sync)": [],
-        "DCP async_save (thread)": [],
-        "gpuwise Checkpointer.save": [],
-        "gpuwise save → committed": [],
-    }
-    with Checkpointer(
-        os.path.join(root, "ck"), keep_last=2
-    ) as ck:  # first: its peak RSS is its own
-        for i in range(repeats):
-            t0 = time.perf_counter()
-            stats = ck.save(i + 1, model=model, optimizer=opt)
-            ck.commit()
-            times["gpuwise Checkpointer.save"].append(stats.stall_s)
-            times["gpuwise save → committed"].append(time.perf_counter() - t0)
-    rss_gpuwise = _rss_gib()
+    stalls: list[float] = []
+    durable: list[float] = []
     pg = dist.new_group(backend="gloo")
 
     def local(obj: object) -> object:
@@ -117,55 +118,122 @@ def fsdp_worker(gib: float, repeats: int, root: str) -> None:
             return {k: local(v) for k, v in obj.items()}
         return obj.to_local() if hasattr(obj, "to_local") else obj
 
-    for i in range(repeats):  # every method pays for get_state_dict, as a user's save would
-        t0 = time.perf_counter()
-        msd, osd = get_state_dict(model, opt)
-        path = os.path.join(root, f"own-{rank}.pt")
-        with open(path, "wb") as f:
-            torch.save({"model": local(msd), "optim": local(osd)}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        times["torch.save own shards (sync)"].append(time.perf_counter() - t0)
+    ck = Checkpointer(os.path.join(root, "ck"), keep_last=2)
+    for i in range(repeats + 1):  # every method pays for get_state_dict, as a user's save would
         dist.barrier()
         t0 = time.perf_counter()
-        msd, osd = get_state_dict(model, opt)
-        dcp.save(
-            {"model": msd, "optim": osd},
-            checkpoint_id=os.path.join(root, f"dcp-sync-{i}"),
-            process_group=pg,
-        )
-        times["DCP save (sync)"].append(time.perf_counter() - t0)
-        dist.barrier()
-        t0 = time.perf_counter()
-        msd, osd = get_state_dict(model, opt)
-        fut = dcp.async_save(
-            {"model": msd, "optim": osd},
-            checkpoint_id=os.path.join(root, f"dcp-async-{i}"),
-            process_group=pg,
-        )
-        times["DCP async_save (thread)"].append(time.perf_counter() - t0)
-        getattr(fut, "upload_completion", fut).result()
-        dist.barrier()
-    medians = {k: statistics.median(v) for k, v in times.items()}
-    row = (medians, local_bytes / 2**30, rss_before, rss_gpuwise)
+        if method == "gpuwise":
+            stats = ck.save(i + 1, model=model, optimizer=opt)
+            stall = stats.stall_s
+            ck.wait()  # sealed by every rank and the marker written
+        elif method == "dcp-async":
+            msd, osd = get_state_dict(model, opt)
+            fut = dcp.async_save(
+                {"model": msd, "optim": osd},
+                checkpoint_id=os.path.join(root, f"dcp-async-{i % 2}"),
+                process_group=pg,
+            )
+            stall = time.perf_counter() - t0
+            getattr(fut, "upload_completion", fut).result()
+        elif method == "dcp-sync":
+            msd, osd = get_state_dict(model, opt)
+            dcp.save(
+                {"model": msd, "optim": osd},
+                checkpoint_id=os.path.join(root, f"dcp-sync-{i % 2}"),
+                process_group=pg,
+            )
+            stall = time.perf_counter() - t0
+        else:
+            msd, osd = get_state_dict(model, opt)
+            path = os.path.join(root, f"own-{rank}.pt")
+            with open(path, "wb") as f:
+                torch.save({"model": local(msd), "optim": local(osd)}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            stall = time.perf_counter() - t0
+        if i:  # the first is the warm-up
+            stalls.append(stall)
+            durable.append(time.perf_counter() - t0)
+    ck.close()
+    row = (
+        statistics.median(stalls),
+        statistics.median(durable),
+        local_bytes,
+        rss_before,
+        _rss_gib(),
+    )
     rows: list = [None] * world
     dist.all_gather_object(rows, row)
     if rank == 0:
-        print(
-            f"FSDP2, {world} gloo ranks, {gib:.2f} GiB state in total, median of {repeats} saves, slowest rank"
-        )
-        print(f"{'method':<36}{'blocked s':>10}{'vs torch.save':>15}")
-        base = max(r[0]["torch.save own shards (sync)"] for r in rows)
-        for key in times:
-            worst = max(r[0][key] for r in rows)
-            print(f"{key:<36}{worst:>10.3f}{worst / base:>15.3f}")
-        for r_i, (_, share, before, peak) in enumerate(rows):
-            print(
-                f"rank {r_i}: state share {share:.3f} GiB, RSS before saves {before:.3f} GiB, "
-                f"peak RSS after gpuwise saves {peak:.3f} GiB (added by saves: "
-                f"{(peak - before) / share:.2f}x the share)"
-            )
+        print("ROW " + json.dumps({"method": method, "rows": rows}), flush=True)
     dist.destroy_process_group()
+
+
+def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int) -> None:
+    """Each method in its own torchrun, the methods interleaved over ``rounds`` rounds (this
+    machine is shared: interleaving spreads the noise over all of them); median of the rounds."""
+    import subprocess
+    import sys
+
+    found: dict[str, list[list]] = {m: [] for m in FSDP_METHODS}
+    for _ in range(rounds):
+        for method in FSDP_METHODS:
+            root = tempfile.mkdtemp(prefix="gpuwise-stall-fsdp-")
+            try:
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "torch.distributed.run",
+                        "--standalone",
+                        f"--nproc-per-node={ranks}",
+                        __file__,
+                        "--fsdp-worker",
+                        method,
+                        "--gib",
+                        str(gib),
+                        "--repeats",
+                        str(repeats),
+                        "--dir",
+                        root,
+                    ],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+            line = next(ln for ln in out.splitlines() if ln.startswith("ROW "))
+            found[method].append(json.loads(line[4:])["rows"])
+    print(
+        f"FSDP2, {ranks} gloo ranks, {gib:.2f} GiB state in total; per method: median over "
+        f"{rounds} rounds of the slowest rank's median of {repeats} saves (after a warm-up)"
+    )
+    print(
+        f"{'method':<34}{'blocked s':>10}{'vs DCP async':>13}{'durable s':>10}"
+        f"{'extra RSS / share':>19}"
+    )
+
+    def stat(method: str, i: int) -> float:
+        return statistics.median(max(r[i] for r in rows) for rows in found[method])
+
+    def extra_rss(method: str) -> float:
+        return statistics.median(
+            max((r[4] - r[3]) / (r[2] / 2**30) for r in rows) for rows in found[method]
+        )
+
+    base = stat("dcp-async", 0)
+    for method in FSDP_METHODS:
+        blocked = stat(method, 0)
+        print(
+            f"{FSDP_LABELS[method]:<34}{blocked:>10.3f}{blocked / base:>13.2f}"
+            f"{stat(method, 1):>10.3f}{extra_rss(method):>18.2f}x"
+        )
+    share = statistics.median(r[2] / 2**30 for r in found["gpuwise"][0])
+    print(
+        f"rank share of the state: {share:.3f} GiB; extra RSS = peak RSS of the process minus "
+        "its RSS before the first save, over the share (worst rank)"
+    )
 
 
 def main() -> None:
@@ -181,39 +249,18 @@ def main() -> None:
         default=None,
         help="run the FSDP2 table for these rank counts",
     )
-    ap.add_argument("--fsdp-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="FSDP2: interleaved rounds of every method"
+    )
+    ap.add_argument("--fsdp-worker", choices=FSDP_METHODS, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.fsdp_worker:
         torch.set_num_threads(1)
-        fsdp_worker(args.gib, args.repeats, args.dir)
+        fsdp_worker(args.gib, args.repeats, args.dir, args.fsdp_worker)
         return
     if args.fsdp_ranks:
-        import subprocess
-        import sys
-
         for n in args.fsdp_ranks:
-            root = tempfile.mkdtemp(prefix="gpuwise-stall-fsdp-")
-            try:
-                subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "torch.distributed.run",
-                        "--standalone",
-                        f"--nproc-per-node={n}",
-                        __file__,
-                        "--fsdp-worker",
-                        "--gib",
-                        str(args.gib),
-                        "--repeats",
-                        str(args.repeats),
-                        "--dir",
-                        root,
-                    ],
-                    check=True,
-                )
-            finally:
-                shutil.rmtree(root, ignore_errors=True)
+            fsdp_table(n, args.gib, args.repeats, args.rounds)
         return
     torch.set_num_threads(1)
     root = args.dir or tempfile.mkdtemp(prefix="gpuwise-stall-")

@@ -10,7 +10,11 @@ save and exit with code 75. Dropout, a NumPy feature mask, a Python-random label
 accumulation and a LR schedule make every kind of saved state matter. Under
 ``gpuwise run --nproc-per-node 2`` it trains with DDP over gloo (rank 0 prints); with ``--fsdp``
 it shards the model and optimizer over all ranks (FSDP2, ``fully_shard``) and checkpoints every
-rank's shards. The digest is taken over the gathered full model *and* optimizer state, so it is
+rank's shards; with ``--tp N`` it builds a 2-D device mesh (``dp`` x ``tp``), splits the first
+two layers tensor-parallel over ``tp`` (column-, then row-wise) and shards over ``dp`` (FSDP2 + TP):
+the ``N`` ranks of one ``tp`` group see the same samples, so the data position is kept per
+data-parallel replica (``resilient(mesh=...)``). Each optimizer step also prints
+``samples <step> <dp rank> <sha256 of the step's input batches>`` (ranks with tp rank 0). The digest is taken over the gathered full model *and* optimizer state, so it is
 comparable across world sizes (a run saved on 4 ranks and resumed on 2 prints the digest of the
 same state it restored: ``restored-digest <sha256>``).
 """
@@ -18,7 +22,9 @@ same state it restored: ``restored-digest <sha256>``).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
+import json
 import os
 import random
 import sys
@@ -63,7 +69,11 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = Non
     """sha256 over the full (gathered) model and optimizer state; collective under torch.distributed."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
-    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    # No cpu_offload: every tensor here is on the CPU already, and full_state_dict together with
+    # cpu_offload makes torch 2.13 segfault rank 0 for FSDP1 (FullyShardedDataParallel) models on
+    # CPU, inside torch itself (reproduced without gpuwise). Without it every rank gathers the
+    # same full state, which is what the digest hashes.
+    opts = StateDictOptions(full_state_dict=True)
     msd, osd = get_state_dict(model, optimizer if optimizer is not None else [], options=opts)
     flat: dict[str, object] = {}
     _flat("model", msd, flat)
@@ -77,6 +87,27 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = Non
         else:
             h.update(repr(value).encode())
     return h.hexdigest()
+
+
+def _say(line: str) -> None:
+    """One line in one write: ranks share stdout, and print() writes text and newline apart."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _tensor_parallel(model: torch.nn.Module, world: int, tp: int) -> tuple[object, object]:
+    """A (dp, tp) mesh; layers 0 and 3 split column- then row-wise over tp (Megatron style).
+    Returns the mesh and its dp sub-mesh (FSDP2 shards over dp)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    mesh = init_device_mesh("cpu", (world // tp, tp), mesh_dim_names=("dp", "tp"))
+    parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "3": RowwiseParallel()})
+    return mesh, mesh["dp"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,6 +128,29 @@ def main(argv: list[str] | None = None) -> int:
         "--fsdp", action="store_true", help="shard model and optimizer over all ranks (FSDP2)"
     )
     ap.add_argument(
+        "--tp",
+        type=int,
+        default=1,
+        help="tensor-parallel degree: a (dp, tp) device mesh, FSDP2 over dp (needs --fsdp)",
+    )
+    ap.add_argument(
+        "--storage-options",
+        default="{}",
+        help="JSON keyword arguments for the checkpoint storage (fsspec; S3: endpoint, keys)",
+    )
+    ap.add_argument(
+        "--local-dir",
+        default=None,
+        help="fast local disk for notice saves when --checkpoint-dir is remote",
+    )
+    ap.add_argument(
+        "--slow-write",
+        type=float,
+        default=0.0,
+        help="seconds to pause between a checkpoint's data files and its marker (crash tests "
+        "that aim between the two; changes no number)",
+    )
+    ap.add_argument(
         "--deterministic", action="store_true", help="torch.use_deterministic_algorithms (GPU runs)"
     )
     ap.add_argument(
@@ -115,20 +169,29 @@ def main(argv: list[str] | None = None) -> int:
     np.random.seed(args.seed)
     model, data = build(args.seed, args.hidden)
     world = int(os.environ.get("WORLD_SIZE", "1"))  # under torchrun / gpuwise run --nproc-per-node
-    rank = 0
+    rank = dp_rank = tp_rank = 0
+    dp_size = world
+    mesh = None
+    if args.tp > 1 and (not args.fsdp or world % args.tp):
+        ap.error(f"--tp {args.tp} needs --fsdp and a world size divisible by it (got {world})")
     if world > 1:
         torch.distributed.init_process_group("gloo")
-        rank = torch.distributed.get_rank()
+        rank = dp_rank = torch.distributed.get_rank()
         if args.fsdp:
             from torch.distributed.fsdp import fully_shard
 
+            dp_mesh = None
+            if args.tp > 1:
+                mesh, dp_mesh = _tensor_parallel(model, world, args.tp)
+                dp_rank, dp_size = dp_mesh.get_local_rank(), dp_mesh.size()
+                tp_rank = mesh["tp"].get_local_rank()
             for layer in model:
                 if isinstance(layer, torch.nn.Linear):
-                    fully_shard(layer)
-            fully_shard(model)
+                    fully_shard(layer, mesh=dp_mesh)
+            fully_shard(model, mesh=dp_mesh)
         else:
             model = torch.nn.parallel.DistributedDataParallel(model)
-    sampler = gt.ResumableSampler(len(data), seed=args.seed, rank=rank, num_replicas=world)
+    sampler = gt.ResumableSampler(len(data), seed=args.seed, rank=dp_rank, num_replicas=dp_size)
     loader = torch.utils.data.DataLoader(
         data, batch_size=args.batch, sampler=sampler, drop_last=True
     )
@@ -147,14 +210,24 @@ def main(argv: list[str] | None = None) -> int:
         async_write=not args.sync,
         compress=args.compress,
         keep_last=2,
+        storage_options=json.loads(args.storage_options),
+        local_dir=args.local_dir,
+        mesh=mesh,
+        checkpoint_hooks=gt.WriteHooks(
+            before_marker=functools.partial(time.sleep, args.slow_write)
+            if args.slow_write > 0
+            else None
+        ),
     ) as run:
         if run.resumed_from is not None:
             restored = digest(getattr(model, "module", model), opt)
             if rank == 0:
-                print(f"resumed {run.resumed_from}", flush=True)
-                print(f"restored-digest {restored}", flush=True)
+                _say(f"resumed {run.resumed_from}")
+                _say(f"restored-digest {restored}")
         total = 0.0
+        seen = hashlib.sha256()
         for x, y in run.batches(loader):
+            seen.update(x.numpy().tobytes())
             mask = torch.from_numpy((np.random.rand(x.shape[1]) > 0.05).astype(np.float32))
             if random.random() < 0.02:
                 y = torch.roll(y, 1)
@@ -163,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             total += float(loss.detach())
             stepped = run.step(loss)
             if stepped and rank == 0:
-                print(f"loss {run.global_step} {(total / args.grad_accum).hex()}", flush=True)
+                _say(f"loss {run.global_step} {(total / args.grad_accum).hex()}")
+            if stepped and tp_rank == 0:
+                _say(f"samples {run.global_step} {dp_rank} {seen.hexdigest()[:16]}")
+            if stepped:
+                seen = hashlib.sha256()
             if stepped and args.step_delay > 0:
                 time.sleep(args.step_delay)
             if run.micro % args.grad_accum == 0:
@@ -172,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank == 0:
-        print(f"digest {final}", flush=True)
+        _say(f"digest {final}")
     return 0
 
 

@@ -47,6 +47,15 @@ class S3:
         self.server = self._cls(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
 
+    def reset(self) -> None:
+        """Forget every bucket and object: moto keeps one store per Python process, shared by
+        every server in it, so a test would otherwise see the previous test's checkpoints."""
+        import urllib.request
+
+        urllib.request.urlopen(
+            urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10
+        ).close()
+
     def stop(self) -> None:
         """Stop answering: shut the server down and close its socket (connections are refused)."""
         self.server.stop()
@@ -69,6 +78,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     server = S3()
     server.start()
+    server.reset()
     server.make_bucket("ckpt")
     yield server
     with contextlib.suppress(Exception):  # a test may have stopped it already

@@ -281,3 +281,27 @@ def test_a_failed_prune_does_not_fail_the_commit(
         assert ck.last_report is not None and ck.last_report.step == 3
         assert "could not prune" in caplog.text
     assert Checkpointer(root).committed_steps() == [3, 2, 1]
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+def test_checksums_taken_while_dcp_writes_equal_the_files_read_back(tmp_path: Path) -> None:
+    """A sharded save hashes the bytes on their way out (nothing is read back); the checksums
+    must be those of the files as written, the renamed ``.metadata`` included."""
+    import hashlib
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.filesystem import FileSystemWriter
+
+    from gpuwise.train.sharded import _HashingFs
+
+    writer = FileSystemWriter(str(tmp_path), sync_files=True, thread_count=1)
+    hashing = _HashingFs(writer.fs)
+    writer.fs = hashing
+    model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.Linear(16, 4))
+    dcp.save({"model": model.state_dict()}, storage_writer=writer, no_dist=True)
+    on_disk = {
+        p.name: {"sha256": hashlib.sha256(p.read_bytes()).hexdigest(), "bytes": p.stat().st_size}
+        for p in tmp_path.iterdir()
+    }
+    assert ".metadata" in hashing.files and any(n.endswith(".distcp") for n in hashing.files)
+    assert hashing.files == on_disk

@@ -118,3 +118,121 @@ def test_hf_trainer_saves_on_notice_and_stops(
         tmp_path / "checkpoint-4"
     )
     assert _outcome_under_gpuwise_run(run_dir) == "preempted"
+
+
+def test_lightning_notice_inside_an_accumulation_window_saves_at_its_end(
+    tmp_path: Path,
+) -> None:
+    lightning = pytest.importorskip("lightning")
+    from gpuwise.train.lightning_callback import LightningPreemptionCallback
+
+    watcher = PreemptionWatcher(cloud="none", signals=())
+
+    class Tiny(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, idx: int) -> torch.Tensor:
+            if idx == 4:  # the first batch of the third window (batches 4 and 5 make step 3)
+                watcher.trigger("test")
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.lin(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    cb = LightningPreemptionCallback(tmp_path, watcher=watcher)
+    trainer = lightning.Trainer(
+        callbacks=[cb],
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        max_steps=12,
+        accumulate_grad_batches=2,
+    )
+    trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    assert cb.preempted and trainer.global_step == 3  # not 2 with half of window 3 consumed
+    ckpt = torch.load(cb.latest_checkpoint(), weights_only=False)
+    batches = ckpt["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]["processed"]
+    assert batches == 6  # a whole number of windows: the resumed run starts a fresh one
+
+
+LIGHTNING_SCRIPT = """
+import sys, time, torch, lightning
+from gpuwise.train.lightning_callback import LightningPreemptionCallback
+from gpuwise.train import PreemptionWatcher
+folder = sys.argv[1]
+
+class Tiny(lightning.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def on_train_start(self):
+        print("start", self.global_step, flush=True)
+    def training_step(self, batch, idx):
+        time.sleep(0.02)
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.lin(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+torch.manual_seed(0)
+data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+cb = LightningPreemptionCallback(folder, watcher=PreemptionWatcher(cloud="none", signals=()))
+every = lightning.pytorch.callbacks.ModelCheckpoint(
+    dirpath=folder + "/lightning", save_last=True, every_n_train_steps=10)
+trainer = lightning.Trainer(callbacks=[cb, every], accelerator="cpu", logger=False,
+                            enable_progress_bar=False, enable_model_summary=False, max_steps=100000)
+trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4),
+            ckpt_path=cb.latest_checkpoint(trainer))
+"""
+
+
+@pytest.mark.slow
+def test_lightning_after_a_sigkill_resumes_from_lightnings_last_ckpt(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("lightning")
+    script = tmp_path / "fit.py"
+    script.write_text(LIGHTNING_SCRIPT)
+    last = tmp_path / "lightning" / "last.ckpt"
+    env = {**os.environ, "GPUWISE_CLOUD": "none", "PYTHONWARNINGS": "ignore"}
+    with open(tmp_path / "first.txt", "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path)],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not last.exists() or torch.load(last, weights_only=False)["global_step"] < 20:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGKILL)  # no notice: only Lightning's last.ckpt exists
+            proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    saved = torch.load(last, weights_only=False)["global_step"]
+    again = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
+    try:
+        assert again.stdout is not None
+        line = again.stdout.readline()
+    finally:
+        again.kill()
+        again.wait()
+    assert line.split() == ["start", str(saved)]  # not "start 0"

@@ -10,9 +10,9 @@ import pytest
 
 from gpuwise.train.chaos import reference_run, run_with_kills
 
-ARGS = ["--steps", "1200", "--hidden", "256", "--every", "3"]
-# Kills between shard and marker become likely: the rehearsal knob stretches that window.
-ENV = {"GPUWISE_CLOUD": "none", "GPUWISE_CKPT_SLOW_WRITE_S": "0.05"}
+ARGS = ["--steps", "1200", "--hidden", "256", "--every", "3", "--slow-write", "0.05"]
+# Kills between shard and marker become likely: --slow-write stretches that window.
+ENV = {"GPUWISE_CLOUD": "none"}
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,19 @@ sys.exit(codes[min(n, len(codes) - 1)])
 """
 
 
+def _preempt_then_withdraw(md: FakeMetadataServer) -> None:
+    """A GCP notice, withdrawn as soon as one worker has read it (the ranks all-reduce the stop
+    flag, so one is enough): the workers act on it, and the attempt ends with the notice gone,
+    as on the replacement machine of a rehearsal (a notice still up means no restart). The
+    count is taken after the notice is up, so every request counted has read it."""
+    md.preempt(notice_s=30)
+    before = md.requests["gcp"]
+    deadline = time.monotonic() + 30
+    while md.requests["gcp"] <= before and time.monotonic() < deadline:
+        time.sleep(0.005)
+    md.clear()
+
+
 @pytest.mark.parametrize(
     ("codes", "flags", "exit_code", "attempts"),
     [
@@ -185,7 +198,9 @@ def test_notice_commits_within_window_then_run_restarts_and_completes(
         while not (ckpt.is_dir() and any(ckpt.iterdir())):  # training is under way
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
-        md.preempt(notice_s=30, clear_after_s=4)  # the "replacement machine" has no notice
+        # withdrawn before the attempt ends: the "replacement machine" has no notice (a notice
+        # still up when the attempt ends means this machine is going: gpuwise run exits 75)
+        _preempt_then_withdraw(md)
         notified = time.time()
         out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err[-3000:]
@@ -300,7 +315,7 @@ def test_ddp_two_gloo_ranks_agree_on_the_notice_step_and_resume_exactly(tmp_path
         while not (ckpt.is_dir() and any(ckpt.iterdir())):
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
-        md.preempt(notice_s=30, clear_after_s=4)
+        _preempt_then_withdraw(md)  # withdrawn before the attempt ends
         out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err[-3000:]
     assert re.search(r"attempt 1 preempted .* 0 step\(s\) lost", err), err[-3000:]

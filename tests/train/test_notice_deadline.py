@@ -3,17 +3,17 @@ the grace period, and the local copy is committed (and used by the next start)."
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from gpuwise.train.chaos import StorageProxy
 
 pytestmark = pytest.mark.slow
 
@@ -37,71 +37,10 @@ with resilient(model, opt, checkpoint_dir="s3://ckpt/run", storage_options=opts,
 """
 
 
-class HangingProxy:
-    """A TCP proxy on 127.0.0.1 in front of another server; ``hang()`` makes it stop answering
-    (connections are accepted, nothing is forwarded or returned): a hung object store."""
-
-    def __init__(self, upstream_port: int) -> None:
-        import threading
-
-        self.upstream_port = upstream_port
-        self.hung = threading.Event()
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self.port = int(self._sock.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        import threading
-
-        while True:
-            try:
-                client, _ = self._sock.accept()
-            except OSError:
-                return
-            self._held.append(client)
-            if self.hung.is_set():
-                continue  # accepted, never answered
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            self._held.append(upstream)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        src.settimeout(None)
-        while not self.hung.is_set():
-            try:
-                data = src.recv(65536)
-            except OSError:
-                return
-            if not data or self.hung.is_set():
-                return  # once hung, bytes in flight are swallowed and the connection stays open
-            try:
-                dst.sendall(data)
-            except OSError:
-                return
-
-    def hang(self) -> None:
-        self.hung.set()
-
-    def close(self) -> None:
-        self._sock.close()
-        for s in self._held:
-            with contextlib.suppress(OSError):
-                s.close()
-
-
 def test_a_notice_with_s3_hung_exits_75_in_the_grace_period_with_a_local_commit(
     s3, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    proxy = HangingProxy(s3.port)
+    proxy = StorageProxy(s3.port)
     opts = {
         **s3.options,
         "client_kwargs": {**s3.options["client_kwargs"], "endpoint_url": proxy.url},

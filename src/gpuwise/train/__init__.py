@@ -55,6 +55,7 @@ _LAZY: dict[str, str] = {
     "young_interval_s": "gpuwise.train.interval",
     "EXIT_PREEMPTED": "gpuwise.train.exitcodes",
     "Storage": "gpuwise.train.storage",
+    "WriteHooks": "gpuwise.train.writers",
 }
 
 __all__ = sorted(_LAZY)

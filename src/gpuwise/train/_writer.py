@@ -19,7 +19,57 @@ import os
 import pickle
 import signal
 import sys
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Literal
+
+
+@dataclass(frozen=True)
+class MapBuffer:
+    """Parent -> writer: map the shared snapshot buffer now (the parent then unlinks its file)."""
+
+    path: str
+    """The buffer's file in ``/dev/shm``."""
+    nbytes: int
+    """Its size."""
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """Parent -> writer: serialize the snapshot now in the buffer and commit it as ``step``."""
+
+    id: int
+    """Job number; the result carries it back."""
+    step: int
+    """Training step of the checkpoint."""
+    skeleton: Any
+    """The state with every tensor replaced by its index in ``layout`` (:mod:`.snapshot`)."""
+    path: str
+    """The mapped buffer holding the tensors."""
+    layout: Any
+    """Where each tensor lies in the buffer."""
+    storage: Any
+    """The :class:`~gpuwise.train.storage.Storage` to write to."""
+    compress: str
+    """``none`` or ``zstd``."""
+    meta: dict[str, Any]
+    """Small metadata copied into the marker."""
+    retention: Any
+    """The :class:`~gpuwise.train.commit.Retention` applied after the commit."""
+    before_marker: Callable[[], None] | None = None
+    """Test hook run between the shard and the marker (must pickle, e.g. a ``functools.partial``)."""
+
+
+@dataclass(frozen=True)
+class WriterResult:
+    """Writer -> parent: what became of one message."""
+
+    kind: Literal["ready", "mapped", "ok", "error"]
+    """``ready`` once at start; ``mapped`` after a :class:`MapBuffer`; ``ok``/``error`` per job."""
+    job_id: int
+    """The job's ``id`` (-1 for ``ready``/``mapped``)."""
+    payload: Any = None
+    """``ok``: the :class:`~gpuwise.train.commit.WriteReport`; ``error``: the message."""
 
 
 def _die_with_parent() -> None:
@@ -69,7 +119,7 @@ def serve(jobs: BinaryIO, results: BinaryIO, parent: int) -> None:
     from gpuwise.train.snapshot import unflatten, views
 
     buffers: dict[str, Any] = {}
-    send(results, ("ready", -1, None))
+    send(results, WriterResult("ready", -1))
     while True:
         try:
             job = receive(jobs)
@@ -77,28 +127,32 @@ def serve(jobs: BinaryIO, results: BinaryIO, parent: int) -> None:
             return
         if job is None:
             return
+        job_id = job.id if isinstance(job, WriteJob) else -1
         try:
-            if job["kind"] == "map":  # map the buffer now, so the parent may unlink its file
-                buffers = {job["path"]: map_buffer(job["path"], job["nbytes"])}
-                send(results, ("mapped", job["id"], None))
+            if isinstance(job, MapBuffer):  # map the buffer now, so the parent may unlink its file
+                buffers = {job.path: map_buffer(job.path, job.nbytes)}
+                send(results, WriterResult("mapped", -1))
                 continue
+            if not isinstance(job, WriteJob):
+                raise TypeError(f"unknown message {type(job).__name__}")
             # one storage per tensor (torch.save refuses views of one buffer with several dtypes);
             # the copy costs this process, not the training loop
-            tensors = [v.clone() for v in views(buffers[job["path"]], job["layout"])]
-            state = unflatten(job["skeleton"], tensors)
+            tensors = [v.clone() for v in views(buffers[job.path], job.layout)]
+            state = unflatten(job.skeleton, tensors)
             del tensors
             report = write_checkpoint(
-                job["storage"],
-                job["step"],
+                job.storage,
+                job.step,
                 state,
-                compress=job["compress"],
-                meta=job["meta"],
-                retention=job["retention"],
+                compress=job.compress,  # type: ignore[arg-type]
+                meta=job.meta,
+                retention=job.retention,
+                before_marker=job.before_marker,
             )
-            send(results, ("ok", job["id"], report))
+            send(results, WriterResult("ok", job_id, report))
         except BaseException as exc:  # reported to the trainer on its next call
             detail = getattr(exc, "message", None) or str(exc)
-            send(results, ("error", job["id"], f"{type(exc).__name__}: {detail}"))
+            send(results, WriterResult("error", job_id, f"{type(exc).__name__}: {detail}"))
 
 
 def _close_inherited_fds(keep: tuple[int, ...]) -> None:

@@ -11,6 +11,9 @@ The training program must print ``loss <step> <value>`` per optimizer step and, 
 
 After every kill the checkpoint folder is inspected: a ``step-*`` folder without its commit
 marker, or a temporary file, means the kill landed mid-write.
+
+:class:`StorageProxy` is the storage side of the same game: a loopback TCP proxy in front of an
+object store's API (moto's S3 server in the tests) that can be made slow or hung on demand.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -150,7 +155,7 @@ def _start(
     return proc.pid, proc
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux ``/proc``): torchrun starts its workers in sessions of
     their own, so a SIGKILL of the process group would leave them running."""
     children: dict[int, list[int]] = {}
@@ -254,7 +259,7 @@ def run_with_kills(
                         sig = signal.SIGKILL
                 if sig == signal.SIGKILL:
                     if proc is not None:  # the whole tree at once, as when a machine dies
-                        for victim in [pid, *_descendants(pid)]:
+                        for victim in [pid, *descendants(pid)]:
                             with contextlib.suppress(ProcessLookupError):
                                 os.kill(victim, signal.SIGKILL)
                         proc.wait()
@@ -316,3 +321,64 @@ def reference_run(
     return run_with_kills(
         argv, checkpoint_dir=checkpoint_dir, kills=0, target=target, command=command, env=env
     )
+
+
+class StorageProxy:
+    """A TCP proxy on 127.0.0.1 in front of another server; ``hang()`` makes it stop answering
+    (connections are accepted, nothing is forwarded or returned): a hung object store.
+    ``delay_s`` (settable at any time) holds every chunk that passes that long: a slow one."""
+
+    def __init__(self, upstream_port: int, delay_s: float = 0.0) -> None:
+        self.upstream_port = upstream_port
+        self.delay_s = delay_s
+        self.hung = threading.Event()
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = int(self._sock.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            self._held.append(client)
+            if self.hung.is_set():
+                continue  # accepted, never answered
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            self._held.append(upstream)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        src.settimeout(None)
+        while not self.hung.is_set():
+            try:
+                data = src.recv(65536)
+            except OSError:
+                return
+            if not data or self.hung.is_set():
+                return  # once hung, bytes in flight are swallowed and the connection stays open
+            if self.delay_s > 0:
+                time.sleep(self.delay_s)
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def hang(self) -> None:
+        self.hung.set()
+
+    def close(self) -> None:
+        self._sock.close()
+        for s in self._held:
+            with contextlib.suppress(OSError):
+                s.close()

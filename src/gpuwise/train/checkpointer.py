@@ -9,19 +9,21 @@
     ...
     ckpt.close()  # waits for the last write
 
-A save copies the state into a shared host buffer (the only time the loop is blocked) and hands
-it to a background writer *process*; at most one write is in flight. A failed write is raised as
-:class:`CheckpointWriteError` on the next call, never dropped. ``memory://`` is written in the
-calling process (a writer process cannot see this process's memory).
+How the bytes get written is a write strategy (:mod:`gpuwise.train.writers`), chosen once; the
+checkpointer builds the state and restores, whatever the strategy. At most one write is in
+flight; a failed write is raised as :class:`CheckpointWriteError` on the next call, never
+dropped. ``memory://`` is written in the calling process (a writer process cannot see this
+process's memory).
 
 Two layouts, chosen by the number of processes:
 
 - **one process**: one ``state.pt`` per step, written by the background writer process (above).
   Right for one process: nothing to shard, and a forked writer keeps the GIL free.
 - **more than one process** (DDP, FSDP1, FSDP2, FSDP2 + TP): ``torch.distributed.checkpoint``,
-  every rank writes its own shards, our ``COMMIT.json`` last (:mod:`gpuwise.train.sharded`). Every
-  rank calls ``save``/``wait``/``close``/``restore`` at the same step (they are collective). A
-  sharded checkpoint loads on any number of processes, one included (DCP reshards).
+  every rank writes its own shards, our ``COMMIT.json`` last, written by rank 0 off the calling
+  thread (:mod:`gpuwise.train.sharded`). Every rank calls ``save``/``commit``/``wait``/``close``/
+  ``restore`` at the same step (they are collective). A sharded checkpoint loads on any number
+  of processes, one included (DCP reshards).
 
 ``restore`` lets rank 0 pick the newest valid step and broadcasts it, so every rank loads the same one.
 """
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -47,19 +48,26 @@ from gpuwise.train.commit import (
     read_checkpoint,
     read_marker,
     step_dir,
-    write_checkpoint,
 )
 from gpuwise.train.rng import capture_rng, restore_rng
 from gpuwise.train.sharded import (
     AsyncMode,
     ShardedWriter,
+    app_state,
     is_dcp,
     load_app_state,
     read_train_state,
     verify,
 )
-from gpuwise.train.snapshot import SharedSnapshot, detach_shared, flatten
+from gpuwise.train.snapshot import detach_shared
 from gpuwise.train.storage import Storage
+from gpuwise.train.writers import (
+    InlineWriter,
+    ProcessWriter,
+    SaveRequest,
+    WriteHooks,
+    WriteStrategy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +134,9 @@ def _dist() -> tuple[int, int]:
 
 
 class Checkpointer:
-    """Atomic, asynchronous checkpoints with retention. See the module docstring."""
+    """Atomic, asynchronous checkpoints with retention. See the module docstring.
+
+    ``hooks``: test and rehearsal hooks (:class:`~gpuwise.train.writers.WriteHooks`)."""
 
     def __init__(
         self,
@@ -140,6 +150,7 @@ class Checkpointer:
         weights_only: bool = True,
         writer_start: Literal["fork", "exec"] | None = None,
         async_mode: AsyncMode | None = None,
+        hooks: WriteHooks | None = None,
     ) -> None:
         if compress not in ("none", "zstd"):
             raise InputError(f"unknown compression {compress!r}", hint="use 'none' or 'zstd'")
@@ -153,28 +164,64 @@ class Checkpointer:
             raise InputError(
                 f"unknown async_mode {async_mode!r}", hint="use 'thread', 'process' or 'sync'"
             )
-        self._sharded: ShardedWriter | None = None
         self.weights_only = weights_only
         self.writer_start = writer_start or ("fork" if sys.platform.startswith("linux") else "exec")
         if self.writer_start not in ("fork", "exec"):
             raise InputError(f"unknown writer_start {writer_start!r}", hint="use 'fork' or 'exec'")
-        self.last_report: WriteReport | None = None
-        self._snapshot = SharedSnapshot()
-        self._proc: Any = None
-        self._forked = False
-        self._results: Any = None
-        self._pending: tuple[int, int] | None = None  # (job id, step)
-        self._failed: str | None = None  # a failed write's message, raised on the next call
-        self._next_id = 0
+        self.hooks = hooks or WriteHooks()
+        self._writer: WriteStrategy | None = None
+        self._restored_step: int | None = None
+
+    @property
+    def writer(self) -> WriteStrategy:
+        """The write strategy, chosen once, at first use (torch.distributed may start after the
+        checkpointer is made): sharded with more than one process, else a writer process (or
+        inline writes for ``async_write=False`` and ``memory://``)."""
+        if self._writer is None:
+            w: WriteStrategy
+            if _dist()[1] > 1:
+                sharded = ShardedWriter(self.storage, self.retention, self.async_mode, self.hooks)
+                sharded.committed_step = self._restored_step
+                w = sharded
+            elif self.async_write:
+                w = ProcessWriter(
+                    self.storage, self.retention, self.compress, self.hooks, self.writer_start
+                )
+            else:
+                w = InlineWriter(self.storage, self.retention, self.compress, self.hooks)
+            self._writer = w
+        return self._writer
+
+    @property
+    def last_report(self) -> WriteReport | None:
+        """The newest committed write (None before the first)."""
+        return self._writer.last_report if self._writer is not None else None
+
+    @property
+    def committed_step(self) -> int | None:
+        """Newest step known committed by this checkpointer (or restored from). Sharded: rank 0
+        learns it from its marker thread, the other ranks at the next seal."""
+        w = self._writer
+        if isinstance(w, ShardedWriter):
+            w.poll()
+            return _newest(w.committed_step, self._restored_step)
+        report = w.last_report if w is not None else None
+        return _newest(report.step if report else None, self._restored_step)
+
+    @property
+    def sealed_step(self) -> int | None:
+        """Newest step whose data every rank wrote (its marker may be on its way); for a
+        one-file layout the newest committed step."""
+        w = self._writer
+        if isinstance(w, ShardedWriter):
+            return _newest(w.sealed_step, self.committed_step)
+        return self.committed_step
 
     # -- context manager -----------------------------------------------------------------------
 
     def start_writer(self) -> None:
         """Start the background writer now (``resilient`` does, before any thread exists)."""
-        if (
-            self.async_write and _dist()[1] == 1
-        ):  # more than one process: DCP writes, no writer process
-            self._ensure_writer()
+        self.writer.start()
 
     def __enter__(self) -> Checkpointer:
         return self
@@ -184,42 +231,27 @@ class Checkpointer:
 
     # -- saving --------------------------------------------------------------------------------
 
-    @property
-    def sharded(self) -> ShardedWriter | None:
-        """The DCP writer when more than one process trains (else None: single-file layout)."""
-        if self._sharded is None and _dist()[1] > 1:
-            self._sharded = ShardedWriter(self.storage, self.retention, self.async_mode)
-        return self._sharded
-
-    def sharded_write_done(self) -> bool:
-        """This rank's sharded write (if any) has finished; no collective (see ``commit``)."""
-        sw = self.sharded
-        return sw is None or sw.locally_done()
-
-    @property
-    def sharded_pending(self) -> int | None:
-        sw = self.sharded
-        return sw.pending.step if sw is not None and sw.pending is not None else None
-
-    def commit(self, timeout_s: float | None = None) -> WriteReport | None:
-        """Collective under torch.distributed: commit the sharded write in flight (waits for it).
-        Raises :class:`CheckpointWriteError` on every rank when any rank's write failed."""
-        sw = self.sharded
-        if sw is None:
-            return self.wait(timeout_s)
-        try:
-            report = sw.commit(timeout_s)
-        except CheckpointError as exc:
-            raise CheckpointWriteError(exc.message, hint=exc.hint) from exc
-        if report is not None:
-            self.last_report = report
-        return report
+    def write_done(self) -> bool:
+        """This rank's part of the write in flight (if any) has finished; no collective."""
+        return self._writer is None or self._writer.write_done()
 
     @property
     def in_flight(self) -> int | None:
         """Step of the write in flight, if any (after collecting a finished one)."""
-        self.poll()
-        return self._pending[1] if self._pending else None
+        return self._writer.in_flight() if self._writer is not None else None
+
+    def commit(self) -> None:
+        """Collective under torch.distributed: seal the sharded write in flight (waits for this
+        rank's files); rank 0 writes the marker in the background. Elsewhere: collect a finished
+        write. Raises :class:`CheckpointWriteError` on every rank when any rank's write failed."""
+        w = self._writer
+        try:
+            if isinstance(w, ShardedWriter):
+                w.seal()
+            elif w is not None:
+                w.poll()
+        except CheckpointError as exc:
+            raise CheckpointWriteError(exc.message, hint=exc.hint) from exc
 
     def build_state(
         self,
@@ -272,262 +304,87 @@ class Checkpointer:
         state: dict[str, Any] | None = None,
         if_busy: Literal["wait", "skip"] = "wait",
         block: bool = False,
+        timeout_s: float | None = None,
     ) -> SaveStats:
         """Save a checkpoint of ``progress.step``. Call on every rank under torch.distributed.
 
-        ``state`` replaces the built state when given (advanced use). ``if_busy='skip'`` returns
-        at once when a write is still in flight; ``block=True`` waits until it is committed.
-        Raises :class:`CheckpointWriteError` when the previous background write failed.
-        """
+        ``state`` replaces the built state when given (one-file layout, advanced use).
+        ``if_busy='skip'`` returns at once when a write is still in flight; ``block=True`` waits
+        until it is committed (at most ``timeout_s``). Raises :class:`CheckpointWriteError` when
+        the previous write failed (or, with ``block``, this one)."""
         t0 = time.perf_counter()
         if isinstance(progress, int):
             progress = Progress(progress)
-        if self.sharded is not None:
-            return self._save_sharded(
-                progress,
-                t0,
-                model=model,
-                optimizer=optimizer,
-                scheduler=scheduler,
-                scaler=scaler,
-                sampler=sampler,
-                extras=extras,
-                block=block,
-            )
-        if self._pending is not None:
-            self.poll()
-            if self._pending is not None:
+        w = self.writer
+        try:
+            if w.in_flight() is not None:
                 if if_busy == "skip":
                     return SaveStats(progress.step, time.perf_counter() - t0, "skipped")
-                self.wait()
-        self._raise_failed()
-        if state is None:
-            state = self.build_state(
-                progress,
-                model=model,
-                optimizer=optimizer,
-                scheduler=scheduler,
-                scaler=scaler,
-                sampler=sampler,
-                extras=extras,
-            )
-        rank, _ = _dist()
-        if rank != 0:
-            return SaveStats(progress.step, time.perf_counter() - t0, "async")
-        meta = {"progress": state.get("progress", {"step": progress.step})}
-        if not self.async_write:
-            self.last_report = write_checkpoint(
-                self.storage,
-                progress.step,
-                state,
-                compress=self.compress,
-                meta=meta,
-                retention=self.retention,
-            )
-            return SaveStats(progress.step, time.perf_counter() - t0, "sync")
-        skeleton, tensors = flatten(state)
-        self._ensure_writer()
-        fresh = self._snapshot.copy_in(tensors)
-        if fresh:
-            self._send(
-                {
-                    "kind": "map",
-                    "id": -1,
-                    "path": self._snapshot.path,
-                    "nbytes": self._snapshot.nbytes,
-                }
-            )
-        job = {
-            "kind": "write",
-            "id": self._next_id,
-            "step": progress.step,
-            "skeleton": skeleton,
-            "path": self._snapshot.path,
-            "layout": self._snapshot.layout,
-            "storage": self.storage,
-            "compress": self.compress,
-            "meta": meta,
-            "retention": self.retention,
-        }
-        self._send(job)
-        self._pending = (self._next_id, progress.step)
-        self._next_id += 1
-        stats = SaveStats(progress.step, time.perf_counter() - t0, "async")
-        if block:
-            self.wait()
-        return stats
-
-    def _save_sharded(
-        self,
-        progress: Progress,
-        t0: float,
-        *,
-        model: Any,
-        optimizer: Any,
-        scheduler: Any,
-        scaler: Any,
-        sampler: Any,
-        extras: dict[str, Any] | None,
-        block: bool,
-    ) -> SaveStats:
-        from gpuwise.train.sharded import app_state
-
-        sw = self.sharded
-        assert sw is not None
-        if sw.pending is not None:
-            self.commit()  # raises CheckpointWriteError when the previous write failed
-        train_state = self.build_state(
-            progress,
-            model=None,
-            optimizer=None,
-            scheduler=scheduler,
-            scaler=scaler,
-            sampler=sampler,
-            extras=extras,
-        )
-        state = app_state(_unwrap_ddp(model), optimizer) if model is not None else {}
-        sw.start(progress.step, state, train_state, {"progress": train_state["progress"]})
-        mode: Literal["async", "sync"] = "sync" if self.async_mode == "sync" else "async"
-        stall = time.perf_counter() - t0
-        if block or mode == "sync":
-            self.commit()
+                w.wait(None)  # sharded: collective; raises when the previous write failed
+            if w.sharded:
+                train_state = self.build_state(
+                    progress,
+                    scheduler=scheduler,
+                    scaler=scaler,
+                    sampler=sampler,
+                    extras=extras,
+                )
+                app = app_state(_unwrap_ddp(model), optimizer) if model is not None else {}
+                request = SaveRequest(
+                    progress.step, train_state, {"progress": train_state["progress"]}, app
+                )
+            else:
+                if state is None:
+                    state = self.build_state(
+                        progress,
+                        model=model,
+                        optimizer=optimizer,
+                        scheduler=scheduler,
+                        scaler=scaler,
+                        sampler=sampler,
+                        extras=extras,
+                    )
+                meta = {"progress": state.get("progress", {"step": progress.step})}
+                request = SaveRequest(progress.step, state, meta)
+            mode = w.save(request)
+            stall = time.perf_counter() - t0
+            if block or (mode == "sync" and w.sharded):
+                w.wait(timeout_s)
+        except CheckpointError as exc:
+            if isinstance(exc, CheckpointWriteError):
+                raise
+            raise CheckpointWriteError(exc.message, hint=exc.hint) from exc
         return SaveStats(progress.step, stall, mode)
-
-    def _send(self, job: dict[str, Any]) -> None:
-        from gpuwise.train._writer import send
-
-        try:
-            send(self._proc.stdin, job)
-        except (BrokenPipeError, OSError) as exc:
-            raise CheckpointWriteError(
-                f"the checkpoint writer process is gone ({exc})",
-                hint="see the log above for why it exited; the next save starts a new one",
-            ) from exc
-
-    def _ensure_writer(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            return
-        if self._proc is not None:  # it died (killed, OOM): start a fresh one, remap the buffer
-            log.warning(
-                "the checkpoint writer process exited (code %s); starting a new one",
-                self._proc.returncode,
-            )
-            self._snapshot.release()
-        import subprocess
-        import threading
-
-        import gpuwise
-        from gpuwise.train._writer import ForkedWriter
-        from gpuwise.train.snapshot import remove_stale_buffers
-
-        remove_stale_buffers()
-        if self.compress == "zstd":
-            import zstandard  # noqa: F401  (imported before a fork, never inside the child)
-        if self.writer_start == "fork" and not self._forked:
-            self._forked = True
-            self._proc = ForkedWriter()
-        else:  # a replacement after a crash is exec'd: threads may be running now
-            src = os.path.dirname(os.path.dirname(os.path.abspath(gpuwise.__file__)))
-            env = dict(
-                os.environ,
-                PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p),
-            )
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "gpuwise.train._writer", str(os.getpid())],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-            )
-        self._results = queue.Queue()
-        proc, results, snapshot = self._proc, self._results, self._snapshot
-
-        def read_results() -> None:
-            from gpuwise.train._writer import receive
-
-            while True:
-                try:
-                    kind, job_id, payload = receive(proc.stdout)
-                except (EOFError, OSError, ValueError):
-                    results.put(("dead", -1, None))
-                    return
-                if kind == "mapped":
-                    snapshot.unlink()
-                elif kind != "ready":
-                    results.put((kind, job_id, payload))
-
-        threading.Thread(target=read_results, name="gpuwise-ckpt-results", daemon=True).start()
 
     def poll(self) -> WriteReport | None:
         """Collect a finished background write without waiting; None when nothing finished."""
-        return self._collect(timeout_s=0.0)
+        return self._writer.poll() if self._writer is not None else None
 
     def wait(self, timeout_s: float | None = None) -> WriteReport | None:
-        """Block until the write in flight is committed (or failed: then raise)."""
-        if self._sharded is not None:
-            return self.commit(timeout_s)
-        report = self._collect(timeout_s=timeout_s if timeout_s is not None else float("inf"))
-        self._raise_failed()
-        return report
-
-    def _collect(self, timeout_s: float) -> WriteReport | None:
-        if self._pending is None:
+        """Block until the write in flight is committed (or failed: then raise). Collective
+        under torch.distributed."""
+        if self._writer is None:
             return None
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if timeout_s > 0:
-                    kind, job_id, payload = self._results.get(
-                        timeout=min(0.5, max(deadline - time.monotonic(), 0.001))
-                    )
-                else:
-                    kind, job_id, payload = self._results.get_nowait()
-            except queue.Empty:
-                if time.monotonic() >= deadline:
-                    return None
-                continue
-            step = self._pending[1]
-            if kind == "dead":
-                self._pending = None
-                self._failed = f"the writer process died (exit code {self._proc.poll()}) while writing step {step}"
-                return None
-            if job_id != self._pending[0]:
-                continue
-            self._pending = None
-            if kind == "ok":
-                self.last_report = payload
-                return payload  # type: ignore[no-any-return]
-            self._failed = f"checkpoint {step_dir(step)} was not written: {payload}"
-            return None
-
-    def _raise_failed(self) -> None:
-        if self._failed is not None:
-            message, self._failed = self._failed, None
-            raise CheckpointWriteError(
-                message,
-                hint="check the storage (space, credentials, network); "
-                "the previous committed checkpoint is still valid",
-            )
-
-    def close(self) -> None:
-        """Wait for the write in flight and stop the writer process. Raises a pending failure."""
-        if self._sharded is not None and self._sharded.pending is not None:
-            self.commit()
         try:
-            if self._pending is not None:
-                self._collect(timeout_s=float("inf"))
-        finally:
-            if self._proc is not None:
-                try:
-                    self._proc.stdin.close()
-                    self._proc.wait(timeout=10)
-                except Exception:
-                    self._proc.kill()
-                    self._proc.wait()
-                finally:
-                    self._proc.stdout.close()
-                    self._proc = None
-            self._snapshot.release()
-        self._raise_failed()
+            return self._writer.wait(timeout_s)
+        except CheckpointError as exc:
+            raise CheckpointWriteError(exc.message, hint=exc.hint) from exc
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Wait (up to ``timeout_s``; None: no limit) for the write in flight and stop the
+        writer. Raises a pending failure. Collective under torch.distributed."""
+        if self._writer is None:
+            return
+        try:
+            self._writer.close(timeout_s)
+        except CheckpointError as exc:
+            raise CheckpointWriteError(exc.message, hint=exc.hint) from exc
+
+    def abandon(self) -> int | None:
+        """Stop waiting for the write in flight, if any (a notice copy was committed on local
+        disk and the main storage may hang): returns the step left unfinished. No collective;
+        a writer process mid-write is killed (the folder it leaves is never committed)."""
+        return self._writer.abandon() if self._writer is not None else None
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -648,9 +505,15 @@ class Checkpointer:
             log.warning(
                 "resumed from %s after skipping %d invalid newer checkpoint(s)", path, len(skipped)
             )
-        if self._sharded is not None:
-            self._sharded.committed_step = progress.step
+        self._restored_step = progress.step
+        if isinstance(self._writer, ShardedWriter):
+            self._writer.committed_step = _newest(self._writer.committed_step, progress.step)
         return Restored(progress.step, progress, dict(state.get("extras", {})), path, skipped)
+
+
+def _newest(*steps: int | None) -> int | None:
+    known = [s for s in steps if s is not None and s >= 0]
+    return max(known) if known else None
 
 
 def _unwrap_ddp(model: Any) -> Any:

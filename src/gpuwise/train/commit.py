@@ -19,10 +19,9 @@ import hashlib
 import io
 import json
 import logging
-import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -120,8 +119,12 @@ def write_checkpoint(
     compress: Compression = "none",
     meta: dict[str, Any] | None = None,
     retention: Retention | None = None,
+    before_marker: Callable[[], None] | None = None,
 ) -> WriteReport:
-    """Serialize ``state`` and commit it as ``step``; then apply ``retention``."""
+    """Serialize ``state`` and commit it as ``step``; then apply ``retention``.
+
+    ``before_marker``: a test hook run between the shard and the marker (a rehearsal of slow
+    storage, so crash tests can land in that window)."""
     t0 = time.perf_counter()
     data = serialize(state, compress)
     t1 = time.perf_counter()
@@ -134,11 +137,8 @@ def write_checkpoint(
         f"{folder}/{MARKER}"
     )  # an older commit of this step must not vouch for new bytes
     storage.put_durable(f"{folder}/{shard}", data)
-    slow = float(os.environ.get("GPUWISE_CKPT_SLOW_WRITE_S", "0") or 0)
-    if (
-        slow > 0
-    ):  # rehearsal knob: emulate slow storage so crash tests land between shard and marker
-        time.sleep(slow)
+    if before_marker is not None:
+        before_marker()
     marker = {
         "format": FORMAT_VERSION,
         "layout": "file",

@@ -9,7 +9,7 @@ to ``gpuwise run`` or SkyPilot.
 
     cb = gpuwise.train.lightning_callback.LightningPreemptionCallback("ckpts/")
     trainer = lightning.Trainer(callbacks=[cb], ...)
-    trainer.fit(model, ckpt_path=cb.latest_checkpoint())   # resumes when there is one
+    trainer.fit(model, ckpt_path=cb.latest_checkpoint(trainer))   # resumes when there is one
     sys.exit(cb.exit_code)
 
     cb = gpuwise.train.hf_callback.HFPreemptionCallback()
@@ -20,13 +20,24 @@ to ``gpuwise run`` or SkyPilot.
 Under ``gpuwise run`` both write the progress file of their rank (:mod:`gpuwise.train.progress`),
 so a preemption is reported as one (exit 75) even though torchrun turns the worker's 75 into 1.
 
-Exact resume: the Hugging Face Trainer restores model, optimizer, scheduler, RNG and the data
-position from ``checkpoint-N`` itself. Lightning restores model, optimizer, schedulers and loop
-counters from the ``.ckpt``, but not the RNG of the data loader's sampler in the middle of an
-epoch nor Python/NumPy random state: a mid-epoch resume sees the same batches only with a
-deterministic sampler (``shuffle=False`` or a seeded sampler Lightning can rewind). For FSDP,
-use Lightning's own strategy checkpointing (``FSDPStrategy(state_dict_type="sharded")``, which
-saves through torch.distributed.checkpoint); this callback only decides *when* to save.
+What is exact, and what is not (these callbacks decide *when* to save; the frameworks save and
+restore):
+
+- Hugging Face Trainer: ``checkpoint-N`` holds model, optimizer, scheduler and RNG, and the
+  Trainer skips the consumed batches of the epoch on resume. That is exact at an epoch boundary.
+  In the middle of an epoch with DataLoader workers it is **not**: the workers' random state
+  (augmentations) is not restored, and final weights differed from an uninterrupted run in both
+  mid-epoch cases we tried. For an exact resume use :func:`~gpuwise.train.resilient` with a
+  :class:`~gpuwise.train.ResumableSampler`, which seeds every sample's randomness.
+- Lightning: the ``.ckpt`` restores model, optimizer, schedulers and loop counters, not the RNG
+  of the data loader's sampler in the middle of an epoch nor Python/NumPy random state: a
+  mid-epoch resume sees the same batches only with a deterministic sampler (``shuffle=False``
+  or a seeded sampler Lightning can rewind). The notice save happens only at an optimizer-step
+  boundary (never inside a gradient-accumulation window), and
+  ``latest_checkpoint(trainer)`` picks the newest of the callback's files and Lightning's
+  ``last.ckpt``, so a kill without notice resumes from Lightning's periodic checkpoint. For
+  FSDP, use Lightning's own strategy checkpointing (``FSDPStrategy(state_dict_type="sharded")``,
+  which saves through torch.distributed.checkpoint).
 
 Tested against lightning 2.6.6 and transformers 5.23.0 with torch 2.13.0 (CPU).
 """

@@ -21,7 +21,17 @@ seconds and give up while the others were still shutting down.
 Failures that cannot change on retry stop at once, not after ``--max-restarts`` attempts: the
 script does not exist, ``python -c`` (torchrun needs a script file), and an attempt whose workers
 all exit with code 2 (the usage-error code of argparse, click and gpuwise) — ``gpuwise run`` then
-exits 2 too. Every other failure (signals, 1, OOM, a lost peer) may be transient and is retried. The workers' :func:`~gpuwise.train.resilient` writes a small progress
+exits 2 too; on node 0 of a multi-node job, a rendezvous port already in use (exit 2 before the
+first attempt). Every other failure (signals, 1, OOM) may be transient and is retried. With
+several nodes, an attempt whose workers all failed because a peer went away (``exit:
+"peer-lost"``) counts as a preemption (``--max-preemptions``), not a crash: spot node losses do
+not end in 76. While a multi-node attempt waits in the rendezvous, a line every 30 s says for
+what.
+
+The cloud's notice is trusted: after an attempt that did not finish, ``gpuwise run`` asks the
+metadata server once; when a preemption notice for this machine is still up (AWS keeps
+``instance-action`` up until the end, GCP ``preempted``), it does not restart but exits 75 at
+once, inside the notice window, so the scheduler recovers the job on another machine. The workers' :func:`~gpuwise.train.resilient` writes a small progress
 file per rank into ``GPUWISE_RUN_DIR`` (step reached, step committed, how it exited), which
 tells a preemption from a crash and how much work a restart lost. Without those files the exit
 code decides (only visible without torchrun: ``--no-torchrun``).
@@ -55,12 +65,17 @@ from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAU
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["done", "preempted", "crashed", "stopped", "usage", "rendezvous-closed"]
+Outcome = Literal[
+    "done", "preempted", "peer-lost", "crashed", "stopped", "usage", "rendezvous-closed"
+]
 DEFAULT_RDZV_PORT = 29500
 # How long a node keeps joining a rendezvous that the other nodes have closed (they are still
 # ending the previous attempt) before it counts as a failure: torchrun's default rendezvous join
 # timeout (`--rdzv-conf join_timeout`, 600 s).
 RENDEZVOUS_CLOSED_WAIT_S = 600.0
+RENDEZVOUS_LOG_S = 30.0
+"""While an attempt of a multi-node job has no worker yet (it waits in the rendezvous), a line
+says what it waits for this often."""
 NOT_RETRIED_EXIT_CODES = (EXIT_USAGE,)
 """Worker exit codes that a retry cannot change (module docstring)."""
 
@@ -227,14 +242,23 @@ def _read_progress(run_dir: str) -> list[dict[str, Any]]:
 
 
 def _classify(
-    code: int, progress: list[dict[str, Any]], signalled: bool, rendezvous_closed: bool = False
+    code: int,
+    progress: list[dict[str, Any]],
+    signalled: bool,
+    rendezvous_closed: bool = False,
+    nnodes: int = 1,
 ) -> Outcome:
-    """``rendezvous_closed``: the attempt left the marker of :mod:`._torchrun` (no worker ran)."""
+    """``rendezvous_closed``: the attempt left the marker of :mod:`._torchrun` (no worker ran).
+
+    A lost peer (``exit: "peer-lost"`` on every rank here that reported) is a preemption of the
+    job only with several nodes: on one machine the peer was a local process, and its end a crash."""
     if signalled:
         return "stopped"
     exits = {p.get("exit") for p in progress}
     if "preempted" in exits or code == EXIT_PREEMPTED:
         return "preempted"
+    if nnodes > 1 and exits == {"peer-lost"}:  # another node went away mid-collective:
+        return "peer-lost"  # the job lost a machine, this program did not crash
     if code == 0:
         return "done"
     if code in NOT_RETRIED_EXIT_CODES:
@@ -282,18 +306,144 @@ def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
     return out
 
 
+def _rendezvous_endpoint(spec: LaunchSpec) -> tuple[str, int] | None:
+    if spec.nnodes == 1 and not spec.rdzv_endpoint:
+        return None  # --standalone: torchrun picks a free port itself
+    endpoint = spec.rdzv_endpoint or f"127.0.0.1:{DEFAULT_RDZV_PORT}"
+    host, _, port = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "")
+    try:
+        return host, int(port) if port else DEFAULT_RDZV_PORT
+    except ValueError as exc:
+        raise InputError(
+            f"rendezvous endpoint {endpoint!r} has no usable port",
+            hint="give it as HOST:PORT, e.g. 10.0.0.1:29500",
+        ) from exc
+
+
+def check_rendezvous_port(spec: LaunchSpec) -> None:
+    """Node 0 hosts the rendezvous store: refuse at once when its port is taken on this machine
+    (else every attempt would fail the same way and end as 'the command kept failing')."""
+    found = _rendezvous_endpoint(spec)
+    if found is None or spec.node_rank != 0:
+        return
+    import errno
+    import socket
+
+    _, port = found
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the c10d store binds
+        try:
+            s.bind(("", port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return  # not ours to judge (e.g. no permission on this interface)
+            raise InputError(
+                f"the rendezvous port {port} is in use on this machine (node 0 hosts the "
+                "rendezvous store)",
+                hint="stop what holds it (another gpuwise run or torchrun?), or give a free "
+                "port with --rdzv-endpoint HOST:PORT on every node",
+            ) from exc
+
+
+def _notice_up(env: dict[str, str], progress: list[dict[str, Any]]) -> Any:
+    """The cloud's preemption notice for this machine, if one is up now (None otherwise).
+
+    Asked only when a worker reported a notice from a cloud (``notice`` in its progress file),
+    and only that cloud: probing for clouds on a machine without one costs seconds."""
+    from gpuwise.train.preemption import CLOUDS, PreemptionWatcher
+
+    clouds = sorted({str(p.get("notice")) for p in progress} & set(CLOUDS))
+    if not clouds:
+        return None
+    try:
+        watcher = PreemptionWatcher(
+            cloud=clouds[0],
+            metadata_url=env.get("GPUWISE_METADATA_URL") or None,
+            signals=(),
+        )
+    except InputError:
+        return None  # a bad GPUWISE_CLOUD: the workers report it
+    return watcher.check_now()
+
+
+DEADLINE_MARGIN_S = 3.0
+"""When every worker here reported its notice save committed but some still run this close to
+the notice's deadline, the attempt is ended (the machine is about to go anyway)."""
+
+
+def _past_notice_deadline(progress: list[dict[str, Any]], nproc: int) -> bool:
+    """Every local rank reported ``preempted`` (its notice checkpoint is committed) and the
+    earliest notice deadline is less than :data:`DEADLINE_MARGIN_S` away."""
+    if len(progress) < nproc or any(p.get("exit") != "preempted" for p in progress):
+        return False
+    deadlines = [p["deadline_unix"] for p in progress if isinstance(p.get("deadline_unix"), float)]
+    return bool(deadlines) and time.time() > min(deadlines) - DEADLINE_MARGIN_S
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL torchrun and every process below it (its workers run in sessions of their own)."""
+    from gpuwise.train.chaos import descendants
+
+    for pid in [*descendants(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    spec: LaunchSpec,
+    run_dir: str,
+    number: int,
+    say: Callable[[str], None],
+    log_every_s: float,
+) -> int:
+    """Wait for an attempt. In a multi-node job, say every ``log_every_s`` what it waits for
+    while no worker has started (the rendezvous). After a notice, end the attempt when every
+    worker here committed its notice save but some still run at the notice's deadline (a worker
+    stuck at exit must not keep ``gpuwise run`` from handing over 75 in the window)."""
+    started = last_log = time.monotonic()
+    endpoint = _rendezvous_endpoint(spec)
+    while True:
+        try:
+            return proc.wait(timeout=0.5)
+        except KeyboardInterrupt:  # our handler already forwarded SIGTERM
+            continue
+        except subprocess.TimeoutExpired:
+            pass
+        progress = _read_progress(run_dir)
+        if _past_notice_deadline(progress, spec.nproc_per_node):
+            say(
+                f"attempt {number}: every worker committed its notice checkpoint but some are "
+                "still running at the notice's deadline: ending them"
+            )
+            _kill_tree(proc)
+            proc.wait()
+            return EXIT_PREEMPTED
+        if endpoint is not None and not progress and time.monotonic() - last_log >= log_every_s:
+            last_log = time.monotonic()
+            say(
+                f"attempt {number}: waiting {last_log - started:.0f} s for the "
+                f"rendezvous at {endpoint[0]}:{endpoint[1]} (job {spec.rdzv_id!r}, "
+                f"{spec.nnodes} nodes, this is node {spec.node_rank}); no worker has "
+                "started yet"
+            )
+
+
 def launch(
     spec: LaunchSpec,
     *,
     say: Callable[[str], None] | None = None,
     env: dict[str, str] | None = None,
     stdout: int | None = None,
+    rendezvous_log_s: float = RENDEZVOUS_LOG_S,
 ) -> LaunchResult:
     """Run ``spec`` until it finishes or runs out of restarts; see the module docstring.
 
-    ``stdout``: a file descriptor for the command's output (``--json`` sends it to stderr)."""
+    ``stdout``: a file descriptor for the command's output (``--json`` sends it to stderr).
+    ``rendezvous_log_s``: how often a multi-node attempt says what its rendezvous waits for."""
     say = say or (lambda text: log.info("%s", text))
     argv = build_argv(spec)
+    check_rendezvous_port(spec)
     attempts: list[AttemptResult] = []
     crashes = preemptions = 0
     closed_since: float | None = None
@@ -322,16 +472,13 @@ def launch(
                 say(f"attempt {number}: {' '.join(argv)}")
                 started = time.monotonic()
                 proc = subprocess.Popen(argv, env=child_env, stdout=stdout)
-                while True:
-                    try:
-                        code = proc.wait()
-                        break
-                    except KeyboardInterrupt:  # our handler already forwarded SIGTERM
-                        continue
+                code = _wait(proc, spec, run_dir, number, say, rendezvous_log_s)
                 progress = _read_progress(run_dir)
-                outcome = _classify(code, progress, bool(received), os.path.exists(closed_marker))
+                outcome = _classify(
+                    code, progress, bool(received), os.path.exists(closed_marker), spec.nnodes
+                )
                 steps = [p["step"] for p in progress if isinstance(p.get("step"), int)]
-                commits = [
+                commits = [  # a commit is global: the rank that knows the newest one is right
                     p["committed_step"]
                     for p in progress
                     if isinstance(p.get("committed_step"), int)
@@ -340,7 +487,7 @@ def launch(
                     p["resumed_from"] for p in progress if isinstance(p.get("resumed_from"), int)
                 ]
                 reached = max(steps) if steps else None
-                committed = min(commits) if commits else None
+                committed = max(commits) if commits else None
                 lost = (
                     (reached - (committed or 0))
                     if reached is not None and outcome != "done"
@@ -377,6 +524,17 @@ def launch(
                         f"stop signal received: exiting with {EXIT_PREEMPTED} so the scheduler can recover the job"
                     )
                     return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
+                if outcome in ("preempted", "peer-lost", "crashed"):
+                    notice = _notice_up(child_env, progress)
+                    if notice is not None:  # the cloud announced this machine's end: no restart
+                        left = notice.seconds_left
+                        say(
+                            f"the {notice.source} preemption notice is still up (this machine "
+                            + (f"goes in {left:.0f} s" if left is not None else "is going away")
+                            + f"): not restarting; exiting with {EXIT_PREEMPTED} so the scheduler "
+                            "can recover the job elsewhere"
+                        )
+                        return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
                 # consecutive closed-rendezvous attempts: since the first one started
                 closed_since = (closed_since or started) if outcome == "rendezvous-closed" else None
                 delay = spec.restart_delay_s
@@ -389,14 +547,15 @@ def launch(
                         "attempt; joining again (not counted as a failure)"
                     )
                     delay = max(delay, 1.0)  # no busy loop with --restart-delay 0s
-                elif outcome == "preempted":
+                elif outcome in ("preempted", "peer-lost"):  # a lost peer: the job was preempted
                     preemptions += 1
                     if preemptions > spec.max_preemptions:
                         say(
                             f"{preemptions} preemptions: handing over with exit code {EXIT_PREEMPTED}"
                         )
                         return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
-                    say(f"restarting after preemption ({preemptions}/{spec.max_preemptions})")
+                    what = "a lost peer" if outcome == "peer-lost" else "preemption"
+                    say(f"restarting after {what} ({preemptions}/{spec.max_preemptions})")
                 else:
                     crashes += 1
                     if crashes > spec.max_restarts:

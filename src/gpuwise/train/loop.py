@@ -22,8 +22,9 @@ the block, ``False`` leaves it to ``sys.exit(run.exit_code)``).
 
 Under ``torch.distributed`` every rank takes the same decisions at the same step: one small
 ``all_reduce`` per optimizer step carries "stop", "notice", "time to save" and "my shard write is
-still running"; a sharded write is committed (collectively) at the first step where every rank's
-write is done.
+still running"; a sharded write is sealed (collectively: files and checksums, no storage I/O) at
+the first step where every rank's write is done, and rank 0 writes its marker in the background.
+The data position is kept per data-parallel replica (``dp_rank``/``dp_size`` or ``mesh``).
 
 A notice save is bounded by the grace period (``GPUWISE_GRACE_PERIOD_S`` or the cloud's deadline):
 with remote storage it goes to fast local disk first (``local_dir``), then uploads while time is
@@ -51,10 +52,13 @@ from gpuwise.train.interval import DEFAULT_MAX_INTERVAL_S, DEFAULT_MTBF_HOURS, c
 from gpuwise.train.preemption import PreemptionWatcher
 from gpuwise.train.progress import write_progress
 from gpuwise.train.sampler import ResumableSampler, install_worker_seeding
+from gpuwise.train.writers import WriteHooks
 
 log = logging.getLogger(__name__)
 
 Precision = Literal["fp32", "bf16", "fp16"]
+EXIT_MARGIN_S = 8.0
+"""Seconds of a notice window kept for exiting after the notice save (at least)."""
 _INITIAL_STALL_GUESS_S = 1.0  # until the first save is measured; replaced by the measured EMA
 
 
@@ -87,6 +91,10 @@ class Run:
         exit_on_preemption: bool | Literal["at_exit"] = "at_exit",
         extras: dict[str, Any] | None = None,
         local_dir: str | os.PathLike[str] | None = None,
+        dp_rank: int | None = None,
+        dp_size: int | None = None,
+        mesh: Any = None,
+        checkpoint_hooks: WriteHooks | None = None,
     ) -> None:
         if max_steps < 1:
             raise InputError(
@@ -123,6 +131,7 @@ class Run:
             keep_every=keep_every,
             compress=compress,
             async_write=async_write,
+            hooks=checkpoint_hooks,
         )
         self.local_checkpointer = _local_checkpointer(
             self.checkpointer, local_dir, keep_last, compress
@@ -135,6 +144,9 @@ class Run:
         self._own_watcher = watcher is True
         rank, world = _dist()
         self.rank, self.world_size = rank, world
+        self.dp_rank, self.dp_size = _data_parallel(dp_rank, dp_size, mesh, rank, world)
+        """This rank's data-parallel replica and the number of replicas: ranks of one replica
+        (tensor, pipeline or context parallel peers) consume the same samples."""
         nodes = max(world // int(os.environ.get("LOCAL_WORLD_SIZE", world) or 1), 1)
         self.nodes = nodes
         self.global_step = 0
@@ -213,29 +225,47 @@ class Run:
 
     def close(self, exc: BaseException | None = None) -> None:
         try:
-            if exc is None and self.checkpointer.sharded_pending is not None:
-                self._commit()  # the last periodic save may be this very step: no second write
-            if (
-                exc is None
-                and not self.preempted
-                and self.global_step >= self.max_steps
-                and self.committed_step != self.global_step
-            ):
-                self._save("final", block=True)
-            if not (self.preempted and self.local_checkpointer is not None):
-                self.checkpointer.close()  # after a local notice save the remote write may hang: leave it
+            if exc is not None or (self.preempted and self.local_checkpointer is not None):
+                # after an error no collective may run (a peer may be gone); after a notice the
+                # copy is committed on local disk and the main storage may hang: never wait for
+                # it past the deadline (nor let a hung write keep the process alive)
+                left = self.checkpointer.abandon()
+                if left is not None and self.preempted:
+                    log.warning(
+                        "the write of step %d to %s did not finish before the deadline: left "
+                        "unfinished (the local notice copy of step %s is committed)",
+                        left,
+                        self.checkpointer.storage.url,
+                        self.committed_step,
+                    )
+                    _exit_hard_at_shutdown(EXIT_PREEMPTED)
+                if self.local_checkpointer is not None:
+                    self.local_checkpointer.abandon()
+            else:
+                if exc is None and self.world_size > 1 and self.checkpointer.in_flight is not None:
+                    self._commit()  # the last periodic save may be this very step: no second write
+                if (
+                    exc is None
+                    and not self.preempted
+                    and self.global_step >= self.max_steps
+                    and self.checkpointer.sealed_step != self.global_step
+                ):
+                    self._save("final", block=True)
+                self.checkpointer.close()
+                self._update_committed()
         except CheckpointWriteError as err:
             self.save_errors.append(err.message)
             log.error("%s", err)
         finally:
             if self.watcher is not None and self._own_watcher:
                 self.watcher.stop()
-            self._write_progress(
-                force=True,
-                exit_reason="preempted"
-                if self.preempted
-                else ("done" if exc is None and self.global_step >= self.max_steps else "stopped"),
-            )
+            if self.preempted:
+                reason = "preempted"
+            elif exc is None and self.global_step >= self.max_steps:
+                reason = "done"
+            else:
+                reason = "peer-lost" if _peer_lost(exc) else "stopped"
+            self._write_progress(force=True, exit_reason=reason)
 
     @property
     def done(self) -> bool:
@@ -248,12 +278,19 @@ class Run:
         sampler = _resumable_sampler(loader)
         batch_size = _batch_size(loader)
         self._sampler = sampler
+        if sampler is not None and sampler.num_replicas != self.dp_size:
+            raise InputError(
+                f"the ResumableSampler deals to {sampler.num_replicas} replica(s) but the run has "
+                f"{self.dp_size} data-parallel replica(s)",
+                hint="give the sampler rank=dp_rank, num_replicas=dp_size, and the same to "
+                "resilient(dp_rank=..., dp_size=...) or resilient(mesh=...)",
+            )
         while not self.done:
             skip = 0
             if self.samples_in_epoch < 0:  # a checkpoint from before global positions
-                self.samples_in_epoch = self.batch_in_epoch * batch_size * self.world_size
-            else:  # per-rank batches from the global position (another world size resumes here)
-                self.batch_in_epoch = self.samples_in_epoch // (batch_size * self.world_size)
+                self.samples_in_epoch = self.batch_in_epoch * batch_size * self.dp_size
+            else:  # per-replica batches from the global position (another DP degree resumes here)
+                self.batch_in_epoch = self.samples_in_epoch // (batch_size * self.dp_size)
             if sampler is not None:
                 sampler.set_position(self.epoch, self.samples_in_epoch)
                 install_worker_seeding(loader)  # augmentations in workers resume exactly
@@ -278,7 +315,7 @@ class Run:
                 self.batch_in_epoch += (
                     1  # counted before the step, so a save at this step includes it
                 )
-                self.samples_in_epoch += batch_size * self.world_size
+                self.samples_in_epoch += batch_size * self.dp_size
                 yield batch
                 if self.done:
                     return
@@ -355,15 +392,15 @@ class Run:
         by_time = use_time and (first or time.monotonic() - self._last_save >= self.interval_s)
         writing = False
         if self.world_size > 1:  # every rank takes the same decision at the same step
-            writing = not self.checkpointer.sharded_write_done()
+            writing = not self.checkpointer.write_done()
             device = (
                 "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
             )  # NCCL reduces GPU tensors
             flags = torch.tensor([stop, notice, by_time, writing], dtype=torch.int32, device=device)
             torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
             stop, notice, by_time, writing = (bool(x) for x in flags.tolist())
-            if self.checkpointer.sharded_pending is not None and not writing:
-                self._commit()  # every rank's shards are written: commit (collective)
+            if self.checkpointer.in_flight is not None and not writing:
+                self._commit()  # every rank's shards are written: seal (collective, no storage I/O)
         if stop:
             log.warning("preemption notice: saving step %d and stopping", self.global_step)
             self._notice_save()
@@ -384,9 +421,12 @@ class Run:
         except CheckpointWriteError as err:
             self.save_errors.append(err.message)
             log.error("checkpoint write failed: %s", err)
-        report = self.checkpointer.last_report
-        if report is not None:
-            self.committed_step = max(self.committed_step or 0, report.step)
+        self._update_committed()
+
+    def _update_committed(self) -> None:
+        known = self.checkpointer.committed_step
+        if known is not None:
+            self.committed_step = max(self.committed_step or 0, known)
 
     def _deadline_s(self) -> float:
         """Seconds left to the machine's end (the notice's deadline, else the grace period)."""
@@ -397,18 +437,23 @@ class Run:
         return max(left, 0.0)
 
     def _notice_save(self) -> None:
-        """Commit this step before the deadline: to fast local disk first when the storage is remote."""
-        deadline = time.monotonic() + self._deadline_s() * 0.8  # keep a margin for exiting
+        """Commit this step before the deadline: to fast local disk first when the storage is
+        remote. Nothing here waits on the main storage: a write to it still in flight is left
+        to finish in the background (or not: the local copy is newer)."""
+        left = self._deadline_s()
+        # keep a margin for exiting (process teardown, torchrun, gpuwise run): 20 % of what is
+        # left, at least EXIT_MARGIN_S
+        deadline = time.monotonic() + max(left - max(0.2 * left, EXIT_MARGIN_S), 1.0)
         local = self.local_checkpointer
         if local is None:
-            self._save("notice", block=True)
+            self._save("notice", block=True, timeout_s=max(deadline - time.monotonic(), 1.0))
             if self.world_size > 1:  # nobody exits before the commit (torchrun kills the rest)
                 torch.distributed.barrier()
             return
         target = self.checkpointer
         self.checkpointer = local  # the notice save goes to local disk, synchronously
         try:
-            self._save("notice", block=True)
+            self._save("notice", block=True, timeout_s=max(deadline - time.monotonic(), 1.0))
         finally:
             self.checkpointer = target
         from gpuwise.train.upload import upload_committed
@@ -430,7 +475,7 @@ class Run:
         if self.world_size > 1:
             torch.distributed.barrier()
 
-    def _save(self, why: str, block: bool) -> None:
+    def _save(self, why: str, block: bool, timeout_s: float | None = None) -> None:
         try:
             stats = self.checkpointer.save(
                 Progress(
@@ -448,6 +493,7 @@ class Run:
                 extras=self.extras,
                 if_busy="skip" if why == "periodic" else "wait",
                 block=block,
+                timeout_s=timeout_s,
             )
         except CheckpointWriteError as err:  # the previous write failed: report it, keep training
             self.save_errors.append(err.message)
@@ -464,11 +510,9 @@ class Run:
                 if self._stall_ema_s is None
                 else 0.7 * self._stall_ema_s + 0.3 * stats.stall_s
             )
-        if block or stats.mode == "sync":
+        if block or (stats.mode == "sync" and self.world_size == 1):
             self.committed_step = self.global_step
-        report = self.checkpointer.last_report
-        if report is not None:
-            self.committed_step = max(self.committed_step or 0, report.step)
+        self._update_committed()
 
     def _write_progress(self, force: bool = False, exit_reason: str | None = None) -> None:
         """For ``gpuwise run``: how far this rank got (to report the work lost on a restart)."""
@@ -478,11 +522,8 @@ class Run:
         if not force and now - self._last_progress_write < 0.5:
             return
         self._last_progress_write = now
-        if self.rank == 0:
-            self.checkpointer.poll()  # collects a finished write; a failure is raised on the next save
-        report = self.checkpointer.last_report
-        if report is not None:
-            self.committed_step = max(self.committed_step or 0, report.step)
+        self._update_committed()  # collects a finished write; a failure is raised on the next save
+        notice = self.watcher.notice if self.watcher is not None else None
         write_progress(
             self._run_dir,
             rank=self.rank,
@@ -491,6 +532,8 @@ class Run:
             resumed_from=self.resumed_from,
             exit_reason=exit_reason,
             save_errors=self.save_errors[-3:],
+            notice=notice.source if notice is not None and notice.kind == "preemption" else None,
+            deadline_unix=notice.deadline_unix if notice is not None else None,
         )
 
 
@@ -566,6 +609,88 @@ def _batch_size(loader: Any) -> int:
         getattr(loader, "batch_sampler", None), "batch_size", None
     )
     return int(size or 1)
+
+
+DP_MESH_DIMS = ("dp", "dp_replicate", "dp_shard", "fsdp", "ddp", "hsdp")
+"""Device-mesh dimension names taken as data parallel (torchtitan's and PyTorch's tutorials'
+names). Tensor, pipeline and context parallel peers (``tp``, ``pp``, ``cp``) see the same
+samples, so they do not count. A flattened ``dp`` dimension wins over its parts."""
+
+
+def _data_parallel(
+    dp_rank: int | None, dp_size: int | None, mesh: Any, rank: int, world: int
+) -> tuple[int, int]:
+    """(rank, size) of data parallelism: given, from a DeviceMesh, else every rank a replica."""
+    if mesh is not None:
+        if dp_rank is not None or dp_size is not None:
+            raise InputError(
+                "pass either mesh or dp_rank/dp_size, not both", hint="the mesh has both"
+            )
+        names = tuple(getattr(mesh, "mesh_dim_names", None) or ())
+        dims = ["dp"] if "dp" in names else [n for n in names if n in DP_MESH_DIMS]
+        if not names or (not dims and mesh.ndim > 1):
+            raise InputError(
+                f"cannot tell the data-parallel dimension of a mesh with dims {names or '(unnamed)'}",
+                hint=f"name it one of {', '.join(DP_MESH_DIMS)} (init_device_mesh(..., "
+                "mesh_dim_names=...)), or pass dp_rank and dp_size",
+            )
+        if not dims:  # a 1-D mesh named otherwise (e.g. tp only): one replica
+            return 0, 1
+        size, local = 1, 0
+        for name in dims:  # row-major over the DP dims, like DeviceMesh's own flattening
+            sub = mesh[name]
+            local = local * sub.size() + sub.get_local_rank()
+            size *= sub.size()
+        return local, size
+    if dp_rank is None and dp_size is None:
+        return rank, world
+    if dp_rank is None or dp_size is None:
+        raise InputError("pass dp_rank and dp_size together", hint="e.g. dp_rank=0, dp_size=2")
+    if not (dp_size >= 1 and 0 <= dp_rank < dp_size and world % dp_size == 0):
+        raise InputError(
+            f"dp_rank={dp_rank}, dp_size={dp_size} do not fit {world} process(es)",
+            hint="dp_size divides the world size; 0 <= dp_rank < dp_size",
+        )
+    return dp_rank, dp_size
+
+
+_PEER_LOST = (
+    "Connection closed by peer",  # gloo
+    "Connection reset by peer",
+    "Broken pipe",
+    "remote process exited or there was a network error",  # NCCL
+    "NCCL communicator was aborted",
+)
+
+
+def _peer_lost(exc: BaseException | None) -> bool:
+    """A collective failed because another rank (or its node) went away: ``gpuwise run`` treats
+    it as a preemption of the job, not a crash of the program."""
+    while exc is not None:
+        dist_error = getattr(torch.distributed, "DistNetworkError", ())
+        if (dist_error and isinstance(exc, dist_error)) or any(
+            text in str(exc) for text in _PEER_LOST
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _exit_hard_at_shutdown(code: int) -> None:
+    """Exit with ``code`` at interpreter shutdown *before* Python joins non-daemon threads.
+
+    A DCP write to a hung object store runs in a non-daemon thread (DCP's ThreadPoolExecutor),
+    which the interpreter would join forever after a preemption. ``threading``'s own shutdown
+    hooks run before that join (and before ``atexit``)."""
+    global _exit_code
+    _exit_code = code
+    import threading
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # pragma: no cover - CPython has had it since 3.9
+        return
+    with contextlib.suppress(RuntimeError):
+        register(_exit_with_code)
 
 
 def _local_checkpointer(

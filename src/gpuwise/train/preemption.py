@@ -315,6 +315,22 @@ class PreemptionWatcher:
                 self._handled_save = False  # a rebalance save does not cover the final one
             self._stop_flag = True
 
+    def check_now(self) -> Notice | None:
+        """Ask the cloud once, now: the preemption notice that is up, if any (None without a
+        cloud, or when it does not answer within the probe timeout). ``gpuwise run`` asks this
+        before a restart: a notice still up means this machine is going away."""
+        if self.cloud == "none":
+            return None
+        name, provider = self._detect()
+        if provider is None:
+            return None
+        try:
+            notice: Notice | None = provider.poll()
+        except (OSError, ValueError) as exc:
+            log.debug("%s metadata poll failed: %s", name, exc)
+            return None
+        return notice if notice is not None and notice.kind == "preemption" else None
+
     # -- internals -----------------------------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -363,6 +379,9 @@ class PreemptionWatcher:
                 log.warning(
                     "%s %s notice received (deadline %s)", name, notice.kind, notice.deadline_unix
                 )
-                self.trigger(name, notice.kind, notice.deadline_unix)
+                deadline = notice.deadline_unix
+                if name == "gcp" and deadline is not None:  # GCP gives no time: the flag may
+                    deadline -= self.poll_interval_s  # have been up for one poll interval
+                self.trigger(name, notice.kind, deadline)
             if self._halt.wait(self.poll_interval_s):
                 return

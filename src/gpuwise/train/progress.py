@@ -3,7 +3,10 @@
 ``gpuwise run`` sets ``GPUWISE_RUN_DIR``; :func:`~gpuwise.train.resilient` and the Lightning /
 Hugging Face callbacks write ``progress-rank<R>.json`` there. torchrun turns any worker's exit
 code into its own 1, so the file — not the exit code — tells a preemption (``exit:
-"preempted"``) from a crash, and how many steps a restart redoes.
+"preempted"``) from a crash, and how many steps a restart redoes. ``notice`` names the source of
+a preemption notice (``aws``, ``gcp``, ``azure``: the cloud announced this machine's end, so
+``gpuwise run`` does not restart on it; ``signal:SIGTERM`` ...), ``exit: "peer-lost"`` a
+collective that failed because another rank or node went away.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ def write_progress(
     resumed_from: int | None = None,
     exit_reason: str | None = None,
     save_errors: list[str] | None = None,
+    notice: str | None = None,
+    deadline_unix: float | None = None,
 ) -> None:
     """Replace this rank's progress file atomically; silent when ``folder`` is None or unwritable."""
     if folder is None:
@@ -41,6 +46,8 @@ def write_progress(
         "exit": exit_reason,
         "time_unix": time.time(),
         "save_errors": list(save_errors or []),
+        "notice": notice,
+        "deadline_unix": deadline_unix,
     }
     path = os.path.join(folder, f"progress-rank{rank}.json")
     with contextlib.suppress(OSError):

@@ -14,9 +14,12 @@ Layout of one step folder::
                                      its files written and their sha256 (``layout: "dcp"``)
 
 The commit protocol stays ours: DCP's ``.metadata`` alone does not say that every rank's file
-is complete and intact. The commit is collective — every rank calls :meth:`ShardedWriter.commit`
-at the same step (``resilient`` does it at the first step boundary where every rank's write is
-done; a direct ``Checkpointer`` user does it at the next ``save``/``wait``/``close``).
+is complete and intact. Sealing is collective — every rank calls :meth:`ShardedWriter.seal` at
+the same step (``resilient`` does it at the first step boundary where every rank's write is
+done; a direct ``Checkpointer`` user at the next ``save``/``commit``/``wait``/``close``) and
+reports its files with their sha256, taken while the bytes were written (nothing is read back).
+Rank 0 then writes the marker and prunes in a background thread (:class:`MarkerCommitter`):
+nothing on the training thread waits on the storage, and a failed marker is retried.
 
 Async: ``dcp.async_save`` with a background *thread* and DCP's staging copy (the loop pays only
 for the copy). DCP's process-based saver (``AsyncCheckpointerType.PROCESS``) hung in our tests
@@ -27,6 +30,8 @@ on torch 2.13 CPU/gloo (the save never completed within 3 minutes), so it is opt
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -34,6 +39,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,7 +54,8 @@ from gpuwise.train.commit import (
     read_marker,
     step_dir,
 )
-from gpuwise.train.storage import Storage, storage_errors
+from gpuwise.train.storage import Storage
+from gpuwise.train.writers import SaveRequest, WriteHooks
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +109,10 @@ def _reader(storage: Storage, folder: str) -> Any:
 
 
 def rank_files(storage: Storage, folder: str, rank: int) -> dict[str, dict[str, Any]]:
-    """sha256 and size of the files this rank is responsible for in ``folder``."""
+    """sha256 and size of the files this rank is responsible for in ``folder``, read back.
+
+    Only a fallback: normally the checksums are taken while the bytes are written
+    (:class:`_HashingFs`), so a save reads nothing back."""
     names = [
         n
         for n in storage.list_names(folder)
@@ -117,6 +127,71 @@ def rank_files(storage: Storage, folder: str, rank: int) -> dict[str, dict[str, 
     return out
 
 
+class _HashingStream:
+    """A write stream that hashes what passes through it. A seek (never seen from DCP's
+    writer in torch 2.13) makes the checksum unknown; the file is then read back instead."""
+
+    def __init__(self, raw: Any, on_close: Any) -> None:
+        self._raw, self._on_close = raw, on_close
+        self._hash = hashlib.sha256()
+        self._bytes = 0
+        self._valid = True
+
+    def write(self, data: Any) -> int:
+        n = self._raw.write(data)
+        view = memoryview(data).cast("B")
+        self._hash.update(view[: n if isinstance(n, int) else len(view)])
+        self._bytes += n if isinstance(n, int) else len(view)
+        return n if isinstance(n, int) else len(view)
+
+    def seek(self, *args: Any) -> Any:
+        self._valid = False
+        return self._raw.seek(*args)
+
+    def finish(self) -> None:
+        self._on_close(self._hash.hexdigest() if self._valid else None, self._bytes)
+
+    def __getattr__(self, name: str) -> Any:  # tell, flush, fileno, writable ...
+        return getattr(self._raw, name)
+
+
+class _HashingFs:
+    """Wraps a DCP writer's ``fs``: every file it writes is hashed on the way (name -> sha256,
+    bytes), renames (``.metadata.tmp`` -> ``.metadata``) carry the checksum along."""
+
+    def __init__(self, fs: Any) -> None:
+        self._fs = fs
+        self._lock = threading.Lock()
+        self.files: dict[str, dict[str, Any] | None] = {}
+
+    @contextlib.contextmanager
+    def create_stream(self, path: Any, mode: str) -> Iterator[Any]:
+        with self._fs.create_stream(path, mode) as raw:
+            if "w" not in mode:
+                yield raw
+                return
+            name = os.fspath(path).replace("\\", "/").rsplit("/", 1)[-1]
+
+            def done(sha: str | None, nbytes: int) -> None:
+                with self._lock:
+                    self.files[name] = None if sha is None else {"sha256": sha, "bytes": nbytes}
+
+            stream = _HashingStream(raw, done)
+            yield stream
+            stream.finish()
+
+    def rename(self, path: Any, new_path: Any) -> None:
+        self._fs.rename(path, new_path)
+        old = os.fspath(path).replace("\\", "/").rsplit("/", 1)[-1]
+        new = os.fspath(new_path).replace("\\", "/").rsplit("/", 1)[-1]
+        with self._lock:
+            if old in self.files:
+                self.files[new] = self.files.pop(old)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fs, name)
+
+
 @dataclass
 class _Pending:
     step: int
@@ -129,17 +204,175 @@ class _Pending:
     meta: dict[str, Any] | None = None
 
 
-class ShardedWriter:
-    """One rank's side of DCP saves with our commit; at most one save in flight."""
+@dataclass(frozen=True)
+class _Seal:
+    """Every rank's shards of ``step`` are written: what rank 0's marker thread commits."""
 
-    def __init__(self, storage: Storage, retention: Retention, async_mode: AsyncMode) -> None:
+    step: int
+    folder: str
+    files: dict[str, dict[str, Any]]
+    meta: dict[str, Any]
+    world_size: int
+    started: float
+
+
+class MarkerCommitter:
+    """Rank 0: writes ``COMMIT.json`` and prunes in a daemon thread, never on the training
+    thread. A failure is logged and retried (backoff up to :data:`RETRY_MAX_S`) while training
+    goes on; a newer sealed step replaces an older one not yet committed (its files are all
+    written, so committing the newer one is what matters)."""
+
+    RETRY_FIRST_S = 1.0
+    RETRY_MAX_S = 30.0
+
+    def __init__(self, storage: Storage, retention: Retention) -> None:
+        self.storage, self.retention = storage, retention
+        self.confirmed_step: int | None = None
+        self.last_report: WriteReport | None = None
+        self.last_error: str | None = None
+        self._cond = threading.Condition()
+        self._want: _Seal | None = None
+        self._busy: _Seal | None = None
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, seal: _Seal) -> None:
+        with self._cond:
+            self._want = seal
+            self._cond.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="gpuwise-ckpt-commit", daemon=True
+                )
+                self._thread.start()
+
+    def wait(self, step: int, timeout_s: float | None) -> bool:
+        """True once ``step`` (or a newer one) is committed; False at the timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            while (self.confirmed_step or -1) < step:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left if left is None else min(left, 1.0))
+            return True
+
+    def idle(self) -> bool:
+        with self._cond:
+            return self._want is None and self._busy is None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._want is None and not self._closed:
+                    self._cond.wait()
+                if self._want is None:
+                    return
+                seal, self._want, self._busy = self._want, None, self._want
+            delay = self.RETRY_FIRST_S
+            while True:
+                error = self._commit(seal)
+                with self._cond:
+                    if error is None or self._want is not None or self._closed:
+                        self._busy = None
+                        self._cond.notify_all()
+                        break
+                    log.warning(
+                        "checkpoint %s: the commit marker was not written (%s); retrying in "
+                        "%.0f s while training goes on",
+                        step_dir(seal.step),
+                        error,
+                        delay,
+                    )
+                    self._cond.wait(delay)
+                    delay = min(delay * 2, self.RETRY_MAX_S)
+                    if self._want is not None or self._closed:
+                        self._busy = None
+                        self._cond.notify_all()
+                        break
+
+    def _commit(self, seal: _Seal) -> str | None:
+        marker = {
+            "format": FORMAT_VERSION,
+            "layout": "dcp",
+            "step": seal.step,
+            "compression": "none",
+            "created_unix": time.time(),
+            "files": seal.files,
+            "meta": seal.meta,
+            "world_size": seal.world_size,
+        }
+        try:
+            self.storage.put_durable(
+                f"{seal.folder}/{MARKER}", json.dumps(marker, sort_keys=True).encode()
+            )
+        except StorageError as exc:
+            self.last_error = exc.message
+            return exc.message
+        t = time.perf_counter() - seal.started
+        report = WriteReport(
+            seal.step, seal.folder, sum(int(i["bytes"]) for i in seal.files.values()), 0.0, t, ()
+        )
+        with self._cond:
+            self.confirmed_step = max(self.confirmed_step or -1, seal.step)
+            self.last_report = report
+            self.last_error = None
+            self._cond.notify_all()
+        pruned = prune(self.storage, self.retention)  # never raises
+        if pruned:
+            with self._cond:
+                if self.last_report is report:
+                    self.last_report = dataclasses.replace(report, pruned_steps=pruned)
+        return None
+
+
+class ShardedWriter:
+    """One rank's side of DCP saves; at most one save in flight. Implements
+    :class:`~gpuwise.train.writers.WriteStrategy`.
+
+    ``seal`` is the collective step (every rank reports its files and checksums, nothing else);
+    rank 0's :class:`MarkerCommitter` writes the marker and prunes in the background. So no rank
+    waits on the storage inside the training loop: a hung or slow object store delays the
+    commit, not the step."""
+
+    sharded = True
+
+    def __init__(
+        self,
+        storage: Storage,
+        retention: Retention,
+        async_mode: AsyncMode,
+        hooks: WriteHooks | None = None,
+    ) -> None:
         self.storage = storage
         self.retention = retention
         self.async_mode = async_mode
+        self.hooks = hooks or WriteHooks()
         self.pending: _Pending | None = None
-        self.last_report: WriteReport | None = None
+        self.sealed_step: int | None = None
+        """Newest step whose files every rank wrote (its marker may still be on its way)."""
         self.committed_step: int | None = None
+        """Newest step known committed: rank 0's marker thread, told to the others at a seal."""
+        self._marker = MarkerCommitter(storage, retention)
         self._group: Any = None
+        self._stager: Any = None
+
+    @property
+    def last_report(self) -> WriteReport | None:
+        return self._marker.last_report
+
+    def _staging(self) -> Any:
+        """One stager for every save, caching its host copy of the state: the copy is
+        allocated (and page-faulted) once, not at every save. Safe because at most one write is
+        in flight: the next save stages only after the previous one finished reading it."""
+        if self._stager is None:
+            self._stager = _cached_stager()
+        return self._stager
 
     def _process_group(self) -> Any:
         """A gloo group of its own for DCP: an async save finishes with collectives in its
@@ -148,52 +381,66 @@ class ShardedWriter:
             self._group = _dist().new_group(backend="gloo")
         return self._group
 
-    # -- save ----------------------------------------------------------------------------------
+    # -- WriteStrategy ---------------------------------------------------------------------------
 
-    def start(
-        self, step: int, state: dict[str, Any], train_state: dict[str, Any], meta: dict[str, Any]
-    ) -> None:
-        """Begin writing ``step`` (collective). Returns once the state is staged (async) or written."""
+    def start(self) -> None:
+        return None
+
+    def in_flight(self) -> int | None:
+        return self.pending.step if self.pending is not None else None
+
+    def write_done(self) -> bool:
+        return self.pending is None or self.pending.hashed.is_set()
+
+    def poll(self) -> WriteReport | None:
+        if _dist().is_initialized() and _dist().get_rank() == 0:
+            self.committed_step = max(self.committed_step or -1, self._marker.confirmed_step or -1)
+        return self._marker.last_report
+
+    def save(self, request: SaveRequest) -> Literal["async", "sync"]:
+        """Begin writing ``request.step`` (collective). Returns once the state is staged (async)
+        or written (sync); nothing here touches the storage on the calling thread."""
         from torch.distributed.checkpoint.state_dict_saver import async_save, save
 
         dist = _dist()
         rank = dist.get_rank()
+        step = request.step
         folder = self.storage.join(step_dir(step))
-        early_error: str | None = None
-        if rank == 0:  # an older attempt at this step must not vouch for new bytes, nor leave files
-            try:
-                with storage_errors(f"clearing {folder}"):
-                    self.storage.remove(f"{folder}/{MARKER}")
-                    self.storage.remove_tree(folder)
-                self.storage.makedirs(folder)
-            except (
-                StorageError
-            ) as exc:  # still take part in the collective save; fail at the commit
-                early_error = exc.message
+        # No clearing of an older attempt's folder (that would be storage I/O on the training
+        # thread): DCP overwrites every file of this attempt, files only an older attempt wrote
+        # are not listed in the new marker, and an older marker cannot vouch for new bytes
+        # (its checksums no longer match, so it fails verification until the new one replaces it).
         small = b""
         if rank == 0:  # serialized now (small), written durably in the background with the shards
             buf = io.BytesIO()
-            torch.save(train_state, buf)
+            torch.save(request.train_state, buf)
             small = buf.getvalue()
-        # No barrier needed before writing: DCP's planning is a collective that waits for rank 0,
-        # which enters it only after clearing the folder, so no rank writes into it before then.
         group = self._process_group()
         pending = _Pending(
-            step, folder, time.perf_counter(), None, threading.Event(), meta=meta, error=early_error
+            step, folder, time.perf_counter(), None, threading.Event(), meta=request.meta
         )
         writer = _writer(self.storage, folder)
+        hashing = _HashingFs(writer.fs)
+        writer.fs = hashing
+        before_marker = self.hooks.before_marker
 
         def hash_own(fut: Any = None) -> None:
             try:
                 if fut is not None:
                     fut.result()
+                files: dict[str, dict[str, Any] | None] = dict(hashing.files)
                 if rank == 0:
                     self.storage.put_durable(f"{folder}/{TRAIN_STATE}", small)
-                slow = float(os.environ.get("GPUWISE_CKPT_SLOW_WRITE_S", "0") or 0)
-                if slow > 0:  # rehearsal knob: widen the window between shards and marker
-                    time.sleep(slow)
-                pending.files = rank_files(self.storage, folder, rank)
-            except BaseException as exc:  # reported at the commit, on every rank
+                    files[TRAIN_STATE] = {
+                        "sha256": hashlib.sha256(small).hexdigest(),
+                        "bytes": len(small),
+                    }
+                if before_marker is not None:
+                    before_marker()
+                if any(v is None for v in files.values()):  # a writer that seeked: read back
+                    files = {k: v for k, v in rank_files(self.storage, folder, rank).items()}
+                pending.files = {k: v for k, v in files.items() if v is not None}
+            except BaseException as exc:  # reported at the seal, on every rank
                 pending.error = (
                     pending.error or f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
                 )
@@ -202,7 +449,7 @@ class ShardedWriter:
 
         if self.async_mode == "sync":
             try:
-                save(state, storage_writer=writer, process_group=group)
+                save(request.app_state, storage_writer=writer, process_group=group)
             except Exception as exc:
                 pending.error = f"{type(exc).__name__}: {exc}"
                 pending.hashed.set()
@@ -217,7 +464,11 @@ class ShardedWriter:
                 else AsyncCheckpointerType.THREAD
             )
             result = async_save(
-                state, storage_writer=writer, async_checkpointer_type=kind, process_group=group
+                request.app_state,
+                storage_writer=writer,
+                async_checkpointer_type=kind,
+                process_group=group,
+                async_stager=self._staging(),
             )
             future = getattr(result, "upload_completion", result)
             pending.future = future
@@ -226,16 +477,16 @@ class ShardedWriter:
             else:  # pragma: no cover - other future types
                 threading.Thread(target=hash_own, args=(future,), daemon=True).start()
         self.pending = pending
+        return "sync" if self.async_mode == "sync" else "async"
 
-    def locally_done(self) -> bool:
-        return self.pending is None or self.pending.hashed.is_set()
-
-    def commit(self, timeout_s: float | None = None) -> WriteReport | None:
-        """Collective: wait for this rank's write, gather every rank's files, rank 0 commits.
-
-        Returns the report on success; raises :class:`CheckpointError` (on every rank) when any
-        rank's write or the marker failed. None when nothing was pending."""
+    def seal(self, timeout_s: float | None = None) -> int | None:
+        """Collective: wait for this rank's write, gather every rank's files; rank 0 hands the
+        marker to its background thread. Returns the sealed step (None: nothing pending).
+        Raises :class:`CheckpointError` on every rank when any rank's write failed."""
         p = self.pending
+        dist = _dist()
+        rank = dist.get_rank()
+        confirmed = self._marker.confirmed_step if rank == 0 else None
         if p is None:
             return None
         if not p.hashed.wait(timeout_s):
@@ -243,58 +494,107 @@ class ShardedWriter:
                 p.error
                 or f"the write of {step_dir(p.step)} did not finish within {timeout_s:.0f} s"
             )
-        dist = _dist()
         gathered: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(gathered, (p.error, p.files))
+        dist.all_gather_object(gathered, (p.error, p.files, confirmed))
         self.pending = None
-        errors = [f"rank {r}: {e}" for r, (e, _) in enumerate(gathered) if e]
-        outcome: list[Any] = [None]
-        if dist.get_rank() == 0:
-            if errors:
-                outcome[0] = ("error", "; ".join(errors))
-            else:
-                outcome[0] = self._write_marker(p, [f for _, f in gathered])
-        dist.broadcast_object_list(outcome, src=0)
-        kind, payload = outcome[0]
-        if kind == "error":
+        known = gathered[0][2]
+        if known is not None:
+            self.committed_step = max(self.committed_step or -1, known)
+        errors = [f"rank {r}: {e}" for r, (e, _, _) in enumerate(gathered) if e]
+        files: dict[str, dict[str, Any]] = {}
+        for _, f, _ in gathered:
+            files.update(f or {})
+        if not errors and ".metadata" not in files:
+            errors.append("DCP's .metadata is missing")
+        if errors:
             raise CheckpointError(
-                f"checkpoint {step_dir(p.step)} was not committed: {payload}",
+                f"checkpoint {step_dir(p.step)} was not committed: {'; '.join(errors)}",
                 hint="check the storage (space, credentials, network); "
                 "the previous committed checkpoint is still valid",
             )
-        self.last_report = payload
-        self.committed_step = p.step
-        return payload  # type: ignore[no-any-return]
-
-    def _write_marker(
-        self, p: _Pending, per_rank: list[dict[str, dict[str, Any]]]
-    ) -> tuple[str, Any]:
-        files: dict[str, dict[str, Any]] = {}
-        for f in per_rank:
-            files.update(f or {})
-        if ".metadata" not in files:
-            return "error", "DCP's .metadata is missing"
-        marker = {
-            "format": FORMAT_VERSION,
-            "layout": "dcp",
-            "step": p.step,
-            "compression": "none",
-            "created_unix": time.time(),
-            "files": files,
-            "meta": p.meta or {},
-            "world_size": len(per_rank),
-        }
-        try:
-            self.storage.put_durable(
-                f"{p.folder}/{MARKER}", json.dumps(marker, sort_keys=True).encode()
+        self.sealed_step = p.step
+        if rank == 0:
+            self._marker.submit(
+                _Seal(p.step, p.folder, files, p.meta or {}, len(gathered), p.started)
             )
-        except StorageError as exc:
-            return "error", exc.message
-        t = time.perf_counter() - p.started
-        pruned = prune(self.storage, self.retention)
-        return "ok", WriteReport(
-            p.step, p.folder, sum(int(i["bytes"]) for i in files.values()), 0.0, t, pruned
-        )
+        return p.step
+
+    def wait(self, timeout_s: float | None) -> WriteReport | None:
+        """Collective: seal the write in flight and wait (rank 0, up to ``timeout_s``) for its
+        marker; every rank learns whether it was committed. Raises CheckpointError if not."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        step = self.seal(timeout_s)
+        if step is None:  # sealed earlier (e.g. by the loop): its marker may still be on its way
+            step = self.sealed_step
+        if step is None:
+            return None
+        dist = _dist()
+        outcome: list[Any] = [None]
+        if dist.get_rank() == 0:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            ok = self._marker.wait(step, left)
+            outcome[0] = (
+                None if ok else (self._marker.last_error or f"no answer within {timeout_s:.0f} s")
+            )
+        dist.broadcast_object_list(outcome, src=0)
+        if outcome[0] is not None:
+            raise CheckpointError(
+                f"checkpoint {step_dir(step)}: the commit marker was not written: {outcome[0]}",
+                hint="the shards are written; the marker is retried in the background while "
+                "the process lives",
+            )
+        self.committed_step = max(self.committed_step or -1, step)
+        return self._marker.last_report
+
+    def close(self, timeout_s: float | None) -> None:
+        """Collective when a write is in flight: seal it and wait for its marker (up to
+        ``timeout_s``); then stop the marker thread (rank 0)."""
+        try:
+            if self.pending is not None:
+                self.wait(timeout_s)
+            elif (
+                _dist().get_rank() == 0
+                and self.sealed_step is not None
+                and not self._marker.wait(self.sealed_step, timeout_s)
+            ):
+                raise CheckpointError(
+                    f"checkpoint {step_dir(self.sealed_step)}: the commit marker was not "
+                    f"written ({self._marker.last_error or 'no answer'})",
+                    hint="check the storage; the previous committed checkpoint is still valid",
+                )
+        finally:
+            self._marker.close()
+
+    def abandon(self) -> int | None:
+        """Give up on what is in flight without waiting (a notice copy was committed elsewhere);
+        the step left unfinished, if any. No collective."""
+        left = self.pending.step if self.pending is not None and not self.write_done() else None
+        if left is None and not self._marker.idle():
+            left = self.sealed_step
+        self.pending = None
+        self._marker.close()
+        return left
+
+
+def _cached_stager() -> Any:
+    """DCP's ``BlockingAsyncStager`` with its cache, pinned only where there is a GPU (its own
+    cached path pins unconditionally, which fails on a machine without one)."""
+    from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+    from torch.distributed.checkpoint.staging import BlockingAsyncStager
+
+    class CachedStager(BlockingAsyncStager):
+        def stage(self, state_dict: Any) -> Any:
+            if self.state_dict_cache is not None:
+                try:
+                    return _copy_state_dict(state_dict, self.state_dict_cache)
+                except Exception:  # the state changed shape (e.g. optimizer state appeared)
+                    self.state_dict_cache = None
+            self.state_dict_cache = _create_cpu_state_dict(
+                state_dict, pin_memory=torch.cuda.is_available()
+            )
+            return _copy_state_dict(state_dict, self.state_dict_cache)
+
+    return CachedStager(cache_staged_state_dict=True)
 
 
 def verify(storage: Storage, step: int, marker: dict[str, Any]) -> None:

@@ -1,0 +1,167 @@
+"""``gpuwise run`` trusts the cloud: a notice that stays up ends the job with 75 inside the
+window, without a restart; a lost peer of a multi-node job is a preemption, not a crash; node 0's
+busy rendezvous port is a usage error; a rendezvous wait says what it waits for."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuwise.train import FakeMetadataServer
+from gpuwise.train.launcher import _classify
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py"
+
+
+def _p(exit_reason: str | None, notice: str | None = None) -> dict[str, Any]:
+    return {"exit": exit_reason, "step": 3, "committed_step": 2, "notice": notice}
+
+
+@pytest.mark.parametrize(
+    ("code", "progress", "nnodes", "outcome"),
+    [
+        (1, [_p("peer-lost"), _p("peer-lost")], 2, "peer-lost"),  # another node went away
+        (1, [_p("peer-lost"), _p("stopped")], 2, "crashed"),  # a rank here failed by itself
+        (1, [_p("peer-lost"), _p("peer-lost")], 1, "crashed"),  # one machine: a local crash
+        (1, [_p("preempted", "gcp"), _p("peer-lost")], 2, "preempted"),  # the notice wins
+        (75, [], 2, "preempted"),  # the exit code alone (no progress files)
+        (1, [], 2, "crashed"),
+    ],
+)
+def test_outcome_of_an_attempt(
+    code: int, progress: list[dict[str, Any]], nnodes: int, outcome: str
+) -> None:
+    assert _classify(code, progress, signalled=False, nnodes=nnodes) == outcome
+
+
+def test_a_busy_rendezvous_port_on_node_0_is_a_usage_error(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        r = cli(
+            "run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "0",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--",
+            sys.executable,
+            str(script),
+        )
+    assert r.code == 2
+    assert r.stderr.startswith("error: ") and f"rendezvous port {port} is in use" in r.stderr
+    assert "Traceback" not in r.stderr and "attempt 1" not in r.stderr
+
+
+@pytest.mark.slow
+def test_an_aws_notice_that_stays_up_ends_the_job_with_75_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    with FakeMetadataServer() as md:
+        env = {
+            **os.environ,
+            "GPUWISE_CLOUD": "aws",
+            "GPUWISE_METADATA_URL": md.url,
+            "GPUWISE_POLL_INTERVAL_S": "0.5",
+        }
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpuwise",
+                "run",
+                "--json",
+                "--restart-delay",
+                "0s",
+                "--",
+                sys.executable,
+                str(EXAMPLE),
+                "--steps",
+                "100000",
+                "--every",
+                "50",
+                "--step-delay",
+                "0.01",
+                "--checkpoint-dir",
+                str(tmp_path / "ck"),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not (tmp_path / "ck").is_dir():  # training is under way
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+            md.preempt(notice_s=120)  # AWS: instance-action stays up until the end
+            noticed = time.monotonic()
+            out, err = proc.communicate(timeout=180)
+            waited_s = time.monotonic() - noticed
+            print(f"\naws notice: exit {proc.returncode} {waited_s:.1f} s after the notice")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 75, err[-3000:]
+    assert waited_s < 120
+    doc = json.loads(out)
+    assert [a["outcome"] for a in doc["attempts"]] == ["preempted"]  # no restart
+    assert "aws preemption notice is still up" in err
+
+
+@pytest.mark.slow
+def test_a_rendezvous_wait_says_what_it_waits_for(tmp_path: Path) -> None:
+    """Node 1 of 2 whose node 0 never comes: a line per interval, not 600 s of silence."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    code = (
+        "import sys\n"
+        "from gpuwise.train.launcher import LaunchSpec, launch\n"
+        f"spec = LaunchSpec(command=(sys.executable, {str(script)!r}), nnodes=2, node_rank=1,\n"
+        f"                  rdzv_endpoint='127.0.0.1:{port}')\n"
+        "launch(spec, say=lambda t: print(t, flush=True), rendezvous_log_s=1.0)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own process group: torchrun included, ended together
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if "for the rendezvous at" in line:
+                break
+        assert any(
+            f"rendezvous at 127.0.0.1:{port} (job 'gpuwise', 2 nodes, this is node 1)" in ln
+            for ln in lines
+        ), lines
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
