@@ -25,7 +25,7 @@ from typing import Literal
 
 from gpuwise.errors import InputError
 
-Kind = Literal["text", "path", "url", "number", "seconds", "flag", "list"]
+Kind = Literal["text", "path", "url", "number", "seconds", "count", "flag", "list"]
 
 
 @dataclass(frozen=True)
@@ -160,12 +160,19 @@ SETTINGS: dict[str, Setting] = dict(
             "train",
             "local staging folder for remote checkpoints",
         ),
+        # What an exported job reads back (gpuwise.planner.job_settings): the searched settings
         _s(
-            "GPUWISE_CKPT_SLOW_WRITE_S",
-            "seconds",
-            "train",
-            "fault injection: delay each checkpoint file write (tests, rehearsals)",
+            "GPUWISE_ZERO",
+            "count",
+            "job",
+            "ZeRO stage the plan chose (0 = DDP, 3 = FSDP full shard)",
         ),
+        _s("GPUWISE_RECOMPUTE", "text", "job", "activation recomputation the plan chose"),
+        _s("GPUWISE_MICRO_BATCH", "count", "job", "sequences per GPU per forward/backward pass"),
+        _s("GPUWISE_ACCUMULATION", "count", "job", "micro-batches per optimizer step per replica"),
+        _s("GPUWISE_GLOBAL_BATCH", "count", "job", "sequences per optimizer step"),
+        _s("GPUWISE_DATA_PARALLEL", "count", "job", "model replicas the plan assumed"),
+        _s("GPUWISE_TENSOR_PARALLEL", "count", "job", "GPUs one model copy is split over"),
         # Other tools' variables that gpuwise honours the same way they do
         _s("GPUHUNT_CATALOG_URL", "url", "catalog", "gpuhunt's own: where its catalogs are"),
         _s("GPUHUNT_CATALOG_DIR", "path", "catalog", "gpuhunt's own: a folder of its catalogs"),

@@ -21,6 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpuwise.base import settings
 from gpuwise.errors import InputError
 
 
@@ -49,7 +50,7 @@ class JobSettings:
 
 
 def _int(env: Mapping[str, str], name: str) -> int | None:
-    raw = env.get(name, "").strip()
+    raw = (settings.text(name, env) or "").strip()
     if not raw:
         return None
     try:
@@ -68,13 +69,13 @@ def job_settings(environ: Mapping[str, str] | None = None) -> JobSettings:
     """The exported settings from ``environ`` (default ``os.environ``); InputError names a bad one."""
     env = os.environ if environ is None else environ
     return JobSettings(
-        checkpoint_dir=env.get("GPUWISE_CHECKPOINT_DIR") or None,
+        checkpoint_dir=settings.text("GPUWISE_CHECKPOINT_DIR", env),
         zero=_int(env, "GPUWISE_ZERO"),
-        recompute=env.get("GPUWISE_RECOMPUTE") or None,
+        recompute=settings.text("GPUWISE_RECOMPUTE", env),
         micro_batch=_int(env, "GPUWISE_MICRO_BATCH"),
         accumulation=_int(env, "GPUWISE_ACCUMULATION"),
         global_batch=_int(env, "GPUWISE_GLOBAL_BATCH"),
         data_parallel=_int(env, "GPUWISE_DATA_PARALLEL"),
         tensor_parallel=_int(env, "GPUWISE_TENSOR_PARALLEL"),
-        text=env.get("GPUWISE_SETTINGS") or None,
+        text=settings.text("GPUWISE_SETTINGS", env),
     )

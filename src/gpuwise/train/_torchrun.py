@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
+from gpuwise.base import settings
+
 RENDEZVOUS_CLOSED_MARKER = "rendezvous-closed"
 
 
@@ -35,7 +37,7 @@ def main(argv: list[str]) -> int:
             "torchrun: the rendezvous is closed (another node is ending the previous attempt)",
             file=sys.stderr,
         )
-        run_dir = os.environ.get("GPUWISE_RUN_DIR")
+        run_dir = settings.text("GPUWISE_RUN_DIR")
         if run_dir:
             with open(os.path.join(run_dir, RENDEZVOUS_CLOSED_MARKER), "w") as f:
                 f.write("closed\n")

@@ -4,7 +4,7 @@ Use it to rehearse a preemption (``python -m gpuwise.train.fake_metadata --preem
 then run training with ``GPUWISE_METADATA_URL=http://127.0.0.1:PORT``) and in tests. It is a real
 HTTP server and enforces each protocol's headers, so a watcher that forgets one fails here too.
 
-Endpoints (shapes from research notes §2, each cloud's documentation):
+Endpoints (shapes from each cloud's documentation):
 
 - AWS IMDSv2: ``PUT /latest/api/token`` with ``X-aws-ec2-metadata-token-ttl-seconds`` → token;
   ``GET /latest/meta-data/spot/instance-action`` with ``X-aws-ec2-metadata-token`` → 404, or 200

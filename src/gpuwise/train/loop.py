@@ -43,6 +43,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
+from gpuwise.base import settings
 from gpuwise.errors import InputError
 from gpuwise.train._torch import torch
 from gpuwise.train.checkpointer import Checkpointer, CheckpointWriteError, Progress
@@ -163,7 +164,7 @@ class Run:
         self._stall_ema_s: float | None = None
         self._last_save = time.monotonic()
         self._sampler: ResumableSampler | None = None
-        self._run_dir = os.environ.get("GPUWISE_RUN_DIR") or None
+        self._run_dir = settings.text("GPUWISE_RUN_DIR")
         self._last_progress_write = 0.0
         self._saves = 0
         for module in model.modules():
@@ -433,7 +434,7 @@ class Run:
         notice = self.watcher.notice if self.watcher is not None else None
         left = notice.seconds_left if notice is not None else None
         if left is None:
-            left = float(os.environ.get("GPUWISE_GRACE_PERIOD_S", "") or 30.0)
+            left = settings.number("GPUWISE_GRACE_PERIOD_S", 30.0)
         return max(left, 0.0)
 
     def _notice_save(self) -> None:
@@ -709,7 +710,7 @@ def _local_checkpointer(
 
     folder = (
         local_dir
-        or os.environ.get("GPUWISE_LOCAL_CHECKPOINT_DIR")
+        or settings.text("GPUWISE_LOCAL_CHECKPOINT_DIR")
         or os.path.join(
             tempfile.gettempdir(),
             "gpuwise-notice-" + hashlib.sha256(main.storage.url.encode()).hexdigest()[:12],

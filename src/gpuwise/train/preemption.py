@@ -1,6 +1,6 @@
 """``PreemptionWatcher``: notice that this machine is about to go, from signals and cloud notices.
 
-Sources and windows (research notes §2):
+Sources and windows (each cloud's documentation, cited per line below):
 
 - signals SIGTERM, SIGINT, SIGUSR1 (Kubernetes sends SIGTERM, then SIGKILL after
   ``terminationGracePeriodSeconds``, default 30 s; SLURM ``--signal=USR1@N``; torchrun forwards
@@ -24,7 +24,6 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
+from gpuwise.base import settings
 from gpuwise.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -218,15 +218,15 @@ class PreemptionWatcher:
         signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1),
         grace_period_s: float | None = None,
     ) -> None:
-        self.cloud = (cloud or os.environ.get("GPUWISE_CLOUD") or "auto").lower()
+        self.cloud = (cloud or settings.text("GPUWISE_CLOUD") or "auto").lower()
         if self.cloud not in ("auto", "none", *CLOUDS):
             raise InputError(
                 f"unknown cloud {self.cloud!r} for preemption notices",
                 hint="use auto, none, aws, gcp or azure",
             )
-        self.metadata_url = metadata_url or os.environ.get("GPUWISE_METADATA_URL") or None
+        self.metadata_url = metadata_url or settings.text("GPUWISE_METADATA_URL")
         if poll_interval_s is None:  # AWS: "check for these interruption notices every 5 seconds"
-            poll_interval_s = float(os.environ.get("GPUWISE_POLL_INTERVAL_S", "5") or 5)
+            poll_interval_s = settings.number("GPUWISE_POLL_INTERVAL_S", 5.0)
         if not (poll_interval_s > 0 and probe_timeout_s > 0):
             raise InputError(
                 "poll_interval_s and probe_timeout_s must be positive", hint="e.g. 5 and 0.5"
@@ -237,7 +237,7 @@ class PreemptionWatcher:
         self.grace_period_s = (
             grace_period_s
             if grace_period_s is not None
-            else float(os.environ.get("GPUWISE_GRACE_PERIOD_S", GRACE_PERIOD_DEFAULT_S))
+            else settings.number("GPUWISE_GRACE_PERIOD_S", GRACE_PERIOD_DEFAULT_S)
         )
         self.detected_cloud: str | None = None
         self._notice: Notice | None = None

@@ -16,10 +16,12 @@ import json
 import os
 import time
 
+from gpuwise.base import settings
+
 
 def run_dir() -> str | None:
     """The folder ``gpuwise run`` gave this process, or None when not under ``gpuwise run``."""
-    return os.environ.get("GPUWISE_RUN_DIR") or None
+    return settings.text("GPUWISE_RUN_DIR")
 
 
 def write_progress(
