@@ -69,7 +69,9 @@ def test_more_nodes_means_more_frequent_saves() -> None:
 
 
 def test_default_mtbf_is_the_spot_advisor_worst_band() -> None:
-    assert pytest.approx(3271, abs=1) == DEFAULT_MTBF_HOURS  # 730 h / -ln(0.8): 20 %/month as a constant hazard
+    assert (
+        pytest.approx(3271, abs=1) == DEFAULT_MTBF_HOURS
+    )  # 730 h / -ln(0.8): 20 %/month as a constant hazard
 
 
 def test_waste_at_the_optimum_is_about_sqrt_2c_over_m() -> None:

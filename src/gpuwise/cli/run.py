@@ -83,7 +83,7 @@ def run(
     """
     import sys
 
-    from gpuwise.train.launcher import LaunchSpec, from_environment, launch
+    from gpuwise.train import LaunchSpec, from_environment, launch
 
     command = list(ctx.args)
     if command and command[0] == "--":

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from gpuwise.train.interval import checkpoint_interval_s as checkpoint_interval_s
     from gpuwise.train.interval import daly_interval_s as daly_interval_s
     from gpuwise.train.interval import young_interval_s as young_interval_s
+    from gpuwise.train.launcher import LaunchSpec as LaunchSpec
+    from gpuwise.train.launcher import from_environment as from_environment
+    from gpuwise.train.launcher import launch as launch
     from gpuwise.train.loop import Run as Run
     from gpuwise.train.loop import resilient as resilient
     from gpuwise.train.preemption import Notice as Notice
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from gpuwise.train.sampler import ignore_sigterm_worker_init as ignore_sigterm_worker_init
     from gpuwise.train.sampler import worker_init as worker_init
     from gpuwise.train.storage import Storage as Storage
+    from gpuwise.train.writers import WriteHooks as WriteHooks
 
 _LAZY: dict[str, str] = {
     # name: module that defines it (keep the TYPE_CHECKING imports above in step)
@@ -55,6 +59,9 @@ _LAZY: dict[str, str] = {
     "young_interval_s": "gpuwise.train.interval",
     "EXIT_PREEMPTED": "gpuwise.train.exitcodes",
     "Storage": "gpuwise.train.storage",
+    "LaunchSpec": "gpuwise.train.launcher",
+    "from_environment": "gpuwise.train.launcher",
+    "launch": "gpuwise.train.launcher",
     "WriteHooks": "gpuwise.train.writers",
 }
 
