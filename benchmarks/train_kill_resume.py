@@ -20,6 +20,14 @@ stays up, the store hung or slow from the moment of the notice:
     PYTHONPATH=src python benchmarks/train_kill_resume.py --scenario notice-slow --ranks 4 --repeats 3 \
         --steps 60 --hidden 64
 
+Multi-node kills: two "nodes" (two ``gpuwise run --nnodes 2`` on loopback, ``--ranks`` workers
+in all), node 1's torchrun and workers SIGKILLed ``--kills`` times (its machine lost; its ``gpuwise run``
+standing in for the replacement); reports each node's attempt outcomes (node 0: ``peer-lost``,
+a preemption, not a crash), the lost steps per kill and whether the run ended exact:
+
+    PYTHONPATH=src python benchmarks/train_kill_resume.py --scenario node-loss --ranks 2 --kills 3 \
+        --steps 120 --hidden 64
+
 Each repeat reports the exit code, seconds from notice to exit (goal: < 30 s, GCP's window),
 whether ``gpuwise run`` restarted, the steps lost (reached minus committed) and whether the
 resume was exact. Every table reports lost steps per scenario.
@@ -73,7 +81,7 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=2, help="gloo ranks for fsdp/tp")
     ap.add_argument(
         "--scenario",
-        choices=["kills", "notice-hung", "notice-slow"],
+        choices=["kills", "notice-hung", "notice-slow", "node-loss"],
         default="kills",
     )
     ap.add_argument("--repeats", type=int, default=3, help="notice scenarios: repeats")
@@ -82,6 +90,9 @@ def main() -> None:
         args.mode = "fsdp" if args.fsdp else "exec" if args.exec else "fork"
     if args.fsdp:
         args.ranks = args.fsdp
+    if args.scenario == "node-loss":
+        node_loss_scenario(args)
+        return
     if args.scenario != "kills":
         notice_scenario(args)
         return
@@ -198,6 +209,106 @@ def _gpuwise_run(ranks: int) -> list[str]:
         sys.executable,
         str(EXAMPLE),
     ]
+
+
+def node_loss_scenario(args: argparse.Namespace) -> None:
+    """Two nodes on loopback; node 1's torchrun and workers are SIGKILLed ``--kills`` times."""
+    import os
+    import random
+    import re
+    import signal
+    import socket
+    import subprocess
+
+    from gpuwise.train.chaos import descendants
+
+    per_node = max(args.ranks // 2, 1)
+    argv = ["--hidden", str(args.hidden), "--batch", "16", "--fsdp", "--every", "2"]
+    argv += ["--steps", str(args.steps), "--step-delay", "0.25"]
+    env = {**os.environ, "GPUWISE_CLOUD": "none"}
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        ref = subprocess.run(
+            [*_gpuwise_run(2 * per_node), *argv, "--checkpoint-dir", f"{tmp}/ref"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        nodes, files = [], []
+        for rank in (0, 1):
+            cmd = [
+                sys.executable,
+                "-m",
+                "gpuwise",
+                "run",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                str(rank),
+                "--rdzv-endpoint",
+                f"127.0.0.1:{port}",
+                "--nproc-per-node",
+                str(per_node),
+                "--restart-delay",
+                "1s",
+                "--max-restarts",
+                str(args.kills + 1),
+                "--",
+                sys.executable,
+                str(EXAMPLE),
+                *argv,
+                "--checkpoint-dir",
+                f"{tmp}/run",
+            ]
+            out, err = open(f"{tmp}/out{rank}", "w"), open(f"{tmp}/err{rank}", "w")  # noqa: SIM115
+            files += [out, err]
+            nodes.append(subprocess.Popen(cmd, stdout=out, stderr=err, env=env))
+        t0 = time.monotonic()
+        for _ in range(args.kills):
+            time.sleep(rng.uniform(args.min_delay, args.max_delay))
+            if any(n.poll() is not None for n in nodes):
+                break
+            workers = [
+                pid
+                for pid in descendants(nodes[1].pid)
+                if str(EXAMPLE)
+                in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            ]
+            for pid in workers:  # node 1's machine goes away
+                os.kill(pid, signal.SIGKILL)
+            print(f"killed node 1's {len(workers)} process(es)", file=sys.stderr, flush=True)
+        codes = [n.wait(timeout=3600) for n in nodes]
+        wall = time.monotonic() - t0
+        for f in files:
+            f.close()
+        errs = [Path(f"{tmp}/err{r}").read_text() for r in (0, 1)]
+        outs = "".join(Path(f"{tmp}/out{r}").read_text() for r in (0, 1))
+    attempt = re.compile(
+        r"attempt \d+ (\S+) \(exit code -?\d+\)[^;\n]*(?:; (\d+) step\(s\) lost.*)?$", re.M
+    )
+    outcomes = [[m[1] for m in attempt.finditer(e)] for e in errs]
+    lost = [int(m[2]) for m in attempt.finditer(errs[0]) if m[2] is not None]
+    loss = re.compile(r"^loss (\d+) (\S+)$", re.M)
+    got = {int(m[1]): m[2] for m in loss.finditer(outs)}
+    want = {int(m[1]): m[2] for m in loss.finditer(ref)}
+    digest = re.findall(r"^digest (\w+)$", outs, re.M)[-1:]
+    rows = [
+        ("nodes x workers", f"2 x {per_node} (FSDP2, gloo, loopback)"),
+        ("exit codes (node 0, node 1)", codes),
+        ("node 0 attempts", ", ".join(outcomes[0])),
+        ("node 1 attempts", ", ".join(outcomes[1])),
+        ("lost steps per kill, node 0 (median / max / total)", _spread(lost)),
+        ("losses a subset of the uninterrupted run's (bitwise)", got.items() <= want.items()),
+        ("final digest equal", digest == re.findall(r"^digest (\w+)$", ref, re.M)[-1:]),
+        ("wall time, s", round(wall, 1)),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
 
 
 def notice_scenario(args: argparse.Namespace) -> None:
