@@ -355,6 +355,34 @@ def test_the_cheapest_gives_way_to_a_much_faster_option_within_its_error_band(
         assert plan.explanation[0] == plan.ranking_note
 
 
+def test_the_band_stays_the_cheapest_options_and_does_not_chain() -> None:
+    """A100 $100 (band to $120); H100 $110, 3× faster: wins. B200 $130 is 2× faster again and
+    inside the H100's own band ($132), but beyond what the estimator cannot tell from the cheapest:
+    re-centring the band on each pick would chain to it (and on to ever dearer options)."""
+    offers = [
+        offer("aws", "us-east-1", "a", "A100", 1, 1.0),
+        offer("aws", "us-east-1", "h", "H100", 1, 3.3),
+        offer("aws", "us-east-1", "b", "B200", 1, 7.8),
+    ]
+    model = ToyModel(
+        state_gib=10.0,
+        error_band=0.2,
+        speed={"A100": 1.0, "H100": 3.0, "B200": 6.0},
+        capacity={"A100": 40.0, "H100": 80.0, "B200": 180.0},
+    )
+    plan = plan_offers(
+        offers,
+        model,
+        PlanRequest(billings=("on-demand",), max_nodes=1),
+        spot=load_spot_defaults(),
+        reserved={},
+        startup=NO_STARTUP,
+    )
+    assert [o.gpu for o in plan.options] == ["H100", "A100", "B200"]
+    assert plan.options[0].cost_usd == pytest.approx(110.0, rel=1e-6)
+    assert plan.options[2].cost_usd == pytest.approx(130.0, rel=1e-6)
+
+
 def test_within_the_band_a_speed_gain_under_30_percent_does_not_beat_fewer_nodes() -> None:
     # 1×A100 100 h ($100) vs 2 nodes × 1×A100: 55.6 h at 0.9 efficiency, 2 × $1.00/h = $111:
     # within the 20% band and 44% faster, so it wins; with 0.6 efficiency it is 83 h (17%

@@ -58,6 +58,8 @@ def explain(
             "time": "shortest expected time",
             "balanced": "lowest cost × time",
         }[request.objective]
+        if request.objective == "cost" and any(o.cost_usd < w.cost_usd * 0.995 for o in options):
+            what = "speed within the cheapest option's error band (above)"
         line = f"{w.label} wins on {what}: {fmt_usd(w.cost_usd)} in {fmt_hours(w.hours)}"
         if w.billing == "spot" and w.expected_interruptions is not None:
             line += f" (expected, incl. ~{w.expected_interruptions:.2g} interruptions"
@@ -70,7 +72,7 @@ def explain(
             if o.cost_usd > w.cost_usd * 1.005:
                 diffs.append(f"costs {_pct(o.cost_usd, w.cost_usd)}")
             elif o.cost_usd < w.cost_usd * 0.995:
-                diffs.append(f"is {_pct(w.cost_usd, o.cost_usd)} cheaper")
+                diffs.append(f"is {(1 - o.cost_usd / w.cost_usd) * 100:.0f}% cheaper")
             if o.hours > w.hours * 1.005:
                 diffs.append(f"takes {_pct(o.hours, w.hours)} longer")
             elif o.hours < w.hours * 0.995:
