@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.base import lazy
 from gpuwise.base.version import __version__ as __version__
 from gpuwise.errors import GpuwiseError as GpuwiseError
 from gpuwise.errors import InputError as InputError
@@ -108,19 +109,7 @@ __all__ = ["GpuwiseError", "InputError", "__version__", *_LAZY]
 def __getattr__(name: str) -> Any:
     if name in _SUBPACKAGES:  # `gpuwise.fleet` without `import gpuwise.fleet` first
         return importlib.import_module(f"gpuwise.{name}")
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuwise' has no attribute {name!r}")
-    from gpuwise.errors import MissingExtraAttributeError, MissingExtraError
-
-    try:
-        value = getattr(importlib.import_module(module), name)
-    except MissingExtraAttributeError:  # gpuwise.train's own lazy lookup said it already
-        raise
-    except MissingExtraError as exc:  # e.g. Checkpointer without torch: help(gpuwise) skips it
-        raise MissingExtraAttributeError(f"gpuwise.{name}", exc) from exc
-    globals()[name] = value
-    return value
+    return lazy.resolve(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

@@ -10,9 +10,9 @@ asked. The fetch names (:func:`fetch_bytes`, :func:`remote_sources`, ...) resolv
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.base import lazy
 from gpuwise.catalog.age import PriceAge, parse_as_of, parse_max_price_age_days, price_age
 from gpuwise.catalog.offer import (
     BILLINGS,
@@ -103,12 +103,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuwise.catalog' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy.resolve(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

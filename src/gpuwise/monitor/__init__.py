@@ -15,8 +15,9 @@ Names are imported lazily so ``import gpuwise.monitor`` does not load prometheus
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from gpuwise.base import lazy
 
 if TYPE_CHECKING:
     from gpuwise.base.nvml import NvmlSession as NvmlSession
@@ -100,12 +101,7 @@ __all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuwise.monitor' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy.resolve(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

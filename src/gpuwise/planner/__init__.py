@@ -12,11 +12,11 @@ an export ships) resolves lazily, so ``import gpuwise.planner`` does not load th
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuwise.base import lazy
 from gpuwise.planner.core import plan_offers
 from gpuwise.planner.export import (
     WHEEL_DIR,
@@ -90,12 +90,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuwise.planner' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy.resolve(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

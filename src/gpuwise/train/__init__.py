@@ -6,8 +6,9 @@ torch is imported only inside this package (extra ``gpuwise[train]``); names res
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from gpuwise.base import lazy
 
 if TYPE_CHECKING:
     from gpuwise.train.checkpointer import Checkpointer as Checkpointer
@@ -69,17 +70,7 @@ __all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuwise.train' has no attribute {name!r}")
-    from gpuwise.errors import MissingExtraAttributeError, MissingExtraError
-
-    try:
-        value = getattr(importlib.import_module(module), name)
-    except MissingExtraError as exc:  # no torch: help(gpuwise.train) skips the name
-        raise MissingExtraAttributeError(f"gpuwise.train.{name}", exc) from exc
-    globals()[name] = value
-    return value
+    return lazy.resolve(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:
