@@ -9,6 +9,7 @@
   and :mod:`~gpuwise.base.nvml_trace` the trace files it replays.
 - :mod:`~gpuwise.base.xid`: what NVIDIA Xid errors mean.
 - :mod:`~gpuwise.base.interval`: Young/Daly checkpoint-interval maths.
+- :mod:`~gpuwise.base.lazy`: how packages export names lazily (typed, light imports).
 - :mod:`~gpuwise.base.version`: the package version.
 
 Together with :mod:`gpuwise.errors` and :mod:`gpuwise.units` (public modules of their own) this
