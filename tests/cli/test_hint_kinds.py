@@ -16,7 +16,8 @@ _DURATION = "with a unit, e.g. 30s"
 _SIZE = "in GiB"
 _BANDWIDTH = "in GB/s"
 _COUNT = "7B"
-_KINDS = (_DURATION, _SIZE, _BANDWIDTH, _COUNT)
+_WHOLE = "give a whole number"
+_KINDS = (_DURATION, _SIZE, _BANDWIDTH, _COUNT, _WHOLE)
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,11 @@ _KINDS = (_DURATION, _SIZE, _BANDWIDTH, _COUNT)
         ([*_PLAN, "--checkpoint-bandwidth", "fast"], _BANDWIDTH),  # said "e.g. 7e9, 7B"
         ([*_PLAN, "--checkpoint-bandwidth", "1e999"], _BANDWIDTH),  # overflows to infinity
         (["estimate", "--model", "llama-2-7b", "--gpu", "H100", "--tokens", "lots"], _COUNT),
+        # whole-number flags: said "write context_parallel as e.g. 7e9, 7B" and named the argument
+        (["estimate", "--model", "llama-2-7b", "--context-parallel", "nan"], _WHOLE),
+        (["estimate", "--model", "llama-2-7b", "--context-parallel", "-1"], _WHOLE),
+        (["estimate", "--model", "llama-2-7b", "--tensor-parallel", "0"], _WHOLE),
+        ([*_PLAN, "--micro-batch", "1.5"], _WHOLE),
     ],
 )
 def test_the_hint_fits_the_flag(cli: Any, args: list[str], kind: str) -> None:
@@ -45,3 +51,5 @@ def test_the_hint_fits_the_flag(cli: Any, args: list[str], kind: str) -> None:
     assert not [other for other in _KINDS if other != kind and other in hint], r.stderr
     if kind == _DURATION:  # a bare number is what a duration refuses
         assert "plain number" not in hint
+    if kind == _WHOLE:  # the flag, never the Python argument's name
+        assert "_parallel" not in r.stderr and "micro_batch" not in r.stderr, r.stderr

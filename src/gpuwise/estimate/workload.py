@@ -7,6 +7,7 @@ default is stated on the field, and the estimate says which defaults it used.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -229,7 +230,7 @@ class Workload:
             if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue < 1 or ivalue > hi:
                 raise InputError(
                     f"{name}={ivalue!r} is not a whole number from 1 to {hi:,}",
-                    hint=f"give a positive whole {name}",
+                    hint=f"give a whole number from 1 to {hi:,}, e.g. {name}=2",
                 )
         if self.prompt_len + self.output_len > _MAX_SEQ:
             raise InputError(
@@ -373,14 +374,19 @@ class Workload:
 
 
 def _int_option(value: str | int | float | None, flag: str) -> int | None:
+    """A whole number ≥ 0 (``2``, ``8k``); the error names ``flag=value``, which the CLI writes as
+    its flag, and says what to give (not the token parser's "7B")."""
     if value is None:
         return None
-    v = parse_count(value, flag) if isinstance(value, str) else float(value)
-    check_finite(v, flag)
-    if v != int(v):
+    try:
+        v = parse_count(value, flag) if isinstance(value, str) else float(value)
+    except InputError:
+        v = math.nan
+    if not math.isfinite(v) or v < 0 or v != int(v):
         raise InputError(
-            f"{flag}={value!r} is not a whole number", hint=f"give {flag} as a whole number"
-        )
+            f"{flag}={value!r} is not a whole number ≥ 0",
+            hint=f"give a whole number, e.g. {flag}=2",
+        ) from None
     return int(v)
 
 
