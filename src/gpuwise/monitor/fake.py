@@ -6,23 +6,8 @@ raises ``NVMLError_NotSupported`` for utilization; a GPU that fell off the bus r
 ``NVMLError_GpuIsLost``). :class:`FakeGpuReader` is the real :class:`NvmlGpuReader` driven by
 it, so the choke point, the error mapping and the snapshot code run unchanged.
 
-A trace (JSON or YAML) is::
-
-    name: my-trace
-    interval_s: 600            # how long one frame lasts (a frame may say repeat: N)
-    host: fake-host
-    gpus:                      # static facts
-      - {name: NVIDIA H100 80GB HBM3, uuid: GPU-…, memory_total_mib: 81559, power_limit_w: 700,
-         unsupported: [sm_active, pcie], mig: [{memory_total_mib: 9856}]}
-    frames:
-      - repeat: 6
-        gpus:
-          - {util: 95, mem_util: 40, memory_used_mib: 60000, power_w: 650, temperature_c: 70,
-             sm_active: 0.6, tensor_active: 0.3, throttle: 0, xid: [79], lost: false,
-             processes: [{pid: 4242, memory_mib: 59000, user: alice, command: python train.py,
-                          workload: train-llama}]}
-
-``gpuwise monitor --fake TRACE`` advances one frame per read (looping); ``gpuwise report --fake``
+The trace format (JSON or YAML: static GPU facts, then frames of readings) is documented in
+:mod:`~gpuwise.base.nvml_trace`, with its parser. ``gpuwise monitor --fake TRACE`` advances one frame per read (looping); ``gpuwise report --fake``
 stretches the frames over the asked window.
 
 The pieces live in :mod:`~gpuwise.base.nvml_trace` (format and parser),
