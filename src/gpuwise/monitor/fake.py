@@ -7,8 +7,8 @@ raises ``NVMLError_NotSupported`` for utilization; a GPU that fell off the bus r
 it, so the choke point, the error mapping and the snapshot code run unchanged.
 
 The trace format (JSON or YAML: static GPU facts, then frames of readings) is documented in
-:mod:`~gpuwise.base.nvml_trace`, with its parser. ``gpuwise monitor --fake TRACE`` advances one frame per read (looping); ``gpuwise report --fake``
-stretches the frames over the asked window.
+:mod:`~gpuwise.base.nvml_trace`, with its parser. ``gpuwise monitor --fake TRACE`` advances one
+frame per read (looping); ``gpuwise report --fake`` stretches the frames over the asked window.
 
 The pieces live in :mod:`~gpuwise.base.nvml_trace` (format and parser),
 :mod:`~gpuwise.base.nvml_fake` (the fake library) and :mod:`~gpuwise.monitor.fake_scenarios`
