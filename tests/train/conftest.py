@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
+import re
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -13,6 +16,27 @@ from typing import Any
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py"
+NO_CLOUD_ENV = {**os.environ, "GPUWISE_CLOUD": "none"}
+"""The environment for runs that must not look for a cloud's metadata service."""
+
+
+def tiny_command(nproc: int, *args: str) -> list[str]:
+    """``gpuwise run`` of ``examples/train_tiny.py`` on ``nproc`` local ranks, restarting at once."""
+    return [
+        *(sys.executable, "-m", "gpuwise", "run", "--nproc-per-node", str(nproc)),
+        *("--restart-delay", "0s", "--", sys.executable, str(EXAMPLE), *args),
+    ]
+
+
+def tiny_losses(text: str) -> dict[int, str]:
+    """Step → loss, from the ``loss STEP VALUE`` lines train_tiny prints."""
+    return {int(m[1]): m[2] for m in re.finditer(r"^loss (\d+) (\S+)$", text, re.M)}
+
+
+def tiny_digest(text: str, kind: str = "digest") -> str | None:
+    """The last ``digest HEX`` (or ``restored-digest HEX``) line's value, None when there is none."""
+    found = re.findall(rf"^{kind} (\w+)$", text, re.M)
+    return str(found[-1]) if found else None
 
 
 def free_port() -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import signal
 import subprocess
@@ -19,11 +18,12 @@ import psutil
 import pytest
 
 from gpuwise.train.chaos import run_with_kills
+from tests.train.conftest import NO_CLOUD_ENV, tiny_command, tiny_digest, tiny_losses
 
 pytestmark = pytest.mark.slow
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py")
-ENV = {**os.environ, "GPUWISE_CLOUD": "none"}
+ENV = NO_CLOUD_ENV
 TINY = ["--hidden", "64", "--batch", "16"]
 
 
@@ -36,34 +36,16 @@ def _free_port() -> int:
 
 
 def _run(nproc: int, *args: str, timeout: int = 400) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpuwise",
-        "run",
-        "--nproc-per-node",
-        str(nproc),
-        "--restart-delay",
-        "0s",
-        "--",
-        sys.executable,
-        EXAMPLE,
-        *TINY,
-        *args,
-    ]
+    cmd = tiny_command(nproc, *TINY, *args)
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
     assert r.returncode == 0, r.stderr[-4000:]
     return r
 
 
-def _losses(text: str) -> dict[int, str]:
-    return {int(m.group(1)): m.group(2) for m in re.finditer(r"^loss (\d+) (\S+)$", text, re.M)}
-
-
 def _digest(text: str, kind: str = "digest") -> str:
-    found = re.findall(rf"^{kind} (\w+)$", text, re.M)
+    found = tiny_digest(text, kind)
     assert found, text[-2000:]
-    return str(found[-1])
+    return found
 
 
 def test_fsdp2_shards_are_written_by_every_rank_and_committed_last(tmp_path: Path) -> None:
@@ -82,20 +64,7 @@ def test_fsdp2_resume_after_sigkills_and_sigterms_equals_an_uninterrupted_run(
     args = ["--fsdp", "--steps", "400", "--every", "3"]
     ref = _run(2, *args, "--checkpoint-dir", str(tmp_path / "ref"))
     ckpt = str(tmp_path / "run")
-    command = [
-        sys.executable,
-        "-m",
-        "gpuwise",
-        "run",
-        "--nproc-per-node",
-        "2",
-        "--restart-delay",
-        "0s",
-        "--",
-        sys.executable,
-        EXAMPLE,
-        *TINY,
-    ]
+    command = tiny_command(2, *TINY)
     report = run_with_kills(
         [*args, "--checkpoint-dir", ckpt],
         checkpoint_dir=ckpt,
@@ -113,7 +82,7 @@ def test_fsdp2_resume_after_sigkills_and_sigterms_equals_an_uninterrupted_run(
     )
     assert report.kills == 3
     assert report.mid_write_kills >= 1
-    assert report.losses == _losses(ref.stdout), (
+    assert report.losses == tiny_losses(ref.stdout), (
         report.attempts,
         [o[-400:] for o in report.outputs],
     )
@@ -265,7 +234,7 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
     )  # global rank 0 prints; the rendezvous decides which node holds it
     assert re.search(r"^resumed \d+$", out, re.M)  # the restart resumed from a committed step
     assert _digest(out) == _digest(ref.stdout)
-    assert _losses(out).items() <= _losses(ref.stdout).items()
+    assert tiny_losses(out).items() <= tiny_losses(ref.stdout).items()
 
 
 def test_a_damaged_shard_of_one_rank_falls_back_to_the_previous_sharded_checkpoint(

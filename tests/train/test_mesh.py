@@ -5,7 +5,6 @@ tp group (which see the same samples) count once."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -15,51 +14,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.train.conftest import NO_CLOUD_ENV, tiny_command, tiny_digest, tiny_losses
+
 pytestmark = pytest.mark.slow
 
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py")
-ENV = {**os.environ, "GPUWISE_CLOUD": "none"}
+ENV = NO_CLOUD_ENV
+TINY_TP = ("--hidden", "64", "--batch", "16", "--fsdp", "--tp", "2")
 STEPS = 24
 
 
 def _command(nproc: int, ckpt: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "gpuwise",
-        "run",
-        "--nproc-per-node",
-        str(nproc),
-        "--restart-delay",
-        "0s",
-        "--",
-        sys.executable,
-        EXAMPLE,
-        "--hidden",
-        "64",
-        "--batch",
-        "16",
-        "--fsdp",
-        "--tp",
-        "2",
-        "--steps",
-        str(STEPS),
-        "--every",
-        "4",
-        "--checkpoint-dir",
-        str(ckpt),
-        *extra,
-    ]
+    every = ("--every", "4", "--checkpoint-dir", str(ckpt))
+    return tiny_command(nproc, *TINY_TP, "--steps", str(STEPS), *every, *extra)
 
 
 def _lines(text: str) -> tuple[dict[int, str], dict[tuple[int, int], str], str | None]:
-    losses = {int(m[1]): m[2] for m in re.finditer(r"^loss (\d+) (\S+)$", text, re.M)}
+    losses = tiny_losses(text)
     samples = {
         (int(m[1]), int(m[2])): m[3]
         for m in re.finditer(r"^samples (\d+) (\d+) (\w+)$", text, re.M)
     }
-    digests = re.findall(r"^digest (\w+)$", text, re.M)
-    return losses, samples, (digests[-1] if digests else None)
+    return losses, samples, tiny_digest(text)
 
 
 @pytest.mark.parametrize(

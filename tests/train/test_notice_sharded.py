@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,39 +17,16 @@ import pytest
 from gpuwise.errors import StorageError
 from gpuwise.train import Checkpointer, FakeMetadataServer
 from gpuwise.train.chaos import StorageProxy
+from tests.train.conftest import tiny_command, tiny_digest, tiny_losses
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py")
 ARGS = ["--hidden", "64", "--batch", "16", "--fsdp", "--steps", "60", "--every", "5"]
 GCP_WINDOW_S = 30
 
 
 def _run_cmd(nproc: int, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "gpuwise",
-        "run",
-        "--nproc-per-node",
-        str(nproc),
-        "--restart-delay",
-        "0s",
-        "--",
-        sys.executable,
-        EXAMPLE,
-        *ARGS,
-        *args,
-    ]
-
-
-def _losses(text: str) -> dict[int, str]:
-    return {int(m[1]): m[2] for m in re.finditer(r"^loss (\d+) (\S+)$", text, re.M)}
-
-
-def _digest(text: str) -> str | None:
-    found = re.findall(r"^digest (\w+)$", text, re.M)
-    return found[-1] if found else None
+    return tiny_command(nproc, *ARGS, *args)
 
 
 def _options(s3, endpoint: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
@@ -145,7 +120,7 @@ def test_fsdp2_gcp_notice_with_s3_hung_exits_75_in_the_window_and_resumes_exactl
     assert "preemption notice is still up" in err
     steps = Checkpointer(local).committed_steps()
     assert steps, err[-3000:]  # every rank's shards on local disk, committed
-    first = _losses(out_path.read_text())
+    first = tiny_losses(out_path.read_text())
     assert steps[0] == max(first)  # the notice step itself
 
     again = subprocess.run(  # a start without a notice, the store answering again
@@ -157,8 +132,8 @@ def test_fsdp2_gcp_notice_with_s3_hung_exits_75_in_the_window_and_resumes_exactl
     )
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resumed {steps[0]}" in again.stdout
-    assert {**first, **_losses(again.stdout)} == _losses(ref.stdout)
-    assert _digest(again.stdout) == _digest(ref.stdout)
+    assert {**first, **tiny_losses(again.stdout)} == tiny_losses(ref.stdout)
+    assert tiny_digest(again.stdout) == tiny_digest(ref.stdout)
 
 
 def test_fsdp2_with_a_slow_store_keeps_training_and_commits(s3, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -185,6 +160,6 @@ def test_fsdp2_with_a_slow_store_keeps_training_and_commits(s3, tmp_path: Path) 
     finally:
         proxy.close()
     assert r.returncode == 0, r.stderr[-3000:]
-    assert sorted(_losses(r.stdout)) == list(range(1, 61))
+    assert sorted(tiny_losses(r.stdout)) == list(range(1, 61))
     steps = Checkpointer("s3://ckpt/slow", storage_options=_options(s3, s3.url)).committed_steps()
     assert steps[0] == 60
