@@ -3,92 +3,16 @@ on 127.0.0.1; failures (truncated, 500, timeout, schema change, malicious file) 
 
 from __future__ import annotations
 
-import io
 import json
-import threading
 import time
-import zipfile
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
 from gpuwise.catalog.sources import store_path
-
-FIXTURES = Path(__file__).parent / "fixtures"
-GPUHUNT_VERSION = "20261120"
-Override = Callable[[BaseHTTPRequestHandler], None]
-
-
-class FixtureServer:
-    """Serves tests/catalog/fixtures in each source's URL layout; ``overrides[path]`` replaces a route."""
-
-    def __init__(self) -> None:
-        self.overrides: dict[str, Override] = {}
-        self.hits: list[str] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                path = urlsplit(self.path).path
-                server.hits.append(path)
-                if path in server.overrides:
-                    server.overrides[path](self)
-                    return
-                body = server.body(path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def body(self, path: str) -> bytes | None:
-        parts = path.strip("/").split("/")
-        if parts[:2] == ["skypilot", "v8"] and len(parts) == 4:
-            f = FIXTURES / "skypilot" / parts[2] / parts[3]
-        elif path == "/spot-advisor-data.json":
-            f = FIXTURES / "spot-advisor-data.json"
-        elif path == "/azure/api/retail/prices":
-            return (
-                (FIXTURES / "azure" / "page1.json")
-                .read_text()
-                .replace("{BASE}", self.base)
-                .encode()
-            )
-        elif path == "/azure/page2":
-            f = FIXTURES / "azure" / "page2.json"
-        elif parts[0] == "aws" and len(parts) == 3:
-            f = FIXTURES / "aws-price-list" / parts[1] / parts[2]
-        elif parts[0] == "gpuhunt" and len(parts) == 3 and parts[2] == "version":
-            return (
-                GPUHUNT_VERSION.encode()
-                if (FIXTURES / "gpuhunt" / f"{parts[1]}.csv").is_file()
-                else None
-            )
-        elif parts[0] == "gpuhunt" and len(parts) == 4 and parts[3] == "catalog.zip":
-            buf = io.BytesIO()
-            with zipfile.ZipFile(buf, "w") as zf:
-                zf.write(FIXTURES / "gpuhunt" / f"{parts[1]}.csv", f"{parts[1]}.csv")
-            return buf.getvalue()
-        else:
-            return None
-        return f.read_bytes() if f.is_file() else None
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from tests.catalog.servers import FIXTURES, GPUHUNT_VERSION, FixtureServer, Override
 
 
 @pytest.fixture

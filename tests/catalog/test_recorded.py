@@ -9,65 +9,40 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from gpuwise.catalog.sources import store_path
+from tests.catalog.servers import (
+    FIXTURES,
+    GPUHUNT_VERSION,
+    RECORDED,
+    CatalogServer,
+    Found,
+    Override,
+)
 
-RECORDED = Path(__file__).parent / "recorded"
-FIXTURES = Path(__file__).parent / "fixtures"
-GPUHUNT_VERSION = "20261120"
 V8_DATE = "Tue, 20 Oct 2026 08:00:00 GMT"  # Last-Modified the test server sends for v8 files
 V6_DATE = "Mon, 03 Mar 2025 08:00:00 GMT"  # … and for the v6 Azure file
 ADVISOR_DATE = "Sat, 28 Jun 2025 10:10:57 GMT"  # the recorded advisor data's date
-Override = Callable[[BaseHTTPRequestHandler], None]
 
 
-class RecordedServer:
-    """Serves the recorded files; ``overrides[path]`` replaces a route; ``commits[path]`` is the date
-    the fake GitHub commits API gives a catalog file (404 when absent)."""
+class RecordedServer(CatalogServer):
+    """Serves the recorded files; ``commits[path]`` is the date the fake GitHub commits API gives a
+    catalog file (404 when absent)."""
+
+    gpuhunt_dir = RECORDED / "gpuhunt"
 
     def __init__(self) -> None:
-        self.overrides: dict[str, Override] = {}
         self.commits: dict[str, str] = {}
-        self.hits: list[str] = []
-        server = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                url = urlsplit(self.path)
-                server.hits.append(url.path)
-                if url.path in server.overrides:
-                    server.overrides[url.path](self)
-                    return
-                found = server.body(url.path, parse_qs(url.query))
-                if found is None:
-                    self.send_error(404)
-                    return
-                body, modified = found
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                if modified:
-                    self.send_header("Last-Modified", modified)
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def body(self, path: str, query: dict[str, list[str]]) -> tuple[bytes, str | None] | None:
+    def body(self, path: str, query: dict[str, list[str]]) -> Found:
         parts = path.strip("/").split("/")
         if parts[0] == "skypilot" and len(parts) == 4:
             f = RECORDED / "skypilot" / parts[1] / parts[2] / parts[3]
@@ -83,27 +58,7 @@ class RecordedServer:
             )
         if path == "/spot-advisor-data.json":
             return (RECORDED / "spot-advisor-data.json").read_bytes(), ADVISOR_DATE
-        if path == "/azure/api/retail/prices":
-            text = (FIXTURES / "azure" / "page1.json").read_text().replace("{BASE}", self.base)
-            return text.encode(), None
-        if path == "/azure/page2":
-            return (FIXTURES / "azure" / "page2.json").read_bytes(), None
-        if parts[0] == "aws" and len(parts) == 3:
-            f = FIXTURES / "aws-price-list" / parts[1] / parts[2]
-            return (f.read_bytes(), None) if f.is_file() else None
-        if parts[0] == "gpuhunt" and len(parts) == 3 and parts[2] == "version":
-            ok = (RECORDED / "gpuhunt" / f"{parts[1]}.csv").is_file()
-            return (GPUHUNT_VERSION.encode(), None) if ok else None
-        if parts[0] == "gpuhunt" and len(parts) == 4 and parts[3] == "catalog.zip":
-            buf = io.BytesIO()
-            with zipfile.ZipFile(buf, "w") as zf:
-                zf.write(RECORDED / "gpuhunt" / f"{parts[1]}.csv", f"{parts[1]}.csv")
-            return buf.getvalue(), None
-        return None
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return super().body(path, query)
 
 
 def _env(srv: RecordedServer) -> dict[str, str]:

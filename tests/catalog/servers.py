@@ -1,0 +1,103 @@
+"""Real HTTP servers on 127.0.0.1 that serve catalog files in each upstream source's URL layout.
+
+:class:`CatalogServer` holds what every fetch test needs: the routes of the Azure Retail Prices
+pages, the AWS price list and gpuhunt's published catalogs, an ``overrides[path]`` hook that
+replaces a route (truncated bodies, 500s, hangs), the paths hit, and an optional
+``Last-Modified`` per answer. Subclasses add the SkyPilot and Spot Advisor routes from their own
+folder: hand-written fixtures (``test_fetch``) or recorded real files (``test_recorded``).
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import zipfile
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RECORDED = Path(__file__).parent / "recorded"
+GPUHUNT_VERSION = "20261120"
+Override = Callable[[BaseHTTPRequestHandler], None]
+Found = tuple[bytes, str | None] | None
+"""A body and its Last-Modified header (None: no header), or None for a 404."""
+
+
+class CatalogServer:
+    """Serves the shared routes; ``overrides[path]`` replaces a route; ``hits`` lists paths asked."""
+
+    gpuhunt_dir: Path = FIXTURES / "gpuhunt"
+
+    def __init__(self) -> None:
+        self.overrides: dict[str, Override] = {}
+        self.hits: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                server.hits.append(url.path)
+                if url.path in server.overrides:
+                    server.overrides[url.path](self)
+                    return
+                found = server.body(url.path, parse_qs(url.query))
+                if found is None:
+                    self.send_error(404)
+                    return
+                body, modified = found
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                if modified:
+                    self.send_header("Last-Modified", modified)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def body(self, path: str, query: dict[str, list[str]]) -> Found:
+        """The Azure, AWS price-list and gpuhunt routes (fixtures: no recording exists offline)."""
+        parts = path.strip("/").split("/")
+        if path == "/azure/api/retail/prices":
+            text = (FIXTURES / "azure" / "page1.json").read_text().replace("{BASE}", self.base)
+            return text.encode(), None
+        if path == "/azure/page2":
+            return (FIXTURES / "azure" / "page2.json").read_bytes(), None
+        if parts[0] == "aws" and len(parts) == 3:
+            return _file(FIXTURES / "aws-price-list" / parts[1] / parts[2])
+        if parts[0] == "gpuhunt" and len(parts) == 3 and parts[2] == "version":
+            ok = (self.gpuhunt_dir / f"{parts[1]}.csv").is_file()
+            return (GPUHUNT_VERSION.encode(), None) if ok else None
+        if parts[0] == "gpuhunt" and len(parts) == 4 and parts[3] == "catalog.zip":
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w") as zf:
+                zf.write(self.gpuhunt_dir / f"{parts[1]}.csv", f"{parts[1]}.csv")
+            return buf.getvalue(), None
+        return None
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _file(path: Path, modified: str | None = None) -> Found:
+    return (path.read_bytes(), modified) if path.is_file() else None
+
+
+class FixtureServer(CatalogServer):
+    """Serves tests/catalog/fixtures: SkyPilot v8 files and a Spot Advisor file written by hand."""
+
+    def body(self, path: str, query: dict[str, list[str]]) -> Found:
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["skypilot", "v8"] and len(parts) == 4:
+            return _file(FIXTURES / "skypilot" / parts[2] / parts[3])
+        if path == "/spot-advisor-data.json":
+            return _file(FIXTURES / "spot-advisor-data.json")
+        return super().body(path, query)
