@@ -389,3 +389,27 @@ def test_docs_list_every_option() -> None:
     text = (Path(__file__).parents[2] / "docs" / "estimate.md").read_text("utf-8")
     missing = [o.flag for o in OPTIONS.values() if f"`{o.flag}" not in text]
     assert missing == []
+
+
+def test_a_large_pipeline_bubble_is_named_with_the_schedule_that_shrinks_it(cli: Any) -> None:
+    """Meta's Llama 3.1 405B layout (PP16, 16 micro-batches per step): without interleaving the
+    bubble is 15/16 of the compute; the note offers the interleaved schedule, whose estimate is
+    faster by what the note says."""
+    base = ["--model", "llama-3.1-405b", "--gpu", "H100", "--gpus", "16384"]
+    base += ["--tensor-parallel", "8", "--pipeline-parallel", "16", "--seq-len", "8192"]
+    base += ["--global-batch", "2048", "--zero", "1", "--grad-ckpt", "full", "--json"]
+    plain = cli("estimate", *base)
+    assert plain.code == 0, plain.stderr
+    [note] = [n for n in plain.json()["notes"] if n.startswith("pipeline bubble")]
+    assert "(16-1)/(16·1) = 94%" in note and "--virtual-pipeline 4" in note and "23%" in note
+    interleaved = cli("estimate", *base, "--virtual-pipeline", "4")
+    doc = interleaved.json()
+    assert [n for n in doc["notes"] if n.startswith("pipeline bubble")] == [
+        n for n in doc["notes"] if "(16-1)/(16·4) = 23%" in n and "--virtual-pipeline" not in n
+    ]
+    assert doc["step_time_s"] < plain.json()["step_time_s"]
+    small = ["--model", "llama-3.1-8b", "--gpu", "H100", "--gpus", "16", "--json"]
+    many = cli("estimate", *small, "--pipeline-parallel", "2", "--global-batch", "512")
+    assert not [n for n in many.json()["notes"] if n.startswith("pipeline bubble")]  # 1/64
+    one = cli("estimate", *small, "--pipeline-parallel", "2", "--global-batch", "8")
+    assert [n for n in one.json()["notes"] if "(2-1)/(1·1) = 100%" in n]

@@ -21,6 +21,7 @@ from gpuwise.estimate.memory import (
     trainable_params,
 )
 from gpuwise.estimate.parts import (
+    bubble_note,
     calibrated_mfu,
     comm_and_bubble,
     compute_precision,
@@ -317,6 +318,8 @@ def _estimate_training(
             f"of the bandwidth, recompute, optimizer; × {factor:.2f} framework factor ({factor_basis})"
         )
     comm, compute_b = comm_and_bubble(wl, spec, dp, net, compute, gb)
+    if (bubble := bubble_note(wl, dp, gb)) is not None:
+        notes.append(bubble)
     step = compute_b + comm
     tps = tokens_step / step
     sps = gb / step

@@ -226,6 +226,44 @@ def train_parts(
     return parts, gb, basis
 
 
+BUBBLE_NOTE_SHARE = 0.2
+"""A pipeline bubble at least this share of the compute time gets a note on how to shrink it."""
+
+
+def bubble_share(wl: Workload, dp: int, gb: int) -> float:
+    """Idle pipeline time as a share of compute: ``(p-1)/(m·v)`` for ``m`` micro-batches per step
+    (1F1B, interleaved with ``v`` model chunks per GPU; Narayanan et al. 2021, Sec. 2.2)."""
+    if wl.pipeline_parallel <= 1:
+        return 0.0
+    accum = max(1.0, gb / (wl.micro_batch * dp))
+    return (wl.pipeline_parallel - 1) / (accum * wl.virtual_pipeline)
+
+
+def bubble_note(wl: Workload, dp: int, gb: int) -> str | None:
+    """A note when the pipeline bubble is large: its share, and the interleaved schedule that would
+    cut it (the most chunks per GPU that still give each chunk one layer)."""
+    share = bubble_share(wl, dp, gb)
+    if share < BUBBLE_NOTE_SHARE:
+        return None
+    micro = max(1, round(gb / (wl.micro_batch * dp)))
+    text = (
+        f"pipeline bubble: (p-1)/(m·v) = ({wl.pipeline_parallel}-1)/({micro}·{wl.virtual_pipeline}) "
+        f"= {share:.0%}: the stages idle {share:.0%} as long as they compute ({micro} micro-batch{'es' if micro != 1 else ''} per step over "
+        f"{wl.pipeline_parallel} stages)"
+    )
+    per_stage = wl.model.total_layers // wl.pipeline_parallel
+    chunks = 1
+    while chunks * 2 <= per_stage:
+        chunks *= 2
+    if chunks > wl.virtual_pipeline:
+        text += (
+            f"; an interleaved schedule (--virtual-pipeline {chunks}: Megatron-Core's virtual "
+            f"pipeline, torchtitan's Interleaved1F1B) would make it "
+            f"{share * wl.virtual_pipeline / chunks:.0%}"
+        )
+    return text + "; more micro-batches per step (a larger --global-batch) shrink it too"
+
+
 def comm_and_bubble(
     wl: Workload, gpu: GpuSpec, dp: int, net: Network, compute: float, gb: int
 ) -> tuple[float, float]:
@@ -235,7 +273,7 @@ def comm_and_bubble(
     accum = max(1.0, gb / (wl.micro_batch * dp))
     if wl.pipeline_parallel > 1:
         # 1F1B bubble (p-1)/m, interleaved (p-1)/(v·m) (Narayanan et al. 2021, Sec. 2.2.1-2.2.2)
-        compute *= 1 + (wl.pipeline_parallel - 1) / (accum * wl.virtual_pipeline)
+        compute *= 1 + bubble_share(wl, dp, gb)
     shard = wl.non_data_parallel
     grad_b = 4.0 if wl.precision == "fp32" or wl.task == "lora" else 2.0
     comm = 0.0
