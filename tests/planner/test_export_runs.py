@@ -177,28 +177,34 @@ def test_two_node_task_on_loopback(venv: Path, tmp_path: Path) -> None:
     _setup(task, workdir, env0)
     _names_exist(run, env0)
     procs = []
+    logs = [tmp_path / f"node{rank}.log" for rank in (0, 1)]
     for rank in (0, 1):
         ckpt = tmp_path / f"ckpt{rank}"
         env = _env(
             venv, {**base, "SKYPILOT_NODE_RANK": str(rank), "GPUWISE_CHECKPOINT_DIR": str(ckpt)}
         )
-        procs.append(
-            subprocess.Popen(
-                ["bash", "-c", run.replace("CKPT", str(ckpt))],
-                cwd=workdir,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
+        # to files, not pipes: the two nodes wait for each other, so a node blocked on a full
+        # pipe while the test waits on the other would hang both
+        with open(logs[rank], "w") as log:
+            procs.append(
+                subprocess.Popen(
+                    ["bash", "-c", run.replace("CKPT", str(ckpt))],
+                    cwd=workdir,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
             )
-        )
     try:
-        outs = [p.communicate(timeout=240)[0] for p in procs]
+        for p in procs:
+            p.wait(timeout=240)
     finally:  # a hung rendezvous must not leave the two "nodes" running into the next test
         for p in procs:
             if p.poll() is None:
                 p.kill()
-                p.communicate()
+                p.wait()
+    outs = [log.read_text() for log in logs]
     assert [p.returncode for p in procs] == [0, 0], outs
     # c10d hands out global ranks in the order the nodes join, so either node may hold rank 0
     assert any("digest " in out for out in outs), outs

@@ -160,7 +160,8 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
     ref = _run(2 * per_node, *args, "--checkpoint-dir", str(tmp_path / "ref"))
     ckpt = tmp_path / "run"
     port = _free_port()
-    nodes = []
+    nodes: list[subprocess.Popen[str]] = []
+    logs: list[tuple[Path, Path]] = []
     for rank in (0, 1):
         cmd = [
             sys.executable,
@@ -189,11 +190,12 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
             "--checkpoint-dir",
             str(ckpt),
         ]
-        nodes.append(
-            subprocess.Popen(
-                cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
+        # output to files, not pipes: a node whose pipe is full while the test waits on the other
+        # node blocks in a write, never reaches torchrun's exit barrier, and the other node waits
+        # there for 300 s (a loaded machine's restarts print enough tracebacks to fill 64 KiB)
+        logs.append((tmp_path / f"node{rank}.out", tmp_path / f"node{rank}.err"))
+        with open(logs[-1][0], "w") as out, open(logs[-1][1], "w") as err:
+            nodes.append(subprocess.Popen(cmd, env=ENV, stdout=out, stderr=err, text=True))
     try:
         deadline = time.monotonic() + 300
         while not list(ckpt.glob("step-*/COMMIT.json")):  # training is under way on both nodes
@@ -204,24 +206,23 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
         for p in lost:  # node 1's machine goes away (its gpuwise run stands for the replacement)
             p.send_signal(signal.SIGKILL)
         try:
-            outs = [
-                n.communicate(timeout=max(1.0, deadline + 300 - time.monotonic())) for n in nodes
-            ]
-        except subprocess.TimeoutExpired:
             for n in nodes:
-                _kill_tree(n)
-            tails = [n.communicate()[1][-3000:] for n in nodes]
+                n.wait(timeout=max(1.0, deadline + 300 - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            tails = [e.read_text()[-3000:] for _, e in logs]
             pytest.fail(f"the restart did not finish; node 0:\n{tails[0]}\nnode 1:\n{tails[1]}")
     finally:
         for n in nodes:
             _kill_tree(n)
-            if n.stdout and not n.stdout.closed:
-                n.communicate()
-    for i, (n, (_, err)) in enumerate(zip(nodes, outs, strict=True)):
-        assert n.returncode == 0, "\n".join(
-            f"node {i} (exit {m.returncode}) stdout:\n{o[-1500:]}\nstderr:\n{e[-2500:]}"
-            for i, (m, (o, e)) in enumerate(zip(nodes, outs, strict=True))
-        )
+            n.wait()
+    outs = [(o.read_text(), e.read_text()) for o, e in logs]
+    failed = [(i, n.returncode, e) for i, (n, (_, e)) in enumerate(zip(nodes, outs, strict=True))]
+    # the node that failed first in the message: a CI log keeps only so much of it
+    failed.sort(key=lambda f: f[1] == 0)
+    assert all(code == 0 for _, code, _ in failed), "\n".join(
+        f"node {i} (exit {code}) stderr:\n{e[-2500:]}" for i, code, e in failed
+    )
+    for i, (_, err) in enumerate(outs):
         # node 0's workers lost their peer: a preemption of the job, not a crash of node 0;
         # node 1's workers were killed (no progress file): its attempt counts as a crash
         first = "peer-lost" if i == 0 else "crashed"
