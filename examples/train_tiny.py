@@ -160,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds to sleep after each optimizer step (tests that must act mid-run; "
         "changes no number)",
     )
+    ap.add_argument(
+        "--abort-at-exit",
+        type=int,
+        default=None,
+        metavar="RANK",
+        help="after the run, that rank aborts (SIGABRT), as torch's teardown sometimes does "
+        "(tests of gpuwise run; changes no number)",
+    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
@@ -250,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.distributed.destroy_process_group()
     if rank == 0:
         _say(f"digest {final}")
+    if args.abort_at_exit == rank:
+        os.abort()
     return 0
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from gpuwise.train import FakeMetadataServer
 from gpuwise.train.launcher import _classify
+from tests.train.conftest import NO_CLOUD_ENV, tiny_command
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py"
 
@@ -41,6 +42,46 @@ def test_outcome_of_an_attempt(
     code: int, progress: list[dict[str, Any]], nnodes: int, outcome: str
 ) -> None:
     assert _classify(code, progress, signalled=False, nnodes=nnodes) == outcome
+
+
+def _done(step: int = 4, committed: int | None = 4) -> dict[str, Any]:
+    return {"exit": "done", "step": step, "committed_step": committed}
+
+
+@pytest.mark.parametrize(
+    ("progress", "failures", "nnodes", "outcome"),
+    [
+        ([_done(), _done()], {0: -6}, 2, "done-then-crashed"),  # teardown abort after the loop
+        ([_done(), _done()], {0: -11}, 1, "done-then-crashed"),
+        ([_done(), _done()], {1: 3}, 2, "failed-after-done"),  # code after the loop, peers done
+        ([_done(), _done()], {0: -6, 1: -15}, 2, "done-then-crashed"),  # 1: torchrun's SIGTERM
+        ([_done(), _done()], {1: 3, 0: -15}, 2, "failed-after-done"),
+        ([_done(), _done()], {1: 3}, 1, "crashed"),  # one machine: a retry reruns what follows
+        ([_done(4, 2), _done(4, None)], {0: -6}, 2, "crashed"),  # step 4 is not committed
+        ([_done(4, 4), _done(4, 2)], {0: -6}, 2, "done-then-crashed"),  # rank 1 read it late
+        ([_done()], {0: -6}, 2, "crashed"),  # one of the two local ranks did not report
+        ([_done(), _p("stopped")], {0: -6}, 2, "crashed"),
+    ],
+)
+def test_workers_that_fail_after_finishing_do_not_redo_the_training(
+    progress: list[dict[str, Any]], failures: dict[int, int], nnodes: int, outcome: str
+) -> None:
+    got = _classify(1, progress, signalled=False, nnodes=nnodes, failures=failures, nproc=2)
+    assert got == outcome
+
+
+@pytest.mark.slow
+def test_a_teardown_abort_after_the_last_commit_ends_the_run_as_done(tmp_path: Path) -> None:
+    """Rank 0 aborts after the loop finished and committed (as torch's teardown sometimes does):
+    one attempt, exit 0, and a line that says which rank died of what. Before, a restart."""
+    cmd = tiny_command(2, "--hidden", "64", "--batch", "16", "--fsdp", "--steps", "4")
+    cmd += ["--every", "2", "--checkpoint-dir", str(tmp_path / "ck"), "--abort-at-exit", "0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=NO_CLOUD_ENV, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "attempt 1 done-then-crashed" in r.stderr and "attempt 2" not in r.stderr
+    assert "finished and committed step 4, then local rank 0 died of SIGABRT" in r.stderr
+    assert "attempt 1 done-then-crashed (exit code 1)" in r.stderr
+    assert (tmp_path / "ck" / "step-000000004" / "COMMIT.json").exists()
 
 
 def test_a_busy_rendezvous_port_on_node_0_is_a_usage_error(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -9,16 +9,22 @@ Joining a rendezvous that another node has closed (several nodes: the survivors 
 are still ending the previous attempt) is not a failure of the command: the wrapper writes
 ``rendezvous-closed`` into ``GPUWISE_RUN_DIR`` so that ``gpuwise run`` joins again without
 counting a crash.
+
+When workers fail, the wrapper writes ``failures.json`` (``exitcodes``: local rank → exit code,
+negative for a signal; ``first``: the local rank that failed first) into ``GPUWISE_RUN_DIR``: a worker killed by a signal after it finished (a crash in the
+framework's teardown) is not a failure of the training.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 from gpuwise.base import settings
 
 RENDEZVOUS_CLOSED_MARKER = "rendezvous-closed"
+FAILURES_FILE = "failures.json"
 
 
 def main(argv: list[str]) -> int:
@@ -43,6 +49,12 @@ def main(argv: list[str]) -> int:
                 f.write("closed\n")
         return 1
     except ChildFailedError as exc:
+        run_dir = settings.text("GPUWISE_RUN_DIR")
+        if run_dir:
+            first = exc.get_first_failure()[1].local_rank  # the others may be torchrun's SIGTERM
+            failed = {str(x.local_rank): int(x.exitcode) for x in exc.failures.values()}
+            with open(os.path.join(run_dir, FAILURES_FILE), "w") as f:
+                json.dump({"first": first, "exitcodes": failed}, f)
         codes = {int(f.exitcode) for f in exc.failures.values()}
         code = codes.pop() if len(codes) == 1 else 1
         return code if 0 < code < 256 else 1

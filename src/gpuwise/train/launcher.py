@@ -28,6 +28,12 @@ several nodes, an attempt whose workers all failed because a peer went away (``e
 not end in 76. While a multi-node attempt waits in the rendezvous, a line every 30 s says for
 what.
 
+Workers that fail after every local rank ended its training loop with its last step committed
+did not lose training: killed by a signal (a crash in the framework's teardown, such as "terminate
+called without an active exception"), the attempt counts as done; exiting with a code on a
+multi-node job, ``gpuwise run`` exits with that code and does not restart: the other nodes are
+done, and a restarted node would wait for them at the rendezvous until the join timeout.
+
 The cloud's notice is trusted: after an attempt that did not finish, ``gpuwise run`` asks the
 metadata server once; when a preemption notice for this machine is still up (AWS keeps
 ``instance-action`` up until the end, GCP ``preempted``), it does not restart but exits 75 at
@@ -38,7 +44,8 @@ code decides (only visible without torchrun: ``--no-torchrun``).
 
 Exit codes (:mod:`gpuwise.train.exitcodes`): 0 finished; 75 preempted — this machine is going
 away or the preemption budget ran out (SkyPilot: ``recover_on_exit_codes: [75]``); 76 the
-command kept failing and ``--max-restarts`` ran out; 2 bad usage (ours or the script's).
+command kept failing and ``--max-restarts`` ran out; 2 bad usage (ours or the script's); on a
+multi-node job, the workers' own code when they failed after finishing (above).
 """
 
 from __future__ import annotations
@@ -60,13 +67,21 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuwise.errors import InputError, MissingExtraError
-from gpuwise.train._torchrun import RENDEZVOUS_CLOSED_MARKER
+from gpuwise.train._torchrun import FAILURES_FILE, RENDEZVOUS_CLOSED_MARKER
 from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED, EXIT_USAGE
 
 log = logging.getLogger(__name__)
 
 Outcome = Literal[
-    "done", "preempted", "peer-lost", "crashed", "stopped", "usage", "rendezvous-closed"
+    "done",
+    "done-then-crashed",
+    "failed-after-done",
+    "preempted",
+    "peer-lost",
+    "crashed",
+    "stopped",
+    "usage",
+    "rendezvous-closed",
 ]
 DEFAULT_RDZV_PORT = 29500
 # How long a node keeps joining a rendezvous that the other nodes have closed (they are still
@@ -241,17 +256,37 @@ def _read_progress(run_dir: str) -> list[dict[str, Any]]:
     return docs
 
 
+def _finished(progress: list[dict[str, Any]], nproc: int) -> bool:
+    """Every local rank reported the end of its training loop (``exit: "done"``) and the last
+    step is committed: the training is over and saved, whatever the processes did after. A commit
+    is global, so the rank that knows the newest one is right (the others may not have read the
+    marker yet)."""
+    if not (len(progress) >= nproc > 0 and all(p.get("exit") == "done" for p in progress)):
+        return False
+    steps = [s for p in progress if isinstance(s := p.get("step"), int)]
+    commits = [c for p in progress if isinstance(c := p.get("committed_step"), int)]
+    return len(steps) == len(progress) and bool(commits) and max(commits) >= max(steps)
+
+
 def _classify(
     code: int,
     progress: list[dict[str, Any]],
     signalled: bool,
     rendezvous_closed: bool = False,
     nnodes: int = 1,
+    failures: dict[int, int] | None = None,
+    nproc: int = 1,
 ) -> Outcome:
     """``rendezvous_closed``: the attempt left the marker of :mod:`._torchrun` (no worker ran).
+    ``failures``: local rank → exit code of the workers that failed (negative: a signal), the
+    first failure first (the others may be torchrun stopping the rest).
 
     A lost peer (``exit: "peer-lost"`` on every rank here that reported) is a preemption of the
-    job only with several nodes: on one machine the peer was a local process, and its end a crash."""
+    job only with several nodes: on one machine the peer was a local process, and its end a crash.
+    Workers that failed after every local rank finished and committed its last step: killed by a
+    signal, the training is done (a crash in the framework's teardown, e.g. "terminate called
+    without an active exception"); with an exit code on several nodes, ``failed-after-done`` (the
+    other nodes are done: a restart would wait for them at the rendezvous forever)."""
     if signalled:
         return "stopped"
     exits = {p.get("exit") for p in progress}
@@ -261,11 +296,48 @@ def _classify(
         return "peer-lost"  # the job lost a machine, this program did not crash
     if code == 0:
         return "done"
+    if _finished(progress, nproc):
+        if failures and next(iter(failures.values())) < 0:  # the first failure was a signal
+            return "done-then-crashed"
+        if nnodes > 1:
+            return "failed-after-done"
     if code in NOT_RETRIED_EXIT_CODES:
         return "usage"
     if rendezvous_closed and not progress:
         return "rendezvous-closed"
     return "crashed"
+
+
+def _read_failures(path: str) -> dict[int, int] | None:
+    """Local rank → exit code from the ``failures.json`` of :mod:`._torchrun`, the rank that failed
+    first first (None: absent or unreadable)."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        codes = {int(k): int(v) for k, v in doc["exitcodes"].items()}
+        first = int(doc["first"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if first not in codes:
+        return codes
+    return {first: codes.pop(first), **codes}
+
+
+def _describe(failures: dict[int, int] | None) -> str:
+    """``local rank 0 died of SIGABRT (torchrun then stopped 1 other)``: the first failure."""
+    if not failures:
+        return "a worker failed"
+    rank, code = next(iter(failures.items()))
+    if code < 0:
+        try:
+            what = f"died of {signal.Signals(-code).name}"
+        except ValueError:
+            what = f"died of signal {-code}"
+    else:
+        what = f"exited with {code}"
+    others = len(failures) - 1
+    tail = f" (torchrun then stopped {others} other{'s' if others > 1 else ''})" if others else ""
+    return f"local rank {rank} {what}{tail}"
 
 
 def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -429,6 +501,43 @@ def _wait(
             )
 
 
+def _final_exit_code(
+    outcome: Outcome,
+    code: int,
+    committed: int | None,
+    failures: dict[int, int] | None,
+    say: Callable[[str], None],
+) -> int | None:
+    """The exit code of ``gpuwise run`` when ``outcome`` ends it (said in a line), else None."""
+    if outcome == "done":
+        return EXIT_OK
+    if outcome == "done-then-crashed":
+        say(
+            f"every worker here finished and committed step {committed}, then "
+            f"{_describe(failures)} while exiting (a crash in the framework's teardown): the "
+            "training is done, not restarted"
+        )
+        return EXIT_OK
+    if outcome == "failed-after-done":
+        say(
+            f"every worker here finished and committed step {committed}, then "
+            f"{_describe(failures)} after the training loop: not restarted (the other nodes are "
+            f"done and would never join again); exiting with {code}"
+        )
+        return code if 0 < code < 256 else 1
+    if outcome == "usage":
+        say(
+            f"the command exited with {code} (a usage error): not retried, a retry cannot change it"
+        )
+        return EXIT_USAGE
+    if outcome == "stopped":
+        say(
+            f"stop signal received: exiting with {EXIT_PREEMPTED} so the scheduler can recover the job"
+        )
+        return EXIT_PREEMPTED
+    return None
+
+
 def launch(
     spec: LaunchSpec,
     *,
@@ -466,16 +575,27 @@ def launch(
                 for path in glob.glob(os.path.join(run_dir, "progress-rank*.json")):
                     os.remove(path)
                 closed_marker = os.path.join(run_dir, RENDEZVOUS_CLOSED_MARKER)
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(closed_marker)
+                failures_file = os.path.join(run_dir, FAILURES_FILE)
+                for marker in (closed_marker, failures_file):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(marker)
                 number = len(attempts) + 1
                 say(f"attempt {number}: {' '.join(argv)}")
                 started = time.monotonic()
                 proc = subprocess.Popen(argv, env=child_env, stdout=stdout)
                 code = _wait(proc, spec, run_dir, number, say, rendezvous_log_s)
                 progress = _read_progress(run_dir)
+                failures = _read_failures(failures_file)
+                if not spec.torchrun and code < 0:  # the command itself, killed by a signal
+                    failures = {0: code}
                 outcome = _classify(
-                    code, progress, bool(received), os.path.exists(closed_marker), spec.nnodes
+                    code,
+                    progress,
+                    bool(received),
+                    os.path.exists(closed_marker),
+                    spec.nnodes,
+                    failures,
+                    spec.nproc_per_node if spec.torchrun else 1,
                 )
                 steps = [p["step"] for p in progress if isinstance(p.get("step"), int)]
                 commits = [  # a commit is global: the rank that knows the newest one is right
@@ -490,7 +610,7 @@ def launch(
                 committed = max(commits) if commits else None
                 lost = (
                     (reached - (committed or 0))
-                    if reached is not None and outcome != "done"
+                    if reached is not None and outcome not in ("done", "done-then-crashed")
                     else None
                 )
                 result = AttemptResult(
@@ -512,18 +632,9 @@ def launch(
                 say(
                     f"attempt {number} {outcome} (exit code {code}) after {result.wall_s:.1f} s{lost_text}"
                 )
-                if outcome == "done":
-                    return LaunchResult(EXIT_OK, tuple(attempts))
-                if outcome == "usage":
-                    say(
-                        f"the command exited with {code} (a usage error): not retried, a retry cannot change it"
-                    )
-                    return LaunchResult(EXIT_USAGE, tuple(attempts))
-                if outcome == "stopped":
-                    say(
-                        f"stop signal received: exiting with {EXIT_PREEMPTED} so the scheduler can recover the job"
-                    )
-                    return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
+                final = _final_exit_code(outcome, code, committed, failures, say)
+                if final is not None:
+                    return LaunchResult(final, tuple(attempts))
                 if outcome in ("preempted", "peer-lost", "crashed"):
                     notice = _notice_up(child_env, progress)
                     if notice is not None:  # the cloud announced this machine's end: no restart
