@@ -80,6 +80,7 @@ def test_a_teardown_abort_after_the_last_commit_ends_the_run_as_done(tmp_path: P
     assert r.returncode == 0, r.stderr[-3000:]
     assert "attempt 1 done-then-crashed" in r.stderr and "attempt 2" not in r.stderr
     assert "finished and committed step 4, then local rank 0 died of SIGABRT" in r.stderr
+    assert "the training is done and not redone" in r.stderr
     assert "attempt 1 done-then-crashed (exit code 1)" in r.stderr
     assert (tmp_path / "ck" / "step-000000004" / "COMMIT.json").exists()
 

@@ -514,8 +514,9 @@ def _final_exit_code(
     if outcome == "done-then-crashed":
         say(
             f"every worker here finished and committed step {committed}, then "
-            f"{_describe(failures)} while exiting (a crash in the framework's teardown): the "
-            "training is done, not restarted"
+            f"{_describe(failures)} after the training loop (typically a crash in the "
+            "framework's teardown): the training is done and not redone; if the script does more "
+            "after its loop, check that it finished"
         )
         return EXIT_OK
     if outcome == "failed-after-done":
