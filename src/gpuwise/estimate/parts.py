@@ -230,36 +230,53 @@ BUBBLE_NOTE_SHARE = 0.2
 """A pipeline bubble at least this share of the compute time gets a note on how to shrink it."""
 
 
+def _micro_batches(wl: Workload, dp: int, gb: int) -> float:
+    return max(1.0, gb / (wl.micro_batch * dp))
+
+
 def bubble_share(wl: Workload, dp: int, gb: int) -> float:
     """Idle pipeline time as a share of compute: ``(p-1)/(m·v)`` for ``m`` micro-batches per step
-    (1F1B, interleaved with ``v`` model chunks per GPU; Narayanan et al. 2021, Sec. 2.2)."""
-    if wl.pipeline_parallel <= 1:
+    (1F1B, interleaved with ``v`` model chunks per GPU; Narayanan et al. 2021, Sec. 2.2). The
+    interleaved schedule needs at least ``p`` micro-batches (Megatron-Core: a multiple of ``p``);
+    with fewer, ``v`` does not shrink the bubble."""
+    p = wl.pipeline_parallel
+    if p <= 1:
         return 0.0
-    accum = max(1.0, gb / (wl.micro_batch * dp))
-    return (wl.pipeline_parallel - 1) / (accum * wl.virtual_pipeline)
+    m = _micro_batches(wl, dp, gb)
+    return (p - 1) / (m * (wl.virtual_pipeline if m >= p else 1))
 
 
 def bubble_note(wl: Workload, dp: int, gb: int) -> str | None:
-    """A note when the pipeline bubble is large: its share, and the interleaved schedule that would
-    cut it (the most chunks per GPU that still give each chunk one layer)."""
+    """A note when the pipeline bubble is large: its share, and what would shrink it — the
+    interleaved schedule (2 chunks per GPU up to one layer per chunk) when there are at least as
+    many micro-batches as stages, more micro-batches per step in any case."""
     share = bubble_share(wl, dp, gb)
     if share < BUBBLE_NOTE_SHARE:
         return None
-    micro = max(1, round(gb / (wl.micro_batch * dp)))
+    p = wl.pipeline_parallel
+    m = _micro_batches(wl, dp, gb)
+    micro = max(1, round(m))
+    v = wl.virtual_pipeline if m >= p else 1
     text = (
-        f"pipeline bubble: (p-1)/(m·v) = ({wl.pipeline_parallel}-1)/({micro}·{wl.virtual_pipeline}) "
-        f"= {share:.0%}: the stages idle {share:.0%} as long as they compute ({micro} micro-batch{'es' if micro != 1 else ''} per step over "
-        f"{wl.pipeline_parallel} stages)"
+        f"pipeline bubble: (p-1)/(m·v) = ({p}-1)/({micro}·{v}) = {share:.0%}: the stages idle "
+        f"{share:.0%} as long as they compute ({micro} micro-batch{'es' if micro != 1 else ''} "
+        f"per step over {p} stages)"
     )
-    per_stage = wl.model.total_layers // wl.pipeline_parallel
-    chunks = 1
-    while chunks * 2 <= per_stage:
-        chunks *= 2
-    if chunks > wl.virtual_pipeline:
+    # about one layer per chunk: the most chunks Workload accepts (p·v <= layers + 2, the first and
+    # last stage may hold one layer less, as in Llama 3's 405B run)
+    finest = (wl.model.total_layers + 2) // p
+    if m < p:
+        text += f"; an interleaved schedule needs at least {p} micro-batches per step"
+    elif finest > v:
+        low = 2 if v == 1 else finest
         text += (
-            f"; an interleaved schedule (--virtual-pipeline {chunks}: Megatron-Core's virtual "
-            f"pipeline, torchtitan's Interleaved1F1B) would make it "
-            f"{share * wl.virtual_pipeline / chunks:.0%}"
+            f"; an interleaved schedule (Megatron-Core's virtual pipeline, torchtitan's "
+            f"Interleaved1F1B) would make it {share * v / low:.0%} with --virtual-pipeline {low}"
+            + (
+                f", {share * v / finest:.0%} with {finest} (about one layer per chunk)"
+                if finest > low
+                else ""
+            )
         )
     return text + "; more micro-batches per step (a larger --global-batch) shrink it too"
 
@@ -270,7 +287,7 @@ def comm_and_bubble(
     """(exposed communication seconds, compute seconds with the pipeline bubble) for one step."""
     m = wl.model
     seq = wl.effective_seq_len
-    accum = max(1.0, gb / (wl.micro_batch * dp))
+    accum = _micro_batches(wl, dp, gb)
     if wl.pipeline_parallel > 1:
         # 1F1B bubble (p-1)/m, interleaved (p-1)/(v·m) (Narayanan et al. 2021, Sec. 2.2.1-2.2.2)
         compute *= 1 + bubble_share(wl, dp, gb)
