@@ -11,9 +11,11 @@ fails the test.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -194,16 +196,20 @@ def test_two_node_task_on_loopback(venv: Path, tmp_path: Path) -> None:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     text=True,
+                    start_new_session=True,  # bash and everything it starts, ended together
                 )
             )
     try:
         for p in procs:
             p.wait(timeout=240)
+    except subprocess.TimeoutExpired:
+        tails = [log.read_text()[-3000:] for log in logs]
+        pytest.fail(f"the two nodes did not finish; node 0:\n{tails[0]}\nnode 1:\n{tails[1]}")
     finally:  # a hung rendezvous must not leave the two "nodes" running into the next test
         for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
     outs = [log.read_text() for log in logs]
     assert [p.returncode for p in procs] == [0, 0], outs
     # c10d hands out global ranks in the order the nodes join, so either node may hold rank 0

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpuwise.train import FakeMetadataServer
-from gpuwise.train.launcher import _classify
+from gpuwise.train.launcher import _classify, _describe, _exit_after_done, _read_failures
 from tests.train.conftest import NO_CLOUD_ENV, tiny_command
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_tiny.py"
@@ -61,13 +61,43 @@ def _done(step: int = 4, committed: int | None = 4) -> dict[str, Any]:
         ([_done(4, 4), _done(4, 2)], {0: -6}, 2, "done-then-crashed"),  # rank 1 read it late
         ([_done()], {0: -6}, 2, "crashed"),  # one of the two local ranks did not report
         ([_done(), _p("stopped")], {0: -6}, 2, "crashed"),
+        ([_done(), _done()], {0: -6, 1: 3}, 2, "failed-after-done"),  # rank 1 failed by itself
+        ([_done(), _done()], {0: -6, 1: 3}, 1, "crashed"),
+        ([_done(), _done()], None, 2, "failed-after-done"),  # no report: torchrun's code 1
     ],
 )
 def test_workers_that_fail_after_finishing_do_not_redo_the_training(
-    progress: list[dict[str, Any]], failures: dict[int, int], nnodes: int, outcome: str
+    progress: list[dict[str, Any]], failures: dict[int, int] | None, nnodes: int, outcome: str
 ) -> None:
     got = _classify(1, progress, signalled=False, nnodes=nnodes, failures=failures, nproc=2)
     assert got == outcome
+
+
+def test_torchrun_killed_after_the_workers_finished_is_done() -> None:
+    progress = [_done(), _done()]
+    got = _classify(-9, progress, signalled=False, nnodes=2, failures=None, nproc=2)
+    assert got == "done-then-crashed"
+    assert _describe(None, -9) == "torchrun died of SIGKILL"
+
+
+def test_what_a_failure_after_the_loop_says_and_exits_with(tmp_path: Path) -> None:
+    path = tmp_path / "failures.json"
+    path.write_text(json.dumps({"first": 1, "exitcodes": {"0": -15, "1": 3}}))
+    failures = _read_failures(str(path))
+    assert list(failures or {}) == [1, 0]  # the first failure first
+    assert _describe(failures, 1) == "local rank 1 exited with 3 (torchrun then stopped 1 other)"
+    assert _exit_after_done(failures, 1) == 3  # torchrun's 1 hides the worker's own code
+    assert _exit_after_done({0: -6}, 1) == 1 and _exit_after_done(None, 300) == 1
+    both = {0: -6, 1: 3, 2: -15, 3: -15}
+    assert _describe(both, 1) == (
+        "local rank 0 died of SIGABRT, local rank 1 exited with 3 (torchrun then stopped 2 others)"
+    )
+    path.write_text(json.dumps({"exitcodes": {"0": -6}}))  # no "first": the codes still count
+    assert _read_failures(str(path)) == {0: -6}
+    for bad in ("{", "[]", '{"exitcodes": "x"}', '{"exitcodes": {}}'):
+        path.write_text(bad)
+        assert _read_failures(str(path)) is None, bad
+    assert _read_failures(str(tmp_path / "absent.json")) is None
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ framework's teardown) is not a failure of the training.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -50,10 +51,13 @@ def main(argv: list[str]) -> int:
         return 1
     except ChildFailedError as exc:
         run_dir = settings.text("GPUWISE_RUN_DIR")
-        if run_dir:
+        if run_dir and exc.failures:
             first = exc.get_first_failure()[1].local_rank  # the others may be torchrun's SIGTERM
             failed = {str(x.local_rank): int(x.exitcode) for x in exc.failures.values()}
-            with open(os.path.join(run_dir, FAILURES_FILE), "w") as f:
+            with (  # a report that cannot be written must not replace the exit code
+                contextlib.suppress(OSError),
+                open(os.path.join(run_dir, FAILURES_FILE), "w") as f,
+            ):
                 json.dump({"first": first, "exitcodes": failed}, f)
         codes = {int(f.exitcode) for f in exc.failures.values()}
         code = codes.pop() if len(codes) == 1 else 1

@@ -91,6 +91,8 @@ RENDEZVOUS_CLOSED_WAIT_S = 600.0
 RENDEZVOUS_LOG_S = 30.0
 """While an attempt of a multi-node job has no worker yet (it waits in the rendezvous), a line
 says what it waits for this often."""
+STOPPED_BY_TORCHRUN = (-signal.SIGTERM, -signal.SIGKILL)
+"""Exit codes of workers that torchrun stopped because another one failed."""
 NOT_RETRIED_EXIT_CODES = (EXIT_USAGE,)
 """Worker exit codes that a retry cannot change (module docstring)."""
 
@@ -197,7 +199,7 @@ class LaunchResult:
     """What ``gpuwise run`` did."""
 
     exit_code: int
-    """0, 75 or 76 (module docstring)."""
+    """0, 75, 76 or 2, or the workers' own code after ``failed-after-done`` (module docstring)."""
     attempts: tuple[AttemptResult, ...]
     """Every launch, in order."""
 
@@ -297,7 +299,9 @@ def _classify(
     if code == 0:
         return "done"
     if _finished(progress, nproc):
-        if failures and next(iter(failures.values())) < 0:  # the first failure was a signal
+        # no failures file: torchrun's own code (negative: torchrun itself was killed)
+        first, *rest = list(failures.values()) if failures else [code]
+        if first < 0 and all(c in STOPPED_BY_TORCHRUN for c in rest):
             return "done-then-crashed"
         if nnodes > 1:
             return "failed-after-done"
@@ -315,29 +319,46 @@ def _read_failures(path: str) -> dict[int, int] | None:
         with open(path) as f:
             doc = json.load(f)
         codes = {int(k): int(v) for k, v in doc["exitcodes"].items()}
-        first = int(doc["first"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
+    try:
+        first = int(doc["first"])
+    except (ValueError, TypeError, KeyError):
+        return codes or None
     if first not in codes:
-        return codes
+        return codes or None
     return {first: codes.pop(first), **codes}
 
 
-def _describe(failures: dict[int, int] | None) -> str:
-    """``local rank 0 died of SIGABRT (torchrun then stopped 1 other)``: the first failure."""
+def _what(code: int) -> str:
+    if code >= 0:
+        return f"exited with {code}"
+    try:
+        return f"died of {signal.Signals(-code).name}"
+    except ValueError:
+        return f"died of signal {-code}"
+
+
+def _describe(failures: dict[int, int] | None, code: int) -> str:
+    """``local rank 0 died of SIGABRT (torchrun then stopped 1 other)``: the first failure first,
+    then the others that were not torchrun stopping the rest."""
     if not failures:
-        return "a worker failed"
-    rank, code = next(iter(failures.items()))
-    if code < 0:
-        try:
-            what = f"died of {signal.Signals(-code).name}"
-        except ValueError:
-            what = f"died of signal {-code}"
-    else:
-        what = f"exited with {code}"
-    others = len(failures) - 1
-    tail = f" (torchrun then stopped {others} other{'s' if others > 1 else ''})" if others else ""
-    return f"local rank {rank} {what}{tail}"
+        return f"torchrun {_what(code)}" if code < 0 else "a worker failed"
+    (rank, first), *rest = failures.items()
+    parts = [f"local rank {rank} {_what(first)}"]
+    parts += [f"local rank {r} {_what(c)}" for r, c in rest if c not in STOPPED_BY_TORCHRUN]
+    stopped = sum(c in STOPPED_BY_TORCHRUN for _, c in rest)
+    tail = (
+        f" (torchrun then stopped {stopped} other{'s' if stopped > 1 else ''})" if stopped else ""
+    )
+    return ", ".join(parts) + tail
+
+
+def _exit_after_done(failures: dict[int, int] | None, code: int) -> int:
+    """The exit code of a ``failed-after-done`` attempt: the first worker's own code (torchrun's
+    exit code is 1 whenever the others had to be stopped), else torchrun's, else 1."""
+    first = next(iter(failures.values())) if failures else code
+    return first if 0 < first < 256 else code if 0 < code < 256 else 1
 
 
 def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -514,18 +535,19 @@ def _final_exit_code(
     if outcome == "done-then-crashed":
         say(
             f"every worker here finished and committed step {committed}, then "
-            f"{_describe(failures)} after the training loop (typically a crash in the "
+            f"{_describe(failures, code)} after the training loop (typically a crash in the "
             "framework's teardown): the training is done and not redone; if the script does more "
             "after its loop, check that it finished"
         )
         return EXIT_OK
     if outcome == "failed-after-done":
+        exit_code = _exit_after_done(failures, code)
         say(
             f"every worker here finished and committed step {committed}, then "
-            f"{_describe(failures)} after the training loop: not restarted (the other nodes are "
-            f"done and would never join again); exiting with {code}"
+            f"{_describe(failures, code)} after the training loop: not restarted (the other nodes "
+            f"are done and would never join again); exiting with {exit_code}"
         )
-        return code if 0 < code < 256 else 1
+        return exit_code
     if outcome == "usage":
         say(
             f"the command exited with {code} (a usage error): not retried, a retry cannot change it"
@@ -611,7 +633,8 @@ def launch(
                 committed = max(commits) if commits else None
                 lost = (
                     (reached - (committed or 0))
-                    if reached is not None and outcome not in ("done", "done-then-crashed")
+                    if reached is not None
+                    and outcome not in ("done", "done-then-crashed", "failed-after-done")
                     else None
                 )
                 result = AttemptResult(
