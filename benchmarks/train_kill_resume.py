@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuwise.train.chaos import Attempt, reference_run, run_with_kills
+from gpuwise.train.chaos import Attempt, loopback_node_command, reference_run, run_with_kills
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_tiny.py"
 
@@ -240,30 +240,13 @@ def node_loss_scenario(args: argparse.Namespace) -> None:
             port = s.getsockname()[1]
         nodes, files = [], []
         for rank in (0, 1):
-            cmd = [
-                sys.executable,
-                "-m",
-                "gpuwise",
-                "run",
-                "--nnodes",
-                "2",
-                "--node-rank",
-                str(rank),
-                "--rdzv-endpoint",
-                f"127.0.0.1:{port}",
-                "--nproc-per-node",
-                str(per_node),
-                "--restart-delay",
-                "1s",
-                "--max-restarts",
-                str(args.kills + 1),
-                "--",
-                sys.executable,
-                str(EXAMPLE),
-                *argv,
-                "--checkpoint-dir",
-                f"{tmp}/run",
-            ]
+            cmd = loopback_node_command(
+                rank,
+                port,
+                per_node,
+                [sys.executable, str(EXAMPLE), *argv, "--checkpoint-dir", f"{tmp}/run"],
+                launcher_args=("--restart-delay", "1s", "--max-restarts", str(args.kills + 1)),
+            )
             out, err = open(f"{tmp}/out{rank}", "w"), open(f"{tmp}/err{rank}", "w")  # noqa: SIM115
             files += [out, err]
             nodes.append(subprocess.Popen(cmd, stdout=out, stderr=err, env=env))

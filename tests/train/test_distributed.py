@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpuwise.train.chaos import run_with_kills
+from gpuwise.train.chaos import loopback_node_command, run_with_kills
 from tests.train.conftest import NO_CLOUD_ENV, tiny_command, tiny_digest, tiny_losses
 
 pytestmark = pytest.mark.slow
@@ -163,33 +163,24 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
     nodes: list[subprocess.Popen[str]] = []
     logs: list[tuple[Path, Path]] = []
     for rank in (0, 1):
-        cmd = [
-            sys.executable,
-            "-m",
-            "gpuwise",
-            "run",
-            "--nnodes",
-            "2",
-            "--node-rank",
-            str(rank),
-            "--rdzv-endpoint",
-            f"127.0.0.1:{port}",
-            "--nproc-per-node",
-            str(per_node),
-            "--restart-delay",
-            "1s",
-            "--",
-            sys.executable,
-            EXAMPLE,
-            *TINY,
-            *args,
-            # 40 steps take a few seconds: without a pause per step a loaded machine can run the
-            # whole job before the kill lands, and node 1 then restarts alone (node 0 is done)
-            "--step-delay",
-            "0.25",
-            "--checkpoint-dir",
-            str(ckpt),
-        ]
+        cmd = loopback_node_command(
+            rank,
+            port,
+            per_node,
+            [
+                sys.executable,
+                EXAMPLE,
+                *TINY,
+                *args,
+                # 40 steps take a few seconds: without a pause per step a loaded machine can run
+                # the whole job before the kill lands, and node 1 then restarts alone (node 0 is
+                # done)
+                "--step-delay",
+                "0.25",
+                "--checkpoint-dir",
+                str(ckpt),
+            ],
+        )
         # output to files, not pipes: a node whose pipe is full while the test waits on the other
         # node blocks in a write, never reaches torchrun's exit barrier, and the other node waits
         # there for 300 s (a loaded machine's restarts print enough tracebacks to fill 64 KiB)

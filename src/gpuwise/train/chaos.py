@@ -25,6 +25,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -153,6 +154,24 @@ def _start(
             start_new_session=True,
         )
     return proc.pid, proc
+
+
+def loopback_node_command(
+    rank: int,
+    port: int,
+    per_node: int,
+    command: Sequence[str],
+    *,
+    nnodes: int = 2,
+    launcher_args: Sequence[str] = ("--restart-delay", "1s"),
+) -> list[str]:
+    """``gpuwise run`` of node ``rank`` of an ``nnodes``-"node" job on 127.0.0.1 (rendezvous at
+    ``port``), ``per_node`` processes each running ``command``: node-loss drills on one machine."""
+    return [
+        *(sys.executable, "-m", "gpuwise", "run", "--nnodes", str(nnodes)),
+        *("--node-rank", str(rank), "--rdzv-endpoint", f"127.0.0.1:{port}"),
+        *("--nproc-per-node", str(per_node), *launcher_args, "--", *command),
+    ]
 
 
 def descendants(pid: int) -> list[int]:
