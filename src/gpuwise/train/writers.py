@@ -234,36 +234,35 @@ class ProcessWriter:
             if self._pending is not None:
                 self._collect(float("inf") if timeout_s is None else timeout_s)
         finally:
-            if self._proc is not None:
-                try:
-                    self._proc.stdin.close()
-                    self._proc.wait(timeout=10)
-                except Exception:
-                    self._proc.kill()
-                    self._proc.wait()
-                finally:
-                    self._proc.stdout.close()
-                    self._proc = None
+            self._end_writer(kill=False)
             self._snapshot.release()
         self._raise_failed()
 
     def abandon(self) -> int | None:
         left = self.in_flight()
-        if self._proc is not None:
-            if left is not None:  # mid-write on a store that may hang: do not wait for it
-                self._proc.kill()
-            try:
-                self._proc.stdin.close()
-                self._proc.wait(timeout=10)
-            except Exception:
-                self._proc.kill()
-                self._proc.wait()
-            finally:
-                self._proc.stdout.close()
-                self._proc = None
+        # mid-write on a store that may hang: do not wait for it
+        self._end_writer(kill=left is not None)
         self._snapshot.release()
         self._pending = None
         return left
+
+    def _end_writer(self, kill: bool) -> None:
+        """Close the writer process's input and reap it (killed first when ``kill``, or when it
+        does not end within 10 s)."""
+        proc = self._proc
+        if proc is None:
+            return
+        if kill:
+            proc.kill()
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=10)
+        except Exception:
+            proc.kill()
+            proc.wait()
+        finally:
+            proc.stdout.close()
+            self._proc = None
 
     # -- the writer process ---------------------------------------------------------------------
 
