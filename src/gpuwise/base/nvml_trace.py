@@ -78,9 +78,7 @@ _COUNT_KEYS = {
 _BOOL_KEYS = {"lost", "remap_pending", "remap_failed"}
 _LIST_KEYS = {"xid", "processes", "mig_used_mib", "mig_sm_active", "nvlink_errors"}
 _FRAME_KEYS = _NUMBER_KEYS | _PERCENT_KEYS | _RATIO_KEYS | _COUNT_KEYS | _BOOL_KEYS | _LIST_KEYS
-_PROCESS_KEYS = {
-    "pid",
-    "memory_mib",
+_PROCESS_TEXT_KEYS = (
     "user",
     "command",
     "workload",
@@ -89,6 +87,11 @@ _PROCESS_KEYS = {
     "namespace",
     "pod",
     "container",
+)
+_PROCESS_KEYS = {
+    "pid",
+    "memory_mib",
+    *_PROCESS_TEXT_KEYS,
     "mig",
     "sm_util",
     "start",
@@ -205,16 +208,7 @@ def _check_frame_gpu(g: Mapping[str, Any], where: str, mig_count: int) -> None:
                         f"{mig_count} MIG instances)",
                         hint="fix that process",
                     )
-                for text in (
-                    "user",
-                    "command",
-                    "workload",
-                    "container_id",
-                    "pod_uid",
-                    "namespace",
-                    "pod",
-                    "container",
-                ):
+                for text in _PROCESS_TEXT_KEYS:
                     if text in proc and not isinstance(proc[text], str):
                         raise DataFileError(
                             f"{pw}.{text}: expected text, got {proc[text]!r}", hint="quote it"
