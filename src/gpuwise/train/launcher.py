@@ -91,6 +91,8 @@ RENDEZVOUS_CLOSED_WAIT_S = 600.0
 RENDEZVOUS_LOG_S = 30.0
 """While an attempt of a multi-node job has no worker yet (it waits in the rendezvous), a line
 says what it waits for this often."""
+FINISHED_OUTCOMES = ("done", "done-then-crashed", "failed-after-done")
+"""Attempts whose training loop ended with its last step committed: no step was lost."""
 STOPPED_BY_TORCHRUN = (-signal.SIGTERM, -signal.SIGKILL)
 """Exit codes of workers that torchrun stopped because another one failed."""
 NOT_RETRIED_EXIT_CODES = (EXIT_USAGE,)
@@ -633,8 +635,7 @@ def launch(
                 committed = max(commits) if commits else None
                 lost = (
                     (reached - (committed or 0))
-                    if reached is not None
-                    and outcome not in ("done", "done-then-crashed", "failed-after-done")
+                    if reached is not None and outcome not in FINISHED_OUTCOMES
                     else None
                 )
                 result = AttemptResult(
