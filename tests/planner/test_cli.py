@@ -210,8 +210,22 @@ def test_export_k8s_to_file_and_json(cli, tmp_path: Path) -> None:  # type: igno
     assert r.code == 0, r.stderr
     doc = r.json()
     assert len(doc["options"]) == 3 and doc["export"]["format"] == "k8s"
-    claim, manifest = yaml.safe_load_all(out.read_text())
+    configmap, claim, manifest = yaml.safe_load_all(out.read_text())
     assert manifest["kind"] in ("Job", "PyTorchJob")
+    # the plan file rides along: a ConfigMap the pods mount, its id in their environment
+    assert configmap["kind"] == "ConfigMap"
+    shipped = json.loads(configmap["data"]["plan.json"])
+    beside = json.loads((tmp_path / "job.plan.json").read_text())
+    assert shipped == beside and shipped["plan_id"] == doc["plan_file"]["plan_id"]
+    pod = (
+        manifest["spec"]["template"]["spec"]
+        if manifest["kind"] == "Job"
+        else manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    )
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["GPUWISE_PLAN_ID"] == shipped["plan_id"]
+    assert f"--plan {env['GPUWISE_PLAN']} " in pod["containers"][0]["command"][-1]
+    assert {"name": "plan", "configMap": {"name": configmap["metadata"]["name"]}} in pod["volumes"]
     # the checkpoint claim it mounts: shared by several pods only with ReadWriteMany
     assert claim["kind"] == "PersistentVolumeClaim"
     assert claim["spec"]["accessModes"] == [

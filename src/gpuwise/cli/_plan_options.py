@@ -192,6 +192,16 @@ OutputOpt = Annotated[
         rich_help_panel=_O,
     ),
 ]
+SaveOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--save",
+        metavar="PLAN.JSON",
+        help="Write the winner's recipe and expected figures as a plan file: `gpuwise run --plan` "
+        "runs it, `gpuwise report --runs` compares runs with it. --export writes one too.",
+        rich_help_panel=_O,
+    ),
+]
 RunCmdOpt = Annotated[
     str,
     typer.Option(

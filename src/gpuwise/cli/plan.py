@@ -38,6 +38,7 @@ from gpuwise.cli._plan_options import (
     RegionOpt,
     RestartTimeOpt,
     RunCmdOpt,
+    SaveOpt,
     SearchOpt,
     SkyCandidatesOpt,
     SpotMtbfOpt,
@@ -48,6 +49,7 @@ from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
 from gpuwise.cli._workload import WorkloadRequest, workload_options
 
 if TYPE_CHECKING:
+    from gpuwise.base.recipe import PlanFile
     from gpuwise.catalog import PriceAge
     from gpuwise.planner import Plan, PlanOption, PlanRequest
 
@@ -88,6 +90,7 @@ def plan_command(
     limit: LimitOpt = 15,
     export: ExportOpt = None,
     output: OutputOpt = None,
+    save: SaveOpt = None,
     run_cmd: RunCmdOpt = "python train.py",
     name: NameOpt = None,
     bucket: BucketOpt = None,
@@ -106,7 +109,8 @@ def plan_command(
     """
     from gpuwise.estimate import load_calibration
 
-    workload = workload_request.workload(load_calibration())
+    calibration = load_calibration()
+    workload = workload_request.workload(calibration)
     inter_node_gbps = workload_request.setup("inter_node_gbps")  # read by _plan_request
     from gpuwise.errors import InputError, check_choice, did_you_mean
     from gpuwise.planner import plan
@@ -137,9 +141,18 @@ def plan_command(
         [o for o in offers if (o.cloud, o.instance_type) in shown] if shown else offers,
         max_price_age,
     )
+    recipe = None
+    if (save is not None or export is not None) and result.options:
+        from gpuwise.planner import plan_file
+
+        recipe = plan_file(result, workload, calibration=calibration)
+        if save is not None:
+            _write(save, recipe.to_json(), flag="--save")
     return _emit(
         result,
         age,
+        plan_file=recipe,
+        saved=save,
         limit=limit,
         export=export,
         output=output,
@@ -268,6 +281,8 @@ def _emit(
     plan: Plan,
     age: PriceAge,
     *,
+    plan_file: PlanFile | None,
+    saved: Path | None,
     limit: int,
     export: str | None,
     output: Path | None,
@@ -276,9 +291,15 @@ def _emit(
 ) -> int:
     """Render, export and write what was asked; return the exit code."""
     code = 0 if plan.options else EXIT_NO_OPTION
-    text = _export_text(plan, export, **export_options) if export and plan.options else None
+    text = (
+        _export_text(plan, export, plan_file=plan_file, **export_options)
+        if export and plan.options
+        else None
+    )
     if output is not None:
         written = text
+        if text is not None and plan_file is not None:  # the recipe beside the YAML/manifest
+            _write(_beside(output), plan_file.to_json(), flag="--output")
         if export is None:  # -o without --export writes the plan itself
             import json as _json
 
@@ -292,6 +313,12 @@ def _emit(
                 "format": export,
                 "text": text,
                 "path": str(output) if output else None,
+            }
+        if plan_file is not None:
+            doc["plan_file"] = {
+                "plan_id": plan_file.plan_id,
+                "path": str(saved) if saved else None,
+                "beside_export": str(_beside(output)) if output and text else None,
             }
         doc.update(age.to_dict())
         emit_json(doc)
@@ -311,10 +338,17 @@ def _emit(
         out.print(
             f"[green]wrote {export + ' export' if export else 'the plan (JSON)'} to {output}[/green]"
         )
+    if plan_file is not None and saved is not None:
+        out.print(f"[green]saved plan {plan_file.plan_id} to {saved}[/green] (gpuwise run --plan)")
     return code
 
 
-def _write(path: Path, text: str) -> None:
+def _beside(output: Path) -> Path:
+    """``job.yaml`` → ``job.plan.json``: the recipe written beside an export."""
+    return output.with_name(output.name.rsplit(".", 1)[0] + ".plan.json")
+
+
+def _write(path: Path, text: str, flag: str = "--output") -> None:
     from gpuwise.base.paths import write_text_atomic
     from gpuwise.errors import InputError
 
@@ -322,7 +356,7 @@ def _write(path: Path, text: str) -> None:
         write_text_atomic(path, text)
     except OSError as exc:
         raise InputError(
-            f"cannot write {path}: {exc.strerror}", hint="check the --output path"
+            f"cannot write {path}: {exc.strerror}", hint=f"check the {flag} path"
         ) from None
 
 
@@ -333,7 +367,7 @@ def _console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, highlight=False)
 
 
-def _export_text(plan: Plan, export: str, **kw: Any) -> str:
+def _export_text(plan: Plan, export: str, plan_file: PlanFile | None = None, **kw: Any) -> str:
     from gpuwise.planner import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
 
     if export == "skypilot":
@@ -347,18 +381,29 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
             bucket=kw["bucket"],
             mode=kw["mode"],
             workdir=str(workdir),
+            plan_file=plan_file,
         )
         wheel = write_wheel(workdir, WHEEL_DIR)
+        if plan_file is not None:  # synced with the workdir; `gpuwise run --plan` reads it
+            from gpuwise.planner import SKYPILOT_PLAN_PATH
+
+            _write(workdir / SKYPILOT_PLAN_PATH, plan_file.to_json(), flag="--workdir")
         head = (
             "# SkyPilot task from `gpuwise plan`: candidates in our ranking order. Launch with:\n"
             "#   sky jobs launch this.yaml\n"
             f"# setup installs {wheel.name} from the workdir's {WHEEL_DIR}/ (the gpuwise this plan ran\n"
             "# with); set GPUWISE_PIP_SPEC to install another. The job reads its settings with\n"
-            "# gpuwise.planner.job_settings() (GPUWISE_* variables below).\n"
+            "# gpuwise.planner.job_settings() (GPUWISE_* variables below) and runs the plan's\n"
+            "# recipe: gpuwise.train.plan_recipe() reads the plan file `gpuwise run --plan` hands it.\n"
         ) + "".join(f"# {note}\n" for note in zone_id_notes(plan))
     else:
         doc = k8s_manifest(
-            plan, name=kw["name"], command=kw["run_cmd"], image=kw["image"], pvc=kw["pvc"]
+            plan,
+            name=kw["name"],
+            command=kw["run_cmd"],
+            image=kw["image"],
+            pvc=kw["pvc"],
+            plan_file=plan_file,
         )
         image = (
             doc["spec"]["template"]["spec"]["containers"][0]["image"]
@@ -377,6 +422,10 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
         from gpuwise.planner import WHEEL_DIR, k8s_checkpoint_pvc, write_wheel
 
         write_wheel(Path(kw["workdir"]), WHEEL_DIR)  # the image installs it (job.Dockerfile)
+        if plan_file is not None:  # the pods mount the plan from this ConfigMap
+            from gpuwise.planner import k8s_plan_configmap
+
+            head += to_yaml(k8s_plan_configmap(plan, plan_file, name=kw["name"])) + "---\n"
         if kw["pvc"] is None:  # the checkpoint claim the Job mounts, unless the user names theirs
             claim = k8s_checkpoint_pvc(plan, name=kw["name"])
             modes = claim["spec"]["accessModes"][0]

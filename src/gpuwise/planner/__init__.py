@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.base import lazy
 from gpuwise.planner.core import plan_offers
 from gpuwise.planner.export import (
+    K8S_PLAN_DIR,
+    SKYPILOT_PLAN_PATH,
     WHEEL_DIR,
     k8s_checkpoint_pvc,
     k8s_manifest,
+    k8s_plan_configmap,
     skypilot_task,
     to_yaml,
     zone_id_notes,
@@ -29,6 +32,7 @@ from gpuwise.planner.export import (
 from gpuwise.planner.jobenv import JobSettings, job_settings
 from gpuwise.planner.model import EstimatorModel, Evaluation, WorkloadModel
 from gpuwise.planner.network import InstanceNetwork, instance_network
+from gpuwise.planner.recipe import plan_file
 from gpuwise.planner.settings import Settings
 from gpuwise.planner.sites import zone_outliers
 from gpuwise.planner.spot import (
@@ -54,7 +58,9 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "K8S_PLAN_DIR",
     "OBJECTIVES",
+    "SKYPILOT_PLAN_PATH",
     "WHEEL_DIR",
     "CloudSpotRisk",
     "EstimatorModel",
@@ -75,9 +81,11 @@ __all__ = [
     "job_settings",
     "k8s_checkpoint_pvc",
     "k8s_manifest",
+    "k8s_plan_configmap",
     "load_spot_defaults",
     "p_meet_deadline",
     "plan",
+    "plan_file",
     "plan_offers",
     "skypilot_task",
     "spot_outcome",

@@ -34,11 +34,15 @@ import functools
 import math
 import re
 import shlex
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwise.errors import PlanError
 from gpuwise.planner.values import Plan, PlanOption
+
+if TYPE_CHECKING:
+    from gpuwise.base.recipe import PlanFile
 
 CHECKPOINT_DIR = "/checkpoints"
 DEFAULT_COMMAND = "python train.py"
@@ -109,7 +113,7 @@ def _script(command: str) -> list[str]:
     return parts
 
 
-def run_line(option: PlanOption, command: str) -> str:
+def run_line(option: PlanOption, command: str, plan_path: str | None = None) -> str:
     """``gpuwise run --nproc-per-node N -- COMMAND``: torchrun is gpuwise run's job.
 
     The user's command is passed as written (after the torchrun check), so the launcher's shell
@@ -119,7 +123,8 @@ def run_line(option: PlanOption, command: str) -> str:
     PyTorchJob's ``PET_*``) for node count, rank and rendezvous.
     """
     _script(command)  # validates: not empty, not torchrun
-    return f"gpuwise run --nproc-per-node {option.gpu_count} -- {command.strip()}"
+    plan = f"--plan {shlex.quote(plan_path)} " if plan_path else ""
+    return f"gpuwise run {plan}--nproc-per-node {option.gpu_count} -- {command.strip()}"
 
 
 def setup_script(requirements: str = REQUIREMENTS) -> str:
@@ -198,13 +203,16 @@ def skypilot_task(
     mode: Literal["ordered", "any_of"] = "ordered",
     workdir: str = ".",
     requirements: str = REQUIREMENTS,
+    plan_file: PlanFile | None = None,
 ) -> dict[str, Any]:
     """A SkyPilot task (managed job) for the plan's winner and its closest alternatives.
 
     Candidates keep the winner's node count, GPUs per node and settings (``num_nodes`` is per
     task); each names the zone its price comes from. ``setup`` installs gpuwise and the user's
     requirements on a fresh VM; ``workdir`` syncs the user's code; ``run`` goes through
-    ``gpuwise run`` (which reads ``SKYPILOT_*`` for multi-node rendezvous).
+    ``gpuwise run`` (which reads ``SKYPILOT_*`` for multi-node rendezvous). With ``plan_file``
+    the job runs that recipe: the caller writes it to :data:`SKYPILOT_PLAN_PATH` in the workdir
+    (synced with the code) and ``gpuwise run --plan`` hands it to every worker.
     """
     w = _winner(plan)
     task_name = _name(plan, name)
@@ -232,7 +240,7 @@ def skypilot_task(
                 break
         if len(chosen) >= candidates:
             break
-    envs = settings_env(w)
+    envs = settings_env(w, plan_file, SKYPILOT_PLAN_PATH)
     return {
         "name": task_name,
         "workdir": workdir,
@@ -251,7 +259,7 @@ def skypilot_task(
             CHECKPOINT_DIR: {"name": bucket or f"{task_name}-checkpoints", "mode": "MOUNT_CACHED"}
         },
         "setup": setup_script(requirements),
-        "run": run_line(w, command),
+        "run": run_line(w, command, SKYPILOT_PLAN_PATH if plan_file else None),
     }
 
 
@@ -267,9 +275,21 @@ SETTINGS_ENV = {
 """Settings field → the variable the exports set; :func:`gpuwise.planner.job_settings` reads them."""
 
 
-def settings_env(w: PlanOption) -> dict[str, str]:
-    """The variables every export sets: the checkpoint folder and the searched settings."""
+SKYPILOT_PLAN_PATH = f"{WHEEL_DIR}/plan.json"
+"""Where a SkyPilot job finds its plan file: in the workdir, beside the wheel."""
+K8S_PLAN_DIR = "/etc/gpuwise/plan"
+"""Where a Kubernetes job mounts its plan file (a ConfigMap, :func:`k8s_plan_configmap`)."""
+
+
+def settings_env(
+    w: PlanOption, plan_file: PlanFile | None = None, plan_path: str | None = None
+) -> dict[str, str]:
+    """The variables every export sets: the checkpoint folder, the searched settings and, with a
+    plan file, where it is and its id (the exporter and monitor label the job's GPUs with it)."""
     envs = {"GPUWISE_CHECKPOINT_DIR": CHECKPOINT_DIR}
+    if plan_file is not None and plan_path is not None:
+        envs["GPUWISE_PLAN"] = plan_path
+        envs["GPUWISE_PLAN_ID"] = plan_file.plan_id
     if w.settings:
         envs["GPUWISE_SETTINGS"] = str(w.settings.get("text", ""))
         for field_name, var in SETTINGS_ENV.items():
@@ -407,11 +427,59 @@ def k8s_checkpoint_pvc(
     }
 
 
+@dataclass(frozen=True)
+class _PlanMount:
+    """A plan file shipped to Kubernetes pods as a ConfigMap volume."""
+
+    plan_file: PlanFile
+    job_name: str
+
+    @property
+    def path(self) -> str:
+        return f"{K8S_PLAN_DIR}/plan.json"
+
+    @property
+    def configmap(self) -> str:
+        return f"{self.job_name}-plan"
+
+
+def k8s_plan_configmap(
+    plan: Plan, plan_file: PlanFile, *, name: str | None = None
+) -> dict[str, Any]:
+    """The ConfigMap that holds the plan file the job's pods mount (``k8s_manifest(plan_file=)``)."""
+    mount = _PlanMount(plan_file, _name(plan, name))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": mount.configmap,
+            "labels": {
+                "app.kubernetes.io/managed-by": "gpuwise",
+                "gpuwise/plan-id": plan_file.plan_id,
+            },
+        },
+        "data": {"plan.json": plan_file.to_json()},
+    }
+
+
 def _pod_spec(
-    w: PlanOption, container: str, image: str, argv: list[str], pvc: str, restart: str | None
+    w: PlanOption,
+    container: str,
+    image: str,
+    argv: list[str],
+    pvc: str,
+    restart: str | None,
+    ship: _PlanMount | None = None,
 ) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": pvc}})
+    mounts: list[dict[str, Any]] = [
+        {"name": "checkpoints", "mountPath": CHECKPOINT_DIR},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    if ship is not None:
+        volumes.append({"name": "plan", "configMap": {"name": ship.configmap}})
+        mounts.append({"name": "plan", "mountPath": K8S_PLAN_DIR, "readOnly": True})
     limits = {"nvidia.com/gpu": str(w.gpu_count)}
     if w.rdma_resource is not None and w.nodes > 1:  # EFA: without it NCCL falls back to TCP
         limits[w.rdma_resource[0]] = str(w.rdma_resource[1])
@@ -419,7 +487,8 @@ def _pod_spec(
     requests = _requests(w)
     if requests:
         resources_doc["requests"] = {**requests, **limits}
-    env = [{"name": k, "value": v} for k, v in settings_env(w).items()]
+    shipped = settings_env(w, ship.plan_file, ship.path) if ship is not None else settings_env(w)
+    env = [{"name": k, "value": v} for k, v in shipped.items()]
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": grace_period_seconds(w),
         # the image's trainer (uid 1000) must be able to write the mounted checkpoint volume
@@ -433,10 +502,7 @@ def _pod_spec(
                 "command": argv,
                 "env": env,
                 "resources": resources_doc,
-                "volumeMounts": [
-                    {"name": "checkpoints", "mountPath": CHECKPOINT_DIR},
-                    {"name": "dshm", "mountPath": "/dev/shm"},
-                ],
+                "volumeMounts": mounts,
             }
         ],
         "volumes": volumes,
@@ -454,20 +520,24 @@ def k8s_manifest(
     image: str | None = None,
     pvc: str | None = None,
     backoff_limit: int = 10,
+    plan_file: PlanFile | None = None,
 ) -> dict[str, Any]:
     """A ``batch/v1`` Job for one node, a ``kubeflow.org/v1`` PyTorchJob for several.
 
     ``image`` must contain gpuwise and the user's code (default :func:`default_image`, built from
     ``deploy/docker/job.Dockerfile``). The PyTorchJob operator sets ``PET_NNODES``,
-    ``PET_NODE_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``, which ``gpuwise run`` reads.
+    ``PET_NODE_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``, which ``gpuwise run`` reads. With
+    ``plan_file`` the pods mount it from :func:`k8s_plan_configmap` (the caller applies both)
+    and ``gpuwise run --plan`` hands it to every worker.
     """
     w = _winner(plan)
+    ship = _PlanMount(plan_file, _name(plan, name)) if plan_file is not None else None
     image = image or default_image()
     job_name = _name(plan, name)
     pvc = pvc or f"{job_name}-checkpoints"
     labels = {"app.kubernetes.io/name": job_name, "app.kubernetes.io/managed-by": "gpuwise"}
     if w.nodes == 1:
-        argv = ["sh", "-c", f"exec {run_line(w, command)}"]
+        argv = ["sh", "-c", f"exec {run_line(w, command, ship.path if ship else None)}"]
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -486,11 +556,11 @@ def k8s_manifest(
                 },
                 "template": {
                     "metadata": {"labels": labels},
-                    "spec": _pod_spec(w, "train", image, argv, pvc, "Never"),
+                    "spec": _pod_spec(w, "train", image, argv, pvc, "Never", ship),
                 },
             },
         }
-    argv = ["sh", "-c", f"exec {run_line(w, command)}"]
+    argv = ["sh", "-c", f"exec {run_line(w, command, ship.path if ship else None)}"]
 
     def replica(count: int) -> dict[str, Any]:
         return {
@@ -498,7 +568,7 @@ def k8s_manifest(
             "restartPolicy": "OnFailure",
             "template": {
                 "metadata": {"labels": labels},
-                "spec": _pod_spec(w, "pytorch", image, argv, pvc, None),
+                "spec": _pod_spec(w, "pytorch", image, argv, pvc, None, ship),
             },
         }
 
