@@ -19,3 +19,34 @@ def test_nproc_per_node_0_is_refused_not_run_as_1(cli: Any, tmp_path: Path, torc
     assert r.code == 2, r.stderr
     assert r.stderr.startswith("error: --nproc-per-node 0 must be at least 1")
     assert not marker.exists()
+
+
+def test_plan_is_handed_to_the_workers(cli: Any, tmp_path: Path) -> None:
+    from tests.base.test_recipe import PLAN
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(PLAN.to_json())
+    seen = tmp_path / "seen"
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from gpuwise.train import job_plan\n"
+        f"p = job_plan()\nopen({str(seen)!r}, 'w').write(p.plan_id + ' ' + str(p.recipe.micro_batch))\n"
+    )
+    r = cli("run", "--plan", plan, "--no-torchrun", "--", sys.executable, script)
+    assert r.code == 0, r.stderr
+    assert seen.read_text() == f"{PLAN.plan_id} {PLAN.recipe.micro_batch}"
+
+
+@pytest.mark.parametrize("content", [None, "{not json", '{"schema": "gpuwise.run/1"}'])
+def test_a_bad_plan_stops_the_run_before_any_worker(
+    cli: Any, tmp_path: Path, content: str | None
+) -> None:
+    plan = tmp_path / "plan.json"
+    if content is not None:
+        plan.write_text(content)
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    r = cli("run", "--plan", plan, "--no-torchrun", "--", sys.executable, script)
+    assert r.code == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+    assert not marker.exists()

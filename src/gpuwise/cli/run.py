@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,6 +17,17 @@ def parse_delay_s(text: str) -> float:
     from gpuwise.units import parse_duration_seconds
 
     return parse_duration_seconds(text, "--restart-delay", allow_zero=True)
+
+
+def plan_env(plan: Path | None) -> dict[str, str]:
+    """The variables that hand ``--plan`` to every worker (checked here: a bad file stops the run
+    before any worker starts)."""
+    if plan is None:
+        return {}
+    from gpuwise.base.recipe import load_plan_file
+
+    loaded = load_plan_file(plan)
+    return {"GPUWISE_PLAN": str(plan.resolve()), "GPUWISE_PLAN_ID": loaded.plan_id}
 
 
 def run(
@@ -73,6 +85,14 @@ def run(
             help="Pause before a restart, with a unit (30s, 2m).",
         ),
     ] = "1s",
+    plan: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            metavar="PLAN.JSON",
+            help="The plan file (`gpuwise plan --save`) the job runs: its workers read the recipe with gpuwise.train.plan_recipe().",
+        ),
+    ] = None,
     json: JsonFlag = False,
 ) -> None:
     """Run a training command resiliently: torchrun, restarts after crashes and preemptions.
@@ -107,7 +127,7 @@ def run(
         sys.stderr.write(f"gpuwise run: {text}\n")
         sys.stderr.flush()
 
-    result = launch(spec, say=say, stdout=sys.stderr.fileno() if json else None)
+    result = launch(spec, say=say, env=plan_env(plan), stdout=sys.stderr.fileno() if json else None)
     if json:
         emit_json(
             {

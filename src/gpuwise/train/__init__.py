@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from gpuwise.train.launcher import launch as launch
     from gpuwise.train.loop import Run as Run
     from gpuwise.train.loop import resilient as resilient
+    from gpuwise.train.plan import job_plan as job_plan
+    from gpuwise.train.plan import plan_recipe as plan_recipe
     from gpuwise.train.preemption import Notice as Notice
     from gpuwise.train.preemption import PreemptionWatcher as PreemptionWatcher
     from gpuwise.train.sampler import ResumableSampler as ResumableSampler
@@ -55,6 +57,8 @@ _LAZY: dict[str, str] = {
     "SampleIndex": "gpuwise.train.sampler",
     "resilient": "gpuwise.train.loop",
     "Run": "gpuwise.train.loop",
+    "job_plan": "gpuwise.train.plan",
+    "plan_recipe": "gpuwise.train.plan",
     "checkpoint_interval_s": "gpuwise.train.interval",
     "daly_interval_s": "gpuwise.train.interval",
     "young_interval_s": "gpuwise.train.interval",
