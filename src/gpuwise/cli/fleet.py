@@ -122,6 +122,29 @@ def fleet(
     save_demand: Annotated[
         Path | None, typer.Option("--save-demand", help="Write the demand used as CSV.")
     ] = None,
+    demand_from_history: Annotated[
+        Path | None,
+        typer.Option(
+            "--demand-from-history",
+            metavar="DB",
+            help="Take the demand from `gpuwise monitor`'s SQLite history: allocated GPU-hours per "
+            "model and hour (spot nodes' work is interruptible); idle rented hours are shown, not reserved.",
+        ),
+    ] = None,
+    demand_from_prometheus: Annotated[
+        str | None,
+        typer.Option(
+            "--demand-from-prometheus",
+            metavar="URL",
+            help="Take the demand from the exporter's series in Prometheus (as --demand-from-history).",
+        ),
+    ] = None,
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since", metavar="DURATION", help="History window for --demand-from-* (e.g. 30d)."
+        ),
+    ] = "30d",
     cloud: CloudFlag = None,
     region: Annotated[
         str | None, typer.Option("--region", help="Only regions matching this name or glob.")
@@ -171,7 +194,20 @@ def fleet(
         plan_fleet,
     )
 
-    dem = _demand(demand, profile, profile_gpus, profile_hours, profile_peak, seed, save_demand)
+    usage = None
+    if demand_from_history is not None or demand_from_prometheus is not None:
+        from gpuwise.cli._fleet_history import history_demand
+        from gpuwise.errors import InputError
+
+        if demand is not None or profile:
+            raise InputError(
+                "give one demand: --demand FILE, --profile or --demand-from-history/-prometheus",
+                hint="drop the others",
+            )
+        dem, usage = history_demand(demand_from_history, demand_from_prometheus, since)
+        _save_demand(dem, save_demand)
+    else:
+        dem = _demand(demand, profile, profile_gpus, profile_hours, profile_peak, seed, save_demand)
     options = FleetOptions(
         spot_capacity_gpus=parse_spot_capacity(split_list(spot_capacity), dem.gpus),
         budget_usd=_money_opt(budget, "--budget"),
@@ -202,12 +238,20 @@ def fleet(
         fleet_html(plan, hourly_split(dem, prices, plan, options), dem.timestamps(), html)
     if json:
         doc = _fleet_json(plan, dem.origin, dem.start.isoformat(), prices)
+        if usage is not None:
+            from gpuwise.cli._fleet_history import usage_json
+
+            doc["history"] = usage_json(usage)
         if html is not None:
             doc["html"] = str(html)
         doc.update(age.to_dict())  # issue 13
         emit_json(doc)
         print_price_age(age, json=True)
         return
+    if usage is not None:
+        from gpuwise.cli._fleet_history import print_usage
+
+        print_usage(usage, console())
     _fleet_text(plan, dem.origin, html)
     print_price_age(age, json=False)  # issue 13
 
@@ -223,7 +267,7 @@ def _demand(
 ) -> Any:
     """The demand of ``--demand FILE`` or ``--profile``, written to ``--save-demand`` if asked."""
     from gpuwise.errors import InputError
-    from gpuwise.fleet import demand_to_csv, read_demand_csv, synthetic_demand
+    from gpuwise.fleet import read_demand_csv, synthetic_demand
 
     if (demand is None) == (not profile):
         raise InputError(
@@ -244,6 +288,14 @@ def _demand(
             seed=seed,
             peak_gpus=profile_peak,
         )
+    _save_demand(dem, save_demand)
+    return dem
+
+
+def _save_demand(dem: Any, save_demand: Path | None) -> None:
+    from gpuwise.errors import InputError
+    from gpuwise.fleet import demand_to_csv
+
     if save_demand is not None:
         try:
             from gpuwise.base.paths import write_text_atomic
@@ -254,7 +306,6 @@ def _demand(
                 f"cannot write {save_demand} ({exc.strerror})",
                 hint="give a writable --save-demand path",
             ) from None
-    return dem
 
 
 def _fleet_json(plan: Any, origin: str, start: str, prices: dict[str, GpuPrices]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from gpuwise.fleet.demand import (
     read_demand_csv,
     synthetic_demand,
 )
+from gpuwise.fleet.history import HistoryUsage, demand_from_history
 from gpuwise.fleet.milp import solve
 from gpuwise.fleet.optimize import hourly_split, plan_fleet
 from gpuwise.fleet.plan_values import (
@@ -56,6 +57,7 @@ __all__ = [
     "FleetPlan",
     "GpuBreakdown",
     "GpuPrices",
+    "HistoryUsage",
     "MonthCost",
     "OwnCosts",
     "PriceQuote",
@@ -66,6 +68,7 @@ __all__ = [
     "VendorRanking",
     "catalog_filler",
     "compute_tco",
+    "demand_from_history",
     "demand_to_csv",
     "fleet_html",
     "gpu_prices",
