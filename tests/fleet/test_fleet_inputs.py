@@ -3,6 +3,8 @@ reserved terms with overrides, the rates of a GPU's prices, spot capacity and te
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpuwise.catalog import Offer
@@ -52,7 +54,44 @@ def test_cloud_rates_take_the_cheapest_reservation_of_each_term() -> None:
         ),
         (),
     )
-    assert CloudRates.from_prices(prices) == CloudRates(12.29, 5.0, 8.0, 6.1, ())
+    rates = CloudRates.from_prices(prices)
+    assert replace(rates, spot_overhead=None, spot_overhead_source="") == CloudRates(
+        12.29, 5.0, 8.0, 6.1, ()
+    )
+
+
+def test_fleet_and_tco_price_spot_with_the_plans_spot_model() -> None:
+    from gpuwise.fleet import FleetOptions, plan_fleet
+    from gpuwise.fleet.demand import Demand
+    from gpuwise.planner.spot import load_spot_defaults, spot_overhead
+
+    prices = _prices((), ())
+    model = spot_overhead(
+        load_spot_defaults(), "aws", region="us-east-1", instance_type="p5.48xlarge"
+    )
+    assert 0 < model.fraction < 0.01  # a 10%/month pool: a fraction of a percent, not 7.5%
+    rates = CloudRates.from_prices(prices)
+    assert rates.spot_overhead == model.fraction and "aws" in rates.spot_overhead_source
+    import datetime as dt
+
+    import numpy as np
+
+    flex = Demand(dt.datetime(2026, 1, 1), ("H100",), np.zeros((1, 24)), np.full((1, 24), 4.0))
+    plan = plan_fleet(flex, {"H100": prices}, sensitivity=False)
+    assert plan.spot_overhead == model.fraction and "spot model" in plan.spot_overhead_source
+    given = plan_fleet(flex, {"H100": prices}, FleetOptions(spot_overhead=0.05), sensitivity=False)
+    assert given.spot_overhead == 0.05 and given.spot_overhead_source == "given"
+
+
+def test_an_observed_mtbf_moves_the_shared_spot_overhead() -> None:
+    from gpuwise.planner.spot import load_spot_defaults, spot_overhead
+
+    d = load_spot_defaults()
+    hot = spot_overhead(d, "aws", mtbf_hours=6.0)
+    calm = spot_overhead(d, "aws", mtbf_hours=6000.0)
+    # a 6 h pool loses about Young/Daly's sqrt(2C/M) = 7.5% plus restarts; a calm one almost nothing
+    assert 0.075 < hot.fraction < 0.15 and calm.fraction < 0.005
+    assert "observed" in hot.source
 
 
 def test_tco_says_when_no_reservation_could_be_priced() -> None:

@@ -196,7 +196,6 @@ SaveOpt = Annotated[
     Path | None,
     typer.Option(
         "--save",
-        metavar="PLAN.JSON",
         help="Write the winner's recipe and expected figures as a plan file: `gpuwise run --plan` "
         "runs it, `gpuwise report --runs` compares runs with it. --export writes one too.",
         rich_help_panel=_O,

@@ -43,7 +43,7 @@ SpotOverheadFlag = Annotated[
     typer.Option(
         "--spot-overhead",
         help="Extra GPU-hours lost per useful spot GPU-hour to interruptions "
-        "(default 0.075, see docs/fleet.md for its source).",
+        "(default: the plan's spot model for the cloud selling spot, see docs/fleet.md).",
     ),
 ]
 
@@ -126,7 +126,6 @@ def fleet(
         Path | None,
         typer.Option(
             "--demand-from-history",
-            metavar="DB",
             help="Take the demand from `gpuwise monitor`'s SQLite history: allocated GPU-hours per "
             "model and hour (spot nodes' work is interruptible); idle rented hours are shown, not reserved.",
         ),
@@ -135,7 +134,6 @@ def fleet(
         str | None,
         typer.Option(
             "--demand-from-prometheus",
-            metavar="URL",
             help="Take the demand from the exporter's series in Prometheus (as --demand-from-history).",
         ),
     ] = None,
@@ -397,7 +395,8 @@ def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
         f"Total {money(plan.cost_usd, 0)} vs all on-demand {money(plan.on_demand_only_cost_usd, 0)}: "
         f"[bold]{plan.savings_fraction:.1%} saved[/bold]; vs best single billing ({plan.best_single_billing}, "
         f"{money(plan.best_single_cost_usd, 0)}): {plan.savings_vs_best_single_fraction:.1%} saved. "
-        f"Reservation utilization {util}. Spot overhead {plan.spot_overhead:.1%}."
+        f"Reservation utilization {util}. Spot overhead {plan.spot_overhead:.2%}"
+        + (f" ({plan.spot_overhead_source})." if plan.spot_overhead_source else ".")
     )
     s = make_table(
         ("scenario", "cost", "saved vs on-demand", "res. util", "best possible"),
@@ -523,7 +522,7 @@ def tco(
 ) -> None:
     """Own versus rent: cost of buying GPU servers vs renting them, break-even utilization and month."""
     from gpuwise.errors import InputError
-    from gpuwise.fleet import DEFAULT_SPOT_OVERHEAD, CloudRates, compute_tco, gpu_prices
+    from gpuwise.fleet import CloudRates, compute_tco, gpu_prices
     from gpuwise.hardware import find_gpu
     from gpuwise.units import parse_fraction
 
@@ -562,7 +561,7 @@ def tco(
         own,
         rates,
         tdp_w=spec.tdp_w,
-        spot_overhead=DEFAULT_SPOT_OVERHEAD if spot_overhead is None else spot_overhead,
+        spot_overhead=spot_overhead,
     )
     if html is not None:
         from gpuwise.fleet import tco_html
@@ -680,6 +679,11 @@ def _tco_text(result: Any, rates: Any, pue: float, html: Path | None) -> None:
     )
     for note in result.notes:
         out.print(f"[yellow]note:[/yellow] {note}")
+    if rates.spot is not None:
+        out.print(
+            f"Spot includes {result.spot_overhead:.2%} interruption overhead "
+            f"({result.spot_overhead_source}; --spot-overhead sets it)."
+        )
     if html is not None:
         out.print(f"chart: {html}")
 

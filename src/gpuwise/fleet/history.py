@@ -93,15 +93,15 @@ def demand_from_history(
     unknown: set[str] = set()
     for s in history.gpus:
         try:
-            name = find_gpu(s.model).name
+            gpu_name = find_gpu(s.model).name
         except HardwareError:
             unknown.add(s.model)
             continue
-        models.setdefault(name, []).append(s)
+        models.setdefault(gpu_name, []).append(s)
     if not models:
-        seen = f" (seen: {', '.join(sorted(unknown))})" if unknown else ""
+        named = f" (seen: {', '.join(sorted(unknown))})" if unknown else ""
         raise InputError(
-            f"{history.source or 'the history'} has no GPU samples gpuwise can price in the window{seen}",
+            f"{history.source or 'the history'} has no GPU samples gpuwise can price in the window{named}",
             hint="widen --since, or record with `gpuwise monitor` on the GPU nodes first",
         )
     gpus = tuple(sorted(models))

@@ -40,7 +40,7 @@ import numpy as np
 from gpuwise.errors import PlanError
 from gpuwise.fleet.demand import Demand
 from gpuwise.fleet.plan_values import FleetOptions, MonthCost, Solution
-from gpuwise.fleet.pricing import GpuPrices
+from gpuwise.fleet.pricing import GpuPrices, resolve_spot_overhead
 from gpuwise.units import HOURS_PER_YEAR
 
 _T = TypeVar("_T")
@@ -63,10 +63,10 @@ def _curve(prices: GpuPrices, options: FleetOptions) -> _Curve:
     od = prices.on_demand.usd_per_gpu_hour
     spot_eff: float | None = None
     if prices.spot is not None:
-        eff = prices.spot.usd_per_gpu_hour * (1 + options.spot_overhead)
+        eff = prices.spot.usd_per_gpu_hour * (1 + options.overhead)
         spot_eff = eff if eff < od else None
     cap = options.spot_capacity_gpus.get(prices.gpu, math.inf)
-    cap_useful = cap / (1 + options.spot_overhead) if spot_eff is not None else 0.0
+    cap_useful = cap / (1 + options.overhead) if spot_eff is not None else 0.0
     return _Curve(od, spot_eff, cap_useful, 0)
 
 
@@ -125,6 +125,7 @@ def dispatch(
     options: FleetOptions,
 ) -> _Dispatch:
     """The best hourly split for fixed reservations (closed form, see the module docstring)."""
+    options, _ = resolve_spot_overhead(options, demand.gpus, prices)
     g_n, h_n = demand.firm.shape
     out = {k: np.zeros((g_n, h_n)) for k in ("used", "spot", "od", "spot_usd", "od_usd")}
     res_rate = np.zeros(g_n)
@@ -147,7 +148,7 @@ def dispatch(
         )
         od = firm - r_firm + rest - spot_useful
         out["used"][g] = r_firm + r_flex
-        out["spot"][g] = spot_useful * (1 + options.spot_overhead)
+        out["spot"][g] = spot_useful * (1 + options.overhead)
         out["od"][g] = od
         out["spot_usd"][g] = spot_useful * (curve.spot_eff or 0.0)
         out["od_usd"][g] = od * curve.od
@@ -161,6 +162,7 @@ def dispatch(
 
 def solve(demand: Demand, prices: Mapping[str, GpuPrices], options: FleetOptions) -> Solution:
     """Reserved counts minimizing total cost under the caps (HiGHS via ``scipy.optimize.milp``)."""
+    options, _ = resolve_spot_overhead(options, demand.gpus, prices)
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
@@ -352,6 +354,7 @@ def solve_uncapped(
 ) -> dict[tuple[str, int], int]:
     """Without caps only the cheapest option per GPU matters: reserve the k-th GPU while the
     on-demand/spot cost it saves over the profile exceeds its reserved cost."""
+    options, _ = resolve_spot_overhead(options, demand.gpus, prices)
     counts: dict[tuple[str, int], int] = {}
     for g, gpu in enumerate(demand.gpus):
         p = prices[gpu]

@@ -39,7 +39,7 @@ from gpuwise.fleet.plan_values import (
     Scenario,
     Solution,
 )
-from gpuwise.fleet.pricing import GpuPrices, ReservedOption
+from gpuwise.fleet.pricing import GpuPrices, ReservedOption, resolve_spot_overhead
 from gpuwise.units import HOURS_PER_YEAR
 
 __all__ = [  # the optimizer's names, wherever they are defined
@@ -77,14 +77,12 @@ def _single_billing(
     for i, g in enumerate(demand.gpus):
         p = prices[g]
         cap = options.spot_capacity_gpus.get(g, math.inf)
-        need = float(demand.interruptible[i].max()) * (1 + options.spot_overhead)
+        need = float(demand.interruptible[i].max()) * (1 + options.overhead)
         if p.spot is None or float(demand.firm[i].sum()) > 0 or need > cap + 1e-9:
             spot = math.nan
             break
         spot += (
-            p.spot.usd_per_gpu_hour
-            * (1 + options.spot_overhead)
-            * float(demand.interruptible[i].sum())
+            p.spot.usd_per_gpu_hour * (1 + options.overhead) * float(demand.interruptible[i].sum())
         )
     out["spot"] = None if math.isnan(spot) else spot
     for term in (1, 3):
@@ -156,6 +154,7 @@ def plan_fleet(
             f"spot capacity given for {', '.join(unknown_caps)}, which is not in the demand",
             hint=f"the demand has {', '.join(demand.gpus)}",
         )
+    options, overhead_source = resolve_spot_overhead(options, demand.gpus, prices)
     sol = solve(demand, prices, options)
     d = dispatch(demand, prices, sol.counts, options)
     cost = _total(d, demand.hours)
@@ -189,7 +188,8 @@ def plan_fleet(
         per_gpu=per_gpu,
         sensitivity=_sensitivity(demand, prices, sol.counts, options) if sensitivity else (),
         hours=demand.hours,
-        spot_overhead=options.spot_overhead,
+        spot_overhead=float(options.spot_overhead or 0.0),
+        spot_overhead_source=overhead_source,
         solver=sol,
         notes=tuple(notes),
         extrapolated=extrapolated,
@@ -268,7 +268,7 @@ def _per_gpu(
             )
         if p.spot is not None and curve.spot_eff is None:
             notes.append(
-                f"{gpu}: spot with {options.spot_overhead:.1%} interruption overhead is not "
+                f"{gpu}: spot with {options.overhead:.1%} interruption overhead is not "
                 "cheaper than on-demand; spot not used"
             )
     return tuple(per_gpu), notes
@@ -319,7 +319,9 @@ def hourly_split(
     demand: Demand, prices: Mapping[str, GpuPrices], plan: FleetPlan, options: FleetOptions
 ) -> dict[str, np.ndarray]:
     """Fleet-wide GPUs per hour by billing type (for charts): reserved_used, reserved_paid, spot, on_demand."""
-    d = dispatch(demand, prices, plan.solver.counts, options)
+    d = dispatch(
+        demand, prices, plan.solver.counts, replace(options, spot_overhead=plan.spot_overhead)
+    )
     return {
         "reserved_used": d.reserved_used.sum(axis=0),
         "reserved_paid": np.full(demand.hours, float(d.reserved_gpus.sum())),

@@ -12,24 +12,26 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuwise.base.interval import young_daly_waste
-from gpuwise.errors import InputError
+from gpuwise.errors import InputError, PlanError
 from gpuwise.fleet.pricing import PriceQuote
 from gpuwise.planner.spot import HOT_SPOT_POOL_MTBF_HOURS
 
 DEFAULT_SPOT_OVERHEAD = round(young_daly_waste(60 / 3600, HOT_SPOT_POOL_MTBF_HOURS), 3)
-"""Extra GPU-hours lost per useful spot GPU-hour (7.5%). Source: the Young/Daly first-order
-waste √(2C/M) (Young 1974, CACM 17(9); Daly 2006, FGCS 22(3) §3) for a synchronous 60 s
-checkpoint and a "hot" spot pool with a 6 h node MTBF: √(120/21600) = 7.5%. At AWS Spot Advisor's
-<5%–20% monthly interruption bands the same formula gives 0.15–0.32%, so 7.5% is a deliberately
-cautious planning default; set ``spot_overhead`` from your own preemption history."""
+"""A stress figure, no longer the default: 7.5% extra GPU-hours per useful spot GPU-hour, the
+Young/Daly first-order waste √(2C/M) (Young 1974, CACM 17(9); Daly 2006, FGCS 22(3) §3) for a
+synchronous 60 s checkpoint in a "hot" spot pool with a 6 h node MTBF. The default is now the
+plan's own spot model for the clouds that sell the spot capacity
+(:func:`gpuwise.planner.spot.spot_overhead`, :func:`~gpuwise.fleet.pricing.spot_model_overhead`),
+so ``plan``, ``fleet`` and ``tco`` price the same pools alike; pass this to stress-test a plan."""
 
 
 @dataclass(frozen=True)
 class FleetOptions:
     """Knobs and caps of the fleet optimizer."""
 
-    spot_overhead: float = DEFAULT_SPOT_OVERHEAD
-    """Extra GPU-hours per useful spot GPU-hour lost to interruptions (0.075 = 7.5%)."""
+    spot_overhead: float | None = None
+    """Extra GPU-hours per useful spot GPU-hour lost to interruptions (0.075 = 7.5%); None = the
+    plan's spot model for the clouds that sell the spot capacity (resolved by ``plan_fleet``)."""
     spot_capacity_gpus: Mapping[str, float] = field(default_factory=dict)
     """Most GPUs on spot at once, per GPU model; a model not listed has no limit."""
     budget_usd: float | None = None
@@ -44,7 +46,9 @@ class FleetOptions:
     """Reservation terms allowed (years)."""
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.spot_overhead) and 0 <= self.spot_overhead <= 10):
+        if self.spot_overhead is not None and not (
+            math.isfinite(self.spot_overhead) and 0 <= self.spot_overhead <= 10
+        ):
             raise InputError(
                 f"spot overhead {self.spot_overhead!r} is not a fraction in [0, 10]",
                 hint="give e.g. 0.075 for 7.5% extra GPU-hours on spot",
@@ -68,6 +72,16 @@ class FleetOptions:
             raise InputError(
                 f"terms {self.terms!r}: only 1 and 3 years exist", hint="use 1, 3 or both"
             )
+
+    @property
+    def overhead(self) -> float:
+        """:attr:`spot_overhead` as a number; PlanError while it is still to be resolved."""
+        if self.spot_overhead is None:
+            raise PlanError(
+                "the spot overhead is not resolved yet",
+                hint="call plan_fleet (it takes it from the spot model) or set spot_overhead",
+            )
+        return self.spot_overhead
 
 
 @dataclass(frozen=True)
@@ -219,6 +233,8 @@ class FleetPlan:
     extrapolated: bool = False
     """A proposed reservation's term is longer than the demand profile: its cost and saving assume
     the profile repeats for the whole term (said in ``notes``)."""
+    spot_overhead_source: str = ""
+    """Where :attr:`spot_overhead` comes from: the plan's spot model and its inputs, or "given"."""
 
 
 def parse_spot_capacity(values: Iterable[str], gpus: Sequence[str]) -> dict[str, float]:

@@ -13,12 +13,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.query import CheapestPrice, cheapest_per_gpu
 from gpuwise.catalog.reserved import TERMS, ReservedTerm
 from gpuwise.catalog.risk import ReservedPrice
 from gpuwise.errors import InputError, PlanError, did_you_mean
+
+if TYPE_CHECKING:
+    from gpuwise.fleet.plan_values import FleetOptions
+    from gpuwise.planner.spot import SpotOverhead
+
+if TYPE_CHECKING:
+    from gpuwise.fleet.plan_values import FleetOptions
+    from gpuwise.planner.spot import SpotOverhead
 
 _OVERRIDE = re.compile(r"^\s*([a-z0-9_-]+)\s*:\s*([13])y\s*=\s*(\S+)\s*$", re.I)
 
@@ -223,3 +232,41 @@ def gpu_prices(
         best_od = min(od_by_cloud.values(), key=lambda q: (q.usd_per_gpu_hour, q.cloud))
         out[gpu] = GpuPrices(gpu, best_od, spot_best, tuple(reserved), tuple(unavailable))
     return out
+
+
+def spot_model_overhead(
+    prices: Mapping[str, GpuPrices], mtbf_hours: float | None = None
+) -> SpotOverhead | None:
+    """The plan's spot model (:func:`gpuwise.planner.spot.spot_overhead`) for the spot quotes in
+    ``prices``: the largest overhead among the clouds (and instance types) that sell the spot
+    capacity, so one figure never flatters a riskier pool. None when nothing is sold on spot."""
+    from gpuwise.planner.spot import load_spot_defaults, spot_overhead
+
+    quotes = [p.spot for p in prices.values() if p.spot is not None]
+    if not quotes:
+        return None
+    defaults = load_spot_defaults()
+    models = []
+    for q in quotes:
+        region, _, instance = q.where.partition(" ")
+        models.append(
+            spot_overhead(
+                defaults, q.cloud, region=region, instance_type=instance, mtbf_hours=mtbf_hours
+            )
+        )
+    return max(models, key=lambda m: m.fraction)
+
+
+def resolve_spot_overhead(
+    options: FleetOptions, gpus: Iterable[str], prices: Mapping[str, GpuPrices]
+) -> tuple[FleetOptions, str]:
+    """``options`` with a number for the spot overhead (the spot model's for the spot quotes of
+    ``gpus`` where it was left None) and where that number comes from."""
+    from dataclasses import replace
+
+    if options.spot_overhead is not None:
+        return options, "given"
+    model = spot_model_overhead({g: prices[g] for g in gpus if g in prices})
+    if model is None:
+        return replace(options, spot_overhead=0.0), "no spot offers"
+    return replace(options, spot_overhead=model.fraction), "plan's spot model: " + model.describe()

@@ -13,7 +13,8 @@
 ``own_cost_usd`` = depreciation + interest + power + space + staff + maintenance over the horizon.
 
 **Rent:** GPUs × hours × utilization × price for on-demand and spot (spot with the interruption
-overhead of :data:`~gpuwise.fleet.optimize.DEFAULT_SPOT_OVERHEAD`), and GPUs × every hour × price
+overhead of the plan's spot model for the cloud that sells it, :attr:`CloudRates.spot_overhead`,
+the same figure ``plan`` and ``fleet`` use), and GPUs × every hour × price
 for reservations (paid whether used or not).
 
 **Break-even utilization:** the utilization at which renting on demand (or spot) costs what
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuwise.errors import InputError
+from gpuwise.fleet.plan_values import DEFAULT_SPOT_OVERHEAD
 from gpuwise.units import HOURS_PER_YEAR, check_finite
 
 if TYPE_CHECKING:
@@ -99,6 +101,11 @@ class CloudRates:
     """3-year reservation, effective $/GPU-hour."""
     reserved_unavailable: tuple[str, ...] = ()
     """``cloud Ny`` terms with no known reserved discount (a note says how to give one)."""
+    spot_overhead: float | None = None
+    """Extra GPU-hours per useful spot GPU-hour from the plan's spot model for the spot offer's
+    cloud (:func:`gpuwise.fleet.pricing.spot_model_overhead`); None: not derived."""
+    spot_overhead_source: str = ""
+    """The spot model's inputs behind :attr:`spot_overhead`."""
 
     @classmethod
     def from_prices(cls, prices: GpuPrices) -> CloudRates:
@@ -109,12 +116,17 @@ class CloudRates:
             rates = [o.usd_per_gpu_hour for o in prices.reserved if o.term_years == term]
             return min(rates) if rates else None
 
+        from gpuwise.fleet.pricing import spot_model_overhead
+
+        model = spot_model_overhead({prices.gpu: prices})
         return cls(
             prices.on_demand.usd_per_gpu_hour,
             prices.spot.usd_per_gpu_hour if prices.spot else None,
             best(1),
             best(3),
             prices.reserved_unavailable,
+            spot_overhead=model.fraction if model else None,
+            spot_overhead_source=model.describe() if model else "",
         )
 
 
@@ -175,6 +187,10 @@ class TcoResult:
     """GPU TDP used for power."""
     notes: tuple[str, ...]
     """Items left out or assumptions to check."""
+    spot_overhead: float = 0.0
+    """Extra GPU-hours per useful spot GPU-hour the spot figures include."""
+    spot_overhead_source: str = ""
+    """Where :attr:`spot_overhead` comes from: given, the plan's spot model, or the default."""
 
 
 def _annuity_payment(principal: float, yearly_rate: float, months: int) -> float:
@@ -195,9 +211,21 @@ def compute_tco(
     rates: CloudRates,
     *,
     tdp_w: float,
-    spot_overhead: float = 0.075,
+    spot_overhead: float | None = None,
 ) -> TcoResult:
-    """Own versus rent ``count`` GPUs of model ``gpu`` for ``years`` at ``utilization``."""
+    """Own versus rent ``count`` GPUs of model ``gpu`` for ``years`` at ``utilization``.
+
+    ``spot_overhead``: extra GPU-hours per useful spot GPU-hour; None = ``rates.spot_overhead``
+    (the plan's spot model), else the cautious :data:`~gpuwise.fleet.DEFAULT_SPOT_OVERHEAD`."""
+    source = "given"
+    if spot_overhead is None:
+        if rates.spot_overhead is not None:
+            spot_overhead, source = (
+                rates.spot_overhead,
+                "plan's spot model: " + (rates.spot_overhead_source or "the spot offer's cloud"),
+            )
+        else:
+            spot_overhead, source = DEFAULT_SPOT_OVERHEAD, "cautious default (6 h node MTBF)"
     if isinstance(count, bool) or count < 1:
         raise InputError(
             f"count must be a whole number of GPUs ≥ 1, got {count!r}", hint="give e.g. count=8"
@@ -318,4 +346,6 @@ def compute_tco(
         monthly_cloud_usd=monthly_cloud,
         tdp_w=tdp_w,
         notes=tuple(notes),
+        spot_overhead=spot_overhead,
+        spot_overhead_source=source,
     )

@@ -413,3 +413,72 @@ cautious end used for fleet planning (fleet/optimize.py ``DEFAULT_SPOT_OVERHEAD`
 def default_mtbf_hours(cloud: str = "default") -> float:
     """Node MTBF from the spot data file (``clouds.<cloud>``, else ``clouds.default``)."""
     return load_spot_defaults().for_cloud(cloud).mtbf_hours
+
+
+FLEET_CHECKPOINT_SECONDS = 60.0
+"""Checkpoint stall of a typical job when the fleet or TCO model has no workload to size it: a
+gpuwise assumption (a synchronous save of a few GB to an object store), not a measured figure;
+``--spot-overhead`` overrides the whole overhead."""
+
+
+@dataclass(frozen=True)
+class SpotOverhead:
+    """Extra GPU-hours per useful spot GPU-hour: the plan's spot model for a long one-node job."""
+
+    fraction: float
+    """E[wall time] ÷ failure-free work − 1 (0.003 = 0.3% more GPU-hours than on-demand)."""
+    cloud: str
+    mtbf_hours: float
+    """Mean hours between interruptions of one node."""
+    checkpoint_hours: float
+    restart_hours: float
+    """Restart + capacity wait per interruption."""
+    source: str
+    """Where the interruption rate comes from, with its confidence."""
+
+    def describe(self) -> str:
+        return (
+            f"{self.fraction:.2%} ({self.cloud}: one node interrupted every {self.mtbf_hours:,.0f} h, "
+            f"{self.checkpoint_hours * 3600:.0f} s checkpoints, {self.restart_hours * 60:.0f} min "
+            f"restarts; {self.source})"
+        )
+
+
+def spot_overhead(
+    defaults: SpotDefaults,
+    cloud: str,
+    *,
+    region: str | None = None,
+    instance_type: str | None = None,
+    mtbf_hours: float | None = None,
+    checkpoint_hours: float = FLEET_CHECKPOINT_SECONDS / 3600,
+) -> SpotOverhead:
+    """The overhead :func:`spot_outcome` gives a long job on one spot node of ``cloud``.
+
+    The same rate, restart time and capacity wait the plan uses for that cloud (or instance type,
+    where a provider band was fetched), so ``plan``, ``fleet`` and ``tco`` price spot alike;
+    ``mtbf_hours`` (observed, e.g. from run records) replaces the rate. The job is long (the ratio
+    of a 100-MTBF job, where it no longer depends on the length); a job on ``n`` nodes sees ``n``
+    times the rate, which ``plan`` counts per option and a fleet-wide figure cannot.
+    """
+    risk = (
+        defaults.for_instance(cloud, region, instance_type)
+        if region and instance_type
+        else defaults.for_cloud(cloud)
+    )
+    rate = 1 / mtbf_hours if mtbf_hours else risk.rate_per_node_hour
+    mtbf = math.inf if rate <= 0 else 1 / rate
+    restart = defaults.restart_hours + defaults.capacity_wait_hours
+    if rate <= 0:
+        return SpotOverhead(0.0, cloud, mtbf, checkpoint_hours, restart, "no interruptions")
+    work = 100 * mtbf
+    outcome = spot_outcome(
+        work, rate_per_hour=rate, checkpoint_hours=checkpoint_hours, restart_hours=restart
+    )
+    if mtbf_hours:
+        source = f"observed: {mtbf_hours:,.0f} h between interruptions"
+    else:
+        source = f"{risk.monthly_interruption_probability:.0%}/month, {risk.confidence}"
+    return SpotOverhead(
+        outcome.expected_hours / work - 1, cloud, mtbf, checkpoint_hours, restart, source
+    )
