@@ -14,12 +14,20 @@ from typing import Any
 from gpuwise.cli._output import make_table, number
 
 
-def history_demand(db: Path | None, prometheus: str | None, since: str) -> tuple[Any, Any]:
-    """(Demand, usage per GPU model) from one history source over the last ``since``."""
+def history_demand(
+    db: Path | None, prometheus: str | None, since: str, other_demand: bool = False
+) -> tuple[Any, Any]:
+    """(Demand, usage per GPU model) from one history source over the last ``since``;
+    ``other_demand``: --demand or --profile was given too (refused)."""
     from gpuwise.errors import InputError
     from gpuwise.fleet import demand_from_history
     from gpuwise.units import parse_duration_seconds
 
+    if other_demand:
+        raise InputError(
+            "give one demand: --demand FILE, --profile or --demand-from-history/-prometheus",
+            hint="drop the others",
+        )
     if db is not None and prometheus is not None:
         raise InputError(
             "give only one of --demand-from-history and --demand-from-prometheus",

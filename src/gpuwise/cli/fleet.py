@@ -195,14 +195,10 @@ def fleet(
     usage = None
     if demand_from_history is not None or demand_from_prometheus is not None:
         from gpuwise.cli._fleet_history import history_demand
-        from gpuwise.errors import InputError
 
-        if demand is not None or profile:
-            raise InputError(
-                "give one demand: --demand FILE, --profile or --demand-from-history/-prometheus",
-                hint="drop the others",
-            )
-        dem, usage = history_demand(demand_from_history, demand_from_prometheus, since)
+        dem, usage = history_demand(
+            demand_from_history, demand_from_prometheus, since, demand is not None or profile
+        )
         _save_demand(dem, save_demand)
     else:
         dem = _demand(demand, profile, profile_gpus, profile_hours, profile_peak, seed, save_demand)
@@ -235,22 +231,14 @@ def fleet(
 
         fleet_html(plan, hourly_split(dem, prices, plan, options), dem.timestamps(), html)
     if json:
-        doc = _fleet_json(plan, dem.origin, dem.start.isoformat(), prices)
-        if usage is not None:
-            from gpuwise.cli._fleet_history import usage_json
-
-            doc["history"] = usage_json(usage)
+        doc = _fleet_json(plan, dem.origin, dem.start.isoformat(), prices, usage)
         if html is not None:
             doc["html"] = str(html)
         doc.update(age.to_dict())  # issue 13
         emit_json(doc)
         print_price_age(age, json=True)
         return
-    if usage is not None:
-        from gpuwise.cli._fleet_history import print_usage
-
-        print_usage(usage, console())
-    _fleet_text(plan, dem.origin, html)
+    _fleet_text(plan, dem.origin, html, usage)
     print_price_age(age, json=False)  # issue 13
 
 
@@ -306,7 +294,10 @@ def _save_demand(dem: Any, save_demand: Path | None) -> None:
             ) from None
 
 
-def _fleet_json(plan: Any, origin: str, start: str, prices: dict[str, GpuPrices]) -> dict[str, Any]:
+def _fleet_json(
+    plan: Any, origin: str, start: str, prices: dict[str, GpuPrices], usage: Any = None
+) -> dict[str, Any]:
+    from gpuwise.cli._fleet_history import usage_json
     from gpuwise.cli._output import to_jsonable
 
     doc: dict[str, Any] = to_jsonable(plan)
@@ -318,11 +309,17 @@ def _fleet_json(plan: Any, origin: str, start: str, prices: dict[str, GpuPrices]
     }
     doc["demand"] = {"source": origin, "start": start, "hours": plan.hours}
     doc["reserved_options"] = {g: to_jsonable(p.reserved) for g, p in prices.items()}
+    if usage is not None:
+        doc["history"] = usage_json(usage)
     return doc
 
 
-def _fleet_text(plan: Any, origin: str, html: Path | None) -> None:
+def _fleet_text(plan: Any, origin: str, html: Path | None, usage: Any = None) -> None:
     out = console()
+    if usage is not None:
+        from gpuwise.cli._fleet_history import print_usage
+
+        print_usage(usage, out)
     out.print(
         f"[bold]Fleet plan[/bold] for {origin} ({plan.hours:,} h), solved in {plan.solver.seconds:.2f} s"
     )

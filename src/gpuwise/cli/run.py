@@ -89,7 +89,7 @@ def run(
         Path | None,
         typer.Option(
             "--plan",
-                help="The plan file (`gpuwise plan --save`) the job runs: its workers read the recipe with gpuwise.train.plan_recipe().",
+            help="The plan file (`gpuwise plan --save`) the job runs: its workers read the recipe with gpuwise.train.plan_recipe().",
         ),
     ] = None,
     json: JsonFlag = False,
