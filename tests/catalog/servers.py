@@ -30,7 +30,7 @@ class CatalogServer:
 
     gpuhunt_dir: Path = FIXTURES / "gpuhunt"
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.overrides: dict[str, Override] = {}
         self.hits: list[str] = []
         server = self
@@ -57,16 +57,20 @@ class CatalogServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        bound = self.httpd.server_address[1]
+        self.base = f"http://{host}" + ("" if bound == 80 else f":{bound}")
+        self.next_base = f"http://{host}:{bound}"
+        """What Azure next-page links start with: always with the port, as the real API writes
+        ``https://prices.azure.com:443/…``."""
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def body(self, path: str, query: dict[str, list[str]]) -> Found:
         """The Azure, AWS price-list and gpuhunt routes (fixtures: no recording exists offline)."""
         parts = path.strip("/").split("/")
         if path == "/azure/api/retail/prices":
-            text = (FIXTURES / "azure" / "page1.json").read_text().replace("{BASE}", self.base)
+            text = (FIXTURES / "azure" / "page1.json").read_text().replace("{BASE}", self.next_base)
             return text.encode(), None
         if path == "/azure/page2":
             return (FIXTURES / "azure" / "page2.json").read_bytes(), None

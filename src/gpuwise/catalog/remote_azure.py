@@ -80,7 +80,7 @@ def azure_skus() -> dict[str, AzureSku]:
 
 def _pages(get: Getter, base: str) -> list[dict[str, Any]]:
     url: str | None = base + "?" + urllib.parse.urlencode({"$filter": _AZURE_FILTER})
-    origin = urllib.parse.urlsplit(base)[:2]
+    origin = same_origin_key(base)
     items: list[dict[str, Any]] = []
     for _ in range(_MAX_PAGES):
         if url is None:
@@ -93,15 +93,32 @@ def _pages(get: Getter, base: str) -> list[dict[str, Any]]:
         )
         items += page["Items"]
         nxt = page.get("NextPageLink")
-        if nxt and urllib.parse.urlsplit(nxt)[:2] != origin:
+        if nxt and same_origin_key(nxt) != origin:
             raise CatalogError(
-                f"{url}: NextPageLink points to another host ({nxt})",
-                hint="check GPUWISE_AZURE_PRICES_URL",
+                f"{url}: NextPageLink points to another host or port ({nxt}; "
+                f"expected {'://'.join(origin[:2])}:{origin[2]})",
+                hint="the API sent a next-page link off its own host, or GPUWISE_AZURE_PRICES_URL "
+                "names a mirror that links elsewhere; nothing from Azure was imported",
             )
         url = nxt or None
     raise CatalogError(
         f"{base}: more than {_MAX_PAGES} pages", hint="the filter no longer narrows the list"
     )
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def same_origin_key(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, effective port) of ``url``: ``https://prices.azure.com:443/…`` (the form the
+    API's ``NextPageLink`` takes) and ``https://prices.azure.com/…`` are the same origin."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme)
 
 
 Kind = tuple[str, int]
