@@ -4,12 +4,22 @@ per-row refusal of odd or hostile values (served on loopback by a real HTTP serv
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import random
 from collections.abc import Iterator
 
 import pytest
 
-from tests.catalog.servers import FixtureServer
+from gpuwise.catalog.sources import store_path
+from tests.catalog.servers import FIXTURES, GPUHUNT_VERSION, RECORDED, FixtureServer
+from tests.catalog.test_recorded import (
+    RecordedServer,
+    _azure_item,
+    _body,
+    _env,
+    store_files,
+)
 
 
 def _default_port_server() -> FixtureServer:
@@ -22,6 +32,16 @@ def _default_port_server() -> FixtureServer:
         except OSError:
             continue
     pytest.skip("cannot bind port 80 on a loopback address (needs root or CAP_NET_BIND_SERVICE)")
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FixtureServer]:
+    srv = FixtureServer()
+    monkeypatch.setenv("GPUWISE_AWS_PRICE_LIST_URL", f"{srv.base}/aws")
+    monkeypatch.setenv("GPUWISE_AWS_PRICE_LIST_REGIONS", "us-east-1")
+    monkeypatch.setenv("GPUWISE_FETCH_TIMEOUT_S", "2")
+    yield srv
+    srv.close()
 
 
 @pytest.fixture
@@ -62,3 +82,310 @@ def test_origin_is_scheme_host_and_effective_port(a: str, b: str, same: bool) ->
     from gpuwise.catalog.remote_azure import same_origin_key
 
     assert (same_origin_key(a) == same_origin_key(b)) is same
+
+
+# --------------------------------------------------------------------------- recorded feeds
+
+FULL_ADVISOR = RECORDED / "spot-advisor" / "spot-advisor-data.json"
+WRITER = RECORDED / "gpuhunt-writer"
+
+
+class _Full(RecordedServer):
+    """The recorded feeds with the whole Spot Advisor file and gpuhunt-writer catalogs."""
+
+    advisor_file = FULL_ADVISOR
+    gpuhunt_dir = WRITER
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, srv: RecordedServer) -> RecordedServer:
+    for name, value in _env(srv).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GPUWISE_GPUHUNT_PROVIDERS", "gcp,lambdalabs,oci,runpod")
+    monkeypatch.delenv("GPUWISE_SKYPILOT_CLOUDS", raising=False)
+    monkeypatch.delenv("GPUHUNT_CATALOG_DIR", raising=False)
+    return srv
+
+
+@pytest.fixture
+def full(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordedServer]:
+    srv = _serve(monkeypatch, _Full())
+    yield srv
+    srv.close()
+
+
+def test_the_whole_spot_advisor_file_imports_and_refuses_one_row(cli, full: RecordedServer) -> None:  # type: ignore[no-untyped-def]
+    r = cli("catalog", "update", "--fetch", "aws-spot-advisor", "--json")
+    assert r.code == 0, r.stderr
+    (adv,) = r.json()["sources"]
+    assert adv["spot_risks"] == 823  # 824 GPU entries, one refused
+    assert adv["refused"] == {
+        "savings 's' outside 0-100% (below 0: spot dearer than on-demand) "
+        "(e.g. ca-central-1/p5.48xlarge s=-62)": 1
+    }
+    from gpuwise.catalog.risk import load_spot_risks
+
+    bands = {(r.region, r.instance_type): r for r in load_spot_risks()}
+    top = [r for r in bands.values() if r.band == ">20%"]
+    assert top and all((r.band_min_pct, r.band_max_pct) == (22, 100) for r in top)
+    assert ("ca-central-1", "p5.48xlarge") not in bands
+
+
+def test_gpuhunt_keeps_b200_gh200_and_oci_spot_and_sets_aside_other_products(
+    cli, full: RecordedServer
+) -> None:  # type: ignore[no-untyped-def]
+    r = cli("catalog", "update", "--fetch", "gpuhunt", "--json")
+    assert r.code == 0, r.stderr
+    (gh,) = r.json()["sources"]
+    assert gh["skipped"] == {
+        "gcp: DWS calendar-mode capacity (booked ahead for fixed dates) [gcp-dws-calendar-mode]": 1,
+        "runpod: CPU only": 1,
+        "runpod: RunPod Instant Cluster (sold as 2-8 nodes, not one instance) [runpod-cluster]": 1,
+    }
+
+    def offers(cloud: str) -> dict[str, dict[str, object]]:
+        doc = cli("offers", "--cloud", cloud, "--limit", "0", "--json").json()
+        return {f"{o['instance_type']}@{o['region']}": o for o in doc["offers"]}
+
+    b200 = offers("gcp")["a4-highgpu-8g@us-central1"]
+    assert (b200["gpu"], b200["gpu_count"], b200["zone"]) == ("B200", 8, "us-central1-b")
+    assert (b200["on_demand_usd_per_hour"], b200["spot_usd_per_hour"]) == (90.216, 32.6064)
+    assert str(b200["source"]).endswith("[gcp-a4]")
+    gh200 = [o for k, o in offers("lambda").items() if k.startswith("gpu_1x_gh200@")]
+    assert len(gh200) == 2 and {o["arch"] for o in gh200} == {"arm64"}
+    v100 = offers("oci")["VM.GPU3.1@af-casablanca-1"]
+    assert (v100["on_demand_usd_per_hour"], v100["spot_usd_per_hour"]) == (2.95, 1.475)
+    assert [k for k in offers("runpod")] == ["NVIDIA A100 80GB PCIe@AP-IN-1"]
+
+
+def test_an_azure_price_seen_today_is_not_stale(cli, full: RecordedServer) -> None:  # type: ignore[no-untyped-def]
+    item = _azure_item(effectiveStartDate="2023-03-01T00:00:00Z")  # in force since 2023
+    full.overrides["/azure/api/retail/prices"] = _body(json.dumps({"Items": [item]}).encode())
+    assert cli("catalog", "update", "--fetch", "azure-prices").code == 0
+    doc = cli("offers", "--cloud", "azure", "--json").json()
+    (o,) = doc["offers"]
+    assert (o["as_of"], o["valid_from"]) == (dt.date.today().isoformat(), "2023-03-01")
+    assert doc["prices_stale"] is False and doc["prices_age_days"] == 0
+
+
+def _counts(cli, cloud: str) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    rows = cli("offers", "--cloud", cloud, "--limit", "0", "--json").json()["offers"]
+    return dict(Counter(o["source"].split(":")[0] for o in rows))
+
+
+def test_fetching_one_source_keeps_another_sources_rows_by_precedence(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "gcp")
+    monkeypatch.setenv("GPUWISE_GPUHUNT_PROVIDERS", "gcp")
+    assert cli("catalog", "update", "--fetch", "skypilot").code == 0
+    sky = _counts(cli, "gcp")["skypilot"]
+    r = cli("catalog", "update", "--fetch", "gpuhunt", "--json")
+    assert r.code == 0, r.stderr
+    # skypilot ranks first for gcp: its rows stay, gpuhunt adds the B200 it does not list
+    assert _counts(cli, "gcp") == {"skypilot": sky, "gpuhunt": 1}
+    (gh,) = r.json()["sources"]
+    assert "gcp: 1 offer(s) not taken (skypilot ranks before gpuhunt for gcp)" in gh["notes"]
+    # the setting changes the winner, and the replacement is said
+    monkeypatch.setenv("GPUWISE_CATALOG_PRECEDENCE", "gcp=gpuhunt,skypilot")
+    r = cli("catalog", "update", "--fetch", "gpuhunt", "--json")
+    (gh,) = r.json()["sources"]
+    assert _counts(cli, "gcp") == {"skypilot": sky - 1, "gpuhunt": 2}
+    assert (
+        "gcp: 1 offer(s) from skypilot replaced (gpuhunt ranks before skypilot for gcp)"
+        in (gh["notes"])
+    )
+    src = cli("catalog", "sources", "--json").json()
+    assert src["precedence"]["gcp"] == ["gpuhunt", "skypilot"]
+    assert src["precedence"]["azure"] == ["azure-prices", "skypilot", "gpuhunt"]
+
+
+def test_a_bad_precedence_setting_is_one_line(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GPUWISE_CATALOG_PRECEDENCE", "gcp=gpuhunt,skypilto")
+    r = cli("catalog", "sources")
+    assert r.code == 2 and "'skypilto' is not an offer source" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_azure_prices_rank_before_skypilot_and_keep_its_other_rows(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "azure")
+    r = cli("catalog", "update", "--fetch", "skypilot", "azure-prices", "--json")
+    assert r.code == 0, r.stderr
+    counts = _counts(cli, "azure")
+    assert counts["skypilot"] > 0 and counts["azure-prices"] == 3
+    az = {s["source"]: s for s in r.json()["sources"]}["azure-prices"]
+    assert any("offer(s) from skypilot replaced" in n for n in az["notes"])
+
+
+def test_dry_run_totals_are_the_real_runs(cli, full: RecordedServer) -> None:  # type: ignore[no-untyped-def]
+    dry = cli("catalog", "update", "--fetch", "--dry-run", "--json")
+    assert dry.code == 0, dry.stderr
+    assert store_files() == {}
+    real = cli("catalog", "update", "--fetch", "--json")
+    assert real.code == 0, real.stderr
+    assert dry.json()["offers_written"] == real.json()["offers_written"] > 500
+    assert [s["clouds"] for s in dry.json()["sources"]] == [
+        s["clouds"] for s in real.json()["sources"]
+    ]
+    stored = cli("catalog", "info", "--json").json()
+    assert real.json()["offers_written"] == sum(
+        layer["rows"] for layer in stored["layers"] if layer["kind"] == "store"
+    )
+
+
+def test_a_hundredfold_price_move_is_refused(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "nebius")
+    assert cli("catalog", "update", "--fetch", "skypilot").code == 0
+    before = store_files()
+    import csv
+    import io
+
+    text = (RECORDED / "skypilot" / "v8" / "nebius" / "vms.csv").read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    for row in rows:
+        if row["Price"] and float(row["Price"]) > 0:
+            row["Price"] = f"{float(row['Price']) * 100:g}"  # dollars read as cents, say
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    lines = [out.getvalue()]
+    full.overrides["/skypilot/v8/nebius/vms.csv"] = _body("".join(lines).encode())
+    r = cli("catalog", "update", "--fetch", "skypilot")
+    assert r.code == 2 and "price(s) moved 100× or more" in r.stderr, r.stderr
+    assert store_files() == before
+    r = cli("catalog", "update", "--fetch", "skypilot", "--allow-price-jump")
+    assert r.code == 0, r.stderr
+
+
+def _gpuhunt_csv(*rows: str) -> bytes:
+    head = (WRITER / "oci.csv").read_text().splitlines()[0]
+    return ("\r\n".join([head, *rows]) + "\r\n").encode()
+
+
+def test_control_characters_and_oversize_fields_are_refused_per_row(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    import io
+    import zipfile
+
+    monkeypatch.setenv("GPUWISE_GPUHUNT_PROVIDERS", "oci")
+    good = "VM.GPU3.1,af-casablanca-1,2.95,12,90.0,1,V100,16.0,False,,nvidia,,x86,{}"
+    nul = "VM.GPU3.1,us-ash\x00burn-1,2.95,12,90.0,1,V100,16.0,False,,nvidia,,x86,{}"
+    esc = "VM.GPU3.1,eu-frankfurt-1,2.95,12,90.0,1,V100\x1b[31m,16.0,False,,nvidia,,x86,{}"
+    long = f"{'X' * 300},af-casablanca-1,2.95,12,90.0,1,V100,16.0,False,,nvidia,,x86,{{}}"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("oci.csv", _gpuhunt_csv(good, nul, esc, long))
+    full.overrides[f"/gpuhunt/oci/{GPUHUNT_VERSION}/catalog.zip"] = _body(buf.getvalue())
+    r = cli("catalog", "update", "--fetch", "gpuhunt", "--json")
+    assert r.code == 0, r.stderr
+    (gh,) = r.json()["sources"]
+    refused = {why.split(" (e.g.")[0]: n for why, n in gh["refused"].items()}
+    assert refused == {
+        "control character or NUL in region": 1,
+        "control character or NUL in gpu": 1,
+        "instance_type longer than 200 characters": 1,
+    }
+    assert b"\x00" not in store_path().read_bytes() and b"\x1b" not in store_path().read_bytes()
+    (o,) = cli("offers", "--cloud", "oci", "--json").json()["offers"]
+    assert o["region"] == "af-casablanca-1"
+
+
+def _price_list(extra_sku: dict[str, object], price: str) -> bytes:
+    doc = json.loads((FIXTURES / "aws-price-list" / "us-east-1" / "index.json").read_text())
+    base = doc["products"]["P5SKU"]
+    doc["products"]["P5DUP"] = {
+        **base,
+        "sku": "P5DUP",
+        "attributes": {**base["attributes"], **extra_sku},
+    }
+    terms = json.loads(json.dumps(doc["terms"]["Reserved"]["P5SKU"]).replace("P5SKU", "P5DUP"))
+    for term in terms.values():
+        for dim in term["priceDimensions"].values():
+            if dim["unit"] == "Hrs" and dim["pricePerUnit"]["USD"] == "37.0000000000":
+                dim["pricePerUnit"]["USD"] = price
+    doc["terms"]["Reserved"]["P5DUP"] = terms
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    ("attrs", "price", "refused"),
+    [
+        ({"licenseModel": "Bring your own license"}, "30.0000000000", 0),  # another product
+        ({"preInstalledSw": "SQL Std"}, "90.0000000000", 0),
+        ({"tenancy": "Dedicated"}, "41.0000000000", 0),
+        ({"marketoption": "CapacityBlock"}, "20.0000000000", 0),
+        ({"usagetype": "BoxUsage:p5.48xlarge-2"}, "39.0000000000", 1),  # same product, 2 prices
+    ],
+)
+def test_aws_price_list_duplicates_resolved_by_attributes_or_refused_by_name(
+    cli, server: FixtureServer, attrs: dict[str, object], price: str, refused: int
+) -> None:  # type: ignore[no-untyped-def]
+    server.overrides["/aws/us-east-1/index.json"] = _body(_price_list(attrs, price))
+    r = cli("catalog", "update", "--fetch", "aws-price-list", "--json")
+    assert r.code == 0, r.stderr
+    (pl,) = r.json()["sources"]
+    from gpuwise.catalog.risk import load_reserved_prices
+
+    p5 = {
+        x.term_years: x.usd_per_hour
+        for x in load_reserved_prices()
+        if x.instance_type == "p5.48xlarge"
+    }
+    if refused:
+        ((why, n),) = pl["refused"].items()
+        assert n == 1 and "P5DUP 39 vs P5SKU 37" in why and "p5.48xlarge in us-east-1 1y" in why
+        assert 1 not in p5 and p5[3] == 26  # the 3-year term agreed
+    else:
+        assert pl["refused"] == {} and p5 == {1: 37, 3: 26}
+
+
+def test_progress_lines_and_exit_codes_for_a_partial_and_an_empty_run(
+    cli, full: RecordedServer
+) -> None:  # type: ignore[no-untyped-def]
+    full.overrides["/spot-advisor-data.json"] = _body(b"<html>maintenance</html>")
+    r = cli("catalog", "update", "--fetch", "skypilot", "aws-spot-advisor")
+    assert r.code == 3, r.stderr  # some refused, the store updated from the rest
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("[1/2] skypilot: ") and " offers (" in lines[0]
+    assert lines[1].startswith("[2/2] aws-spot-advisor: refused")
+    assert "1 of 2 source(s) refused; the store was updated from the other 1 (exit 3)" in r.stderr
+    assert store_path().is_file()
+    before = store_files()
+    full.overrides["/aws/us-east-1/index.json"] = _body(b"<html>maintenance</html>")
+    r = cli("catalog", "update", "--fetch", "aws-spot-advisor", "aws-price-list")
+    assert r.code == 2  # nothing could be fetched: the store is as it was
+    assert "nothing was imported, the store is unchanged (exit 2)" in r.stderr
+    assert store_files() == before
+
+
+def test_default_fetch_exits_0_and_azure_pages_through_a_default_port_link(
+    cli, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The done-when run: every default source from recordings on loopback, the Azure API on the
+    default port with next links that spell it out, the whole Spot Advisor file."""
+
+    def make() -> RecordedServer:
+        host = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(2, 254)}"
+        return _Full(host, 80)
+
+    try:
+        srv = make()
+    except OSError:
+        pytest.skip("cannot bind port 80 on a loopback address")
+    try:
+        _serve(monkeypatch, srv)
+        r = cli("catalog", "update", "--fetch", "--json")
+        assert r.code == 0, r.stderr
+        assert "/azure/page2" in srv.hits
+        by = {s["source"]: s for s in r.json()["sources"]}
+        assert by["aws-spot-advisor"]["spot_risks"] >= 800
+        assert by["azure-prices"]["reserved_prices"] == 2
+    finally:
+        srv.close()

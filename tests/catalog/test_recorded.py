@@ -38,10 +38,11 @@ class RecordedServer(CatalogServer):
     catalog file (404 when absent)."""
 
     gpuhunt_dir = RECORDED / "gpuhunt"
+    advisor_file = RECORDED / "spot-advisor-data.json"
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.commits: dict[str, str] = {}
-        super().__init__()
+        super().__init__(host, port)
 
     def body(self, path: str, query: dict[str, list[str]]) -> Found:
         parts = path.strip("/").split("/")
@@ -58,7 +59,7 @@ class RecordedServer(CatalogServer):
                 else None
             )
         if path == "/spot-advisor-data.json":
-            return (RECORDED / "spot-advisor-data.json").read_bytes(), ADVISOR_DATE
+            return self.advisor_file.read_bytes(), ADVISOR_DATE
         return super().body(path, query)
 
 

@@ -205,8 +205,7 @@ def read_gpuhunt_rows(
     offers = [
         Offer(
             cloud,
-            loc,
-            None,
+            *_region_zone(cloud, loc),
             itype,
             gpu,
             count,
@@ -223,6 +222,16 @@ def read_gpuhunt_rows(
         if "od" in e or "spot" in e
     ]
     return offers, skipped
+
+
+_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
+
+
+def _region_zone(cloud: str, location: str) -> tuple[str, str | None]:
+    """gpuhunt's ``location`` as (region, zone): its GCP rows name a zone (``us-central1-a``), kept
+    as the zone of region ``us-central1`` as SkyPilot's rows have it; other clouds name a region."""
+    m = _GCP_ZONE.match(location) if cloud == "gcp" else None
+    return (m.group(1), location) if m else (location, None)
 
 
 def read_gpuhunt_csv(
