@@ -128,6 +128,13 @@ def test_the_whole_spot_advisor_file_imports_and_refuses_one_row(cli, full: Reco
     top = [r for r in bands.values() if r.band == ">20%"]
     assert top and all((r.band_min_pct, r.band_max_pct) == (22, 100) for r in top)
     assert ("ca-central-1", "p5.48xlarge") not in bands
+    # the planner plans ">20%" at the file's own lower edge, naming the file's range
+    from gpuwise.planner import load_spot_defaults
+
+    r0 = top[0]
+    risk = load_spot_defaults().for_instance("aws", r0.region, r0.instance_type)
+    assert risk.monthly_interruption_probability == pytest.approx(0.22)
+    assert risk.confidence == "lower-bound" and "(22-100% in the advisor's file)" in risk.source
 
 
 def test_gpuhunt_keeps_b200_gh200_and_oci_spot_and_sets_aside_other_products(
