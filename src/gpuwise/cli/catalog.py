@@ -135,8 +135,7 @@ def _print_history(rows: Sequence[dict[str, Any]], total: int) -> None:
 def sources_(json: JsonFlag = False) -> None:
     """The --fetch sources, and which one wins per cloud when two price the same instance type
     (set with GPUWISE_CATALOG_PRECEDENCE, e.g. `gcp=gpuhunt,skypilot`)."""
-    from gpuwise.catalog.merge import OFFER_SOURCES, precedence
-    from gpuwise.catalog.remote import DEFAULT_FETCH, REMOTE_SOURCES
+    from gpuwise.catalog import DEFAULT_FETCH, OFFER_SOURCES, REMOTE_SOURCES, precedence
 
     order = precedence()
     data = {
@@ -338,9 +337,15 @@ def _fetch(
     nothing could be imported."""
     import time
 
-    from gpuwise.catalog import DEFAULT_FETCH, FetchSettings, fetch_bytes, remote_sources
-    from gpuwise.catalog.remote_common import drop_sovereign, screen_fields
-    from gpuwise.catalog.update import apply_fetched
+    from gpuwise.catalog import (
+        DEFAULT_FETCH,
+        FetchSettings,
+        apply_fetched,
+        drop_sovereign,
+        fetch_bytes,
+        remote_sources,
+        screen_fields,
+    )
     from gpuwise.errors import CatalogError, GpuwiseError
 
     sources = remote_sources(names or DEFAULT_FETCH)
@@ -487,7 +492,7 @@ class _FetchProgress:
 
 
 def _seconds(s: float) -> str:
-    from gpuwise.catalog.fetch import seconds_text
+    from gpuwise.catalog import seconds_text
 
     return seconds_text(s)
 
