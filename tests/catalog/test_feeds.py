@@ -175,10 +175,13 @@ def test_an_azure_price_seen_today_is_not_stale(cli, full: RecordedServer) -> No
 
 
 def _counts(cli, cloud: str) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Offers per source for ``cloud`` in the store."""
     from collections import Counter
 
-    rows = cli("offers", "--cloud", cloud, "--limit", "0", "--json").json()["offers"]
-    return dict(Counter(o["source"].split(":")[0] for o in rows))
+    from gpuwise.catalog import parse_offer_csv
+
+    rows = parse_offer_csv(store_path().read_text(), "store")
+    return dict(Counter(o.source.split(":")[0] for o in rows if o.cloud == cloud))
 
 
 def test_fetching_one_source_keeps_another_sources_rows_by_precedence(
@@ -227,6 +230,7 @@ def test_azure_prices_rank_before_skypilot_and_keep_its_other_rows(
     assert any("offer(s) from skypilot replaced" in n for n in az["notes"])
 
 
+@pytest.mark.slow  # two whole default runs
 def test_dry_run_totals_are_the_real_runs(cli, full: RecordedServer) -> None:  # type: ignore[no-untyped-def]
     dry = cli("catalog", "update", "--fetch", "--dry-run", "--json")
     assert dry.code == 0, dry.stderr
@@ -396,3 +400,48 @@ def test_default_fetch_exits_0_and_azure_pages_through_a_default_port_link(
         assert by["azure-prices"]["reserved_prices"] == 2
     finally:
         srv.close()
+
+
+def test_a_partial_run_records_the_refused_source_in_the_history(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "nebius")
+    full.overrides["/spot-advisor-data.json"] = _body(b"<html>maintenance</html>")
+    assert cli("catalog", "update", "--fetch", "skypilot", "aws-spot-advisor").code == 3
+    history = cli("catalog", "info", "--json").json()["history"]
+    (bad,) = [h for h in history if h["source"] == "aws-spot-advisor"]
+    assert "not valid JSON" in bad["refused"]
+    assert "source refused" in cli("catalog", "info").stdout
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.473657, "0.47 s"), (1.0, "1 s"), (3.21, "3.2 s"), (41.7, "42 s")]
+)
+def test_seconds_in_messages_are_rounded(seconds: float, text: str) -> None:
+    from gpuwise.catalog import seconds_text
+
+    assert seconds_text(seconds) == text
+
+
+def test_progress_is_a_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from gpuwise.cli.catalog import _FetchProgress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setenv("TERM", "xterm")
+    with _FetchProgress(2) as progress:
+        progress.start("skypilot")
+        progress.done("skypilot", "10 offers")
+        progress.start("azure-prices")
+        progress.done("azure-prices", "refused (error below)")
+        assert progress.bar is not None and progress.bar.tasks[0].completed == 2
+    out = err.getvalue()
+    assert "[1/2] skypilot: 10 offers" in out and "[2/2] azure-prices: refused" in out
+    assert "\x1b[" in out  # drawn with terminal control codes, unlike the plain lines

@@ -391,17 +391,20 @@ def apply_fetched(
     dry_run: bool = False,
     allow_shrink: bool = False,
     allow_price_jump: bool = False,
+    failed: Sequence[tuple[str, str]] = (),
 ) -> FetchOutcome:
     """Write everything the sources returned, all validated already, as one atomic update under the
     store lock. Offers merge by the per-cloud precedence (:mod:`gpuwise.catalog.merge`); spot bands
     and reserved prices replace the rows of the clouds they cover. A source that a guard refuses
     (its own rows collapsing, a cloud shrinking across sources, a 100× price move) imports nothing
     and is listed in :attr:`FetchOutcome.refused`; the others still import. ``dry_run`` runs the
-    same steps and writes nothing, so its totals are the real run's."""
+    same steps and writes nothing, so its totals are the real run's. ``failed`` (source, why) are
+    the sources that could not be fetched: recorded in the fetch history next to the refused ones
+    when anything is written."""
     store = store_path()
     lock = contextlib.nullcontext() if dry_run else store_lock(store)
     with lock:
-        return _apply_locked(store, results, force, dry_run, allow_shrink, allow_price_jump)
+        return _apply_locked(store, results, force, dry_run, allow_shrink, allow_price_jump, failed)
 
 
 def _apply_locked(
@@ -411,6 +414,7 @@ def _apply_locked(
     dry_run: bool,
     allow_shrink: bool,
     allow_price_jump: bool,
+    failed: Sequence[tuple[str, str]] = (),
 ) -> FetchOutcome:
     from gpuwise.catalog import merge
     from gpuwise.catalog.risk import (
@@ -499,6 +503,10 @@ def _apply_locked(
     if dry_run or not applied:
         report = UpdateReport(store, None, None, len(offers), ())
         return FetchOutcome(report, tuple(reports), tuple(refused))
+    history += [
+        {"source": name, "fetched_at": now, "refused": why}
+        for name, why in [*failed, *((n, e.one_line()) for n, e in refused)]
+    ]
     extra = {}
     if any(r.spot_risks for r in applied):
         extra[SPOT_RISK_FILE] = spot_risks_to_csv(risks)

@@ -105,6 +105,17 @@ def info(json: JsonFlag = False) -> None:
         _print_history(history[-HISTORY_SHOWN:], len(history))
 
 
+def _history_note(h: dict[str, Any]) -> str:
+    """``12 skipped, 1 rows refused``, or ``source refused`` for a source that imported nothing."""
+    if h.get("refused"):
+        return "source refused"
+    counts = [
+        (h.get("skipped"), "skipped"),
+        (h.get("refused_rows"), "rows refused"),
+    ]
+    return ", ".join(f"{sum(c.values())} {what}" for c, what in counts if isinstance(c, dict) and c)
+
+
 HISTORY_SHOWN = 10
 """Fetches `catalog info` lists as text (``--json`` gives the whole history)."""
 
@@ -117,7 +128,6 @@ def _print_history(rows: Sequence[dict[str, Any]], total: int) -> None:
         left=("fetched at", "source", "as of", "version"),
     )
     for h in rows:
-        skipped = h.get("skipped") or {}
         t.add_row(
             str(h.get("fetched_at", "")),
             str(h.get("source", "")),
@@ -126,7 +136,7 @@ def _print_history(rows: Sequence[dict[str, Any]], total: int) -> None:
             str(h.get("offers", 0)),
             str(h.get("spot_risks", 0)),
             str(h.get("reserved_prices", 0)),
-            f"{sum(skipped.values())} skipped" if isinstance(skipped, dict) and skipped else "",
+            _history_note(h),
         )
     console().print(t)
 
@@ -377,6 +387,7 @@ def _fetch(
             dry_run=dry_run,
             allow_shrink=allow_shrink,
             allow_price_jump=allow_price_jump,
+            failed=[(name, err.one_line()) for name, err in failures],
         )
         failures += list(outcome.refused)
     report = outcome.report if outcome and outcome.sources else None
