@@ -445,3 +445,24 @@ def test_progress_is_a_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
     out = err.getvalue()
     assert "[1/2] skypilot: 10 offers" in out and "[2/2] azure-prices: refused" in out
     assert "\x1b[" in out  # drawn with terminal control codes, unlike the plain lines
+
+
+def test_a_source_replacing_many_rows_of_another_with_few_is_refused(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """SkyPilot lists AWS per zone; gpuhunt per region. Ranked first, gpuhunt would replace the
+    zone rows of each type it lists with one row: the store's AWS shrinks, across sources."""
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "aws")
+    monkeypatch.setenv("GPUWISE_GPUHUNT_PROVIDERS", "aws")
+    monkeypatch.setattr(full, "gpuhunt_dir", RECORDED / "gpuhunt")
+    assert cli("catalog", "update", "--fetch", "skypilot").code == 0
+    sky = _counts(cli, "aws")["skypilot"]
+    before = store_files()
+    monkeypatch.setenv("GPUWISE_CATALOG_PRECEDENCE", "aws=gpuhunt,skypilot")
+    r = cli("catalog", "update", "--fetch", "gpuhunt")
+    assert r.code == 2, r.stderr
+    assert f"aws would go from {sky} offers in the store ({sky} from skypilot)" in r.stderr
+    assert store_files() == before
+    r = cli("catalog", "update", "--fetch", "gpuhunt", "--allow-shrink", "--json")
+    assert r.code == 0, r.stderr
+    assert _counts(cli, "aws")["gpuhunt"] > 0

@@ -145,7 +145,7 @@ def in_effect(state: Sequence[Offer], before: Sequence[Offer], cloud: str) -> li
 
 
 def _origins(rows: Sequence[Offer]) -> str:
-    counts = Counter(o.source.split("/", 1)[0].split("@", 1)[0].split(" ", 1)[0] for o in rows)
+    counts = Counter(source_name(o) for o in rows)
     return ", ".join(f"{n} from {name}" for name, n in counts.most_common(3))
 
 
@@ -164,8 +164,9 @@ def check_cloud_shrink(
         now = sum(1 for o in state if o.cloud == cloud)
         if len(had) >= SHRINK_MIN_ROWS and now < len(had) * SHRINK_KEEP:
             raise CatalogError(
-                f"{source}: {cloud} would go from {len(had)} offers in the store "
-                f"({_origins(had)}) to {now}; refused so that no source's rows vanish unsaid",
+                f"{cloud} would go from {len(had)} offers in the store "
+                f"({_origins(had)}) to {now} with {source}'s rows; refused so that no source's "
+                "rows vanish unsaid",
                 hint="change GPUWISE_CATALOG_PRECEDENCE (`gpuwise catalog sources`), or pass "
                 "--allow-shrink if the drop is real",
             )
@@ -214,7 +215,7 @@ def check_price_jumps(
                 jumps.append(f"{o.cloud} {o.region} {o.instance_type} {kind} {a:g} → {b:g}")
     if jumps:
         raise CatalogError(
-            f"{source}: {len(jumps)} price(s) moved {PRICE_JUMP:g}× or more against the catalog "
+            f"{len(jumps)} {source} price(s) moved {PRICE_JUMP:g}× or more against the catalog "
             f"in effect (e.g. {'; '.join(jumps[:3])})",
             hint="likely a unit or schema change upstream; nothing from this source was imported "
             "(pass --allow-price-jump if the prices are right)",
