@@ -8,11 +8,18 @@ import datetime as dt
 import json
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gpuwise.catalog.sources import store_path
-from tests.catalog.servers import FIXTURES, GPUHUNT_VERSION, RECORDED, FixtureServer
+from tests.catalog.servers import (
+    FIXTURES,
+    GPUHUNT_VERSION,
+    RECORDED,
+    FixtureServer,
+    self_signed_tls,
+)
 from tests.catalog.test_recorded import (
     RecordedServer,
     _azure_item,
@@ -376,93 +383,27 @@ def test_progress_lines_and_exit_codes_for_a_partial_and_an_empty_run(
     assert store_files() == before
 
 
-def test_default_fetch_exits_0_and_azure_pages_through_a_default_port_link(
-    cli, monkeypatch: pytest.MonkeyPatch
+def test_default_fetch_exits_0_and_azure_pages_through_a_443_link(
+    cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    """The done-when run: every default source from recordings on loopback, the Azure API on the
-    default port with next links that spell it out, the whole Spot Advisor file."""
-
-    def make() -> RecordedServer:
-        host = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(2, 254)}"
-        return _Full(host, 80)
-
+    """The done-when run: every default source from recordings on loopback over HTTPS on port 443
+    of a 127/8 address (a self-signed certificate the client is told to trust), the Azure API's
+    next links spelling out ``:443`` as the real API does, the whole Spot Advisor file."""
+    host = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(2, 254)}"
+    tls, cert = self_signed_tls(host, tmp_path)
     try:
-        srv = make()
+        srv = _Full(host, 443, tls)
     except OSError:
-        pytest.skip("cannot bind port 80 on a loopback address")
+        pytest.skip("cannot bind port 443 on a loopback address (needs root)")
     try:
         _serve(monkeypatch, srv)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        assert srv.base == f"https://{host}" and srv.next_base == f"https://{host}:443"
         r = cli("catalog", "update", "--fetch", "--json")
         assert r.code == 0, r.stderr
-        assert "/azure/page2" in srv.hits
+        assert "/azure/page2" in srv.hits  # reached through https://<host>:443/azure/page2
         by = {s["source"]: s for s in r.json()["sources"]}
         assert by["aws-spot-advisor"]["spot_risks"] >= 800
         assert by["azure-prices"]["reserved_prices"] == 2
     finally:
         srv.close()
-
-
-def test_a_partial_run_records_the_refused_source_in_the_history(
-    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "nebius")
-    full.overrides["/spot-advisor-data.json"] = _body(b"<html>maintenance</html>")
-    assert cli("catalog", "update", "--fetch", "skypilot", "aws-spot-advisor").code == 3
-    history = cli("catalog", "info", "--json").json()["history"]
-    (bad,) = [h for h in history if h["source"] == "aws-spot-advisor"]
-    assert "not valid JSON" in bad["refused"]
-    assert "source refused" in cli("catalog", "info").stdout
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(0.473657, "0.47 s"), (1.0, "1 s"), (3.21, "3.2 s"), (41.7, "42 s")]
-)
-def test_seconds_in_messages_are_rounded(seconds: float, text: str) -> None:
-    from gpuwise.catalog import seconds_text
-
-    assert seconds_text(seconds) == text
-
-
-def test_progress_is_a_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    import io
-    import sys
-
-    from gpuwise.cli.catalog import _FetchProgress
-
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    err = Tty()
-    monkeypatch.setattr(sys, "stderr", err)
-    monkeypatch.setenv("TERM", "xterm")
-    with _FetchProgress(2) as progress:
-        progress.start("skypilot")
-        progress.done("skypilot", "10 offers")
-        progress.start("azure-prices")
-        progress.done("azure-prices", "refused (error below)")
-        assert progress.bar is not None and progress.bar.tasks[0].completed == 2
-    out = err.getvalue()
-    assert "[1/2] skypilot: 10 offers" in out and "[2/2] azure-prices: refused" in out
-    assert "\x1b[" in out  # drawn with terminal control codes, unlike the plain lines
-
-
-def test_a_source_replacing_many_rows_of_another_with_few_is_refused(
-    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
-    """SkyPilot lists AWS per zone; gpuhunt per region. Ranked first, gpuhunt would replace the
-    zone rows of each type it lists with one row: the store's AWS shrinks, across sources."""
-    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "aws")
-    monkeypatch.setenv("GPUWISE_GPUHUNT_PROVIDERS", "aws")
-    monkeypatch.setattr(full, "gpuhunt_dir", RECORDED / "gpuhunt")
-    assert cli("catalog", "update", "--fetch", "skypilot").code == 0
-    sky = _counts(cli, "aws")["skypilot"]
-    before = store_files()
-    monkeypatch.setenv("GPUWISE_CATALOG_PRECEDENCE", "aws=gpuhunt,skypilot")
-    r = cli("catalog", "update", "--fetch", "gpuhunt")
-    assert r.code == 2, r.stderr
-    assert f"aws would go from {sky} offers in the store ({sky} from skypilot)" in r.stderr
-    assert store_files() == before
-    r = cli("catalog", "update", "--fetch", "gpuhunt", "--allow-shrink", "--json")
-    assert r.code == 0, r.stderr
-    assert _counts(cli, "aws")["gpuhunt"] > 0

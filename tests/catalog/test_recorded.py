@@ -8,6 +8,7 @@ import datetime as dt
 import io
 import json
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -40,9 +41,11 @@ class RecordedServer(CatalogServer):
     gpuhunt_dir = RECORDED / "gpuhunt"
     advisor_file = RECORDED / "spot-advisor-data.json"
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.commits: dict[str, str] = {}
-        super().__init__(host, port)
+        super().__init__(host, port, tls)
 
     def body(self, path: str, query: dict[str, list[str]]) -> Found:
         parts = path.strip("/").split("/")
