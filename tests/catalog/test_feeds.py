@@ -407,3 +407,28 @@ def test_default_fetch_exits_0_and_azure_pages_through_a_443_link(
         assert by["azure-prices"]["reserved_prices"] == 2
     finally:
         srv.close()
+
+
+def test_a_fetch_keeps_your_csv_rows_and_says_it_drops_bundled_ones(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """`--from-csv` merges into the catalog in effect, so the store holds bundled AWS rows too; a
+    fetch covering AWS drops those (said in its notes) and keeps the CSV's own row."""
+    from gpuwise.catalog import OFFER_COLUMNS
+
+    mine = tmp_path / "mine.csv"
+    row = ["aws", "us-east-1", "", "my-deal.8x", "H100", "8", "80", "", "", "12.5", "", "x86_64"]
+    mine.write_text(
+        ",".join(OFFER_COLUMNS[:14]) + "\n" + ",".join([*row, "my-broker", "2026-11"]) + "\n"
+    )
+    assert cli("catalog", "update", "--from-csv", mine).code == 0
+    assert _counts(cli, "aws")["bundled"] > 1000
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "aws")
+    r = cli("catalog", "update", "--fetch", "skypilot", "--json")
+    assert r.code == 0, r.stderr
+    counts = _counts(cli, "aws")
+    assert "bundled" not in counts and counts["my-broker"] == 1 and counts["skypilot"] > 0
+    (sky,) = r.json()["sources"]
+    assert any(
+        "offer(s) of the bundled snapshot kept in the store dropped" in n for n in sky["notes"]
+    )

@@ -113,6 +113,10 @@ def merge_source(
     covered = set(clouds)
     outside = [o for o in store_rows if o.cloud not in covered]
     theirs = [o for o in store_rows if o.cloud in covered and source_name(o) != source]
+    # bundled-snapshot rows a --from-csv merge copied into the store: the fallback, not a source;
+    # a fetch that covers their cloud supersedes them all (said in the notes)
+    stale = Counter(o.cloud for o in theirs if source_name(o) == "bundled")
+    theirs = [o for o in theirs if source_name(o) != "bundled"]
     owner: dict[Triple, str] = {}
     for o in theirs:
         t, name = _triple(o), source_name(o)
@@ -124,13 +128,21 @@ def merge_source(
         (lose_theirs if rank(source, t[0]) <= rank(owner[t], t[0]) else lose_new).add(t)
     replaced = Counter((o.cloud, source_name(o)) for o in theirs if _triple(o) in lose_theirs)
     not_taken = Counter((o.cloud, owner[_triple(o)]) for o in new if _triple(o) in lose_new)
-    notes = [
-        f"{cloud}: {n} offer(s) from {other} replaced ({source} ranks before {other} for {cloud})"
-        for (cloud, other), n in sorted(replaced.items())
-    ] + [
-        f"{cloud}: {n} offer(s) not taken ({other} ranks before {source} for {cloud})"
-        for (cloud, other), n in sorted(not_taken.items())
-    ]
+    notes = (
+        [
+            f"{cloud}: {n} offer(s) of the bundled snapshot kept in the store dropped ({source} now "
+            f"covers {cloud})"
+            for cloud, n in sorted(stale.items())
+        ]
+        + [
+            f"{cloud}: {n} offer(s) from {other} replaced ({source} ranks before {other} for {cloud})"
+            for (cloud, other), n in sorted(replaced.items())
+        ]
+        + [
+            f"{cloud}: {n} offer(s) not taken ({other} ranks before {source} for {cloud})"
+            for (cloud, other), n in sorted(not_taken.items())
+        ]
+    )
     rows = (
         outside
         + [o for o in theirs if _triple(o) not in lose_theirs]
@@ -158,9 +170,9 @@ def check_cloud_shrink(
 ) -> None:
     """Refuse when a cloud of the store would keep under :data:`SHRINK_KEEP` of its offers,
     whichever sources they came from (another source's zone rows replaced by fewer region rows,
-    a truncated file)."""
+    a truncated file). Bundled-snapshot rows in the store are the fallback, not counted."""
     for cloud in clouds:
-        had = [o for o in prev_state if o.cloud == cloud]
+        had = [o for o in prev_state if o.cloud == cloud and source_name(o) != "bundled"]
         now = sum(1 for o in state if o.cloud == cloud)
         if len(had) >= SHRINK_MIN_ROWS and now < len(had) * SHRINK_KEEP:
             raise CatalogError(
