@@ -106,12 +106,12 @@ def info(json: JsonFlag = False) -> None:
 
 
 def _history_note(h: dict[str, Any]) -> str:
-    """``12 skipped, 1 rows refused``, or ``source refused`` for a source that imported nothing."""
+    """``12 skipped, 1 row(s) refused``, or ``source refused`` for a source that imported nothing."""
     if h.get("refused"):
         return "source refused"
     counts = [
         (h.get("skipped"), "skipped"),
-        (h.get("refused_rows"), "rows refused"),
+        (h.get("refused_rows"), "row(s) refused"),
     ]
     return ", ".join(f"{sum(c.values())} {what}" for c, what in counts if isinstance(c, dict) and c)
 
@@ -439,7 +439,7 @@ def _brought(res: Any) -> str:
         f"{len(res.offers):,} offers" if res.offers else "",
         f"{len(res.spot_risks):,} spot bands" if res.spot_risks else "",
         f"{len(res.reserved):,} reserved prices" if res.reserved else "",
-        f"{sum(n for _, n in res.refused):,} rows refused" if res.refused else "",
+        f"{sum(n for _, n in res.refused):,} row(s) refused" if res.refused else "",
     ]
     return ", ".join(p for p in parts if p) or "nothing"
 
