@@ -432,3 +432,69 @@ def test_a_fetch_keeps_your_csv_rows_and_says_it_drops_bundled_ones(
     assert any(
         "offer(s) of the bundled snapshot kept in the store dropped" in n for n in sky["notes"]
     )
+
+
+def test_a_partial_run_records_the_refused_source_in_the_history(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "nebius")
+    full.overrides["/spot-advisor-data.json"] = _body(b"<html>maintenance</html>")
+    assert cli("catalog", "update", "--fetch", "skypilot", "aws-spot-advisor").code == 3
+    history = cli("catalog", "info", "--json").json()["history"]
+    (bad,) = [h for h in history if h["source"] == "aws-spot-advisor"]
+    assert "not valid JSON" in bad["refused"]
+    assert "source refused" in cli("catalog", "info").stdout
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.473657, "0.47 s"), (1.0, "1 s"), (3.21, "3.2 s"), (41.7, "42 s")]
+)
+def test_seconds_in_messages_are_rounded(seconds: float, text: str) -> None:
+    from gpuwise.catalog import seconds_text
+
+    assert seconds_text(seconds) == text
+
+
+def test_progress_is_a_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from gpuwise.cli.catalog import _FetchProgress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setenv("TERM", "xterm")
+    with _FetchProgress(2) as progress:
+        progress.start("skypilot")
+        progress.done("skypilot", "10 offers")
+        progress.start("azure-prices")
+        progress.done("azure-prices", "refused (error below)")
+        assert progress.bar is not None and progress.bar.tasks[0].completed == 2
+    out = err.getvalue()
+    assert "[1/2] skypilot: 10 offers" in out and "[2/2] azure-prices: refused" in out
+    assert "\x1b[" in out  # drawn with terminal control codes, unlike the plain lines
+
+
+def test_a_source_replacing_many_rows_of_another_with_few_is_refused(
+    cli, full: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """SkyPilot lists AWS per zone; gpuhunt per region. Ranked first, gpuhunt would replace the
+    zone rows of each type it lists with one row: the store's AWS shrinks, across sources."""
+    monkeypatch.setenv("GPUWISE_SKYPILOT_CLOUDS", "aws")
+    monkeypatch.setenv("GPUWISE_GPUHUNT_PROVIDERS", "aws")
+    monkeypatch.setattr(full, "gpuhunt_dir", RECORDED / "gpuhunt")
+    assert cli("catalog", "update", "--fetch", "skypilot").code == 0
+    sky = _counts(cli, "aws")["skypilot"]
+    before = store_files()
+    monkeypatch.setenv("GPUWISE_CATALOG_PRECEDENCE", "aws=gpuhunt,skypilot")
+    r = cli("catalog", "update", "--fetch", "gpuhunt")
+    assert r.code == 2, r.stderr
+    assert f"aws would go from {sky} offers in the store ({sky} from skypilot)" in r.stderr
+    assert store_files() == before
+    r = cli("catalog", "update", "--fetch", "gpuhunt", "--allow-shrink", "--json")
+    assert r.code == 0, r.stderr
+    assert _counts(cli, "aws")["gpuhunt"] > 0
