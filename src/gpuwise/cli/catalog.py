@@ -259,6 +259,9 @@ def update(
 
     A file with any bad row (a $0, negative or NaN price, a missing column, a wrong type) is refused
     as a whole, naming the first bad row: nothing is imported.
+
+    With --fetch the exit status is 0 when every source imported, 3 when some sources were refused
+    and the store was updated from the rest, 2 when nothing could be imported.
     """
     from gpuwise.base.paths import skypilot_catalog_root
     from gpuwise.catalog import CsvFile, SkyPilotDir, UpdateMode, source_for_path, update_store
