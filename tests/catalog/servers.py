@@ -10,6 +10,7 @@ folder: hand-written fixtures (``test_fetch``) or recorded real files (``test_re
 from __future__ import annotations
 
 import io
+import ssl
 import threading
 import zipfile
 from collections.abc import Callable
@@ -30,7 +31,9 @@ class CatalogServer:
 
     gpuhunt_dir: Path = FIXTURES / "gpuhunt"
 
-    def __init__(self) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.overrides: dict[str, Override] = {}
         self.hits: list[str] = []
         server = self
@@ -57,16 +60,24 @@ class CatalogServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        bound = self.httpd.server_address[1]
+        scheme = "https" if tls is not None else "http"
+        default = 443 if tls is not None else 80
+        self.base = f"{scheme}://{host}" + ("" if bound == default else f":{bound}")
+        self.next_base = f"{scheme}://{host}:{bound}"
+        """What Azure next-page links start with: always with the port, as the real API writes
+        ``https://prices.azure.com:443/…``."""
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def body(self, path: str, query: dict[str, list[str]]) -> Found:
         """The Azure, AWS price-list and gpuhunt routes (fixtures: no recording exists offline)."""
         parts = path.strip("/").split("/")
         if path == "/azure/api/retail/prices":
-            text = (FIXTURES / "azure" / "page1.json").read_text().replace("{BASE}", self.base)
+            text = (FIXTURES / "azure" / "page1.json").read_text().replace("{BASE}", self.next_base)
             return text.encode(), None
         if path == "/azure/page2":
             return (FIXTURES / "azure" / "page2.json").read_bytes(), None
@@ -85,6 +96,50 @@ class CatalogServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def self_signed_tls(host: str, folder: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server TLS context for ``host`` (an IP address) with a fresh self-signed certificate, and
+    the certificate's PEM file for a client to trust (``SSL_CERT_FILE``)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = folder / "cert.pem"
+    key_pem = folder / "key.pem"
+    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert_pem, key_pem)
+    return ctx, cert_pem
 
 
 def _file(path: Path, modified: str | None = None) -> Found:

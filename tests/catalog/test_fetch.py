@@ -176,11 +176,11 @@ FAILURES = {
         lambda: _body(_replace(SKY_AWS, ",Price,", ",Cost,")),
         "missing column(s) Price",
     ),
-    "wrong-type-advisor": (
+    "wrong-type-advisor": (  # a wrong type in one row refuses that row only (test_feeds)
         "aws-spot-advisor",
         "/spot-advisor-data.json",
-        lambda: _body(_replace(ADVISOR, '"r": 4', '"r": "high"')),
-        "is not a range index",
+        lambda: _body(_replace(ADVISOR, '"spot_advisor"', '"spot_advisor_v2"')),
+        "needs 'ranges' and 'spot_advisor'",
     ),
     "wrong-type-price-list": (
         "aws-price-list",
@@ -259,8 +259,9 @@ def test_failures_leave_the_store_unchanged(
     r = cli("catalog", "update", "--fetch", source)
     assert r.code == 2, (r.stdout, r.stderr)
     assert message in r.stderr
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "To fix" in lines[0]
+    lines = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "To fix" in lines[0]
+    assert r.stderr.startswith(f"[1/1] {source}: refused")  # the progress line, then the error
     assert "Traceback" not in r.stderr
     assert store_files() == before
     assert cli("offers", "--limit", "0", "--json").json()["offers"] == offers_before
@@ -306,7 +307,7 @@ def test_no_network_fails_with_one_line_and_the_fix(cli, monkeypatch: pytest.Mon
     )
     r = cli("catalog", "update", "--fetch", "aws-spot-advisor")
     assert r.code == 2
-    (line,) = r.stderr.strip().splitlines()
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("error: ")]
     assert f"127.0.0.1:{port}/spot-advisor-data.json" in line and "--from-csv" in line
     assert cli("offers", "--gpu", "H100", "--json").code == 0  # the last good catalog keeps working
 

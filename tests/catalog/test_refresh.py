@@ -43,7 +43,8 @@ def test_cronjob_runs_fetch_into_the_store_the_exporter_patch_reads() -> None:
     pvc = api.deserialize(_Resp(docs["PersistentVolumeClaim"]), "V1PersistentVolumeClaim")
     job = cron.spec.job_template.spec
     (c,) = job.template.spec.containers
-    assert c.args == ["catalog", "update", "--fetch"]
+    assert c.command == ["/bin/sh", "-c"] and len(c.args) == 1
+    assert c.args[0].startswith("gpuwise catalog update --fetch;")
     env = {e.name: e.value for e in c.env}
     store = env["GPUWISE_CATALOG_DIR"]
     assert any(m.mount_path == store for m in c.volume_mounts)
@@ -60,6 +61,26 @@ def test_cronjob_runs_fetch_into_the_store_the_exporter_patch_reads() -> None:
     (vol,) = patch["spec"]["template"]["spec"]["volumes"]
     assert vol["persistentVolumeClaim"]["claimName"] == pvc.metadata.name
     assert all(m["readOnly"] for m in pc["volumeMounts"])
+
+
+@pytest.mark.parametrize(("gpuwise_exit", "job_exit"), [(0, 0), (3, 0), (2, 2), (1, 1)])
+def test_the_cronjob_completes_on_a_partial_refresh_and_fails_on_nothing_fetched(
+    tmp_path: Path, gpuwise_exit: int, job_exit: int
+) -> None:
+    """The CronJob's shell line, run with a stand-in `gpuwise` that exits as the real one does."""
+    docs = {d["kind"]: d for d in _docs(K8S / "catalog-refresh" / "catalog-refresh-cronjob.yaml")}
+    spec = docs["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    fake = tmp_path / "gpuwise"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/args\nexit {gpuwise_exit}\n')
+    fake.chmod(0o755)
+    r = subprocess.run(
+        [*c["command"], *c["args"]], env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, check=False
+    )
+    assert r.returncode == job_exit
+    assert (tmp_path / "args").read_text().split() == ["catalog", "update", "--fetch"]
+    unit = (SYSTEMD / "gpuwise-catalog-refresh.service").read_text()
+    assert "SuccessExitStatus=3" in unit.splitlines()
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")

@@ -111,6 +111,13 @@ SETTINGS: dict[str, Setting] = dict(
             "catalog",
             "how long `catalog update` waits for another update's lock (default 600)",
         ),
+        _s(
+            "GPUWISE_CATALOG_PRECEDENCE",
+            "text",
+            "catalog",
+            "which fetched source wins per cloud, e.g. `gcp=gpuhunt,skypilot;*=skypilot,gpuhunt` "
+            "(default: `catalog sources`)",
+        ),
         _s("GPUWISE_PIP_SPEC", "text", "planner", "what an exported job's setup installs"),
         _s("GPUWISE_CHECKPOINT_DIR", "text", "train", "checkpoint URL an exported job writes to"),
         _s("GPUWISE_SETTINGS", "text", "train", "the planner's chosen settings, for the job"),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwise.base import lazy
 from gpuwise.catalog.age import PriceAge, parse_as_of, parse_max_price_age_days, price_age
+from gpuwise.catalog.merge import DEFAULT_PRECEDENCE, OFFER_SOURCES, precedence
 from gpuwise.catalog.offer import (
     BILLINGS,
     OFFER_COLUMNS,
@@ -51,23 +52,32 @@ from gpuwise.catalog.update import (
 if TYPE_CHECKING:
     from gpuwise.catalog.fetch import FetchSettings as FetchSettings
     from gpuwise.catalog.fetch import fetch_bytes as fetch_bytes
+    from gpuwise.catalog.fetch import seconds_text as seconds_text
     from gpuwise.catalog.remote import DEFAULT_FETCH as DEFAULT_FETCH
+    from gpuwise.catalog.remote import REMOTE_SOURCES as REMOTE_SOURCES
     from gpuwise.catalog.remote import remote_sources as remote_sources
     from gpuwise.catalog.remote_common import drop_sovereign as drop_sovereign
+    from gpuwise.catalog.remote_common import screen_fields as screen_fields
 
 _LAZY: dict[str, str] = {
     # name: module that defines it (keep the TYPE_CHECKING imports above in step)
     "FetchSettings": "gpuwise.catalog.fetch",
     "fetch_bytes": "gpuwise.catalog.fetch",
+    "seconds_text": "gpuwise.catalog.fetch",
     "DEFAULT_FETCH": "gpuwise.catalog.remote",
+    "REMOTE_SOURCES": "gpuwise.catalog.remote",
     "remote_sources": "gpuwise.catalog.remote",
     "drop_sovereign": "gpuwise.catalog.remote_common",
+    "screen_fields": "gpuwise.catalog.remote_common",
 }
 
 __all__ = [
     "BILLINGS",
     "DEFAULT_FETCH",
+    "DEFAULT_PRECEDENCE",
     "OFFER_COLUMNS",
+    "OFFER_SOURCES",
+    "REMOTE_SOURCES",
     "SORT_KEYS",
     "Billing",
     "Catalog",
@@ -90,10 +100,13 @@ __all__ = [
     "parse_as_of",
     "parse_max_price_age_days",
     "parse_offer_csv",
+    "precedence",
     "price_age",
     "query_offers",
     "read_manifest",
     "remote_sources",
+    "screen_fields",
+    "seconds_text",
     "sort_offers",
     "source_for_path",
     "store_path",

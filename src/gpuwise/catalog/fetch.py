@@ -181,11 +181,17 @@ def fetch_bytes(
             if attempt > s.retries or left <= 0.05:
                 raise FetchError(
                     f"cannot download {url} ({exc}; {attempt} attempt{'s' if attempt > 1 else ''}"
-                    f" in {elapsed:.1f} s, each allowed {s.timeout_s:g} s)",
+                    f" in {seconds_text(elapsed)}, each allowed {seconds_text(s.timeout_s)})",
                     hint=OFFLINE_HINT,
                 ) from None
             time.sleep(wait)
             timeout = min(s.timeout_s, left)  # a retry never outlasts the failure budget
+
+
+def seconds_text(s: float) -> str:
+    """Seconds for a message, two significant digits: ``0.47 s``, ``3.2 s``, ``1 s``, ``41 s``
+    (never ``0.473657 s``)."""
+    return f"{s:.0f} s" if s >= 10 else f"{s:.2g} s"
 
 
 def _deadline_error(
@@ -196,10 +202,10 @@ def _deadline_error(
     limit = (
         "the run's deadline (GPUWISE_FETCH_RUN_DEADLINE_S)"
         if whole_run
-        else f"the {s.deadline_s:g} s download deadline (GPUWISE_FETCH_DEADLINE_S)"
+        else f"the {seconds_text(s.deadline_s)} download deadline (GPUWISE_FETCH_DEADLINE_S)"
     )
     return FetchError(
-        f"cannot download {url}: stopped at {limit} after {elapsed:.1f} s "
+        f"cannot download {url}: stopped at {limit} after {seconds_text(elapsed)} "
         f"({attempts} attempt{'s' if attempts != 1 else ''}; {what})",
         hint="the server is too slow; try again later or raise the deadline; " + OFFLINE_HINT,
     )
@@ -224,6 +230,6 @@ def _attempt(url: str, s: FetchSettings, accept: str, timeout: float, deadline: 
         raise _Retryable(str(exc.reason)) from None
     except TimeoutError:
         shortened = "" if timeout >= s.timeout_s else " (shortened to fit the time budget)"
-        raise _Retryable(f"no answer within {timeout:g} s{shortened}") from None
+        raise _Retryable(f"no answer within {seconds_text(timeout)}{shortened}") from None
     except (ConnectionError, http.client.HTTPException, OSError) as exc:
         raise _Retryable(type(exc).__name__ + (f": {exc}" if str(exc) else "")) from None

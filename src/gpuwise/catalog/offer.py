@@ -52,7 +52,13 @@ class Offer:
     source: str
     """Which source this row came from, e.g. ``bundled:skypilot-v8/aws``."""
     as_of: str
-    """When the price was read (date or month), as the source states it."""
+    """When the price was last seen current (date or month): the fetch date for a live price API
+    (Azure Retail Prices), the collector's date for a published snapshot (SkyPilot's file, a
+    gpuhunt catalog). Price-age warnings use this date only."""
+    valid_from: str | None = None
+    """Since when the price has been in force, where the source says (Azure's
+    ``effectiveStartDate``); None where it does not. Not an age: a price unchanged since 2023 and
+    seen today is fresh."""
 
     @property
     def on_demand_usd_per_gpu_hour(self) -> float | None:
@@ -183,8 +189,10 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
     width = len(header)
     get_opt = [(c, idx.get(c)) for c in _OPTIONAL_FLOATS]
     i_cloud, i_region, i_itype, i_gpu, i_count = (idx[c] for c in _REQUIRED)
-    opt_idx: list[int | None] = [idx.get(c) for c in ("zone", "arch", "source", "as_of")]
-    i_zone, i_arch, i_source, i_as_of = opt_idx
+    opt_idx: list[int | None] = [
+        idx.get(c) for c in ("zone", "arch", "source", "as_of", "valid_from")
+    ]
+    i_zone, i_arch, i_source, i_as_of, i_valid = opt_idx
     offers: list[Offer] = []
     seen: dict[tuple[object, ...], int] = {}
     resolved: dict[str, str] = {}
@@ -247,6 +255,7 @@ def parse_offer_csv(text: str, origin: str, *, source: str | None = None) -> lis
             (txt(cells[i_arch]).strip() if i_arch is not None else "") or "x86_64",
             source or (txt(cells[i_source]).strip() if i_source is not None else "") or origin,
             (txt(cells[i_as_of]).strip() if i_as_of is not None else "") or "unknown",
+            (txt(cells[i_valid]).strip() or None) if i_valid is not None else None,
         )
         key = offer.key
         if key in seen:
@@ -272,14 +281,17 @@ def offers_to_csv(offers: Iterable[Offer]) -> str:
     A text cell that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``) is written
     with a leading ``'`` (OWASP's CSV-injection rule); :func:`parse_offer_csv` removes it.
     """
+    offers = list(offers)
+    # ``valid_from`` only where a row has one: files without it (the bundled snapshot) keep their bytes
+    width = len(OFFER_COLUMNS) - (all(o.valid_from is None for o in offers))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(OFFER_COLUMNS)
+    writer.writerow(OFFER_COLUMNS[:width])
     for offer in offers:
         writer.writerow(
             [
                 "" if v is None else (repr(v) if isinstance(v, float) else csv_safe_cell(v))
-                for v in astuple(offer)
+                for v in astuple(offer)[:width]
             ]
         )
     return out.getvalue()

@@ -33,6 +33,7 @@ gpuhunt's version), never the download time; ``unknown`` when the upstream state
 
 from __future__ import annotations
 
+import math
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
@@ -48,6 +49,7 @@ from gpuwise.catalog.remote_common import (
     UNKNOWN_DATE,
     Fetched,
     Getter,
+    Refusals,
     RemoteSource,
     add_skips,
     as_json,
@@ -202,8 +204,8 @@ class SkyPilotCatalog:
 AWS_SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 ADVISOR_BAND_LABELS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 """The band labels gpuwise's planner knows (``aws_advisor_bands`` in ``planner/data/spot.yaml``; a
-test keeps the two equal). A file with any other label is refused: the planner would silently fall
-back to the cloud default for it."""
+test keeps the two equal). Rows in a band with any other label are refused one by one and counted:
+the planner would silently fall back to the cloud default for them."""
 
 
 @dataclass(frozen=True)
@@ -230,10 +232,11 @@ class AwsSpotAdvisor:
             url,
             "needs 'ranges' and 'spot_advisor'",
         )
-        bands = _advisor_bands(data["ranges"], url)
+        bands, unknown = _advisor_bands(data["ranges"], url)
         aws_types = {o.instance_type for o in known if o.cloud == "aws"}
         as_of = body.last_modified or UNKNOWN_DATE
         risks: list[SpotRisk] = []
+        refused = Refusals()
         other = 0
         for region, by_os in data["spot_advisor"].items():
             expect(isinstance(by_os, dict), url, f"spot_advisor.{region} is not a mapping")
@@ -243,29 +246,29 @@ class AwsSpotAdvisor:
                 if itype not in aws_types and not AWS_GPU_FAMILY.match(itype):
                     other += 1
                     continue
-                where = f"spot_advisor.{region}.Linux.{itype}"
-                expect(isinstance(stats, dict) and "r" in stats, url, f"{where} has no 'r'")
-                r = stats["r"]
-                expect(
-                    isinstance(r, int) and not isinstance(r, bool) and r in bands,
-                    url,
-                    f"{where}.r = {r!r} is not a range index",
-                )
-                s = stats.get("s")
-                savings = None if s is None else number(s, url, f"{where}.s")
-                label, upper = bands[r]
-                risks.append(
-                    SpotRisk(
-                        "aws",
-                        str(region),
-                        str(itype),
-                        label,
-                        savings,
-                        f"aws-spot-advisor:{as_of}",
-                        as_of,
-                        upper,
+                row = _advisor_row(str(region), str(itype), stats, bands, unknown, refused)
+                if row is not None:
+                    label, lower, upper, savings = row
+                    risks.append(
+                        SpotRisk(
+                            "aws",
+                            str(region),
+                            str(itype),
+                            label,
+                            savings,
+                            f"aws-spot-advisor:{as_of}",
+                            as_of,
+                            upper,
+                            lower,
+                        )
                     )
-                )
+        if not risks and refused.total():
+            raise CatalogError(
+                f"{url}: every GPU row was refused ({refused.total()}): "
+                + "; ".join(f"{n} × {why}" for why, n in refused.as_tuple()),
+                hint="the advisor changed its values or labels; nothing was imported "
+                "(report it to gpuwise)",
+            )
         expect(bool(risks), url, "no GPU instance type in the file")
         notes = () if body.last_modified else ("the server sent no Last-Modified: as-of unknown",)
         return Fetched(
@@ -276,12 +279,57 @@ class AwsSpotAdvisor:
             spot_risks=tuple(risks),
             notes=notes,
             skipped=count_skips({"not a GPU instance type": other}),
+            refused=refused.as_tuple(),
         )
 
 
-def _advisor_bands(ranges: list[object], url: str) -> dict[int, tuple[str, float]]:
-    """index → (label, upper edge %) from the file's ``ranges``; an unknown label is refused."""
-    bands: dict[int, tuple[str, float]] = {}
+Band = tuple[str, float | None, float]
+"""(label, lower edge %, upper edge %) of one of the advisor's ranges."""
+
+
+def _advisor_row(
+    region: str,
+    itype: str,
+    stats: object,
+    bands: dict[int, Band],
+    unknown: dict[int, str],
+    refused: Refusals,
+) -> tuple[str, float | None, float, float | None] | None:
+    """(label, lower %, upper %, savings %) of one type × region, or None (refused, counted)."""
+    where = f"{region}/{itype}"
+    if not isinstance(stats, dict) or "r" not in stats:
+        refused.add("no interruption range 'r'", f"{where}: {str(stats)[:40]}")
+        return None
+    r, s = stats["r"], stats.get("s")
+    if isinstance(r, int) and not isinstance(r, bool) and r in unknown:
+        refused.add("an interruption band gpuwise does not know", f"{where} r={r} {unknown[r]!r}")
+        return None
+    if isinstance(r, bool) or not isinstance(r, int) or r not in bands:
+        refused.add("'r' is not one of the file's range indexes", f"{where} r={r!r}")
+        return None
+    savings: float | None = None
+    if s is not None:
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
+            refused.add("savings 's' is not a number", f"{where} s={s!r}")
+            return None
+        if s < 0 or s > 100:
+            refused.add(
+                "savings 's' outside 0-100% (below 0: spot dearer than on-demand)",
+                f"{where} s={s:g}",
+            )
+            return None
+        savings = float(s)
+    label, lower, upper = bands[r]
+    return label, lower, upper, savings
+
+
+def _advisor_bands(ranges: list[object], url: str) -> tuple[dict[int, Band], dict[int, str]]:
+    """(index → (label, lower edge %, upper edge %), index → unknown label) from the file's
+    ``ranges``. A band's lower edge is the upper edge of the band below it (``>20%``: 22 in the
+    real file, whose own upper edge is 100). Rows in a band with an unknown label are refused one
+    by one; a malformed ``ranges`` list refuses the file."""
+    known: list[tuple[int, str, float]] = []
+    unknown: dict[int, str] = {}
     for r in ranges:
         expect(
             isinstance(r, dict)
@@ -292,15 +340,16 @@ def _advisor_bands(ranges: list[object], url: str) -> dict[int, tuple[str, float
         )
         r = cast(dict[str, Any], r)  # checked just above
         if r["label"] not in ADVISOR_BAND_LABELS:
-            raise CatalogError(
-                f"{url}: unknown interruption band {r['label']!r} (known: "
-                f"{', '.join(ADVISOR_BAND_LABELS)})",
-                hint="the advisor renamed its bands; nothing was imported (report it to gpuwise)",
-            )
+            unknown[r["index"]] = r["label"]
+            continue
         upper = number(r.get("max"), url, f"ranges[{r['index']}].max", positive=True)
         expect(upper <= 100, url, f"ranges[{r['index']}].max = {upper:g} is over 100%")
-        bands[r["index"]] = (r["label"], upper)
-    return bands
+        known.append((r["index"], r["label"], upper))
+    known.sort(key=lambda k: k[2])
+    bands: dict[int, Band] = {}
+    for i, (index, label, upper) in enumerate(known):
+        bands[index] = (label, known[i - 1][2] if i else None, upper)
+    return bands, unknown
 
 
 REMOTE_SOURCES: dict[str, Callable[[], RemoteSource]] = {

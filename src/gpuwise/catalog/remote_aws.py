@@ -19,6 +19,7 @@ from gpuwise.catalog.remote_common import (
     UNKNOWN_DATE,
     Fetched,
     Getter,
+    Refusals,
     env,
     env_list,
     expect,
@@ -86,10 +87,23 @@ def _top_level(data: bytes | bytearray, url: str) -> dict[str, Any]:
     return out
 
 
+_PLAIN = {
+    "operatingSystem": "Linux",
+    "tenancy": "Shared",
+    "preInstalledSw": "NA",
+    "capacitystatus": "Used",
+    "licenseModel": "No License required",
+    "marketoption": "OnDemand",
+}
+"""Product attributes of the plain Linux instance (an absent attribute counts as this value): the
+price list also sells each type dedicated, with SQL Server or another licence, unused
+reservations and capacity blocks, each a separate SKU with its own reserved terms."""
+
+
 def _gpu_skus(
     data: bytes | bytearray, url: str, region: str, aws_types: set[str]
 ) -> dict[str, tuple[str, str]]:
-    """sku → (instance type, region) for Linux shared-tenancy GPU products."""
+    """sku → (instance type, region) for the plain Linux products (:data:`_PLAIN`) of GPU types."""
     out: dict[str, tuple[str, str]] = {}
     for sku, product in _events(data, "products", url):
         expect(
@@ -101,12 +115,9 @@ def _gpu_skus(
         itype = str(a.get("instanceType", ""))
         if not itype or (itype not in aws_types and not AWS_GPU_FAMILY.match(itype)):
             continue
-        if (
-            a.get("operatingSystem"),
-            a.get("tenancy"),
-            a.get("preInstalledSw", "NA"),
-            a.get("capacitystatus", "Used"),
-        ) != ("Linux", "Shared", "NA", "Used"):
+        if any(a.get(k, v) != v for k, v in _PLAIN.items() if k != "operatingSystem") or (
+            a.get("operatingSystem") != "Linux"
+        ):
             continue
         out[sku] = (itype, str(a.get("regionCode") or region))
     return out
@@ -167,6 +178,8 @@ class AwsPriceList:
         regions = env_list("GPUWISE_AWS_PRICE_LIST_REGIONS", AWS_PRICE_LIST_REGIONS)
         aws_types = {o.instance_type for o in known if o.cloud == "aws"}
         out: dict[tuple[str, str, str, int], ReservedPrice] = {}
+        by_sku: dict[tuple[str, str, str, int], str] = {}
+        clash: dict[tuple[str, str, str, int], set[str]] = {}
         versions, dates = [], []
         for region in regions:
             url = f"{base}/{region}/index.json"
@@ -187,9 +200,23 @@ class AwsPriceList:
                 for row in _reserved_rows(
                     url, sku, terms, itype, reg, version or published, published
                 ):
+                    old = out.get(row.key)
+                    if old is not None and old.usd_per_hour != row.usd_per_hour:
+                        clash.setdefault(row.key, {by_sku[row.key]}).add(
+                            f"{sku} {row.usd_per_hour:g}"
+                        )
+                        continue
                     out[row.key] = row
+                    by_sku.setdefault(row.key, f"{sku} {row.usd_per_hour:g}")
             expect(seen_terms or not gpu_skus, url, "needs 'products' and 'terms'")
             del data  # one region's bytes at a time
+        refused = Refusals()
+        for key, skus in sorted(clash.items()):
+            del out[key]
+            refused.add(
+                "two plain Linux SKUs with different reserved prices for one type and term",
+                f"{key[2]} in {key[1]} {key[3]}y: {' vs '.join(sorted(skus))}",
+            )
         expect(bool(out), base, "no Reserved No-Upfront price for a GPU instance type")
         return Fetched(
             self.name,
@@ -197,4 +224,5 @@ class AwsPriceList:
             ",".join(sorted(set(versions))),
             oldest_date(dates),
             reserved=tuple(out.values()),
+            refused=refused.as_tuple(),
         )

@@ -9,8 +9,12 @@
 Which GPUs a size carries comes from gpuwise's own table ``data/azure_skus.csv`` (each row with its
 source); sizes not in it are skipped and counted. When the API lists one size, region and price
 kind more than once, the rule is: the primary meter region's row (``isPrimaryMeterRegion``), then
-the newest ``effectiveStartDate`` that has begun; rows still tied with different prices refuse the
-import. Each offer is dated by the ``effectiveStartDate`` of the price it uses.
+the newest ``effectiveStartDate`` that has begun; rows still tied with different prices refuse that
+size, region and price kind only (counted, with examples); the rest of Azure imports.
+
+Dates: the API lists the prices in force now, so each price is *seen* on the day it is fetched
+(``as_of``, what price-age warnings use); its ``effectiveStartDate`` is kept as ``valid_from``
+(since when it has been in force, which says nothing about staleness).
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ from gpuwise.catalog.offer import Offer
 from gpuwise.catalog.remote_common import (
     Fetched,
     Getter,
+    Refusals,
     as_json,
     count_skips,
     env,
     expect,
     number,
-    oldest_date,
     today,
 )
 from gpuwise.catalog.risk import ReservedPrice
@@ -80,7 +84,7 @@ def azure_skus() -> dict[str, AzureSku]:
 
 def _pages(get: Getter, base: str) -> list[dict[str, Any]]:
     url: str | None = base + "?" + urllib.parse.urlencode({"$filter": _AZURE_FILTER})
-    origin = urllib.parse.urlsplit(base)[:2]
+    origin = same_origin_key(base)
     items: list[dict[str, Any]] = []
     for _ in range(_MAX_PAGES):
         if url is None:
@@ -93,15 +97,32 @@ def _pages(get: Getter, base: str) -> list[dict[str, Any]]:
         )
         items += page["Items"]
         nxt = page.get("NextPageLink")
-        if nxt and urllib.parse.urlsplit(nxt)[:2] != origin:
+        if nxt and same_origin_key(nxt) != origin:
             raise CatalogError(
-                f"{url}: NextPageLink points to another host ({nxt})",
-                hint="check GPUWISE_AZURE_PRICES_URL",
+                f"{url}: NextPageLink points to another host or port ({nxt}; "
+                f"expected {'://'.join(origin[:2])}:{origin[2]})",
+                hint="the API sent a next-page link off its own host, or GPUWISE_AZURE_PRICES_URL "
+                "names a mirror that links elsewhere; nothing from Azure was imported",
             )
         url = nxt or None
     raise CatalogError(
         f"{base}: more than {_MAX_PAGES} pages", hint="the filter no longer narrows the list"
     )
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def same_origin_key(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, effective port) of ``url``: ``https://prices.azure.com:443/…`` (the form the
+    API's ``NextPageLink`` takes) and ``https://prices.azure.com/…`` are the same origin."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme)
 
 
 Kind = tuple[str, int]
@@ -126,20 +147,21 @@ def _kind(item: dict[str, Any], where: str, base: str) -> Kind | None:
 
 
 def _choose(
-    rows: list[tuple[bool, str, float, str]], what: str, base: str, now: str
-) -> tuple[float, str, int]:
+    rows: list[tuple[bool, str, float, str]], what: str, now: str, refused: Refusals
+) -> tuple[float, str, int] | None:
     """(price, date, rows set aside) by the rule: primary meter region, then the newest
-    effectiveStartDate that has begun (the oldest if none has); a remaining tie must agree."""
+    effectiveStartDate that has begun (the oldest if none has); a remaining tie must agree, else
+    None (that offer refused, counted in ``refused``)."""
     primary = [r for r in rows if r[0]] or rows
     begun = [r for r in primary if r[1] <= now]
     date = max(r[1] for r in begun) if begun else min(r[1] for r in primary)
     tied = {r[2] for r in primary if r[1] == date}
     if len(tied) > 1:
-        raise CatalogError(
-            f"{base}: {what} has {len(tied)} different prices for {date or 'no date'} "
-            f"({', '.join(f'{p:g}' for p in sorted(tied))})",
-            hint="the price list is inconsistent; nothing was imported from it",
+        refused.add(
+            "one size, region and price kind with different prices on the same date",
+            f"{what}: {', '.join(f'{p:g}' for p in sorted(tied))} from {date or 'no date'}",
         )
+        return None
     return tied.pop(), date, len(rows) - 1
 
 
@@ -179,12 +201,14 @@ class AzureRetailPrices:
         now = today()
         chosen: dict[tuple[str, str, Kind], tuple[float, str]] = {}
         resolved = 0
+        refused = Refusals()
         for (sku, region, kind), rows in grouped.items():
             what = f"{sku} in {region} ({kind[0]}{f' {kind[1]}y' if kind[1] else ''})"
-            price, date, extra = _choose(rows, what, base, now)
-            chosen[(sku, region, kind)] = (price, date)
-            resolved += extra
-        offers = _offers(chosen, specs)
+            pick = _choose(rows, what, now, refused)
+            if pick is not None:
+                chosen[(sku, region, kind)] = pick[:2]
+                resolved += pick[2]
+        offers = _offers(chosen, specs, now)
         reserved = tuple(
             ReservedPrice(
                 "azure",
@@ -192,8 +216,8 @@ class AzureRetailPrices:
                 sku,
                 kind[1],
                 round(price / (HOURS_PER_YEAR * kind[1]), 6),
-                f"azure-prices:{date}",
-                date,
+                f"azure-prices:{now}",
+                now,
             )
             for (sku, region, kind), (price, date) in sorted(chosen.items())
             if kind[0] == "reserved"
@@ -205,12 +229,12 @@ class AzureRetailPrices:
                 f"{resolved} repeated price row(s) set aside by the rule: primary meter region, "
                 "then the newest effectiveStartDate"
             )
-        dates = [o.as_of for o in offers] + [r.as_of for r in reserved]
+        valid = [d for (_, d) in chosen.values() if d]
         return Fetched(
             self.name,
             base,
-            max(dates),
-            oldest_date(dates),
+            f"effective {max(valid)}" if valid else "no effectiveStartDate",
+            now,
             tuple(offers),
             ("azure",) if offers else (),
             reserved=reserved,
@@ -223,11 +247,12 @@ class AzureRetailPrices:
                     "Windows, Low Priority or non-hourly price": not_used,
                 }
             ),
+            refused=refused.as_tuple(),
         )
 
 
 def _offers(
-    chosen: dict[tuple[str, str, Kind], tuple[float, str]], specs: dict[str, AzureSku]
+    chosen: dict[tuple[str, str, Kind], tuple[float, str]], specs: dict[str, AzureSku], seen: str
 ) -> list[Offer]:
     out = []
     pairs = sorted({(sku, region) for sku, region, kind in chosen if kind[0] != "reserved"})
@@ -250,8 +275,9 @@ def _offers(
                 od[0] if od else None,
                 spot[0] if spot else None,
                 "x86_64",
-                f"azure-prices:{date}",
-                date or "unknown",
+                f"azure-prices:{seen}",
+                seen,
+                date or None,
             )
         )
     return out

@@ -52,6 +52,9 @@ class Fetched:
     """What was skipped or resolved, and why, in words."""
     skipped: tuple[tuple[str, int], ...] = ()
     """(reason, rows) for rows that were not imported because they are not GPU offers."""
+    refused: tuple[tuple[str, int], ...] = ()
+    """(reason with examples, rows) for rows refused one by one (an odd value, a control
+    character, an oversize field); the rest of the feed still imports."""
 
 
 class RemoteSource(Protocol):
@@ -134,6 +137,36 @@ def number(value: Any, url: str, what: str, *, positive: bool = False) -> float:
     return out
 
 
+@dataclass
+class Refusals:
+    """Rows refused one at a time, by reason, with the first few as examples."""
+
+    examples_kept: int = 3
+    counts: dict[str, int] | None = None
+    examples: dict[str, list[str]] | None = None
+
+    def add(self, reason: str, example: str) -> None:
+        counts = self.counts = self.counts if self.counts is not None else {}
+        examples = self.examples = self.examples if self.examples is not None else {}
+        counts[reason] = counts.get(reason, 0) + 1
+        shown = examples.setdefault(reason, [])
+        if len(shown) < self.examples_kept:
+            shown.append(example)
+
+    def total(self) -> int:
+        return sum((self.counts or {}).values())
+
+    def as_tuple(self) -> tuple[tuple[str, int], ...]:
+        """``((reason (e.g. a, b, c), rows), …)`` for :attr:`Fetched.refused`."""
+        examples = self.examples or {}
+        return tuple(
+            sorted(
+                (f"{reason} (e.g. {'; '.join(examples[reason])})", n)
+                for reason, n in (self.counts or {}).items()
+            )
+        )
+
+
 def count_skips(skipped: dict[str, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((k, v) for k, v in skipped.items() if v))
 
@@ -183,3 +216,78 @@ def oldest_date(dates: Sequence[str]) -> str:
     if not dates or any(not re.match(r"^\d{4}-\d{2}-\d{2}", d) for d in dates):
         return UNKNOWN_DATE
     return min(d[:10] for d in dates)
+
+
+MAX_FIELD_CHARS = 200
+"""Longest text field (region, instance type, GPU name, source label …) a fetched row may carry;
+the real feeds' longest are under 80 characters."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0/C1 control characters (NUL included), DEL, and the bidirectional controls."""
+
+
+def _bad_field(row: object, names: Sequence[str]) -> tuple[str, str] | None:
+    """(reason, example) for the first text field of ``row`` that is hostile, else None."""
+    for name in names:
+        value = getattr(row, name)
+        if not isinstance(value, str):
+            continue
+        if _CONTROL.search(value):
+            return f"control character or NUL in {name}", f"{name}={value[:40]!r}"
+        if len(value) > MAX_FIELD_CHARS:
+            return (
+                f"{name} longer than {MAX_FIELD_CHARS} characters",
+                f"{name}={value[:24]!r}… ({len(value):,} chars)",
+            )
+    return None
+
+
+_OFFER_TEXT = (
+    "cloud",
+    "region",
+    "zone",
+    "instance_type",
+    "gpu",
+    "arch",
+    "source",
+    "as_of",
+    "valid_from",
+)
+_RISK_TEXT = ("cloud", "region", "instance_type", "band", "source", "as_of")
+_RESERVED_TEXT = ("cloud", "region", "instance_type", "source", "as_of")
+
+
+def screen_fields(res: Fetched) -> Fetched:
+    """``res`` without rows whose text fields carry control characters, NULs or oversize values
+    (they would end up in a SkyPilot export or a terminal), each refused row counted by field with
+    examples in :attr:`Fetched.refused`. The rest of the feed still imports."""
+    refused = Refusals()
+
+    def keep(rows: Sequence[Any], names: Sequence[str]) -> tuple[Any, ...]:
+        out = []
+        for row in rows:
+            bad = _bad_field(row, names)
+            if bad is None:
+                out.append(row)
+            else:
+                refused.add(*bad)
+        return tuple(out)
+
+    offers = keep(res.offers, _OFFER_TEXT)
+    risks = keep(res.spot_risks, _RISK_TEXT)
+    reserved = keep(res.reserved, _RESERVED_TEXT)
+    if not refused.total():
+        return res
+    if not (offers or risks or reserved):
+        raise CatalogError(
+            f"{res.url}: every row was refused: "
+            + "; ".join(f"{n} × {why}" for why, n in refused.as_tuple()),
+            hint="the source sent damaged or hostile text; nothing was imported",
+        )
+    return replace(
+        res,
+        offers=offers,
+        offer_clouds=tuple(c for c in res.offer_clouds if any(o.cloud == c for o in offers)),
+        spot_risks=risks,
+        reserved=reserved,
+        refused=res.refused + refused.as_tuple(),
+    )

@@ -12,8 +12,11 @@ Rules, each with a test on recorded rows:
   is a TPU (gpuhunt's own rule for older catalogs).
 - ``gpu_memory`` picks the model where a name covers two: an ``A100`` with 80 GB is ``A100-80GB``,
   a ``V100`` with 32 GB is ``V100-32GB`` (p4de.24xlarge, p3dn.24xlarge).
-- Rows with ``flags`` (e.g. AWS capacity blocks) are other products than the plain offer: skipped
-  and counted, as gpuhunt's own v1 export does.
+- ``flags`` are read one by one (:data:`GPUHUNT_FLAGS`, the names gpuhunt's providers set): a
+  flag that marks a real offer (``gcp-a4`` B200 machines, ``lambda-arm`` GH200, ``oci-spot``
+  preemptible prices) keeps the row, labelled in its ``source``; a flag that marks another product
+  (DWS calendar mode, RunPod Instant Clusters, the legacy ``gcp-g4-preview`` copies, capacity
+  blocks) sets the row aside with the reason; an unknown flag sets it aside naming the flag.
 - The same offer (instance, location, GPU, count, spot or not) twice with different prices is
   refused, naming both prices.
 """
@@ -77,6 +80,23 @@ GPU_VENDORS = ("nvidia", "amd")
 """gpuhunt ``gpu_vendor`` values imported; gpuwise models GPUs of these vendors only."""
 _GPUHUNT_CLOUD = {"lambdalabs": "lambda", "datacrunch": "verda"}
 
+GPUHUNT_FLAGS: dict[str, str | None] = {
+    # real offers, kept (the flag only hides them from old dstack versions)
+    "gcp-a4": None,  # every a4 (B200) machine type
+    "gcp-g4": None,  # every g4-standard (RTX PRO 6000) machine type
+    "lambda-arm": None,  # NVIDIA superchips (GH200) on an Arm host; cpu_arch says arm
+    "oci-spot": None,  # OCI preemptible capacity, spot = True at half the on-demand price
+    # other products, set aside with the reason
+    "gcp-dws-calendar-mode": "DWS calendar-mode capacity (booked ahead for fixed dates)",
+    "gcp-g4-preview": "gpuhunt's copy of a g4 row for old dstack versions",
+    "runpod-cluster": "RunPod Instant Cluster (sold as 2-8 nodes, not one instance)",
+    "runpod-cpu": "CPU only",
+    "capacity-block": "capacity block (reserved ahead for fixed dates)",
+}
+"""gpuhunt's flags (set in its providers: ``gcp.py`` ``_set_flags``, ``lambdalabs.py`` ``FLAG_ARM``,
+``oci.py`` ``_make_spot_offer``, ``runpod.py``) → None for a real offer kept, else why the row is
+set aside. gpuhunt's AWS provider sets no flag; ``capacity-block`` is kept for catalogs that might."""
+
 
 def _gpuhunt_defaults() -> tuple[str, tuple[str, ...]]:
     """gpuhunt's own base URL and offline providers when the extra is installed, else the same constants."""
@@ -112,8 +132,12 @@ def _skip_reason(row: dict[str, Any], where: str) -> str | None:
         vendor = "google" if name.lower().startswith("tpu-") else "nvidia"
     if vendor not in GPU_VENDORS:
         return f"{vendor} accelerator (not a GPU)"
-    if (row.get("flags") or "").strip():
-        return "flagged product (e.g. capacity block)"
+    for flag in (row.get("flags") or "").split():
+        if flag not in GPUHUNT_FLAGS:
+            return f"flag {flag!r} gpuwise does not know (set aside, not guessed)"
+        reason = GPUHUNT_FLAGS[flag]
+        if reason is not None:
+            return f"{reason} [{flag}]"
     return None
 
 
@@ -163,8 +187,10 @@ def read_gpuhunt_rows(
                 "memory": number(row["memory"], where, "memory"),
                 "gpu_mem": gpu_mem,
                 "arch": "arm64" if (row.get("cpu_arch") or "") == "arm" else "x86_64",
+                "flags": set(),
             },
         )
+        entry["flags"].update((row.get("flags") or "").split())
         if price > 0:
             kind = "spot" if spot == "true" else "od"
             if kind in entry and entry[kind] != price:
@@ -179,8 +205,7 @@ def read_gpuhunt_rows(
     offers = [
         Offer(
             cloud,
-            loc,
-            None,
+            *_region_zone(cloud, loc),
             itype,
             gpu,
             count,
@@ -190,13 +215,23 @@ def read_gpuhunt_rows(
             e.get("od"),
             e.get("spot"),
             e["arch"],
-            src,
+            f"{src} [{' '.join(sorted(e['flags']))}]" if e["flags"] else src,
             as_of,
         )
         for (loc, itype, gpu, count), e in merged.items()
         if "od" in e or "spot" in e
     ]
     return offers, skipped
+
+
+_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
+
+
+def _region_zone(cloud: str, location: str) -> tuple[str, str | None]:
+    """gpuhunt's ``location`` as (region, zone): its GCP rows name a zone (``us-central1-a``), kept
+    as the zone of region ``us-central1`` as SkyPilot's rows have it; other clouds name a region."""
+    m = _GCP_ZONE.match(location) if cloud == "gcp" else None
+    return (m.group(1), location) if m else (location, None)
 
 
 def read_gpuhunt_csv(

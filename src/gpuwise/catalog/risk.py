@@ -45,6 +45,9 @@ class SpotRisk:
     band_max_pct: float | None = None
     """The band's upper edge as the provider's file states it (AWS ``ranges[].max``: 5, 11, 16,
     22, 100), percent; None in files written before gpuwise kept it."""
+    band_min_pct: float | None = None
+    """The band's lower edge: the upper edge of the band below it in the same file (``>20%``: 22
+    in the real file), percent; None for the lowest band and in older files."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -86,7 +89,7 @@ def reserved_to_csv(rows: Iterable[ReservedPrice]) -> str:
     return _to_csv(rows, ReservedPrice)
 
 
-_OPTIONAL_COLUMNS = {"band_max_pct"}
+_OPTIONAL_COLUMNS = {"band_max_pct", "band_min_pct"}
 """Columns added later: a file written before them still reads."""
 
 
@@ -118,6 +121,7 @@ def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
         where = f"{origin}, row {i}"
         savings = row["savings_pct"].strip()
         upper = (row.get("band_max_pct") or "").strip()
+        lower = (row.get("band_min_pct") or "").strip()
         out.append(
             SpotRisk(
                 row["cloud"],
@@ -131,6 +135,9 @@ def parse_spot_risks(text: str, origin: str) -> list[SpotRisk]:
                 row["as_of"],
                 finite_number(upper, where, positive=True, text_ok=True, hint=_FIX)
                 if upper
+                else None,
+                finite_number(lower, where, positive=True, text_ok=True, hint=_FIX)
+                if lower
                 else None,
             )
         )

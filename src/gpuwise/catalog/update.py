@@ -15,6 +15,7 @@ keeps a ``history`` of fetches (source, version, as-of, counts, skipped rows).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -352,6 +353,18 @@ class SourceReport:
     notes: tuple[str, ...]
     skipped: dict[str, int]
     """Rows not imported because they are not GPU offers, by reason."""
+    refused: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Rows refused one by one (odd or hostile values), by reason with examples."""
+
+
+@dataclass(frozen=True)
+class FetchOutcome:
+    """The whole run: what was (or, with ``--dry-run``, would be) written, and what was refused."""
+
+    report: UpdateReport
+    sources: tuple[SourceReport, ...]
+    refused: tuple[tuple[str, CatalogError], ...]
+    """(source, why) for each source a guard refused; nothing of it was imported."""
 
 
 def check_no_collapse(res: Fetched, store_rows: Sequence[Offer]) -> None:
@@ -377,19 +390,33 @@ def apply_fetched(
     force: bool = False,
     dry_run: bool = False,
     allow_shrink: bool = False,
-) -> tuple[UpdateReport, tuple[SourceReport, ...]]:
+    allow_price_jump: bool = False,
+    failed: Sequence[tuple[str, str]] = (),
+) -> FetchOutcome:
     """Write everything the sources returned, all validated already, as one atomic update under the
-    store lock: offers replace whole clouds (a later source wins), spot bands and reserved prices
-    replace the rows of the clouds they cover. Raises (nothing written) on a row-count collapse."""
+    store lock. Offers merge by the per-cloud precedence (:mod:`gpuwise.catalog.merge`); spot bands
+    and reserved prices replace the rows of the clouds they cover. A source that a guard refuses
+    (its own rows collapsing, a cloud shrinking across sources, a 100× price move) imports nothing
+    and is listed in :attr:`FetchOutcome.refused`; the others still import. ``dry_run`` runs the
+    same steps and writes nothing, so its totals are the real run's. ``failed`` (source, why) are
+    the sources that could not be fetched: recorded in the fetch history next to the refused ones
+    when anything is written."""
     store = store_path()
     lock = contextlib.nullcontext() if dry_run else store_lock(store)
     with lock:
-        return _apply_locked(store, results, force, dry_run, allow_shrink)
+        return _apply_locked(store, results, force, dry_run, allow_shrink, allow_price_jump, failed)
 
 
 def _apply_locked(
-    store: Path, results: Sequence[Fetched], force: bool, dry_run: bool, allow_shrink: bool
-) -> tuple[UpdateReport, tuple[SourceReport, ...]]:
+    store: Path,
+    results: Sequence[Fetched],
+    force: bool,
+    dry_run: bool,
+    allow_shrink: bool,
+    allow_price_jump: bool,
+    failed: Sequence[tuple[str, str]] = (),
+) -> FetchOutcome:
+    from gpuwise.catalog import merge
     from gpuwise.catalog.risk import (
         RESERVED_FILE,
         SPOT_RISK_FILE,
@@ -402,20 +429,40 @@ def _apply_locked(
     before = layer_sources(default_sources(), per_cloud=True).offers
     edited = _refuse_edited(store, force) if any(r.offers for r in results) else False
     offers = [] if edited else _store_offers(store)
-    if not allow_shrink:
-        for res in results:
-            check_no_collapse(res, offers)
+    rank = merge.rank_for(merge.precedence())
     risks = load_spot_risks(store.parent)
     reserved = load_reserved_prices(store.parent)
     reports: list[SourceReport] = []
+    refused: list[tuple[str, CatalogError]] = []
+    applied: list[Fetched] = []
     clouds: dict[str, str] = {}
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     manifest_sources: dict[str, Any] = {}
     history: list[dict[str, Any]] = []
     for res in results:
+        notes = res.notes
         if res.offers:
-            offers = _merge_offers(res.offers, before, offers, "replace")
+            try:
+                if not allow_shrink:
+                    check_no_collapse(res, offers)
+                merged = merge.merge_source(offers, res.offers, res.source, res.offer_clouds, rank)
+                if not allow_shrink:
+                    merge.check_cloud_shrink(
+                        res.source, res.offer_clouds, offers, merged.rows, before
+                    )
+                if not allow_price_jump:
+                    merge.check_price_jumps(res.source, res.offers, offers, before)
+            except CatalogError as exc:
+                refused.append((res.source, exc))
+                continue
+            notes = (
+                *notes,
+                *merged.notes,
+                *merge.superseded_notes(res.offer_clouds, offers, before),
+            )
+            offers = merged.rows
             clouds.update({c: f"{res.source} {res.url}" for c in res.offer_clouds})
+        applied.append(res)
         if res.spot_risks:
             covered = {r.cloud for r in res.spot_risks}
             risks = [r for r in risks if r.cloud not in covered] + list(res.spot_risks)
@@ -423,7 +470,7 @@ def _apply_locked(
             covered = {r.cloud for r in res.reserved}
             reserved = [r for r in reserved if r.cloud not in covered] + list(res.reserved)
         diffs = tuple(diff_offers(before, offers, sorted({o.cloud for o in res.offers})))
-        skipped = dict(res.skipped)
+        skipped, refused_rows = dict(res.skipped), dict(res.refused)
         reports.append(
             SourceReport(
                 res.source,
@@ -433,8 +480,9 @@ def _apply_locked(
                 diffs,
                 len(res.spot_risks),
                 len(res.reserved),
-                res.notes,
+                notes,
                 skipped,
+                refused_rows,
             )
         )
         record = {
@@ -447,16 +495,22 @@ def _apply_locked(
             "spot_risks": len(res.spot_risks),
             "reserved_prices": len(res.reserved),
             "skipped": skipped,
-            "notes": list(res.notes),
+            "refused_rows": refused_rows,
+            "notes": list(notes),
         }
         manifest_sources[res.source] = record
         history.append({"source": res.source, **record})
-    if dry_run:
-        return UpdateReport(store, None, None, len(offers), ()), tuple(reports)
+    if dry_run or not applied:
+        report = UpdateReport(store, None, None, len(offers), ())
+        return FetchOutcome(report, tuple(reports), tuple(refused))
+    history += [
+        {"source": name, "fetched_at": now, "refused": why}
+        for name, why in [*failed, *((n, e.one_line()) for n, e in refused)]
+    ]
     extra = {}
-    if any(r.spot_risks for r in results):
+    if any(r.spot_risks for r in applied):
         extra[SPOT_RISK_FILE] = spot_risks_to_csv(risks)
-    if any(r.reserved for r in results):
+    if any(r.reserved for r in applied):
         extra[RESERVED_FILE] = reserved_to_csv(reserved)
     previous, backup = _write_offers_store(
         store,
@@ -465,10 +519,11 @@ def _apply_locked(
         clouds,
         manifest_sources,
         extra,
-        write_offers=any(r.offers for r in results),
+        write_offers=any(r.offers for r in applied),
         history=history,
     )
-    return UpdateReport(store, previous, backup, len(offers), ()), tuple(reports)
+    report = UpdateReport(store, previous, backup, len(offers), ())
+    return FetchOutcome(report, tuple(reports), tuple(refused))
 
 
 @dataclass(frozen=True)

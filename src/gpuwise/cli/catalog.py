@@ -105,6 +105,17 @@ def info(json: JsonFlag = False) -> None:
         _print_history(history[-HISTORY_SHOWN:], len(history))
 
 
+def _history_note(h: dict[str, Any]) -> str:
+    """``12 skipped, 1 row(s) refused``, or ``source refused`` for a source that imported nothing."""
+    if h.get("refused"):
+        return "source refused"
+    counts = [
+        (h.get("skipped"), "skipped"),
+        (h.get("refused_rows"), "row(s) refused"),
+    ]
+    return ", ".join(f"{sum(c.values())} {what}" for c, what in counts if isinstance(c, dict) and c)
+
+
 HISTORY_SHOWN = 10
 """Fetches `catalog info` lists as text (``--json`` gives the whole history)."""
 
@@ -117,7 +128,6 @@ def _print_history(rows: Sequence[dict[str, Any]], total: int) -> None:
         left=("fetched at", "source", "as of", "version"),
     )
     for h in rows:
-        skipped = h.get("skipped") or {}
         t.add_row(
             str(h.get("fetched_at", "")),
             str(h.get("source", "")),
@@ -126,9 +136,49 @@ def _print_history(rows: Sequence[dict[str, Any]], total: int) -> None:
             str(h.get("offers", 0)),
             str(h.get("spot_risks", 0)),
             str(h.get("reserved_prices", 0)),
-            f"{sum(skipped.values())} skipped" if isinstance(skipped, dict) and skipped else "",
+            _history_note(h),
         )
     console().print(t)
+
+
+@app.command("sources")
+def sources_(json: JsonFlag = False) -> None:
+    """The --fetch sources, and which one wins per cloud when two price the same instance type
+    (set with GPUWISE_CATALOG_PRECEDENCE, e.g. `gcp=gpuhunt,skypilot`)."""
+    from gpuwise.catalog import DEFAULT_FETCH, OFFER_SOURCES, REMOTE_SOURCES, precedence
+
+    order = precedence()
+    data = {
+        "sources": [
+            {"name": n, "default": n in DEFAULT_FETCH, "offers": n in OFFER_SOURCES}
+            for n in REMOTE_SOURCES
+        ],
+        "precedence": {cloud: list(names) for cloud, names in sorted(order.items())},
+    }
+    if json:
+        emit_json(data)
+        return
+    out = console()
+    t = make_table(
+        ("cloud", "wins first → last"),
+        title="Offer precedence per cloud",
+        left=("cloud", "wins first → last"),
+    )
+    for cloud, names in sorted(order.items(), key=lambda kv: (kv[0] == "*", kv[0])):
+        t.add_row("every other cloud" if cloud == "*" else cloud, " > ".join(names))
+    out.print(t)
+    out.print(
+        "[dim]A fetch replaces its own earlier rows only; another source's row for the same "
+        "instance type and region gives way to a source ranked before it (counted in the notes). "
+        "Rows of sources not listed (--from-csv) rank last. Change it with "
+        "GPUWISE_CATALOG_PRECEDENCE, e.g. `gcp=gpuhunt,skypilot`.[/dim]"
+    )
+    out.print(
+        "--fetch sources: "
+        + ", ".join(
+            f"{n}{'' if n in DEFAULT_FETCH else ' (not by default)'}" for n in REMOTE_SOURCES
+        )
+    )
 
 
 @app.command("update")
@@ -187,6 +237,14 @@ def update(
             "(refused by default as a likely truncated upstream file).",
         ),
     ] = False,
+    allow_price_jump: Annotated[
+        bool,
+        typer.Option(
+            "--allow-price-jump",
+            help="With --fetch: accept offers whose price moved 100x or more against the catalog "
+            "in effect (refused by default as a likely unit or schema change upstream).",
+        ),
+    ] = False,
     include_sovereign_regions: Annotated[
         bool,
         typer.Option(
@@ -201,6 +259,9 @@ def update(
 
     A file with any bad row (a $0, negative or NaN price, a missing column, a wrong type) is refused
     as a whole, naming the first bad row: nothing is imported.
+
+    With --fetch the exit status is 0 when every source imported, 3 when some sources were refused
+    and the store was updated from the rest, 2 when nothing could be imported.
     """
     from gpuwise.base.paths import skypilot_catalog_root
     from gpuwise.catalog import CsvFile, SkyPilotDir, UpdateMode, source_for_path, update_store
@@ -227,6 +288,7 @@ def update(
             json=json,
             allow_shrink=allow_shrink,
             sovereign=include_sovereign_regions,
+            allow_price_jump=allow_price_jump,
         )
         return
     if from_csv is not None:
@@ -266,6 +328,12 @@ def _print_diffs(diffs: Sequence[Any], indent: str = "  ") -> None:
         )
 
 
+EXIT_PARTIAL = 3
+"""``catalog update --fetch``: some sources were refused, the store was updated from the rest."""
+EXIT_NOTHING = 2
+"""``catalog update --fetch``: nothing could be fetched or imported; the store is unchanged."""
+
+
 def _fetch(
     names: list[str],
     *,
@@ -274,9 +342,12 @@ def _fetch(
     json: bool,
     allow_shrink: bool = False,
     sovereign: bool = False,
+    allow_price_jump: bool = False,
 ) -> None:
-    """Fetch each named source, then write what it brought (one atomic update per source). A source
-    that fails changes nothing; the others still import; the exit status is 2 when any failed."""
+    """Fetch and validate every named source (progress on stderr), then write what they brought as
+    one atomic update. A refused source changes nothing and the others still import. Exit 0 when
+    every source imported, 3 when some were refused and the store was updated from the rest, 2 when
+    nothing could be imported."""
     import time
 
     from gpuwise.catalog import (
@@ -285,33 +356,45 @@ def _fetch(
         apply_fetched,
         drop_sovereign,
         fetch_bytes,
-        load_catalog,
         remote_sources,
+        screen_fields,
     )
     from gpuwise.errors import CatalogError, GpuwiseError
 
     sources = remote_sources(names or DEFAULT_FETCH)
     settings = FetchSettings.from_env()
     run_deadline = time.monotonic() + _run_deadline_s()
-    known = list(load_catalog().offers)
-    reports: list[Any] = []
+    known = _known_offers()
+    results: list[Any] = []
     failures: list[tuple[str, GpuwiseError]] = []
-    report = None
-    for src in sources:
-        try:
-            res = src.fetch(
-                lambda url: fetch_bytes(url, settings, run_deadline=run_deadline), known
-            )
-            if not sovereign:
-                res = drop_sovereign(res)
-            report, per_source = apply_fetched(
-                [res], force=force, dry_run=dry_run, allow_shrink=allow_shrink
-            )
-        except CatalogError as exc:
-            failures.append((src.name, exc))
-            continue
-        reports += per_source
-        known = [o for o in known if o.cloud not in res.offer_clouds] + list(res.offers)
+    with _FetchProgress(len(sources)) as progress:
+        for src in sources:
+            progress.start(src.name)
+            try:
+                res = src.fetch(
+                    lambda url: fetch_bytes(url, settings, run_deadline=run_deadline), known
+                )
+                res = screen_fields(res if sovereign else drop_sovereign(res))
+            except CatalogError as exc:
+                failures.append((src.name, exc))
+                progress.done(src.name, "refused (error below)")
+                continue
+            results.append(res)
+            progress.done(src.name, _brought(res))
+            known = [o for o in known if o.cloud not in res.offer_clouds] + list(res.offers)
+    outcome = None
+    if results:
+        outcome = apply_fetched(
+            results,
+            force=force,
+            dry_run=dry_run,
+            allow_shrink=allow_shrink,
+            allow_price_jump=allow_price_jump,
+            failed=[(name, err.one_line()) for name, err in failures],
+        )
+        failures += list(outcome.refused)
+    report = outcome.report if outcome and outcome.sources else None
+    reports = outcome.sources if outcome else ()
     if json:
         emit_json(
             {
@@ -333,7 +416,99 @@ def _fetch(
 
         for name, err in failures:
             print(f"error: {name}: {err.one_line()}", file=sys.stderr)
-        raise typer.Exit(2)
+        partial = bool(reports)
+        if len(sources) > 1:
+            print(
+                f"{len(failures)} of {len(sources)} source(s) refused; "
+                + (
+                    f"the store {'would be' if dry_run else 'was'} updated from the other "
+                    f"{len(reports)} (exit {EXIT_PARTIAL})"
+                    if partial
+                    else f"nothing was imported, the store is unchanged (exit {EXIT_NOTHING})"
+                ),
+                file=sys.stderr,
+            )
+        raise typer.Exit(EXIT_PARTIAL if partial else EXIT_NOTHING)
+
+
+def _known_offers() -> list[Any]:
+    from gpuwise.catalog import load_catalog
+
+    return list(load_catalog().offers)
+
+
+def _brought(res: Any) -> str:
+    parts = [
+        f"{len(res.offers):,} offers" if res.offers else "",
+        f"{len(res.spot_risks):,} spot bands" if res.spot_risks else "",
+        f"{len(res.reserved):,} reserved prices" if res.reserved else "",
+        f"{sum(n for _, n in res.refused):,} row(s) refused" if res.refused else "",
+    ]
+    return ", ".join(p for p in parts if p) or "nothing"
+
+
+class _FetchProgress:
+    """Progress of a ``--fetch`` run on stderr: a rich bar on a terminal, else one line per source
+    (what a CronJob or systemd journal keeps)."""
+
+    def __init__(self, total: int) -> None:
+        import sys
+
+        self.total = total
+        self.n = 0
+        self.started = 0.0
+        self.bar: Any = None
+        self.task: Any = None
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            from gpuwise.cli._output import console
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total}"),
+                TimeElapsedColumn(),
+                console=console(stderr=True),
+                transient=True,
+            )
+
+    def __enter__(self) -> _FetchProgress:
+        if self.bar is not None:
+            self.bar.start()
+            self.task = self.bar.add_task("fetching", total=self.total)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def start(self, name: str) -> None:
+        import time
+
+        self.n += 1
+        self.started = time.monotonic()
+        if self.bar is not None:
+            self.bar.update(self.task, description=f"fetching {name}")
+
+    def done(self, name: str, what: str) -> None:
+        import sys
+        import time
+
+        line = (
+            f"[{self.n}/{self.total}] {name}: {what} ({_seconds(time.monotonic() - self.started)})"
+        )
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+            self.bar.advance(self.task)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+
+def _seconds(s: float) -> str:
+    from gpuwise.catalog import seconds_text
+
+    return seconds_text(s)
 
 
 def _run_deadline_s() -> float:
@@ -343,6 +518,8 @@ def _run_deadline_s() -> float:
 
 
 def _print_fetch(report: Any, per_source: Sequence[Any], dry_run: bool) -> None:
+    from rich.markup import escape
+
     out = console()
     if report is not None:
         out.print(
@@ -355,8 +532,10 @@ def _print_fetch(report: Any, per_source: Sequence[Any], dry_run: bool) -> None:
         )
         _print_diffs(s.clouds, "    ")
         for reason, rows in s.skipped.items():
-            out.print(f"    [dim]skipped {rows} row(s): {reason}[/dim]")
+            out.print(f"    [dim]skipped {rows} row(s): {escape(reason)}[/dim]")
+        for reason, rows in s.refused.items():
+            out.print(f"    refused {rows} row(s): {escape(reason)}")
         for note in s.notes:
-            out.print(f"    [dim]{note}[/dim]")
+            out.print(f"    [dim]{escape(note)}[/dim]")
     if report is not None and report.previous_copy:
         out.print(f"Previous store kept as {report.previous_copy}")

@@ -391,12 +391,20 @@ def _instance_risks(
         p, confidence = table[r.band]
         if r.band_max_pct is not None and confidence == "band upper edge":
             p = r.band_max_pct / 100  # the file's own upper edge (5, 11, 16, 22 %), not the table's
+        elif r.band_min_pct is not None and confidence == "lower-bound":
+            p = max(p, r.band_min_pct / 100)  # ">20%": the file's own lower edge (22 %)
+        edges = (
+            f" ({r.band_min_pct:g}-{r.band_max_pct:g}% in the advisor's file)"
+            if r.band_min_pct is not None and r.band_max_pct is not None
+            else ""
+        )
         default = clouds.get(r.cloud) or clouds["default"]
         out[r.key] = CloudSpotRisk(
             cloud=r.cloud,
             monthly_interruption_probability=p,
             confidence=confidence,
-            source=f"{r.source}: band {r.band} for {r.instance_type} in {r.region} (as of {r.as_of})",
+            source=f"{r.source}: band {r.band}{edges} for {r.instance_type} in {r.region} "
+            f"(as of {r.as_of})",
             notice_seconds=default.notice_seconds,
             instance_type=r.instance_type,
             region=r.region,
