@@ -7,14 +7,18 @@ Two data sets, kept apart:
 - **GPU-hours**: whole pretraining runs, ``src/gpuwise/estimate/data/published_runs.csv``
   (these include failures, restarts and idle time: gpuwise divides by its goodput model).
 
-For each, leave-one-source-out (LOSO): the framework factors (the only thing fitted) are refitted
-on the throughput rows of every *other* source, then the held-out source's rows are predicted.
+For each, leave-one-STACK-out: the framework factors (the only thing fitted) are refitted on the
+throughput rows of every *other* stack (NeMo/Megatron, llm-foundry, torchtitan, ...; the
+``stack`` column), then the held-out stack's rows are predicted with ``--stack`` as they ran — a
+stack the fit never saw gets the central factor, as an unmeasured stack does for a user. Printed
+per GPU, per stack family and per stack: median |error|, the signed median (bias: + means gpuwise
+promises more throughput than the run got), p90 |error| and p10–p90 coverage, next to the rule.
 The baseline is the fixed rule "6·N FLOPs per token at 40% of the dense 16-bit peak" on the same
 rows (N = all parameters; fp8 rows use the bf16 peak, fp32 rows the fp32/TF32 peak they ran at).
 Error = predicted / measured - 1 (throughput) or predicted / reported - 1 (GPU-hours).
 
 Also printed: per GPU model, the count of measured configurations gpuwise calls "does not fit",
-and how often the p10–p90 range (quantiles of the other sources' LOSO residuals) holds the
+and how often the p10–p90 range (quantiles of the other stacks' held-out residuals) holds the
 measured value.
 
 **Through the CLI**: every measured row is written as a ``gpuwise estimate`` command line (its
@@ -60,14 +64,28 @@ from gpuwise.estimate.options import OPTIONS
 from gpuwise.estimate.throughput import PublishedRun, load_published_runs
 from gpuwise.hardware import GpuSpec, find_gpu
 
-# GPU-hours rows that come from the same paper as throughput rows share its fold.
+# GPU-hours rows that come from the same stack as throughput rows share its fold.
 _RUN_SOURCE = {
-    "llama-7b": "llama",
-    "llama-13b": "llama",
-    "llama-33b": "llama",
-    "llama-65b": "llama",
-    "tinyllama-1.1b": "tinyllama",
-    "llamat-7b": "fms",
+    "llama-7b": "meta-llama",
+    "llama-13b": "meta-llama",
+    "llama-33b": "meta-llama",
+    "llama-65b": "meta-llama",
+    "tinyllama-1.1b": "lit-gpt",
+    "llamat-7b": "fms-fsdp",
+}
+
+
+# Stack families for the table: Megatron-Core, the PyTorch FSDP stacks, the CNN benchmark stacks.
+FAMILY = {
+    "megatron": "megatron",
+    "llm-foundry": "pytorch-fsdp",
+    "torchtitan": "pytorch-fsdp",
+    "fms-fsdp": "pytorch-fsdp",
+    "lit-gpt": "pytorch-fsdp",
+    "meta-llama": "pytorch-fsdp",
+    "dle-pytorch": "cnn",
+    "pytorch-examples": "cnn",
+    "tensorflow": "cnn",
 }
 
 
@@ -97,12 +115,12 @@ def _row_precision(run: MeasuredRun) -> str:
 
 
 def held_out_width(rows: list[tuple[MeasuredRun, float, float]], run: MeasuredRun) -> float:
-    """The half-width (log) of the p10-p90 range the estimator would give ``run`` had its source
+    """The half-width (log) of the p10-p90 range the estimator would give ``run`` had its stack
     never been seen, by the estimator's own rule (``EfficiencyModel.interval``): the 80th percentile
-    of the other sources' |residual| on the same GPU generation (never below that of all of them),
+    of the other stacks' |residual| on the same GPU generation (never below that of all of them),
     or, for a GPU with fewer than
-    ``THIN_GPU_ROWS`` rows in the other sources, the 90th percentile of all of them (wider)."""
-    others = [(q, x) for q, x, _ in rows if q.source_id != run.source_id]
+    ``THIN_GPU_ROWS`` rows in the other stacks, the 90th percentile of all of them (wider)."""
+    others = [(q, x) for q, x, _ in rows if q.stack != run.stack]
     if sum(q.gpu == run.gpu for q, _ in others) < THIN_GPU_ROWS:
         return _q([abs(x) for _, x in others], 0.9)
     arch = find_gpu(run.gpu).architecture
@@ -138,7 +156,10 @@ def row_argv(run: MeasuredRun, folder: Path) -> list[str]:
         model = str(path)
     argv = ["--model", model]
     for name, value in run.options:
-        argv += [OPTIONS[name].flag, value]
+        if OPTIONS[name].kind == "switch":  # a bare flag
+            argv += [OPTIONS[name].flag] if value == "on" else []
+        else:
+            argv += [OPTIONS[name].flag, value]
     return [*argv, "--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
 
 
@@ -179,14 +200,14 @@ def cli_runs() -> tuple[tuple[MeasuredRun, ...], int, str]:
 def throughput_set(
     runs_in: list[MeasuredRun] | None = None,
 ) -> tuple[list[tuple[MeasuredRun, float, float]], dict[str, list[float]]]:
-    """[(run, LOSO log residual, rule-40 log residual)] and LOSO residuals by class."""
+    """[(run, leave-one-stack-out log residual, rule-40 log residual)] and those residuals by class."""
     runs = list(cli_runs()[0]) if runs_in is None else runs_in
-    sources = sorted({r.source_id for r in runs})
+    stacks = sorted({r.stack for r in runs})
     out: list[tuple[MeasuredRun, float, float]] = []
-    for s in sources:
-        eff = fit_efficiency([r for r in runs if r.source_id != s])
+    for s in stacks:
+        eff = fit_efficiency([r for r in runs if r.stack != s])
         for r in runs:
-            if r.source_id == s:
+            if r.stack == s:
                 out.append(
                     (r, log_residual(r, eff), math.log(_rule40(r, _row_precision(r)) / r.value))
                 )
@@ -214,7 +235,7 @@ def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float, float]
     out = []
     for run in runs:
         src = _run_source(run)
-        eff = fit_efficiency([r for r in measured if r.source_id != src])
+        eff = fit_efficiency([r for r in measured if r.stack != src])
         run_eff = fit_run_efficiency([r for r in runs if _run_source(r) != src], eff)
         hours, gp = run_gpu_hours(run, replace(eff, run_efficiency=run_eff))
         rule = (
@@ -238,7 +259,7 @@ def _attention_share(run: MeasuredRun) -> float:
 
 
 def ablation(rows: list[tuple[MeasuredRun, float, float]]) -> None:
-    """The same leave-one-source-out run with the ``attention`` column ignored (every row
+    """The same leave-one-stack-out run with the ``attention`` column ignored (every row
     FlashAttention-2), so the effect of that one data column is on the record."""
     as_fa2 = [
         replace(r, workload=r.workload.with_changes(flash_attention_version=2))
@@ -271,9 +292,41 @@ def ablation(rows: list[tuple[MeasuredRun, float, float]]) -> None:
     )
 
 
+def print_table(rows: list[tuple[MeasuredRun, float, float]]) -> None:
+    """Median |error|, signed median (bias: + = gpuwise promises more throughput than the run got),
+    p90 |error| and p10-p90 coverage, each group next to the 40% rule on the same rows."""
+    hdr = (
+        f"{'group':30s} {'rows':>4s}  {'gpuwise med':>11s} {'signed':>7s} {'p90':>6s} {'p10-p90':>7s}"
+        f"   {'40% rule med':>12s} {'signed':>7s} {'p90':>6s}"
+    )
+    print(hdr)
+    print("-" * len(hdr))
+
+    def line(label: str, sel: list[tuple[MeasuredRun, float, float]]) -> None:
+        g = [math.exp(x) - 1 for _, x, _ in sel]
+        b = [math.exp(y) - 1 for _, _, y in sel]
+        hold = sum(abs(res) <= held_out_width(rows, r) for r, res, _ in sel) / len(sel)
+        print(
+            f"{label:30s} {len(sel):4d}  {statistics.median([abs(e) for e in g]):11.1%} "
+            f"{statistics.median(g):+7.1%} {_q([abs(e) for e in g], 0.9):6.1%} {hold:7.0%}   "
+            f"{statistics.median([abs(e) for e in b]):12.1%} {statistics.median(b):+7.1%} "
+            f"{_q([abs(e) for e in b], 0.9):6.1%}"
+        )
+
+    line("all", rows)
+    for gpu in sorted({r.gpu for r, _, _ in rows}):
+        line(f"  GPU {gpu}", [x for x in rows if x[0].gpu == gpu])
+    for fam in sorted(set(FAMILY.values())):
+        line(f"  family {fam}", [x for x in rows if FAMILY[x[0].stack] == fam])
+    for st in sorted({r.stack for r, _, _ in rows}):
+        line(f"    stack {st}", [x for x in rows if x[0].stack == st])
+    for klass in sorted({workload_class(r.workload) for r, _, _ in rows}):
+        line(f"  class {klass}", [x for x in rows if workload_class(x[0].workload) == klass])
+
+
 def per_gpu_coverage(rows: list[tuple[MeasuredRun, float, float]]) -> None:
     """Per GPU model: LOSO median |error| next to the 40% rule, and how often the p10-p90 range the
-    estimator would print for that GPU (held-out source) holds the measured value."""
+    estimator would print for that GPU (held-out stack) holds the measured value."""
     print("\n  per GPU     rows  gpuwise  40% rule  below rule?  p10-p90 holds")
     for gpu in sorted({r.gpu for r, _, _ in rows}):
         sel = [x for x in rows if x[0].gpu == gpu]
@@ -409,37 +462,18 @@ def main() -> None:
         "build exactly the library loader's workload.\n  e.g. " + example + "\n"
     )
     print(
-        f"THROUGHPUT SET: {len(rows)} measured configurations, {len({r.source_id for r, _, _ in rows})} sources, "
-        f"{len({r.gpu for r, _, _ in rows})} GPU models (leave-one-source-out)\n"
+        f"THROUGHPUT SET: {len(rows)} measured configurations, {len({r.stack for r, _, _ in rows})} stacks, "
+        f"{len({r.gpu for r, _, _ in rows})} GPU models (leave-one-STACK-out: each stack's rows predicted "
+        "by a fit that never saw that stack, with --stack as the row ran)\n"
     )
     if args.rows:
         for r, res, rule in rows:
             print(
-                f"  {r.source_id:10s} {r.gpu:10s} {r.gpus:5d} {r.label:52s} meas {r.value:9.0f} "
+                f"  {r.stack:16s} {r.gpu:10s} {r.gpus:5d} {r.label:52s} meas {r.value:9.0f} "
                 f"gpuwise {math.exp(res) - 1:+7.1%} rule40 {math.exp(rule) - 1:+7.1%}"
             )
         print()
-    hdr = f"{'group':22s} {'rows':>4s}  {'gpuwise med':>11s} {'p90':>6s}   {'40% rule med':>12s} {'p90':>6s}"
-    print(hdr)
-    print("-" * len(hdr))
-
-    def line(label: str, sel: list[tuple[MeasuredRun, float, float]]) -> None:
-        g = [math.exp(x) - 1 for _, x, _ in sel]
-        b = [math.exp(y) - 1 for _, _, y in sel]
-        print(f"{label:22s} {len(sel):4d}  {_summary(g):>18s}   {_summary(b):>19s}")
-
-    line("all", rows)
-    for gpu in sorted({r.gpu for r, _, _ in rows}):
-        line(f"  GPU {gpu}", [x for x in rows if x[0].gpu == gpu])
-    for src in sorted({r.source_id for r, _, _ in rows}):
-        line(f"  source {src}", [x for x in rows if x[0].source_id == src])
-    for klass in sorted(by_class):
-        line(f"  class {klass}", [x for x in rows if workload_class(x[0].workload) == klass])
-
-    # p10-p90 coverage. The range is symmetric in log space: ± the 80th percentile of the other sources'
-    # |LOSO log residual| (a new stack can be faster or slower than the ones fitted), so it holds the
-    # held-out source only if the cross-validated errors of the others are representative.
-    # res = log(pred/measured throughput) = log(measured time / predicted time)
+    print_table(rows)
     inside = sum(abs(res) <= held_out_width(rows, r) for r, res, _ in rows)
     print(
         f"\np10-p90 range holds the measured value: {inside}/{len(rows)} = {inside / len(rows):.0%} (goal 70-90%)"
@@ -476,10 +510,10 @@ def main() -> None:
             Path(__file__).resolve().parents[1] / "src/gpuwise/estimate/data/estimate_residuals.csv"
         )
         lines = [
-            "# Leave-one-source-out residuals of gpuwise's time estimates, written by",
+            "# Leave-one-stack-out residuals of gpuwise's time estimates, written by",
             "# `python benchmarks/estimate_accuracy.py --write-residuals` (do not edit by hand). The p10-p90 range",
             "# is symmetric in log space: log_p10 = -w, log_p90 = +w, w = 80th percentile of |log(measured time /",
-            "# predicted time)| over the leave-one-source-out predictions. Estimate.wall_hours_p10/p90 = wall_hours",
+            "# predicted time)| over the leave-one-stack-out predictions. Estimate.wall_hours_p10/p90 = wall_hours",
             "# × exp(log_p10/log_p90). throughput: the per-step set; pretraining-run: whole published runs;",
             "# throughput:<generation>: the 80th percentile of that GPU generation's rows (5 or more), never",
             "# narrower than throughput (a new stack's error is not smaller than the spread between stacks);",

@@ -290,6 +290,35 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         "Hugging Face Transformers 4.4x upcasts RMSNorm and the logits to fp32",
     ),
     OptionSpec(
+        "stack",
+        "choice",
+        "unknown",
+        "Training stack: unknown | megatron | torchtitan | llm-foundry | fms-fsdp | lit-gpt | "
+        "deepspeed | hf. A stack gpuwise has measured rows from gets its own framework factor and "
+        "gradient bucketing; unknown (and deepspeed, hf: no measured rows yet) get the central "
+        "estimate of the measured stacks with the range of a stack never seen.",
+        panel=PARALLEL_PANEL,
+        choices=(
+            "unknown",
+            "megatron",
+            "torchtitan",
+            "llm-foundry",
+            "fms-fsdp",
+            "lit-gpt",
+            "deepspeed",
+            "hf",
+        ),
+    ),
+    OptionSpec(
+        "shard_within_node",
+        "switch",
+        False,
+        "Hybrid sharding (FSDP HYBRID_SHARD / HSDP): ZeRO shards only over the GPUs of a node, a copy "
+        "per node, one gradient all-reduce across nodes per step.",
+        panel=PARALLEL_PANEL,
+        follows="off: FSDP FULL_SHARD and DeepSpeed ZeRO shard over every data-parallel GPU",
+    ),
+    OptionSpec(
         "prompt_len",
         "int",
         "512",

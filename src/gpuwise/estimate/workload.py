@@ -44,6 +44,21 @@ OFFLOADS: tuple[Offload, ...] = ("none", "optimizer", "gradients", "params")
 MasterWeights = Literal["fp32", "bf16"]
 StatePrecision = Literal["fp32", "bf16"]
 LORA_TARGETS: tuple[LoraTargets, ...] = ("qv", "attn", "all-linear")
+Stack = Literal[
+    "unknown", "megatron", "torchtitan", "llm-foundry", "fms-fsdp", "lit-gpt", "deepspeed", "hf"
+]
+STACKS: tuple[Stack, ...] = (
+    "unknown",
+    "megatron",
+    "torchtitan",
+    "llm-foundry",
+    "fms-fsdp",
+    "lit-gpt",
+    "deepspeed",
+    "hf",
+)
+"""Training stacks ``--stack`` names: NeMo/Megatron-Core, torchtitan, MosaicML llm-foundry, IBM
+fms-fsdp, Lightning lit-gpt/LitGPT, DeepSpeed, Hugging Face Trainer/Accelerate; ``unknown``: none said."""
 RECOMPUTE_SEARCH: tuple[GradCkpt, ...] = ("none", "selective", "full")
 """The recompute modes the planner's settings search tries, least recompute first."""
 AUTO_RECOMPUTE: tuple[GradCkpt, ...] = (
@@ -164,6 +179,13 @@ class Workload:
     """Inference: generated tokens per sequence."""
     requests: float | None = None
     """Inference: sequences to serve in total (for hours); None = throughput only."""
+    stack: Stack = "unknown"
+    """The training stack (:data:`STACKS`): its measured framework factor where gpuwise has rows from
+    it, and its gradient bucketing; ``unknown`` gets the central estimate of all measured stacks with
+    the range of a stack never seen."""
+    shard_within_node: bool = False
+    """Hybrid sharding (FSDP ``HYBRID_SHARD``, HSDP; DeepSpeed ZeRO++ hpZ): ZeRO shards the states only
+    over the GPUs of one node and keeps a copy per node; across nodes, one gradient all-reduce per step."""
     notes: tuple[str, ...] = field(default=(), compare=False)
     """Defaults that were filled in, said back to the user."""
 
@@ -487,5 +509,7 @@ def workload_from_options(**options: str | float | bool | ModelConfig | None) ->
         prompt_len=whole("prompt_len"),
         output_len=whole("output_len"),
         requests=_count_option(o["requests"], "requests"),
+        stack=_choice(str(o["stack"]), STACKS, "stack"),  # type: ignore[arg-type]
+        shard_within_node=_switch(o["shard_within_node"], "shard_within_node") or False,
         notes=tuple(notes),
     )
