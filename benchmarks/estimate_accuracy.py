@@ -416,6 +416,7 @@ def print_meta_405b() -> None:
         f"{'p10-p90':>13s}   {'405B run held out':>17s}"
     )
     print(f"  (Table 4 measured {META_405B_TFLOPS:.0f} TFLOP/s per GPU on this layout)")
+    hours_by_v = []
     for v in (1, 2, 4, 8):
         inputs = estimate_inputs([*META_405B_ARGS.split(), "--virtual-pipeline", str(v)])
         a, b = (
@@ -436,6 +437,92 @@ def print_meta_405b() -> None:
             f"{a.gpu_hours / 1e6:9.1f}M {a.gpu_hours / META_405B_GPU_HOURS - 1:+7.0%} "
             f"{a.wall_hours_p10 * a.gpus / 1e6:5.1f}-{a.wall_hours_p90 * a.gpus / 1e6:5.1f}M"
             f"   {b.gpu_hours / 1e6:8.1f}M {b.gpu_hours / META_405B_GPU_HOURS - 1:+7.0%}"
+        )
+        hours_by_v.append(a.gpu_hours)
+    print(
+        f"  V is not published: gpuwise's answer is the range over V, {min(hours_by_v) / 1e6:.1f}M to "
+        f"{max(hours_by_v) / 1e6:.1f}M GPU-hours ({min(hours_by_v) / META_405B_GPU_HOURS - 1:+.0%} to "
+        f"{max(hours_by_v) / META_405B_GPU_HOURS - 1:+.0%}); no V is chosen to match the published figure"
+    )
+
+
+def print_finetune_validation() -> None:
+    """QLoRA's dequantisation against LitGPT's measured QLoRA - LoRA time per iteration (the
+    validation-only file; nothing is fitted to it), and QLoRA / LoRA by sequence length."""
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+    from gpuwise.estimate import estimate_workload, workload_from_options
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_finetune.csv")
+        .read_text("utf-8")
+    )
+    rows = list(commented_csv(text))
+    print(
+        "\nQLORA DEQUANTISATION vs LitGPT (validation only; A100-40GB, micro-batch 1, no recompute):"
+        f"\n  {'model':12s} {'quant':11s} {'measured extra ms/iter':>22s} {'gpuwise':>8s} {'error':>7s}"
+    )
+    for model in sorted({r["model"] for r in rows}):
+        lora = next(r for r in rows if r["model"] == model and r["task"] == "lora")
+        for q in (r for r in rows if r["model"] == model and r["task"] == "qlora"):
+            measured = (
+                float(q["minutes_per_1k_iterations"]) - float(lora["minutes_per_1k_iterations"])
+            ) * 60.0
+            wl = workload_from_options(
+                model=model, task="qlora", micro_batch="1", seq_len="512", grad_ckpt="none"
+            )
+            est = estimate_workload(wl, "A100", 1, calibration=None, suggest=False)
+            pred = est.step_parts["dequant_s"] * est.step_parts["framework_factor"] * 1000
+            print(
+                f"  {model:12s} {q['quantization']:11s} {measured:22.0f} {pred:8.0f} "
+                f"{pred / measured - 1:+7.0%}"
+            )
+    print("  QLoRA / LoRA step time by sequence length (llama-2-7b, A100-80GB, full recompute):")
+    for seq in (512, 1024, 4096, 16384):
+        lora_wl = workload_from_options(
+            model="llama-2-7b", task="lora", seq_len=str(seq), grad_ckpt="full", samples="100"
+        )
+        a = estimate_workload(lora_wl, "A100-80GB", 1, calibration=None, suggest=False)
+        b = estimate_workload(
+            lora_wl.with_changes(task="qlora"), "A100-80GB", 1, calibration=None, suggest=False
+        )
+        print(f"    seq {seq:6d}: x{b.step_time_s / a.step_time_s:.2f}")
+
+
+def print_large_dp() -> None:
+    """Per-GPU throughput of a 7B on A100s over 400 Gbit/s from 8 to 1,024 GPUs (prediction only:
+    no published series is in the project's data)."""
+    from gpuwise.estimate import estimate_workload, workload_from_options
+
+    print(
+        "\nLARGE DATA-PARALLEL: llama-2-7b, A100-80GB, 400 Gbit/s per node, seq 4096, micro-batch 2, "
+        "no recompute,\n  global batch 1,024 sequences (2,048 from 1,024 GPUs) — prediction only, no "
+        "measured series in the project's data"
+        f"\n  {'GPUs':>5s} {'FSDP tok/s/GPU':>14s} {'exposed comm':>12s} {'HSDP tok/s/GPU':>14s}"
+    )
+    for n in (8, 16, 64, 128, 256, 512, 1024):
+        out = []
+        for extra in ({}, {"shard_within_node": "on"}):
+            wl = workload_from_options(
+                model="llama-2-7b",
+                zero="3",
+                micro_batch="2",
+                seq_len="4096",
+                grad_ckpt="none",
+                global_batch="2048" if n >= 1024 else "1024",
+                **extra,
+            )
+            out.append(
+                estimate_workload(
+                    wl, "A100-80GB", n, inter_node_gbit_s=400.0, calibration=None, suggest=False
+                )
+            )
+        full, hybrid = out
+        print(
+            f"  {n:5d} {full.tokens_per_second / n:14,.0f} {full.comm_time_s:11.2f}s "
+            f"{hybrid.tokens_per_second / n:14,.0f}"
         )
 
 
@@ -501,6 +588,8 @@ def main() -> None:
 
     run_res = print_gpu_hours()
     print_meta_405b()
+    print_finetune_validation()
+    print_large_dp()
 
     if args.ablation:
         ablation(rows)

@@ -114,3 +114,17 @@ def test_no_hours_for_what_does_not_fit(cli: Any) -> None:
     assert "does not fit: it would not run" in r.stdout
     wall = next(line for line in r.stdout.splitlines() if "wall-clock" in line)
     assert " h" not in wall and "min" not in wall
+
+
+def test_hf_fine_tunes_checkpoint_by_default_as_trl_does() -> None:
+    hf = workload_from_options(model="llama-2-7b", task="lora", stack="hf")
+    plain = workload_from_options(model="llama-2-7b", task="lora")
+    mega = workload_from_options(model="llama-2-7b", task="pretrain", stack="hf")
+    assert hf.grad_ckpt == "full" and any("TRL" in n for n in hf.notes)
+    assert plain.grad_ckpt == "none" and mega.grad_ckpt == "none"
+    assert (
+        workload_from_options(
+            model="llama-2-7b", task="lora", stack="hf", grad_ckpt="none"
+        ).grad_ckpt
+        == "none"
+    )

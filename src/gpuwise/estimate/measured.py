@@ -435,8 +435,9 @@ def run_gpu_hours(run: PublishedRun, efficiency: EfficiencyModel) -> tuple[float
     """(GPU-hours, goodput) gpuwise predicts for a published pretraining run, with the stack its
     source states (``run.options``) and the defaults elsewhere; a run that states no ZeRO stage gets
     the fastest that fits of FSDP full sharding, hybrid sharding within a node and ZeRO-1, and a
-    pipelined run that does not publish its interleaving the fastest of V = 1, 2, 4, 8 chunks per GPU
-    (its team tuned what it does not publish; the benchmark prints the range over V)."""
+    pipelined run that does not publish its interleaving the fastest of V = 1, 2, 4, 8 chunks per GPU,
+    and one that states model parallelism but not its degree the fastest tensor-parallel degree of
+    1, 2, 4, 8 (its team tuned what it does not publish; the benchmark prints the range over V)."""
     from gpuwise.estimate.estimator import estimate_workload
     from gpuwise.estimate.workload import workload_from_options
 
@@ -446,6 +447,10 @@ def run_gpu_hours(run: PublishedRun, efficiency: EfficiencyModel) -> tuple[float
         if "zero" in stated
         else [{"zero": "3"}, {"zero": "3", "shard_within_node": "on"}, {"zero": "1"}]
     )
+    if stated.get("sequence_parallel") == "on" and "tensor_parallel" not in stated:
+        # model parallelism stated, its degree not: the fastest that fits
+        degrees = [t for t in (1, 2, 4, 8) if run.model.heads % t == 0]
+        layouts = [{**lay, "tensor_parallel": str(t)} for lay in layouts for t in degrees]
     pp = int(stated.get("pipeline_parallel", "1"))
     if (
         pp > 1 and "virtual_pipeline" not in stated

@@ -181,11 +181,12 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         None,
         "Activation recomputation: none | selective (Megatron) | selective-op | selective-layer "
         "(torchtitan) | full | auto (the least recompute that fits or is tight) "
-        "(default none; qlora: full).",
+        "(default none; qlora, and finetune/lora with --stack hf: full).",
         panel=PARALLEL_PANEL,
         choices=("none", "selective", "full", "selective-op", "selective-layer", "auto"),
         follows="no recompute: the default of Megatron-Core and Hugging Face Trainer; "
-        "QLoRA recipes checkpoint (PEFT prepare_model_for_kbit_training)",
+        "QLoRA recipes checkpoint (PEFT prepare_model_for_kbit_training), and TRL's SFTConfig "
+        "turns gradient_checkpointing on",
     ),
     OptionSpec(
         "tensor_parallel",
