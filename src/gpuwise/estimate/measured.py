@@ -234,8 +234,8 @@ class EfficiencyModel:
 
     by_class: dict[str, tuple[float, int]] = field(default_factory=dict)
     """class → (central log factor, rows): the mean over the measured stacks of each stack's mean
-    (every stack counts once, however many rows it has), shrunk toward the overall mean — what a
-    stack gpuwise has not measured gets."""
+    (each shrunk toward the overall mean by :data:`SHRINK_ROWS` pseudo-rows; every stack counts
+    once, however many rows it has) — what a stack gpuwise has not measured gets."""
     by_stack: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
     """stack → class → (log factor, rows): the stack's own mean, shrunk toward the central one."""
     overall: float = 0.0
@@ -371,8 +371,11 @@ def _fit_factors(rows: list[_Row], c: float) -> _Fit:
     for klass in sorted({k for k, _, _ in logs}):
         stacks = sorted({st for k, st, _ in logs if k == klass})
         means = {st: [v for k, s2, v in logs if k == klass and s2 == st] for st in stacks}
-        per_stack = [sum(v) / len(v) for v in means.values()]
-        central = (sum(per_stack) + SHRINK_ROWS * overall) / (len(per_stack) + SHRINK_ROWS)
+        # each stack's mean shrunk toward the overall one by its row count, then every stack once
+        per_stack = [
+            (sum(v) + SHRINK_ROWS * overall) / (len(v) + SHRINK_ROWS) for v in means.values()
+        ]
+        central = sum(per_stack) / len(per_stack)
         n = sum(len(v) for v in means.values())
         by_class[klass] = (central, n)
         for st, vals in means.items():
@@ -390,9 +393,9 @@ def fit_efficiency(
     """Fit the framework factors and the attention factor to ``runs``.
 
     Per workload class, the central framework factor is the mean over stacks of each stack's
-    log-mean of measured ÷ predicted compute time (every stack counted once), shrunk toward the
-    overall mean by :data:`SHRINK_ROWS`; each measured stack also gets its own, shrunk toward the
-    central one by :data:`SHRINK_ROWS` pseudo-rows. It is one figure for all GPUs: what differs between GPUs (peaks, achievable matmul fraction, bandwidth) is in the named
+    log-mean of measured ÷ predicted compute time, shrunk toward the overall mean by
+    :data:`SHRINK_ROWS` pseudo-rows (every stack counted once); each measured stack also gets its
+    own, shrunk toward the central one by :data:`SHRINK_ROWS` pseudo-rows. It is one figure for all GPUs: what differs between GPUs (peaks, achievable matmul fraction, bandwidth) is in the named
     parts. (Per-GPU factors were tried and did worse leaving each source out: they learn the
     source's stack, not the GPU.) The attention factor (one for all GPUs) is the grid value in
     0.5–4 that leaves the smallest squared log residual.
