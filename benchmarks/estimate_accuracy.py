@@ -160,17 +160,21 @@ def row_argv(run: MeasuredRun, folder: Path) -> list[str]:
             argv += [OPTIONS[name].flag] if value == "on" else []
         else:
             argv += [OPTIONS[name].flag, value]
+    if run.gpus_per_node is not None:
+        argv += ["--gpus-per-node", str(run.gpus_per_node)]
+    if run.inter_node_gbit_s is not None:
+        argv += ["--inter-node-gbps", f"{run.inter_node_gbit_s:g}"]
     return [*argv, "--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
 
 
-@functools.lru_cache(maxsize=1)
-def cli_runs() -> tuple[tuple[MeasuredRun, ...], int, str]:
-    """(the measured rows as the CLI builds them, rows identical to the library loader's, an example
-    command line)."""
+@functools.lru_cache(maxsize=2)
+def cli_runs(name: str = "measured_throughput.csv") -> tuple[tuple[MeasuredRun, ...], int, str]:
+    """(the measured rows of ``data/<name>`` as the CLI builds them, rows identical to the library
+    loader's, an example command line)."""
     folder = Path(tempfile.mkdtemp(prefix="gpuwise-accuracy-"))
     out, same, example = [], 0, ""
     try:
-        for run in load_measured_runs():
+        for run in load_measured_runs(name):
             argv = row_argv(run, folder)
             inputs = estimate_inputs(argv)
             wl = inputs.workload
@@ -446,6 +450,42 @@ def print_meta_405b() -> None:
     )
 
 
+def print_outside_check() -> None:
+    """The validation-only throughput rows (nothing is fitted to them), predicted with the shipped fit
+    through the CLI's argument path, next to the rule; the range is the one the estimate prints."""
+    from gpuwise.estimate.measured import default_efficiency
+
+    runs, same, _ = cli_runs("validation_throughput.csv")
+    eff = default_efficiency()
+    print(
+        f"\nOUTSIDE CHECK: {len(runs)} validation-only rows (validation_throughput.csv; none fitted; "
+        f"{same}/{len(runs)} built by the CLI exactly as the loader builds them)\n"
+        f"  {'source':9s} {'GPU':6s} {'GPUs':>4s} {'row':48s} {'measured':>9s} {'gpuwise':>8s} "
+        f"{'in p10-p90':>10s} {'40% rule':>8s}"
+    )
+    errs: list[float] = []
+    rule: list[float] = []
+    held = 0
+    for r in runs:
+        est = estimate_with(r, eff)
+        pred = r.per_gpu(est.tokens_per_second, est.samples_per_second)
+        q = eff.interval(workload_class(r.workload), r.gpu) or (1.0, 1.0)
+        inside = q[0] <= r.value / pred <= q[1]  # measured time / predicted time
+        held += inside
+        errs.append(pred / r.value - 1)
+        rule.append(_rule40(r, _row_precision(r)) / r.value - 1)
+        tp = dict(r.options).get("tensor_parallel", "1")
+        print(
+            f"  {r.source_id:9s} {r.gpu:6s} {r.gpus:4d} {r.label + ' tp' + tp:48s} {r.value:9,.0f} "
+            f"{errs[-1]:+8.1%} {'yes' if inside else 'no':>10s} {rule[-1]:+8.1%}"
+        )
+    print(
+        f"  median |error| gpuwise {statistics.median([abs(e) for e in errs]):.1%} (signed "
+        f"{statistics.median(errs):+.1%}), 40% rule {statistics.median([abs(e) for e in rule]):.1%} "
+        f"(signed {statistics.median(rule):+.1%}); p10-p90 holds {held}/{len(runs)}"
+    )
+
+
 def print_finetune_validation() -> None:
     """QLoRA's dequantisation against LitGPT's measured QLoRA - LoRA time per iteration (the
     validation-only file; nothing is fitted to it), and QLoRA / LoRA by sequence length."""
@@ -588,6 +628,7 @@ def main() -> None:
 
     run_res = print_gpu_hours()
     print_meta_405b()
+    print_outside_check()
     print_finetune_validation()
     print_large_dp()
 

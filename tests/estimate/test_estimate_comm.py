@@ -128,3 +128,14 @@ def test_hf_fine_tunes_checkpoint_by_default_as_trl_does() -> None:
         ).grad_ckpt
         == "none"
     )
+
+
+def test_validation_rows_stay_out_of_the_fit() -> None:
+    from gpuwise.estimate.measured import default_efficiency
+
+    fitted = load_measured_runs()
+    held = load_measured_runs("validation_throughput.csv")
+    assert held and not {(r.source, r.value) for r in held} & {(r.source, r.value) for r in fitted}
+    assert default_efficiency().rows <= len(fitted)
+    fms = [r for r in held if r.source_id == "fms-h100"]
+    assert fms and all(r.inter_node_gbit_s == 800.0 and r.gpus_per_node == 8 for r in fms)

@@ -182,18 +182,18 @@ def measured_options(r: dict[str, str]) -> dict[str, str]:
     return opts
 
 
-@functools.lru_cache(maxsize=1)
-def load_measured_runs() -> tuple[MeasuredRun, ...]:
-    """Every row of ``measured_throughput.csv`` as a workload built from its options
+@functools.lru_cache(maxsize=2)
+def load_measured_runs(
+    name: str = "measured_throughput.csv",
+) -> tuple[MeasuredRun, ...]:
+    """Every row of ``data/<name>`` (``measured_throughput.csv``, the fitted rows, or
+    ``validation_throughput.csv``, rows nothing is fitted to) as a workload built from its options
     (:func:`measured_options`) by the library's request path, :func:`workload_from_options` — the
-    path the CLI takes (``benchmarks/estimate_accuracy.py`` checks that the CLI builds the same)."""
+    path the CLI takes (``benchmarks/estimate_accuracy.py`` checks that the CLI builds the same).
+    Optional ``gpus_per_node`` and ``inter_node_gbps`` columns give the row's setup."""
     from gpuwise.estimate.workload import workload_from_options
 
-    text = (
-        resources.files("gpuwise.estimate")
-        .joinpath("data/measured_throughput.csv")
-        .read_text("utf-8")
-    )
+    text = resources.files("gpuwise.estimate").joinpath(f"data/{name}").read_text("utf-8")
     runs = []
     for r in commented_csv(text):
         seq = int(r["seq_len"])
@@ -212,6 +212,8 @@ def load_measured_runs() -> tuple[MeasuredRun, ...]:
                 label=label,
                 options=tuple(opts.items()),
                 model=r["model"],
+                gpus_per_node=int(r["gpus_per_node"]) if r.get("gpus_per_node") else None,
+                inter_node_gbit_s=float(r["inter_node_gbps"]) if r.get("inter_node_gbps") else None,
                 stack=r["stack"],
             )
         )
