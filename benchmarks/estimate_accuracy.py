@@ -533,37 +533,35 @@ def print_finetune_validation() -> None:
 
 def print_large_dp() -> None:
     """Per-GPU throughput of a 7B on A100s over 400 Gbit/s from 8 to 1,024 GPUs (prediction only:
-    no published series is in the project's data)."""
+    no published series is in the project's data): FSDP full sharding and hybrid sharding, at
+    micro-batch 2 x 4,096 tokens and 1 x 2,048 (less compute to hide the per-block gathers)."""
     from gpuwise.estimate import estimate_workload, workload_from_options
 
     print(
-        "\nLARGE DATA-PARALLEL: llama-2-7b, A100-80GB, 400 Gbit/s per node, seq 4096, micro-batch 2, "
-        "no recompute,\n  global batch 1,024 sequences (2,048 from 1,024 GPUs) — prediction only, no "
-        "measured series in the project's data"
-        f"\n  {'GPUs':>5s} {'FSDP tok/s/GPU':>14s} {'exposed comm':>12s} {'HSDP tok/s/GPU':>14s}"
+        "\nLARGE DATA-PARALLEL: llama-2-7b, A100-80GB, 400 Gbit/s per node, ZeRO-3, no recompute, global "
+        "batch 1,024 sequences\n  (2,048 from 1,024 GPUs) — prediction only, no measured series in the "
+        "project's data; tokens/s per GPU (exposed communication per step)"
+        f"\n  {'GPUs':>5s} {'FSDP mb2 s4096':>20s} {'HSDP mb2 s4096':>20s} {'FSDP mb1 s2048':>20s} "
+        f"{'HSDP mb1 s2048':>20s}"
     )
     for n in (8, 16, 64, 128, 256, 512, 1024):
-        out = []
-        for extra in ({}, {"shard_within_node": "on"}):
-            wl = workload_from_options(
-                model="llama-2-7b",
-                zero="3",
-                micro_batch="2",
-                seq_len="4096",
-                grad_ckpt="none",
-                global_batch="2048" if n >= 1024 else "1024",
-                **extra,
-            )
-            out.append(
-                estimate_workload(
+        cells = []
+        for mb, seq in (("2", "4096"), ("1", "2048")):
+            for extra in ({}, {"shard_within_node": "on"}):
+                wl = workload_from_options(
+                    model="llama-2-7b",
+                    zero="3",
+                    micro_batch=mb,
+                    seq_len=seq,
+                    grad_ckpt="none",
+                    global_batch="2048" if n >= 1024 else "1024",
+                    **extra,
+                )
+                est = estimate_workload(
                     wl, "A100-80GB", n, inter_node_gbit_s=400.0, calibration=None, suggest=False
                 )
-            )
-        full, hybrid = out
-        print(
-            f"  {n:5d} {full.tokens_per_second / n:14,.0f} {full.comm_time_s:11.2f}s "
-            f"{hybrid.tokens_per_second / n:14,.0f}"
-        )
+                cells.append(f"{est.tokens_per_second / n:8,.0f} ({est.comm_time_s:5.2f}s)")
+        print(f"  {n:5d} " + " ".join(f"{c:>20s}" for c in cells))
 
 
 def main() -> None:
