@@ -221,6 +221,20 @@ def throughput_set(
     return out, by_class
 
 
+def known_stack_residuals() -> list[float]:
+    """|log residual| of every row run with a ``--stack`` the fit knows, predicted by a fit on all
+    the other rows (its stack's other rows included): the error a user of a measured stack sees."""
+    runs = list(cli_runs()[0])
+    out = []
+    for i, r in enumerate(runs):
+        if r.workload.stack == "unknown":
+            continue
+        eff = fit_efficiency(runs[:i] + runs[i + 1 :])
+        if workload_class(r.workload) in eff.by_stack.get(r.workload.stack, {}):
+            out.append(abs(log_residual(r, eff)))
+    return out
+
+
 def _run_source(run: PublishedRun) -> str:
     if run.name in _RUN_SOURCE:
         return _RUN_SOURCE[run.name]
@@ -469,7 +483,7 @@ def print_outside_check() -> None:
     for r in runs:
         est = estimate_with(r, eff)
         pred = r.per_gpu(est.tokens_per_second, est.samples_per_second)
-        q = eff.interval(workload_class(r.workload), r.gpu) or (1.0, 1.0)
+        q = eff.interval(workload_class(r.workload), r.gpu, r.workload.stack) or (1.0, 1.0)
         inside = q[0] <= r.value / pred <= q[1]  # measured time / predicted time
         held += inside
         errs.append(pred / r.value - 1)
@@ -645,7 +659,9 @@ def main() -> None:
             "# × exp(log_p10/log_p90). throughput: the per-step set; pretraining-run: whole published runs;",
             "# throughput:<generation>: the 80th percentile of that GPU generation's rows (5 or more), never",
             "# narrower than throughput (a new stack's error is not smaller than the spread between stacks);",
-            "# throughput-thin-gpu: GPUs with fewer than 5 measured rows get w = the 90th percentile (wider).",
+            "# throughput-thin-gpu: GPUs with fewer than 5 measured rows get w = the 90th percentile (wider);",
+            "# throughput-known-stack: --stack names a stack with measured rows: w = the 80th percentile of its",
+            "# rows' errors when each row is left out of the fit (its stack's other rows stay in).",
             "class,rows,log_p10,log_p90",
         ]
         pooled = [abs(x) for v in by_class.values() for x in v]
@@ -653,6 +669,9 @@ def main() -> None:
         lines.append(f"throughput,{len(pooled)},{-w:.4f},{w:.4f}")
         w90 = _q(pooled, 0.9)
         lines.append(f"throughput-thin-gpu,{len(pooled)},{-w90:.4f},{w90:.4f}")
+        known = known_stack_residuals()
+        wk = _q(known, 0.8)
+        lines.append(f"throughput-known-stack,{len(known)},{-wk:.4f},{wk:.4f}")
         by_arch: dict[str, list[float]] = collections.defaultdict(list)
         for r, x, _ in rows:
             by_arch[find_gpu(r.gpu).architecture].append(abs(x))

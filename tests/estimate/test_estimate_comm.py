@@ -139,3 +139,17 @@ def test_validation_rows_stay_out_of_the_fit() -> None:
     assert default_efficiency().rows <= len(fitted)
     fms = [r for r in held if r.source_id == "fms-h100"]
     assert fms and all(r.inter_node_gbit_s == 800.0 and r.gpus_per_node == 8 for r in fms)
+
+
+def test_a_measured_stack_gets_a_narrower_range_than_an_unknown_one() -> None:
+    from gpuwise.estimate.measured import residual_intervals
+
+    q = residual_intervals()
+    assert q["throughput-known-stack"][1] < q["throughput"][1]
+    wl = workload_from_options(model="llama-2-7b", zero="3", tokens="1e10")
+    unknown = estimate_workload(wl, "H100", 64, calibration=None)
+    mega = estimate_workload(wl.with_changes(stack="megatron"), "H100", 64, calibration=None)
+    hf = estimate_workload(wl.with_changes(stack="hf"), "H100", 64, calibration=None)
+    assert mega.wall_hours_p90 / mega.wall_hours == pytest.approx(q["throughput-known-stack"][1])
+    assert unknown.wall_hours_p90 / unknown.wall_hours > mega.wall_hours_p90 / mega.wall_hours
+    assert hf.wall_hours_p90 / hf.wall_hours == unknown.wall_hours_p90 / unknown.wall_hours

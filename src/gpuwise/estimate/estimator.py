@@ -346,7 +346,7 @@ def _estimate_training(
     wall = stepping_hours / gput if stepping_hours is not None else None
     p10 = p90 = None
     if wall is not None:  # whole pretraining runs: the published-runs range
-        q = model.interval("pretraining-run" if whole_run else klass, spec.name)
+        q = model.interval("pretraining-run" if whole_run else klass, spec.name, wl.stack)
         if q is not None:
             p10, p90 = wall * q[0], wall * q[1]
     flops_total = fpt * total if total is not None else None

@@ -280,14 +280,19 @@ class EfficiencyModel:
             self.overall
         ), f"no measured {klass} run: mean of all {self.rows} measured runs"
 
-    def interval(self, klass: str, gpu: str = "") -> tuple[float, float] | None:
+    def interval(
+        self, klass: str, gpu: str = "", stack: str = "unknown"
+    ) -> tuple[float, float] | None:
         """(p10, p90) multipliers of a predicted time for ``klass`` (``pretraining-run`` or a
-        workload class; every workload class uses the ``throughput`` range, widened to
-        ``throughput-thin-gpu`` on a GPU with few measured rows)."""
+        workload class; every workload class uses the ``throughput`` range — that of a stack the fit
+        never saw — widened to ``throughput-thin-gpu`` on a GPU with few measured rows, narrowed to
+        ``throughput-known-stack`` for a stack with measured rows of that class)."""
         if klass in self.intervals:
             return self.intervals[klass]
         if gpu and self.gpu_rows.get(gpu, 0) < THIN_GPU_ROWS:
             return self.intervals.get("throughput-thin-gpu") or self.intervals.get("throughput")
+        if klass in self.by_stack.get(stack, {}) and "throughput-known-stack" in self.intervals:
+            return self.intervals["throughput-known-stack"]
         if gpu:
             from gpuwise.hardware import find_gpu
 
