@@ -500,6 +500,36 @@ def print_outside_check() -> None:
     )
 
 
+def print_collectives() -> None:
+    """alpha + n*beta against published nccl-tests timings (validation_collectives.csv)."""
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+    from gpuwise.estimate.throughput import allreduce_seconds, collective_latency_s, network_for
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_collectives.csv")
+        .read_text("utf-8")
+    )
+    print(
+        "\nCOLLECTIVES vs nccl-tests (validation only):"
+        f"\n  {'source':13s} {'GPU':5s} {'GPUs':>4s} {'collective':10s} {'MB':>6s} {'measured us':>11s} "
+        f"{'gpuwise us':>10s} {'error':>7s}"
+    )
+    for r in commented_csv(text):
+        n, size = int(r["gpus"]), float(r["bytes"])
+        net = network_for(find_gpu(r["gpu"]), int(r["gpus_per_node"]), float(r["inter_node_gbps"]))
+        pred = (
+            allreduce_seconds(size, n, net) + collective_latency_s(r["collective"], n, net)
+        ) * 1e6
+        meas = float(r["time_us"])
+        print(
+            f"  {r['source_id']:13s} {r['gpu']:5s} {n:4d} {r['collective']:10s} {size / 2**20:6.1f} "
+            f"{meas:11.0f} {pred:10.0f} {pred / meas - 1:+7.0%}"
+        )
+
+
 def print_finetune_validation() -> None:
     """QLoRA's dequantisation against LitGPT's measured QLoRA - LoRA time per iteration (the
     validation-only file; nothing is fitted to it), and QLoRA / LoRA by sequence length."""
@@ -641,6 +671,7 @@ def main() -> None:
     run_res = print_gpu_hours()
     print_meta_405b()
     print_outside_check()
+    print_collectives()
     print_finetune_validation()
     print_large_dp()
 
