@@ -327,7 +327,10 @@ def test_every_measured_row_is_a_command_line_that_builds_the_same_workload(tmp_
             model = str(path)
         argv = ["--model", model, "--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
         for name, value in run.options:
-            argv += [OPTIONS[name].flag, value]
+            if OPTIONS[name].kind == "switch":  # a bare flag (--shard-within-node)
+                argv += [OPTIONS[name].flag] if value == "on" else []
+            else:
+                argv += [OPTIONS[name].flag, value]
         got = estimate_inputs(argv)
         wl = got.workload
         wl = replace(wl, model=replace(wl.model, name=model, source=model))
