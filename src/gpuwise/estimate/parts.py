@@ -213,7 +213,8 @@ def train_parts(
     dequant = 0.0
     if wl.task == "qlora":  # per micro-batch, per pass over the 4-bit base weights (see .steptime)
         passes = 2.0 + (1.0 if wl.grad_ckpt == "full" else 0.0)
-        micro_batches = tok_gpu * tp * pp / (wl.micro_batch * (seq if m.arch != "cnn" else 1))
+        # micro-batches each GPU runs per step: tokens / (data-parallel copies x micro-batch tokens)
+        micro_batches = tokens / (dp * wl.micro_batch * seq)
         base = m.linear_params / (tp * pp)
         dequant = passes * micro_batches * base * QLORA_DEQUANT_BYTES / bw
     train = trainable_params(wl) / (tp * pp) / (dp if wl.zero >= 1 else 1)
