@@ -7,14 +7,18 @@ Two data sets, kept apart:
 - **GPU-hours**: whole pretraining runs, ``src/gpuwise/estimate/data/published_runs.csv``
   (these include failures, restarts and idle time: gpuwise divides by its goodput model).
 
-For each, leave-one-source-out (LOSO): the framework factors (the only thing fitted) are refitted
-on the throughput rows of every *other* source, then the held-out source's rows are predicted.
+For each, leave-one-STACK-out: the framework factors (the only thing fitted) are refitted on the
+throughput rows of every *other* stack (NeMo/Megatron, llm-foundry, torchtitan, ...; the
+``stack`` column), then the held-out stack's rows are predicted with ``--stack`` as they ran — a
+stack the fit never saw gets the central factor, as an unmeasured stack does for a user. Printed
+per GPU, per stack family and per stack: median |error|, the signed median (bias: + means gpuwise
+promises more throughput than the run got), p90 |error| and p10–p90 coverage, next to the rule.
 The baseline is the fixed rule "6·N FLOPs per token at 40% of the dense 16-bit peak" on the same
 rows (N = all parameters; fp8 rows use the bf16 peak, fp32 rows the fp32/TF32 peak they ran at).
 Error = predicted / measured - 1 (throughput) or predicted / reported - 1 (GPU-hours).
 
 Also printed: per GPU model, the count of measured configurations gpuwise calls "does not fit",
-and how often the p10–p90 range (quantiles of the other sources' LOSO residuals) holds the
+and how often the p10–p90 range (quantiles of the other stacks' held-out residuals) holds the
 measured value.
 
 **Through the CLI**: every measured row is written as a ``gpuwise estimate`` command line (its
@@ -60,14 +64,28 @@ from gpuwise.estimate.options import OPTIONS
 from gpuwise.estimate.throughput import PublishedRun, load_published_runs
 from gpuwise.hardware import GpuSpec, find_gpu
 
-# GPU-hours rows that come from the same paper as throughput rows share its fold.
+# GPU-hours rows that come from the same stack as throughput rows share its fold.
 _RUN_SOURCE = {
-    "llama-7b": "llama",
-    "llama-13b": "llama",
-    "llama-33b": "llama",
-    "llama-65b": "llama",
-    "tinyllama-1.1b": "tinyllama",
-    "llamat-7b": "fms",
+    "llama-7b": "meta-llama",
+    "llama-13b": "meta-llama",
+    "llama-33b": "meta-llama",
+    "llama-65b": "meta-llama",
+    "tinyllama-1.1b": "lit-gpt",
+    "llamat-7b": "fms-fsdp",
+}
+
+
+# Stack families for the table: Megatron-Core, the PyTorch FSDP stacks, the CNN benchmark stacks.
+FAMILY = {
+    "megatron": "megatron",
+    "llm-foundry": "pytorch-fsdp",
+    "torchtitan": "pytorch-fsdp",
+    "fms-fsdp": "pytorch-fsdp",
+    "lit-gpt": "pytorch-fsdp",
+    "meta-llama": "pytorch-fsdp",
+    "dle-pytorch": "cnn",
+    "pytorch-examples": "cnn",
+    "tensorflow": "cnn",
 }
 
 
@@ -97,12 +115,12 @@ def _row_precision(run: MeasuredRun) -> str:
 
 
 def held_out_width(rows: list[tuple[MeasuredRun, float, float]], run: MeasuredRun) -> float:
-    """The half-width (log) of the p10-p90 range the estimator would give ``run`` had its source
+    """The half-width (log) of the p10-p90 range the estimator would give ``run`` had its stack
     never been seen, by the estimator's own rule (``EfficiencyModel.interval``): the 80th percentile
-    of the other sources' |residual| on the same GPU generation (never below that of all of them),
+    of the other stacks' |residual| on the same GPU generation (never below that of all of them),
     or, for a GPU with fewer than
-    ``THIN_GPU_ROWS`` rows in the other sources, the 90th percentile of all of them (wider)."""
-    others = [(q, x) for q, x, _ in rows if q.source_id != run.source_id]
+    ``THIN_GPU_ROWS`` rows in the other stacks, the 90th percentile of all of them (wider)."""
+    others = [(q, x) for q, x, _ in rows if q.stack != run.stack]
     if sum(q.gpu == run.gpu for q, _ in others) < THIN_GPU_ROWS:
         return _q([abs(x) for _, x in others], 0.9)
     arch = find_gpu(run.gpu).architecture
@@ -138,18 +156,25 @@ def row_argv(run: MeasuredRun, folder: Path) -> list[str]:
         model = str(path)
     argv = ["--model", model]
     for name, value in run.options:
-        argv += [OPTIONS[name].flag, value]
+        if OPTIONS[name].kind == "switch":  # a bare flag
+            argv += [OPTIONS[name].flag] if value == "on" else []
+        else:
+            argv += [OPTIONS[name].flag, value]
+    if run.gpus_per_node is not None:
+        argv += ["--gpus-per-node", str(run.gpus_per_node)]
+    if run.inter_node_gbit_s is not None:
+        argv += ["--inter-node-gbps", f"{run.inter_node_gbit_s:g}"]
     return [*argv, "--gpu", run.gpu, "--gpus", str(run.gpus), "--no-calibration"]
 
 
-@functools.lru_cache(maxsize=1)
-def cli_runs() -> tuple[tuple[MeasuredRun, ...], int, str]:
-    """(the measured rows as the CLI builds them, rows identical to the library loader's, an example
-    command line)."""
+@functools.lru_cache(maxsize=2)
+def cli_runs(name: str = "measured_throughput.csv") -> tuple[tuple[MeasuredRun, ...], int, str]:
+    """(the measured rows of ``data/<name>`` as the CLI builds them, rows identical to the library
+    loader's, an example command line)."""
     folder = Path(tempfile.mkdtemp(prefix="gpuwise-accuracy-"))
     out, same, example = [], 0, ""
     try:
-        for run in load_measured_runs():
+        for run in load_measured_runs(name):
             argv = row_argv(run, folder)
             inputs = estimate_inputs(argv)
             wl = inputs.workload
@@ -179,14 +204,14 @@ def cli_runs() -> tuple[tuple[MeasuredRun, ...], int, str]:
 def throughput_set(
     runs_in: list[MeasuredRun] | None = None,
 ) -> tuple[list[tuple[MeasuredRun, float, float]], dict[str, list[float]]]:
-    """[(run, LOSO log residual, rule-40 log residual)] and LOSO residuals by class."""
+    """[(run, leave-one-stack-out log residual, rule-40 log residual)] and those residuals by class."""
     runs = list(cli_runs()[0]) if runs_in is None else runs_in
-    sources = sorted({r.source_id for r in runs})
+    stacks = sorted({r.stack for r in runs})
     out: list[tuple[MeasuredRun, float, float]] = []
-    for s in sources:
-        eff = fit_efficiency([r for r in runs if r.source_id != s])
+    for s in stacks:
+        eff = fit_efficiency([r for r in runs if r.stack != s])
         for r in runs:
-            if r.source_id == s:
+            if r.stack == s:
                 out.append(
                     (r, log_residual(r, eff), math.log(_rule40(r, _row_precision(r)) / r.value))
                 )
@@ -194,6 +219,20 @@ def throughput_set(
     for r, res, _ in out:
         by_class[workload_class(r.workload)].append(res)
     return out, by_class
+
+
+def known_stack_residuals() -> list[float]:
+    """|log residual| of every row run with a ``--stack`` the fit knows, predicted by a fit on all
+    the other rows (its stack's other rows included): the error a user of a measured stack sees."""
+    runs = list(cli_runs()[0])
+    out = []
+    for i, r in enumerate(runs):
+        if r.workload.stack == "unknown":
+            continue
+        eff = fit_efficiency(runs[:i] + runs[i + 1 :])
+        if workload_class(r.workload) in eff.by_stack.get(r.workload.stack, {}):
+            out.append(abs(log_residual(r, eff)))
+    return out
 
 
 def _run_source(run: PublishedRun) -> str:
@@ -214,7 +253,7 @@ def gpu_hours_set() -> list[tuple[PublishedRun, str, float, float, float, float]
     out = []
     for run in runs:
         src = _run_source(run)
-        eff = fit_efficiency([r for r in measured if r.source_id != src])
+        eff = fit_efficiency([r for r in measured if r.stack != src])
         run_eff = fit_run_efficiency([r for r in runs if _run_source(r) != src], eff)
         hours, gp = run_gpu_hours(run, replace(eff, run_efficiency=run_eff))
         rule = (
@@ -238,7 +277,7 @@ def _attention_share(run: MeasuredRun) -> float:
 
 
 def ablation(rows: list[tuple[MeasuredRun, float, float]]) -> None:
-    """The same leave-one-source-out run with the ``attention`` column ignored (every row
+    """The same leave-one-stack-out run with the ``attention`` column ignored (every row
     FlashAttention-2), so the effect of that one data column is on the record."""
     as_fa2 = [
         replace(r, workload=r.workload.with_changes(flash_attention_version=2))
@@ -271,9 +310,41 @@ def ablation(rows: list[tuple[MeasuredRun, float, float]]) -> None:
     )
 
 
+def print_table(rows: list[tuple[MeasuredRun, float, float]]) -> None:
+    """Median |error|, signed median (bias: + = gpuwise promises more throughput than the run got),
+    p90 |error| and p10-p90 coverage, each group next to the 40% rule on the same rows."""
+    hdr = (
+        f"{'group':30s} {'rows':>4s}  {'gpuwise med':>11s} {'signed':>7s} {'p90':>6s} {'p10-p90':>7s}"
+        f"   {'40% rule med':>12s} {'signed':>7s} {'p90':>6s}"
+    )
+    print(hdr)
+    print("-" * len(hdr))
+
+    def line(label: str, sel: list[tuple[MeasuredRun, float, float]]) -> None:
+        g = [math.exp(x) - 1 for _, x, _ in sel]
+        b = [math.exp(y) - 1 for _, _, y in sel]
+        hold = sum(abs(res) <= held_out_width(rows, r) for r, res, _ in sel) / len(sel)
+        print(
+            f"{label:30s} {len(sel):4d}  {statistics.median([abs(e) for e in g]):11.1%} "
+            f"{statistics.median(g):+7.1%} {_q([abs(e) for e in g], 0.9):6.1%} {hold:7.0%}   "
+            f"{statistics.median([abs(e) for e in b]):12.1%} {statistics.median(b):+7.1%} "
+            f"{_q([abs(e) for e in b], 0.9):6.1%}"
+        )
+
+    line("all", rows)
+    for gpu in sorted({r.gpu for r, _, _ in rows}):
+        line(f"  GPU {gpu}", [x for x in rows if x[0].gpu == gpu])
+    for fam in sorted(set(FAMILY.values())):
+        line(f"  family {fam}", [x for x in rows if FAMILY[x[0].stack] == fam])
+    for st in sorted({r.stack for r, _, _ in rows}):
+        line(f"    stack {st}", [x for x in rows if x[0].stack == st])
+    for klass in sorted({workload_class(r.workload) for r, _, _ in rows}):
+        line(f"  class {klass}", [x for x in rows if workload_class(x[0].workload) == klass])
+
+
 def per_gpu_coverage(rows: list[tuple[MeasuredRun, float, float]]) -> None:
     """Per GPU model: LOSO median |error| next to the 40% rule, and how often the p10-p90 range the
-    estimator would print for that GPU (held-out source) holds the measured value."""
+    estimator would print for that GPU (held-out stack) holds the measured value."""
     print("\n  per GPU     rows  gpuwise  40% rule  below rule?  p10-p90 holds")
     for gpu in sorted({r.gpu for r, _, _ in rows}):
         sel = [x for x in rows if x[0].gpu == gpu]
@@ -363,6 +434,7 @@ def print_meta_405b() -> None:
         f"{'p10-p90':>13s}   {'405B run held out':>17s}"
     )
     print(f"  (Table 4 measured {META_405B_TFLOPS:.0f} TFLOP/s per GPU on this layout)")
+    hours_by_v = []
     for v in (1, 2, 4, 8):
         inputs = estimate_inputs([*META_405B_ARGS.split(), "--virtual-pipeline", str(v)])
         a, b = (
@@ -384,6 +456,156 @@ def print_meta_405b() -> None:
             f"{a.wall_hours_p10 * a.gpus / 1e6:5.1f}-{a.wall_hours_p90 * a.gpus / 1e6:5.1f}M"
             f"   {b.gpu_hours / 1e6:8.1f}M {b.gpu_hours / META_405B_GPU_HOURS - 1:+7.0%}"
         )
+        hours_by_v.append(a.gpu_hours)
+    print(
+        f"  V is not published: gpuwise's answer is the range over V, {min(hours_by_v) / 1e6:.1f}M to "
+        f"{max(hours_by_v) / 1e6:.1f}M GPU-hours ({min(hours_by_v) / META_405B_GPU_HOURS - 1:+.0%} to "
+        f"{max(hours_by_v) / META_405B_GPU_HOURS - 1:+.0%}); no V is chosen to match the published figure"
+    )
+
+
+def print_outside_check() -> None:
+    """The validation-only throughput rows (nothing is fitted to them), predicted with the shipped fit
+    through the CLI's argument path, next to the rule; the range is the one the estimate prints."""
+    from gpuwise.estimate.measured import default_efficiency
+
+    runs, same, _ = cli_runs("validation_throughput.csv")
+    eff = default_efficiency()
+    print(
+        f"\nOUTSIDE CHECK: {len(runs)} validation-only rows (validation_throughput.csv; none fitted; "
+        f"{same}/{len(runs)} built by the CLI exactly as the loader builds them)\n"
+        f"  {'source':9s} {'GPU':6s} {'GPUs':>4s} {'row':48s} {'measured':>9s} {'gpuwise':>8s} "
+        f"{'in p10-p90':>10s} {'40% rule':>8s}"
+    )
+    errs: list[float] = []
+    rule: list[float] = []
+    held = 0
+    for r in runs:
+        est = estimate_with(r, eff)
+        pred = r.per_gpu(est.tokens_per_second, est.samples_per_second)
+        q = eff.interval(workload_class(r.workload), r.gpu, r.workload.stack) or (1.0, 1.0)
+        inside = q[0] <= r.value / pred <= q[1]  # measured time / predicted time
+        held += inside
+        errs.append(pred / r.value - 1)
+        rule.append(_rule40(r, _row_precision(r)) / r.value - 1)
+        tp = dict(r.options).get("tensor_parallel", "1")
+        print(
+            f"  {r.source_id:9s} {r.gpu:6s} {r.gpus:4d} {r.label + ' tp' + tp:48s} {r.value:9,.0f} "
+            f"{errs[-1]:+8.1%} {'yes' if inside else 'no':>10s} {rule[-1]:+8.1%}"
+        )
+    print(
+        f"  median |error| gpuwise {statistics.median([abs(e) for e in errs]):.1%} (signed "
+        f"{statistics.median(errs):+.1%}), 40% rule {statistics.median([abs(e) for e in rule]):.1%} "
+        f"(signed {statistics.median(rule):+.1%}); p10-p90 holds {held}/{len(runs)}"
+    )
+
+
+def print_collectives() -> None:
+    """alpha + n*beta against published nccl-tests timings (validation_collectives.csv)."""
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+    from gpuwise.estimate.throughput import allreduce_seconds, collective_latency_s, network_for
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_collectives.csv")
+        .read_text("utf-8")
+    )
+    print(
+        "\nCOLLECTIVES vs nccl-tests (validation only):"
+        f"\n  {'source':13s} {'GPU':5s} {'GPUs':>4s} {'collective':10s} {'MB':>6s} {'measured us':>11s} "
+        f"{'gpuwise us':>10s} {'error':>7s}"
+    )
+    for r in commented_csv(text):
+        n, size = int(r["gpus"]), float(r["bytes"])
+        net = network_for(find_gpu(r["gpu"]), int(r["gpus_per_node"]), float(r["inter_node_gbps"]))
+        pred = (
+            allreduce_seconds(size, n, net) + collective_latency_s(r["collective"], n, net)
+        ) * 1e6
+        meas = float(r["time_us"])
+        print(
+            f"  {r['source_id']:13s} {r['gpu']:5s} {n:4d} {r['collective']:10s} {size / 2**20:6.1f} "
+            f"{meas:11.0f} {pred:10.0f} {pred / meas - 1:+7.0%}"
+        )
+
+
+def print_finetune_validation() -> None:
+    """QLoRA's dequantisation against LitGPT's measured QLoRA - LoRA time per iteration (the
+    validation-only file; nothing is fitted to it), and QLoRA / LoRA by sequence length."""
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+    from gpuwise.estimate import estimate_workload, workload_from_options
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_finetune.csv")
+        .read_text("utf-8")
+    )
+    rows = list(commented_csv(text))
+    print(
+        "\nQLORA DEQUANTISATION vs LitGPT (validation only; A100-40GB, micro-batch 1, no recompute):"
+        f"\n  {'model':12s} {'quant':11s} {'measured extra ms/iter':>22s} {'gpuwise':>8s} {'error':>7s}"
+    )
+    for model in sorted({r["model"] for r in rows}):
+        lora = next(r for r in rows if r["model"] == model and r["task"] == "lora")
+        for q in (r for r in rows if r["model"] == model and r["task"] == "qlora"):
+            measured = (
+                float(q["minutes_per_1k_iterations"]) - float(lora["minutes_per_1k_iterations"])
+            ) * 60.0
+            wl = workload_from_options(
+                model=model, task="qlora", micro_batch="1", seq_len="512", grad_ckpt="none"
+            )
+            est = estimate_workload(wl, "A100", 1, calibration=None, suggest=False)
+            pred = est.step_parts["dequant_s"] * est.step_parts["framework_factor"] * 1000
+            print(
+                f"  {model:12s} {q['quantization']:11s} {measured:22.0f} {pred:8.0f} "
+                f"{pred / measured - 1:+7.0%}"
+            )
+    print("  QLoRA / LoRA step time by sequence length (llama-2-7b, A100-80GB, full recompute):")
+    for seq in (512, 1024, 4096, 16384):
+        lora_wl = workload_from_options(
+            model="llama-2-7b", task="lora", seq_len=str(seq), grad_ckpt="full", samples="100"
+        )
+        a = estimate_workload(lora_wl, "A100-80GB", 1, calibration=None, suggest=False)
+        b = estimate_workload(
+            lora_wl.with_changes(task="qlora"), "A100-80GB", 1, calibration=None, suggest=False
+        )
+        print(f"    seq {seq:6d}: x{b.step_time_s / a.step_time_s:.2f}")
+
+
+def print_large_dp() -> None:
+    """Per-GPU throughput of a 7B on A100s over 400 Gbit/s from 8 to 1,024 GPUs (prediction only:
+    no published series is in the project's data): FSDP full sharding and hybrid sharding, at
+    micro-batch 2 x 4,096 tokens and 1 x 2,048 (less compute to hide the per-block gathers)."""
+    from gpuwise.estimate import estimate_workload, workload_from_options
+
+    print(
+        "\nLARGE DATA-PARALLEL: llama-2-7b, A100-80GB, 400 Gbit/s per node, ZeRO-3, no recompute, global "
+        "batch 1,024 sequences\n  (2,048 from 1,024 GPUs) — prediction only, no measured series in the "
+        "project's data; tokens/s per GPU (exposed communication per step)"
+        f"\n  {'GPUs':>5s} {'FSDP mb2 s4096':>20s} {'HSDP mb2 s4096':>20s} {'FSDP mb1 s2048':>20s} "
+        f"{'HSDP mb1 s2048':>20s}"
+    )
+    for n in (8, 16, 64, 128, 256, 512, 1024):
+        cells = []
+        for mb, seq in (("2", "4096"), ("1", "2048")):
+            for extra in ({}, {"shard_within_node": "on"}):
+                wl = workload_from_options(
+                    model="llama-2-7b",
+                    zero="3",
+                    micro_batch=mb,
+                    seq_len=seq,
+                    grad_ckpt="none",
+                    global_batch="2048" if n >= 1024 else "1024",
+                    **extra,
+                )
+                est = estimate_workload(
+                    wl, "A100-80GB", n, inter_node_gbit_s=400.0, calibration=None, suggest=False
+                )
+                cells.append(f"{est.tokens_per_second / n:8,.0f} ({est.comm_time_s:5.2f}s)")
+        print(f"  {n:5d} " + " ".join(f"{c:>20s}" for c in cells))
 
 
 def main() -> None:
@@ -409,37 +631,18 @@ def main() -> None:
         "build exactly the library loader's workload.\n  e.g. " + example + "\n"
     )
     print(
-        f"THROUGHPUT SET: {len(rows)} measured configurations, {len({r.source_id for r, _, _ in rows})} sources, "
-        f"{len({r.gpu for r, _, _ in rows})} GPU models (leave-one-source-out)\n"
+        f"THROUGHPUT SET: {len(rows)} measured configurations, {len({r.stack for r, _, _ in rows})} stacks, "
+        f"{len({r.gpu for r, _, _ in rows})} GPU models (leave-one-STACK-out: each stack's rows predicted "
+        "by a fit that never saw that stack, with --stack as the row ran)\n"
     )
     if args.rows:
         for r, res, rule in rows:
             print(
-                f"  {r.source_id:10s} {r.gpu:10s} {r.gpus:5d} {r.label:52s} meas {r.value:9.0f} "
+                f"  {r.stack:16s} {r.gpu:10s} {r.gpus:5d} {r.label:52s} meas {r.value:9.0f} "
                 f"gpuwise {math.exp(res) - 1:+7.1%} rule40 {math.exp(rule) - 1:+7.1%}"
             )
         print()
-    hdr = f"{'group':22s} {'rows':>4s}  {'gpuwise med':>11s} {'p90':>6s}   {'40% rule med':>12s} {'p90':>6s}"
-    print(hdr)
-    print("-" * len(hdr))
-
-    def line(label: str, sel: list[tuple[MeasuredRun, float, float]]) -> None:
-        g = [math.exp(x) - 1 for _, x, _ in sel]
-        b = [math.exp(y) - 1 for _, _, y in sel]
-        print(f"{label:22s} {len(sel):4d}  {_summary(g):>18s}   {_summary(b):>19s}")
-
-    line("all", rows)
-    for gpu in sorted({r.gpu for r, _, _ in rows}):
-        line(f"  GPU {gpu}", [x for x in rows if x[0].gpu == gpu])
-    for src in sorted({r.source_id for r, _, _ in rows}):
-        line(f"  source {src}", [x for x in rows if x[0].source_id == src])
-    for klass in sorted(by_class):
-        line(f"  class {klass}", [x for x in rows if workload_class(x[0].workload) == klass])
-
-    # p10-p90 coverage. The range is symmetric in log space: ± the 80th percentile of the other sources'
-    # |LOSO log residual| (a new stack can be faster or slower than the ones fitted), so it holds the
-    # held-out source only if the cross-validated errors of the others are representative.
-    # res = log(pred/measured throughput) = log(measured time / predicted time)
+    print_table(rows)
     inside = sum(abs(res) <= held_out_width(rows, r) for r, res, _ in rows)
     print(
         f"\np10-p90 range holds the measured value: {inside}/{len(rows)} = {inside / len(rows):.0%} (goal 70-90%)"
@@ -467,6 +670,10 @@ def main() -> None:
 
     run_res = print_gpu_hours()
     print_meta_405b()
+    print_outside_check()
+    print_collectives()
+    print_finetune_validation()
+    print_large_dp()
 
     if args.ablation:
         ablation(rows)
@@ -476,14 +683,16 @@ def main() -> None:
             Path(__file__).resolve().parents[1] / "src/gpuwise/estimate/data/estimate_residuals.csv"
         )
         lines = [
-            "# Leave-one-source-out residuals of gpuwise's time estimates, written by",
+            "# Leave-one-stack-out residuals of gpuwise's time estimates, written by",
             "# `python benchmarks/estimate_accuracy.py --write-residuals` (do not edit by hand). The p10-p90 range",
             "# is symmetric in log space: log_p10 = -w, log_p90 = +w, w = 80th percentile of |log(measured time /",
-            "# predicted time)| over the leave-one-source-out predictions. Estimate.wall_hours_p10/p90 = wall_hours",
+            "# predicted time)| over the leave-one-stack-out predictions. Estimate.wall_hours_p10/p90 = wall_hours",
             "# × exp(log_p10/log_p90). throughput: the per-step set; pretraining-run: whole published runs;",
             "# throughput:<generation>: the 80th percentile of that GPU generation's rows (5 or more), never",
             "# narrower than throughput (a new stack's error is not smaller than the spread between stacks);",
-            "# throughput-thin-gpu: GPUs with fewer than 5 measured rows get w = the 90th percentile (wider).",
+            "# throughput-thin-gpu: GPUs with fewer than 5 measured rows get w = the 90th percentile (wider);",
+            "# throughput-known-stack: --stack names a stack with measured rows: w = the 80th percentile of its",
+            "# rows' errors when each row is left out of the fit (its stack's other rows stay in).",
             "class,rows,log_p10,log_p90",
         ]
         pooled = [abs(x) for v in by_class.values() for x in v]
@@ -491,6 +700,9 @@ def main() -> None:
         lines.append(f"throughput,{len(pooled)},{-w:.4f},{w:.4f}")
         w90 = _q(pooled, 0.9)
         lines.append(f"throughput-thin-gpu,{len(pooled)},{-w90:.4f},{w90:.4f}")
+        known = known_stack_residuals()
+        wk = _q(known, 0.8)
+        lines.append(f"throughput-known-stack,{len(known)},{-wk:.4f},{wk:.4f}")
         by_arch: dict[str, list[float]] = collections.defaultdict(list)
         for r, x, _ in rows:
             by_arch[find_gpu(r.gpu).architecture].append(abs(x))

@@ -153,8 +153,26 @@ def test_qlora_pays_its_dequantisation() -> None:
     qlora = lora.with_changes(task="qlora")
     a, b = _est(lora, "A100-80GB", 1), _est(qlora, "A100-80GB", 1)
     ratio = b.step_time_s / a.step_time_s
-    assert ratio == pytest.approx(QLORA_DEQUANT_FACTOR, rel=0.05)
-    assert any("dequantisation" in n for n in b.notes)
+    # LitGPT's measured QLoRA/LoRA step ratios span 1.09 (phi-1.5) to 2.00 (Llama 2 13B)
+    assert 1.05 < ratio < QLORA_DEQUANT_FACTOR * 1.4
+    assert any("dequantised" in n for n in b.notes)
+
+
+def test_qlora_overhead_shrinks_as_sequences_grow() -> None:
+    """Dequantisation is paid per pass over the weights, not per token: QLoRA's extra time over
+    LoRA falls from short to long sequences (it was a constant ×1.52 before)."""
+
+    def ratio(seq: int) -> float:
+        lora = workload_from_options(
+            model="llama-2-7b", task="lora", seq_len=seq, grad_ckpt="full", samples="100"
+        )
+        a = _est(lora, "A100-80GB", 1)
+        b = _est(lora.with_changes(task="qlora"), "A100-80GB", 1)
+        return b.step_time_s / a.step_time_s
+
+    short, mid, long = ratio(1024), ratio(4096), ratio(16384)
+    assert short > mid > long > 1.0
+    assert short - 1 > 3 * (long - 1)
 
 
 def test_fp32_means_tf32_for_convolutions_and_says_so_for_matmuls() -> None:
@@ -227,7 +245,12 @@ def test_framework_factor_is_fitted_only_to_the_rows_it_is_given() -> None:
     without = fit_efficiency([r for r in runs if r.source_id != "nemo"])
     f_full, _ = full.factor("H100", "transformer-train")
     f_wo, basis = without.factor("H100", "transformer-train")
-    assert f_full != f_wo and "fitted to" in basis
+    assert f_full != f_wo and "central" in basis
+    # a measured stack gets its own factor; left out of the fit, it gets the central one
+    f_mega, mega_basis = full.factor("H100", "transformer-train", "megatron")
+    assert "fitted to" in mega_basis and "megatron" in mega_basis and f_mega != f_full
+    f_gone, gone_basis = without.factor("H100", "transformer-train", "megatron")
+    assert f_gone == f_wo and "no measured row from this stack" in gone_basis
     assert without.rows < full.rows
     # the shipped model: fitted to all rows, with the error bars and the whole-run efficiency
     shipped = default_efficiency()
@@ -301,9 +324,12 @@ def test_json_keeps_its_fields_and_adds_the_new_ones(cli: Any) -> None:
         "step_parts",
     ):
         assert key in doc, key
-    assert doc["wall_hours_p10"] < doc["wall_hours"] < doc["wall_hours_p90"]
-    # 7B, plain data parallelism: 16 bytes of model state per parameter alone exceed 80 GB
+    # 7B, plain data parallelism: 16 bytes of model state per parameter alone exceed 80 GB, so
+    # no hours as if it ran (issue 32)
     assert doc["memory"]["verdict"] == "does not fit" and doc["memory"]["fits"] is False
+    assert doc["wall_hours"] is None and doc["gpu_hours"] is None
+    assert doc["wall_hours_p10"] is None and doc["wall_hours_p90"] is None
+    assert doc["suggestions"]
     assert doc["workload"]["flash_attention_version"] == 2
     assert set(doc["step_parts"]) >= {
         "matmul_s",

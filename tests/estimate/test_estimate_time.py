@@ -119,7 +119,7 @@ def test_pcie_scales_worse_than_nvlink_and_nodes_worse_than_one_node() -> None:
 
 
 def test_calibration_file_overrides_the_fitted_mfu(tmp_path: Path, isolated_env: Path) -> None:
-    wl = workload_from_options(model="llama-2-7b", task="pretrain", tokens="1e10")
+    wl = workload_from_options(model="llama-2-7b", task="lora", tokens="1e10")
     before = estimate_workload(wl, "H100", calibration=None)
     cfg = isolated_env / "config"
     cfg.mkdir(parents=True, exist_ok=True)

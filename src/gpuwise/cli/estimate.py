@@ -390,6 +390,8 @@ def _render(est: Estimate) -> None:
         and est.wall_hours_p90 is not None
     ):
         wall += f" (p10–p90 {_hours(est.wall_hours_p10)} – {_hours(est.wall_hours_p90)})"
+    if mem.verdict == "does not fit" and est.total_tokens is not None:
+        wall = "— (does not fit: it would not run; see the fixes)"
     perf.add_row("wall-clock", wall)
     if est.inference is None and est.wall_hours is not None:
         perf.add_row("goodput", f"{est.goodput:.0%} (failures, restarts, start-up)")

@@ -33,7 +33,7 @@ from gpuwise.estimate.result import Estimate, InferenceEstimate, MemoryEstimate,
 from gpuwise.estimate.steptime import (
     CNN_INFER_TRAFFIC_PASSES,
     DEFAULT_BANDWIDTH_FRACTION,
-    QLORA_DEQUANT_FACTOR,
+    QLORA_DEQUANT_BYTES,
     STARTUP_HOURS,
     achievable_matmul,
     goodput,
@@ -55,6 +55,10 @@ if TYPE_CHECKING:
     from gpuwise.estimate.measured import EfficiencyModel
 
 _NO_CALIBRATION = object()
+_NO_HOURS = (
+    "does not fit: no wall-clock or GPU-hours (it would not run); the fixes list settings that fit "
+    "and what they cost in speed"
+)
 # Pretraining runs at least this big (stepping GPU-hours) are treated like the published whole runs
 # (data/published_runs.csv, smallest 3,456 GPU-hours): their whole-run efficiency and error range apply.
 WHOLE_RUN_GPU_HOURS = 3000.0
@@ -189,7 +193,9 @@ def _setup(
             f"{spec.name} has no bf16: estimated in fp16 (same memory; train with loss scaling)"
         )
     peak_flops(spec, wl.precision)  # raises for a precision the GPU lacks
-    breakdown_b = memory_breakdown_bytes_cached(wl, dp, _overheads(cal))
+    # hybrid sharding: the states are sharded over one node's data-parallel GPUs only
+    sharded_over = min(dp, max(1, gpn // shard)) if wl.shard_within_node else dp
+    breakdown_b = memory_breakdown_bytes_cached(wl, sharded_over, _overheads(cal))
     per_gpu = sum(breakdown_b.values()) / BYTES_PER_GIB
     # the memory the driver reports (measured, published nvidia-smi total, or the datasheet): the
     # breakdown already holds the CUDA context and the allocator allowance (estimate.capacity)
@@ -300,7 +306,7 @@ def _estimate_training(
     fpt = training_flops_per_token(m, seq, wl.task, adapter)
     model = eff or default_efficiency()
     klass = workload_class(wl)
-    factor, factor_basis = model.factor(spec.name, klass)
+    factor, factor_basis = model.factor(spec.name, klass, wl.stack)
     parts, gb, basis = train_parts(
         wl, spec, gpus, dp, cal, prec, factor, model.attention_factor, adapter
     )
@@ -340,7 +346,7 @@ def _estimate_training(
     wall = stepping_hours / gput if stepping_hours is not None else None
     p10 = p90 = None
     if wall is not None:  # whole pretraining runs: the published-runs range
-        q = model.interval("pretraining-run" if whole_run else klass, spec.name)
+        q = model.interval("pretraining-run" if whole_run else klass, spec.name, wl.stack)
         if q is not None:
             p10, p90 = wall * q[0], wall * q[1]
     flops_total = fpt * total if total is not None else None
@@ -375,6 +381,10 @@ def _estimate_training(
             + " (wall_hours = stepping hours ÷ goodput)"
         )
     notes.extend(_training_notes(wl, seq, memory.fits))
+    if memory.verdict == "does not fit" and wall is not None:
+        # no hours (or dollars) for a run that cannot start: the fixes say what would fit
+        wall = p10 = p90 = None
+        notes.append(_NO_HOURS)
     mfu_eff = mfu_c * (compute / step)
     return Estimate(
         workload=wl_out,
@@ -424,8 +434,9 @@ def _training_notes(wl: Workload, seq: int, fits: bool) -> list[str]:
         )
     if wl.task == "qlora":
         notes.append(
-            f"qlora: 4-bit dequantisation costs ×{QLORA_DEQUANT_FACTOR:.2f} of the LoRA step "
-            "(LitGPT resource tables, median of 4 models)"
+            f"qlora: the 4-bit base weights are dequantised in every pass over them "
+            f"({QLORA_DEQUANT_BYTES:g} bytes per parameter per pass at the memory bandwidth): a fixed "
+            "cost per micro-batch, so a larger share of the step at short sequences"
         )
     if m.is_transformer and seq >= 16384 and not fits:
         notes.append(
@@ -533,6 +544,9 @@ def _estimate_inference(
         q = model.interval(klass, spec.name)
         if q is not None:
             p10, p90 = wall * q[0], wall * q[1]
+    if memory.verdict == "does not fit" and wall is not None:
+        wall = p10 = p90 = None
+        notes.append(_NO_HOURS)
     return Estimate(
         workload=wl,
         gpu=spec.name,

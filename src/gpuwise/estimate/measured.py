@@ -13,7 +13,7 @@ Two things are fitted to them, nothing else:
 - the **whole-run efficiency** of published pretraining runs (``data/published_runs.csv``):
   reported GPU-hours ÷ the hours the step-time and failure models give for the run as it ran
   (its published layout and kernels, ``options``), geometric mean over the runs that publish them;
-- the **p10–p90 error bars**: ± the 80th percentile of the absolute leave-one-source-out log errors
+- the **p10–p90 error bars**: ± the 80th percentile of the absolute leave-one-stack-out log errors
   (per-step set, and whole published runs), written by ``benchmarks/estimate_accuracy.py
   --write-residuals`` to ``data/estimate_residuals.csv`` (cross-validated, not tuned on the rows
   they cover).
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from gpuwise.base.datafiles import commented_csv
 from gpuwise.estimate.model import ModelConfig
-from gpuwise.estimate.workload import Workload
+from gpuwise.estimate.workload import STACKS, Workload
 
 if TYPE_CHECKING:
     from gpuwise.estimate.estimator import Estimate
@@ -50,7 +50,7 @@ _TASKS = {
     "infer": "inference",
 }
 _PRECISIONS = {"tf32": "fp32", "fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
-_ZERO = {"fsdp": 3, "ddp": 0, "megatron": 1}
+_ZERO = {"fsdp": 3, "hsdp": 3, "ddp": 0, "megatron": 1}
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class MeasuredRun:
     """One row of ``measured_throughput.csv`` as a workload on a GPU setup."""
 
     source_id: str
-    """Independent source (the leave-one-source-out fold)."""
+    """Independent source."""
     gpu: str
     gpus: int
     workload: Workload
@@ -76,6 +76,9 @@ class MeasuredRun:
     """GPUs per node when the row's setup says (None: the estimator's default)."""
     inter_node_gbit_s: float | None = None
     """Network per node when the row's setup says (None: the estimator's default for the GPU)."""
+    stack: str = "unknown"
+    """The stack that ran the row (the leave-one-stack-out fold; ``--stack`` where it is one of
+    :data:`~gpuwise.estimate.workload.STACKS`, else ``unknown``)."""
 
     def per_gpu(self, tokens_per_second: float, samples_per_second: float) -> float:
         """The estimate's figure in this row's unit, per GPU."""
@@ -164,7 +167,10 @@ def measured_options(r: dict[str, str]) -> dict[str, str]:
         "expert_parallel": r["ep"] or "1",
         "fused_kernels": "on" if r["fused"] == "true" else "off",
         "sequence_parallel": "on" if r["parallelism"] == "megatron" else "off",
+        "stack": r["stack"] if r["stack"] in STACKS else "unknown",
     }
+    if r["parallelism"] == "hsdp":
+        opts["shard_within_node"] = "on"
     if r["attention"] in ("flash1", "flash2", "flash3"):
         opts["attention_kernel"] = r["attention"]
     if r["global_batch"]:
@@ -176,18 +182,18 @@ def measured_options(r: dict[str, str]) -> dict[str, str]:
     return opts
 
 
-@functools.lru_cache(maxsize=1)
-def load_measured_runs() -> tuple[MeasuredRun, ...]:
-    """Every row of ``measured_throughput.csv`` as a workload built from its options
+@functools.lru_cache(maxsize=2)
+def load_measured_runs(
+    name: str = "measured_throughput.csv",
+) -> tuple[MeasuredRun, ...]:
+    """Every row of ``data/<name>`` (``measured_throughput.csv``, the fitted rows, or
+    ``validation_throughput.csv``, rows nothing is fitted to) as a workload built from its options
     (:func:`measured_options`) by the library's request path, :func:`workload_from_options` — the
-    path the CLI takes (``benchmarks/estimate_accuracy.py`` checks that the CLI builds the same)."""
+    path the CLI takes (``benchmarks/estimate_accuracy.py`` checks that the CLI builds the same).
+    Optional ``gpus_per_node`` and ``inter_node_gbps`` columns give the row's setup."""
     from gpuwise.estimate.workload import workload_from_options
 
-    text = (
-        resources.files("gpuwise.estimate")
-        .joinpath("data/measured_throughput.csv")
-        .read_text("utf-8")
-    )
+    text = resources.files("gpuwise.estimate").joinpath(f"data/{name}").read_text("utf-8")
     runs = []
     for r in commented_csv(text):
         seq = int(r["seq_len"])
@@ -206,6 +212,9 @@ def load_measured_runs() -> tuple[MeasuredRun, ...]:
                 label=label,
                 options=tuple(opts.items()),
                 model=r["model"],
+                gpus_per_node=int(r["gpus_per_node"]) if r.get("gpus_per_node") else None,
+                inter_node_gbit_s=float(r["inter_node_gbps"]) if r.get("inter_node_gbps") else None,
+                stack=r["stack"],
             )
         )
     return tuple(runs)
@@ -226,7 +235,11 @@ class EfficiencyModel:
     """Framework factors (measured ÷ named-parts step time) and error bars per workload class."""
 
     by_class: dict[str, tuple[float, int]] = field(default_factory=dict)
-    """class → (shrunk mean log factor, rows)."""
+    """class → (central log factor, rows): the mean over the measured stacks of each stack's mean
+    (each shrunk toward the overall mean by :data:`SHRINK_ROWS` pseudo-rows; every stack counts
+    once, however many rows it has) — what a stack gpuwise has not measured gets."""
+    by_stack: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
+    """stack → class → (log factor, rows): the stack's own mean, shrunk toward the central one."""
     overall: float = 0.0
     """Mean log factor over all rows."""
     rows: int = 0
@@ -250,25 +263,36 @@ class EfficiencyModel:
     :func:`run_gpu_hours` sets 0: their prediction must not jump by ``1 / run_efficiency`` when a
     refit moves a run's stepping estimate across the threshold."""
 
-    def factor(self, gpu: str, klass: str) -> tuple[float, str]:
+    def factor(self, gpu: str, klass: str, stack: str = "unknown") -> tuple[float, str]:
         """(factor, where it comes from)."""
         if not self.rows:
             return 1.0, "none fitted"
+        if klass in self.by_stack.get(stack, {}):
+            lf, n = self.by_stack[stack][klass]
+            return math.exp(lf), f"fitted to {n} measured {stack} {klass} runs"
         if klass in self.by_class:
             lf, n = self.by_class[klass]
-            return math.exp(lf), f"fitted to {n} measured {klass} runs"
+            return math.exp(lf), (
+                f"central of the measured stacks' {klass} runs ({n}); "
+                + ("no measured row from this stack" if stack != "unknown" else "--stack not given")
+            )
         return math.exp(
             self.overall
         ), f"no measured {klass} run: mean of all {self.rows} measured runs"
 
-    def interval(self, klass: str, gpu: str = "") -> tuple[float, float] | None:
+    def interval(
+        self, klass: str, gpu: str = "", stack: str = "unknown"
+    ) -> tuple[float, float] | None:
         """(p10, p90) multipliers of a predicted time for ``klass`` (``pretraining-run`` or a
-        workload class; every workload class uses the ``throughput`` range, widened to
-        ``throughput-thin-gpu`` on a GPU with few measured rows)."""
+        workload class; every workload class uses the ``throughput`` range — that of a stack the fit
+        never saw — widened to ``throughput-thin-gpu`` on a GPU with few measured rows, narrowed to
+        ``throughput-known-stack`` for a stack with measured rows of that class)."""
         if klass in self.intervals:
             return self.intervals[klass]
         if gpu and self.gpu_rows.get(gpu, 0) < THIN_GPU_ROWS:
             return self.intervals.get("throughput-thin-gpu") or self.intervals.get("throughput")
+        if klass in self.by_stack.get(stack, {}) and "throughput-known-stack" in self.intervals:
+            return self.intervals["throughput-known-stack"]
         if gpu:
             from gpuwise.hardware import find_gpu
 
@@ -314,6 +338,7 @@ def log_residual(
 class _Row:
     gpu: str
     klass: str
+    stack: str
     target: float
     """Measured step time with the estimate's comm, bubble and optimizer taken off."""
     other: float
@@ -327,7 +352,7 @@ def _row(run: MeasuredRun) -> _Row | None:
     klass = workload_class(run.workload)
     p = est.step_parts
     if not p:  # inference: the whole step scales
-        return _Row(run.gpu, klass, measured_step, est.step_time_s, 0.0)
+        return _Row(run.gpu, klass, run.stack, measured_step, est.step_time_s, 0.0)
     compute = (
         p["matmul_s"] + p["memory_bound_s"] + p["recompute_s"] + p["dequant_s"] + p["attention_s"]
     )
@@ -335,20 +360,36 @@ def _row(run: MeasuredRun) -> _Row | None:
     target = (measured_step - est.comm_time_s) / bubble - p["optimizer_s"]
     if target <= 0:
         return None
-    return _Row(run.gpu, klass, target, compute - p["attention_s"], p["attention_s"])
+    return _Row(run.gpu, klass, run.stack, target, compute - p["attention_s"], p["attention_s"])
 
 
-def _fit_factors(rows: list[_Row], c: float) -> tuple[float, dict[str, tuple[float, int]], float]:
-    logs = [(r.klass, math.log(r.target / (r.other + c * r.attention))) for r in rows]
-    overall = sum(v for _, v in logs) / len(logs)
+_Fit = tuple[float, dict[str, tuple[float, int]], dict[str, dict[str, tuple[float, int]]], float]
+
+
+def _fit_factors(rows: list[_Row], c: float) -> _Fit:
+    """(overall, central by class, by stack and class, in-sample squared error) for attention factor
+    ``c``. The central factor weighs every stack once: the stacks with many rows (NeMo, llm-foundry)
+    must not make the estimate for a stack nobody measured."""
+    logs = [(r.klass, r.stack, math.log(r.target / (r.other + c * r.attention))) for r in rows]
+    overall = sum(v for _, _, v in logs) / len(logs)
     by_class: dict[str, tuple[float, int]] = {}
+    by_stack: dict[str, dict[str, tuple[float, int]]] = {}
     sse = 0.0
-    for klass in sorted({k for k, _ in logs}):
-        vals = [v for k, v in logs if k == klass]
-        mean = (sum(vals) + SHRINK_ROWS * overall) / (len(vals) + SHRINK_ROWS)
-        by_class[klass] = (mean, len(vals))
-        sse += sum((v - mean) ** 2 for v in vals)
-    return overall, by_class, sse
+    for klass in sorted({k for k, _, _ in logs}):
+        stacks = sorted({st for k, st, _ in logs if k == klass})
+        means = {st: [v for k, s2, v in logs if k == klass and s2 == st] for st in stacks}
+        # each stack's mean shrunk toward the overall one by its row count, then every stack once
+        per_stack = [
+            (sum(v) + SHRINK_ROWS * overall) / (len(v) + SHRINK_ROWS) for v in means.values()
+        ]
+        central = sum(per_stack) / len(per_stack)
+        n = sum(len(v) for v in means.values())
+        by_class[klass] = (central, n)
+        for st, vals in means.items():
+            mean = (sum(vals) + SHRINK_ROWS * central) / (len(vals) + SHRINK_ROWS)
+            by_stack.setdefault(st, {})[klass] = (mean, len(vals))
+            sse += sum((v - mean) ** 2 for v in vals)
+    return overall, by_class, by_stack, sse
 
 
 def fit_efficiency(
@@ -358,9 +399,10 @@ def fit_efficiency(
 ) -> EfficiencyModel:
     """Fit the framework factors and the attention factor to ``runs``.
 
-    Per workload class, the framework factor is the log-mean of measured ÷ predicted compute time,
-    shrunk toward the overall mean by :data:`SHRINK_ROWS` pseudo-rows. It is one figure for all
-    GPUs: what differs between GPUs (peaks, achievable matmul fraction, bandwidth) is in the named
+    Per workload class, the central framework factor is the mean over stacks of each stack's
+    log-mean of measured ÷ predicted compute time, shrunk toward the overall mean by
+    :data:`SHRINK_ROWS` pseudo-rows (every stack counted once); each measured stack also gets its
+    own, shrunk toward the central one by :data:`SHRINK_ROWS` pseudo-rows. It is one figure for all GPUs: what differs between GPUs (peaks, achievable matmul fraction, bandwidth) is in the named
     parts. (Per-GPU factors were tried and did worse leaving each source out: they learn the
     source's stack, not the GPU.) The attention factor (one for all GPUs) is the grid value in
     0.5–4 that leaves the smallest squared log residual.
@@ -372,15 +414,16 @@ def fit_efficiency(
     for i in range(41):
         c = 0.5 * 8 ** (i / 40)
         fit = _fit_factors(rows, c)
-        if best is None or fit[2] < best[1][2]:
+        if best is None or fit[3] < best[1][3]:
             best = (c, fit)
     assert best is not None
-    c, (overall, by_class, _) = best
+    c, (overall, by_class, by_stack, _) = best
     gpu_rows: dict[str, int] = {}
     for r in rows:
         gpu_rows[r.gpu] = gpu_rows.get(r.gpu, 0) + 1
     return EfficiencyModel(
         by_class=by_class,
+        by_stack=by_stack,
         overall=overall,
         rows=len(rows),
         gpu_rows=gpu_rows,
@@ -400,25 +443,54 @@ RUN_DEFAULT_GPUS = 2048
 
 def run_gpu_hours(run: PublishedRun, efficiency: EfficiencyModel) -> tuple[float, float]:
     """(GPU-hours, goodput) gpuwise predicts for a published pretraining run, with the stack its
-    source states (``run.options``) and the defaults elsewhere (FSDP: ZeRO-3)."""
+    source states (``run.options``) and the defaults elsewhere; a run that states no ZeRO stage gets
+    the fastest that fits of FSDP full sharding, hybrid sharding within a node and ZeRO-1, and a
+    pipelined run that does not publish its interleaving the fastest of V = 1, 2, 4, 8 chunks per GPU,
+    and one that states model parallelism but not its degree the fastest tensor-parallel degree of
+    1, 2, 4, 8 (its team tuned what it does not publish; the benchmark prints the range over V)."""
     from gpuwise.estimate.estimator import estimate_workload
     from gpuwise.estimate.workload import workload_from_options
 
-    opts: dict[str, str] = {"zero": "3", **dict(run.options)}
-    wl = workload_from_options(
-        model=run.model, task="pretrain", tokens=run.tokens, seq_len=str(run.seq_len), **opts
+    stated = dict(run.options)
+    layouts: list[dict[str, str]] = (
+        [{}]
+        if "zero" in stated
+        else [{"zero": "3"}, {"zero": "3", "shard_within_node": "on"}, {"zero": "1"}]
     )
-    est = estimate_workload(
-        wl,
-        run.gpu,
-        run.gpus or RUN_DEFAULT_GPUS,
-        calibration=None,
-        suggest=False,
-        efficiency=replace(efficiency, whole_run_gpu_hours=0.0),
-        inter_node_gbit_s=RUN_INTER_NODE_GBIT_S,
-    )
-    assert est.gpu_hours is not None
-    return est.gpu_hours, est.goodput
+    if stated.get("sequence_parallel") == "on" and "tensor_parallel" not in stated:
+        # model parallelism stated, its degree not: the fastest that fits
+        degrees = [t for t in (1, 2, 4, 8) if run.model.heads % t == 0]
+        layouts = [{**lay, "tensor_parallel": str(t)} for lay in layouts for t in degrees]
+    pp = int(stated.get("pipeline_parallel", "1"))
+    if (
+        pp > 1 and "virtual_pipeline" not in stated
+    ):  # interleaving not published: the finest that fits
+        chunks = [v for v in (1, 2, 4, 8) if pp * v <= run.model.total_layers + 2]
+        layouts = [{**lay, "virtual_pipeline": str(v)} for lay in layouts for v in chunks]
+    found: list[tuple[bool, float, float]] = []  # (does not fit, GPU-hours, goodput)
+    for layout in layouts:
+        wl = workload_from_options(
+            model=run.model,
+            task="pretrain",
+            tokens=run.tokens,
+            seq_len=str(run.seq_len),
+            **{**layout, **stated},
+        )
+        est = estimate_workload(
+            wl,
+            run.gpu,
+            run.gpus or RUN_DEFAULT_GPUS,
+            calibration=None,
+            suggest=False,
+            efficiency=replace(efficiency, whole_run_gpu_hours=0.0),
+            inter_node_gbit_s=RUN_INTER_NODE_GBIT_S,
+        )
+        # the run ran: its hours even where gpuwise's memory model says "does not fit" (and so
+        # prints none); among unpublished layouts, one that fits is preferred
+        hours = run.tokens / est.tokens_per_second / 3600 / est.goodput * est.gpus
+        found.append((est.memory.verdict == "does not fit", hours, est.goodput))
+    _, hours, gp = min(found)
+    return hours, gp
 
 
 def fit_run_efficiency(runs: list[PublishedRun], efficiency: EfficiencyModel) -> float:

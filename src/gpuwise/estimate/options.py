@@ -181,11 +181,12 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         None,
         "Activation recomputation: none | selective (Megatron) | selective-op | selective-layer "
         "(torchtitan) | full | auto (the least recompute that fits or is tight) "
-        "(default none; qlora: full).",
+        "(default none; qlora, and finetune/lora with --stack hf: full).",
         panel=PARALLEL_PANEL,
         choices=("none", "selective", "full", "selective-op", "selective-layer", "auto"),
         follows="no recompute: the default of Megatron-Core and Hugging Face Trainer; "
-        "QLoRA recipes checkpoint (PEFT prepare_model_for_kbit_training)",
+        "QLoRA recipes checkpoint (PEFT prepare_model_for_kbit_training), and TRL's SFTConfig "
+        "turns gradient_checkpointing on",
     ),
     OptionSpec(
         "tensor_parallel",
@@ -288,6 +289,35 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         choices=("auto", "on", "off"),
         follows=f"{_MC} + Transformer Engine fuse norms and the vocab-parallel cross-entropy; "
         "Hugging Face Transformers 4.4x upcasts RMSNorm and the logits to fp32",
+    ),
+    OptionSpec(
+        "stack",
+        "choice",
+        "unknown",
+        "Training stack: unknown | megatron | torchtitan | llm-foundry | fms-fsdp | lit-gpt | "
+        "deepspeed | hf. A stack gpuwise has measured rows from gets its own framework factor and "
+        "gradient bucketing; unknown (and deepspeed, hf: no measured rows yet) get the central "
+        "estimate of the measured stacks with the range of a stack never seen.",
+        panel=PARALLEL_PANEL,
+        choices=(
+            "unknown",
+            "megatron",
+            "torchtitan",
+            "llm-foundry",
+            "fms-fsdp",
+            "lit-gpt",
+            "deepspeed",
+            "hf",
+        ),
+    ),
+    OptionSpec(
+        "shard_within_node",
+        "switch",
+        False,
+        "Hybrid sharding (FSDP HYBRID_SHARD / HSDP): ZeRO shards only over the GPUs of a node, a copy "
+        "per node, one gradient all-reduce across nodes per step.",
+        panel=PARALLEL_PANEL,
+        follows="off: FSDP FULL_SHARD and DeepSpeed ZeRO shard over every data-parallel GPU",
     ),
     OptionSpec(
         "prompt_len",

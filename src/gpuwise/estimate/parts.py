@@ -25,7 +25,7 @@ from gpuwise.estimate.steptime import (
     CNN_TRAIN_TRAFFIC_PASSES,
     DEFAULT_BANDWIDTH_FRACTION,
     OPTIMIZER_TRAFFIC_BYTES,
-    QLORA_DEQUANT_FACTOR,
+    QLORA_DEQUANT_BYTES,
     StepParts,
     achievable_matmul,
     attention_efficiency,
@@ -36,7 +36,9 @@ from gpuwise.estimate.throughput import (
     Network,
     allreduce_seconds,
     attention_flops_per_token,
+    collective_latency_s,
     forward_flops_per_token,
+    gradient_buckets,
     peak_flops,
     recompute_factor,
     training_flops_per_token,
@@ -209,8 +211,12 @@ def train_parts(
                 + memory / 3
             )
     dequant = 0.0
-    if wl.task == "qlora":
-        dequant = (QLORA_DEQUANT_FACTOR - 1.0) * (matmul + attention + memory + recompute)
+    if wl.task == "qlora":  # per micro-batch, per pass over the 4-bit base weights (see .steptime)
+        passes = 2.0 + (1.0 if wl.grad_ckpt == "full" else 0.0)
+        # micro-batches each GPU runs per step: tokens / (data-parallel copies x micro-batch tokens)
+        micro_batches = tokens / (dp * wl.micro_batch * seq)
+        base = m.linear_params / (tp * pp)
+        dequant = passes * micro_batches * base * QLORA_DEQUANT_BYTES / bw
     train = trainable_params(wl) / (tp * pp) / (dp if wl.zero >= 1 else 1)
     optimizer = train * OPTIMIZER_TRAFFIC_BYTES.get(wl.optimizer, 28.0) / bw
     parts = StepParts(
@@ -281,6 +287,43 @@ def bubble_note(wl: Workload, dp: int, gb: int) -> str | None:
     return text + "; more micro-batches per step (a larger --global-batch) shrink it too"
 
 
+def _data_parallel_comm(
+    wl: Workload, dp: int, net: Network, compute: float, accum: float, grad_b: float
+) -> float:
+    """Exposed data-parallel communication of one step, α + n·β per collective
+    (:func:`.throughput.collective_latency_s` and :func:`.throughput.allreduce_seconds`): ZeRO-3/FSDP
+    gathers the weights block by block in every micro-batch's forward and backward and
+    reduce-scatters the gradients (hidden behind the compute); DDP and ZeRO-1/2 reduce the gradients
+    in the stack's buckets during the last micro-batch's backward. With ``shard_within_node`` the
+    sharded traffic stays in the node and one gradient all-reduce per step crosses the network."""
+    m = wl.model
+    shard = wl.non_data_parallel
+    dp_net = replace(net, gpus_per_node=max(1, net.gpus_per_node // shard))
+    hsdp = wl.shard_within_node and wl.zero >= 1 and dp > dp_net.gpus_per_node
+    group = min(dp, dp_net.gpus_per_node) if hsdp else dp
+    trained = trainable_params(wl) / shard
+    units = max(1.0, m.total_layers / wl.pipeline_parallel)  # FSDP wraps one unit per block
+    if wl.zero >= 3:
+        weights = m.total_params / shard * weight_bytes_per_param(wl)
+        comm = 1.5 * allreduce_seconds(weights, group, dp_net) * accum
+        lat = 2 * collective_latency_s("all-gather", group, dp_net)
+        comm += units * (lat + collective_latency_s("reduce-scatter", group, dp_net)) * accum
+        hidden_by = compute
+    else:
+        buckets = gradient_buckets(wl.stack, wl.zero, trained, grad_b, dp)
+        comm = allreduce_seconds(trained * grad_b, group, dp_net)
+        comm += buckets * collective_latency_s("all-reduce", group, dp_net)
+        hidden_by = compute / accum * 2 / 3  # the last micro-batch's backward pass
+    if hsdp:  # each GPU all-reduces its 1/group of the gradients with its peers on the other nodes
+        nodes = dp // group
+        cross = replace(
+            dp_net, gpus_per_node=1, inter_node_gb_s=net.inter_node_gb_s / group, intra_kind="net"
+        )
+        comm += allreduce_seconds(trained * grad_b / group, nodes, cross)
+        comm += units * collective_latency_s("all-reduce", nodes, cross)
+    return comm - hidden_by
+
+
 def comm_and_bubble(
     wl: Workload, gpu: GpuSpec, dp: int, net: Network, compute: float, gb: int
 ) -> tuple[float, float]:
@@ -291,26 +334,16 @@ def comm_and_bubble(
     if wl.pipeline_parallel > 1:
         # 1F1B bubble (p-1)/m, interleaved (p-1)/(v·m) (Narayanan et al. 2021, Sec. 2.2.1-2.2.2)
         compute *= 1 + bubble_share(wl, dp, gb)
-    shard = wl.non_data_parallel
     grad_b = 4.0 if wl.precision == "fp32" or wl.task == "lora" else 2.0
     comm = 0.0
     if dp > 1:
-        dp_net = replace(net, gpus_per_node=max(1, net.gpus_per_node // shard))
-        if wl.zero >= 3:
-            weights = m.total_params / shard * weight_bytes_per_param(wl)
-            comm = 1.5 * allreduce_seconds(weights, dp, dp_net) * accum
-            hidden_by = compute
-        else:
-            comm = allreduce_seconds(trainable_params(wl) / shard * grad_b, dp, dp_net)
-            hidden_by = compute / accum * 2 / 3  # the last micro-batch's backward pass
-        comm = max(0.0, comm - hidden_by)
+        comm = max(0.0, _data_parallel_comm(wl, dp, net, compute, accum, grad_b))
     if wl.tensor_parallel > 1 and m.is_transformer:
         act_b = 4.0 if wl.precision == "fp32" else 2.0
+        tp_net = replace(net, gpus_per_node=max(net.gpus_per_node, 1))
         per = allreduce_seconds(
-            wl.micro_batch * seq * m.hidden * act_b,
-            wl.tensor_parallel,
-            replace(net, gpus_per_node=max(net.gpus_per_node, 1)),
-        )
+            wl.micro_batch * seq * m.hidden * act_b, wl.tensor_parallel, tp_net
+        ) + collective_latency_s("all-reduce", wl.tensor_parallel, tp_net)
         comm += 4 * per * m.total_layers / wl.pipeline_parallel * accum
     if wl.expert_parallel > 1 and m.experts:
         # token dispatch and combine: 2 all-to-alls forward, 2 backward per MoE block of the tokens'

@@ -21,10 +21,11 @@ A training step is the sum of
 - **recompute**: full recompute runs the forward pass again (a third more matmul and attention
   FLOPs, a third more memory traffic); selective recompute reruns only the attention core
   (Korthikanti et al. 2022);
-- **QLoRA dequantisation**: measured, not derived: LitGPT's resource tables (Lightning-AI/litgpt
-  ``tutorials/resource-tables.md``, A100-40GB, micro-batch 1) time LoRA with ``bnb.nf4`` at 1.09×
-  (phi-1.5), 1.47× (StableLM 3B), 1.56× (Llama 2 7B) and 2.00× (Llama 2 13B) the bf16 LoRA step;
-  the median, 1.52×, multiplies the compute time;
+- **QLoRA dequantisation**: every pass over the 4-bit base weights (forward, backward, the recomputed
+  forward) dequantises them: :data:`QLORA_DEQUANT_BYTES` per base parameter at the achievable memory
+  bandwidth, per micro-batch — a fixed cost per pass, so its share falls as sequences grow (LitGPT's
+  resource tables, Lightning-AI/litgpt ``tutorials/resource-tables.md``, A100-40GB, micro-batch 1, time
+  LoRA with ``bnb.nf4`` at 1.09× (phi-1.5) to 2.00× (Llama 2 13B) the bf16 LoRA step);
 - **exposed communication and the pipeline bubble**: :mod:`.throughput`.
 
 What no formula gives (kernel launch gaps, data loading, framework overheads) is one multiplicative
@@ -91,8 +92,15 @@ CNN_TRAIN_TRAFFIC_PASSES = 7.0
 # Optimizer-step bytes touched per trainable parameter (read + write): AdamW mixed precision reads
 # 16-bit grads, fp32 master, m, v and writes master, m, v and the 16-bit weights: 2+4+4+4 + 4+4+4+2.
 OPTIMIZER_TRAFFIC_BYTES = {"adamw": 28.0, "adamw8bit": 16.0, "sgd": 20.0, "adafactor": 16.0}
-# QLoRA step ÷ LoRA step: median of LitGPT's four measured pairs (1.09, 1.47, 1.56, 2.00).
+# QLoRA step ÷ LoRA step: median of LitGPT's four measured pairs (1.09, 1.47, 1.56, 2.00). Kept for
+# reference; the step model counts the dequantisation traffic instead (QLORA_DEQUANT_BYTES).
 QLORA_DEQUANT_FACTOR = (1.47 + 1.56) / 2
+# QLoRA dequantises every 4-bit base weight each time a pass uses it (bitsandbytes dequantize_4bit before
+# the 16-bit matmul: forward, backward for the input gradient, and the recomputed forward): it reads the
+# NF4 weight (0.5 byte) and writes the bf16 copy (2 bytes), which the matmul reads back (2 bytes) —
+# 4.5 bytes per base parameter per pass at the achievable memory bandwidth (a count, not a fit). A cost
+# per pass over the weights, not per token: the longer the sequence, the smaller its share of the step.
+QLORA_DEQUANT_BYTES = 0.5 + 2.0 + 2.0
 
 
 @dataclass(frozen=True)

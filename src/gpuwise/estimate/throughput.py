@@ -363,3 +363,62 @@ def allreduce_seconds(size_bytes: float, n: int, net: Network) -> float:
     if k > 1:
         t += 2 * (k - 1) / k * size_bytes / (net.inter_node_gb_s * 1e9)
     return t
+
+
+# Per-collective latency (the α of α + n·β) from NCCL's own cost model, NVIDIA/nccl
+# src/graph/tuning.cc (commit b647562), Simple protocol (the one NCCL picks for the megabyte messages
+# of training): base latency 8.4 µs per ring collective, 0 per tree; per ring step 3.4 µs over NVLink,
+# 5.7 µs over PCIe, 14.0 µs over the network; per tree step 28 µs inside a node and 28 µs across
+# nodes. A ring all-reduce over n GPUs on k nodes takes 2(n-1) steps of which 2k cross the network,
+# a ring all-gather or reduce-scatter n-1 steps of which k-1 do; a tree all-reduce
+# 2·((n/k - 1)·intra + log2(k)·inter). NCCL runs the cheaper of ring and tree (all-reduce only; the
+# others are rings). Each step waits at least 3 µs for the network proxy on multi-node rings (the
+# same file's NET_OVERHEAD × 3 for Simple).
+NCCL_BASE_US = {"ring": 8.4, "tree": 0.0}
+NCCL_RING_STEP_US = {"nvlink": 3.4, "pcie": 5.7, "net": 14.0}
+NCCL_TREE_STEP_US = {"nvlink": 28.0, "pcie": 28.0, "net": 28.0}
+_NCCL_NET_OVERHEAD_US = 3.0
+
+
+def collective_latency_s(kind: str, n: int, net: Network) -> float:
+    """The latency (seconds) of one ``kind`` collective (``all-reduce``, ``all-gather``,
+    ``reduce-scatter``) over ``n`` GPUs, nodes of ``net.gpus_per_node``: NCCL's model, above."""
+    if n <= 1:
+        return 0.0
+    g = min(n, net.gpus_per_node)
+    k = math.ceil(n / g)
+    intra = NCCL_RING_STEP_US["nvlink" if not net.intra_kind.startswith("PCIe") else "pcie"]
+    if k > 1:
+        intra = max(intra, _NCCL_NET_OVERHEAD_US)
+    if kind == "all-reduce":
+        inter_steps = 2 * k if k > 1 else 0
+        ring = max(0, 2 * (n - 1) - inter_steps) * intra + inter_steps * NCCL_RING_STEP_US["net"]
+        tree_intra = NCCL_TREE_STEP_US[
+            "nvlink" if not net.intra_kind.startswith("PCIe") else "pcie"
+        ]
+        tree = 2 * ((g - 1) * tree_intra + math.log2(k) * NCCL_TREE_STEP_US["net"])
+        us = min(NCCL_BASE_US["ring"] + ring, NCCL_BASE_US["tree"] + tree)
+    else:
+        inter_steps = k - 1
+        us = NCCL_BASE_US["ring"] + max(0, n - 1 - inter_steps) * intra
+        us += inter_steps * NCCL_RING_STEP_US["net"]
+    return us * 1e-6
+
+
+# Message sizes: how many collectives a step's gradient (and, sharded, parameter) traffic is cut into,
+# by stack. PyTorch DDP buckets 25 MiB (DistributedDataParallel bucket_cap_mb default, PyTorch docs);
+# Megatron-Core max(40M, 1M × data-parallel size) parameters per bucket (DistributedDataParallelConfig
+# .bucket_size default); DeepSpeed ZeRO 5e8 elements (reduce_bucket_size / allgather_bucket_size
+# defaults, DeepSpeed configuration docs); FSDP (torchtitan, llm-foundry, fms-fsdp, lit-gpt, Hugging
+# Face with FSDP) one all-gather per wrapped block forward and backward and one reduce-scatter backward.
+DDP_BUCKET_BYTES = 25 * 2**20
+DEEPSPEED_BUCKET_ELEMENTS = 5e8
+
+
+def gradient_buckets(stack: str, zero: int, params: float, grad_bytes: float, dp: int) -> float:
+    """Collectives one step's gradient reduction is cut into (``params`` trainable per model copy)."""
+    if stack == "megatron":
+        return max(1.0, math.ceil(params / max(40e6, 1e6 * dp)))
+    if stack == "deepspeed" and zero >= 1:
+        return max(1.0, math.ceil(params / DEEPSPEED_BUCKET_ELEMENTS))
+    return max(1.0, math.ceil(params * grad_bytes / DDP_BUCKET_BYTES))

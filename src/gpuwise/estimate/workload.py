@@ -44,6 +44,21 @@ OFFLOADS: tuple[Offload, ...] = ("none", "optimizer", "gradients", "params")
 MasterWeights = Literal["fp32", "bf16"]
 StatePrecision = Literal["fp32", "bf16"]
 LORA_TARGETS: tuple[LoraTargets, ...] = ("qv", "attn", "all-linear")
+Stack = Literal[
+    "unknown", "megatron", "torchtitan", "llm-foundry", "fms-fsdp", "lit-gpt", "deepspeed", "hf"
+]
+STACKS: tuple[Stack, ...] = (
+    "unknown",
+    "megatron",
+    "torchtitan",
+    "llm-foundry",
+    "fms-fsdp",
+    "lit-gpt",
+    "deepspeed",
+    "hf",
+)
+"""Training stacks ``--stack`` names: NeMo/Megatron-Core, torchtitan, MosaicML llm-foundry, IBM
+fms-fsdp, Lightning lit-gpt/LitGPT, DeepSpeed, Hugging Face Trainer/Accelerate; ``unknown``: none said."""
 RECOMPUTE_SEARCH: tuple[GradCkpt, ...] = ("none", "selective", "full")
 """The recompute modes the planner's settings search tries, least recompute first."""
 AUTO_RECOMPUTE: tuple[GradCkpt, ...] = (
@@ -164,6 +179,13 @@ class Workload:
     """Inference: generated tokens per sequence."""
     requests: float | None = None
     """Inference: sequences to serve in total (for hours); None = throughput only."""
+    stack: Stack = "unknown"
+    """The training stack (:data:`STACKS`): its measured framework factor where gpuwise has rows from
+    it, and its gradient bucketing; ``unknown`` gets the central estimate of all measured stacks with
+    the range of a stack never seen."""
+    shard_within_node: bool = False
+    """Hybrid sharding (FSDP ``HYBRID_SHARD``, HSDP; DeepSpeed ZeRO++ hpZ): ZeRO shards the states only
+    over the GPUs of one node and keeps a copy per node; across nodes, one gradient all-reduce per step."""
     notes: tuple[str, ...] = field(default=(), compare=False)
     """Defaults that were filled in, said back to the user."""
 
@@ -438,13 +460,22 @@ def workload_from_options(**options: str | float | bool | ModelConfig | None) ->
         )
     t = _choice(str(o["task"]), TASKS, "task")
     grad_ckpt = o["grad_ckpt"]
+    stack = _choice(str(o["stack"]), STACKS, "stack")
     if grad_ckpt is None:
         # QLoRA recipes checkpoint activations: QLoRA paper (Dettmers et al. 2023) Sec. 4 and PEFT's
-        # prepare_model_for_kbit_training(use_gradient_checkpointing=True) default.
-        grad_ckpt = "full" if t == "qlora" else "none"
+        # prepare_model_for_kbit_training(use_gradient_checkpointing=True) default. Hugging Face TRL's
+        # SFTConfig turns gradient_checkpointing on by default (trl/trainer/sft_config.py: "Defaults to
+        # True instead of False"), so --stack hf fine-tunes checkpoint too.
+        hf_tune = stack == "hf" and t in ("finetune", "lora")
+        grad_ckpt = "full" if t == "qlora" or hf_tune else "none"
         if t == "qlora":
             notes.append(
                 "qlora: gradient checkpointing on (full), as QLoRA recipes do; --grad-ckpt none to change"
+            )
+        elif hf_tune:
+            notes.append(
+                "--stack hf: gradient checkpointing on (full), TRL SFTConfig's default; "
+                "--grad-ckpt none to change"
             )
     master = _choice(str(o["master_weights"]), ("fp32", "bf16"), "master_weights")
     states = _choice(str(o["optimizer_states"]), ("auto", "fp32", "bf16"), "optimizer_states")
@@ -487,5 +518,7 @@ def workload_from_options(**options: str | float | bool | ModelConfig | None) ->
         prompt_len=whole("prompt_len"),
         output_len=whole("output_len"),
         requests=_count_option(o["requests"], "requests"),
+        stack=stack,  # type: ignore[arg-type]
+        shard_within_node=_switch(o["shard_within_node"], "shard_within_node") or False,
         notes=tuple(notes),
     )
