@@ -41,6 +41,10 @@ def price_all(
     Sites of one instance type share their evaluations (same GPUs, same network), so the sites are
     grouped by price first and each group is priced once per node count.
     """
+    if request.spot_mtbf_by_site:  # observed in run records (--spot-mtbf auto)
+        from gpuwise.planner.spot_observed import with_observed
+
+        spot = with_observed(spot, request.spot_mtbf_by_site)
     by_site: dict[int, list[Evaluated]] = {}
     for item in evaluated:
         by_site.setdefault(id(item.site), []).append(item)
@@ -73,6 +77,7 @@ def price_all(
                 else None
             )
             risk_p = None if risk is None else risk.monthly_interruption_probability
+            seen = risk.source if risk is not None and risk.confidence == "observed" else None
             key = (
                 site.cloud,
                 site.instance_type,
@@ -83,6 +88,7 @@ def price_all(
                 price.outlier,
                 len(items),
                 risk_p,
+                seen,  # an observed site (--spot-mtbf auto) is priced on its own
             )
             group = groups.get(key)
             if group is None:
@@ -182,15 +188,16 @@ def _candidate(
     hours = ev.hours
     if risk is not None:
         wait = spot.capacity_wait_scarce_hours if site.gpu in scarce else spot.capacity_wait_hours
+        seen = risk.source if risk.confidence == "observed" else None  # --spot-mtbf auto
         key = (site.cloud, nodes, ev.hours, c_hours, risk.monthly_interruption_probability, wait)
-        hit = outcomes.get(key)
+        hit = outcomes.get((*key, seen))
         if hit is None:
             hit = _spot(ev, risk, nodes, c_hours + wait, request, spot, c_hours)
-            outcomes[key] = hit
+            outcomes[(*key, seen)] = hit
         out, source = hit
         hours = out.expected_hours
         if run_deadline is not None:
-            pkey = (key, run_deadline)
+            pkey = ((*key, seen), run_deadline)
             p = probabilities.get(pkey)
             if p is None:
                 p = p_meet_deadline(out, ev.hours, run_deadline) if run_deadline > 0 else 0.0
@@ -228,9 +235,13 @@ def _spot(
 ) -> tuple[SpotOutcome, str]:
     """``reload_hours``: checkpoint reload plus the wait for capacity, per interruption (added to
     the restart); ``c_hours``: one checkpoint write."""
+    site = (risk.cloud, risk.region, risk.instance_type)
+    seen = next((s for s in request.spot_mtbf_by_site if s[:3] == site), None)
     if request.spot_mtbf_hours is not None:
         rate_node = 1 / request.spot_mtbf_hours
         source = f"spot MTBF {request.spot_mtbf_hours:g} h (given)"
+    elif seen is not None:  # observed in run records (--spot-mtbf auto)
+        rate_node, source = 1 / seen[3], seen[4]
     elif risk.band is not None:  # the provider's published band for this instance type and region
         rate_node = risk.rate_per_node_hour
         source = (
