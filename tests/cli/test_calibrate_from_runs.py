@@ -67,15 +67,14 @@ def test_plan_json_says_which_calibration_and_runs_it_used(cli, piloted) -> None
     cal = doc["calibration"]
     assert cal["path"].endswith("calibration.json") and cal["gpus"] == ["H100"]
     assert cal["runs"] == ["pilot-a/0"]
-    assert cal["this_job"] == [
-        {
-            "gpu": "H100",
-            "model": "llama-3.1-8b",
-            "task": "lora",
-            "mfu": cal["this_job"][0]["mfu"],
-            "runs": ["pilot-a/0"],
-        }
-    ]
+    [mine] = cal["this_job"]
+    assert (mine["gpu"], mine["model"], mine["task"], mine["runs"]) == (
+        "H100",
+        "llama-3.1-8b",
+        "lora",
+        ["pilot-a/0"],
+    )
+    assert 0 < mine["mfu"] < 1 and mine["rehearsal"] is False
 
 
 def test_a_plan_without_calibration_says_none(cli) -> None:  # type: ignore[no-untyped-def]
@@ -112,3 +111,19 @@ def test_calibrate_dry_run_json_writes_nothing(cli, tmp_path: Path, isolated_env
     assert doc["calibration"] is None and doc["runs"] == ["pilot-a/0"]
     assert doc["gpus"]["A100-80GB"][0]["tokens_per_s_per_gpu"] == 1000.0
     assert not list(isolated_env.rglob("calibration.json"))
+
+
+def test_a_cpu_rehearsal_is_taken_only_when_asked_and_said(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.base.test_recipe import PLAN
+
+    (tmp_path / "plan.json").write_text(PLAN.to_json())
+    write_record(tmp_path, record_for(PLAN, "cpu", gpu=None, tokens_per_s_per_gpu=500.0))
+    r = cli("calibrate", "--from-runs", tmp_path, "--assume-gpu", "A100-80GB")
+    assert r.code == 0, r.stderr
+    assert "a rehearsal: runs without a GPU" in r.stdout
+    r = cli(
+        *PLAN_ARGS[:7], "--gpu", "A100-80GB", "--cloud", "azure", "--max-gpus", "8", "--limit", "1"
+    )
+    assert r.code == 0, r.stderr
+    head = r.stdout.split("┏")[0]
+    assert "re-planned from 1 measured run (cpu/0)" in head and "a rehearsal" in head

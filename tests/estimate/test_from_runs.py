@@ -100,6 +100,15 @@ def test_a_record_that_cannot_speak_for_a_gpu_is_skipped_with_the_reason(
     assert result.skipped[0].startswith("pilot-a/0: ") and reason in result.skipped[0]
 
 
+def test_a_run_without_a_gpu_rehearses_only_when_a_gpu_is_assumed() -> None:
+    cpu = _found(PLAN, gpu=None, tokens_per_s_per_gpu=500.0)
+    assert calibrate_from_runs([cpu]).entries == {}
+    [entry] = calibrate_from_runs([cpu], assume_gpu="a100-sxm4-80gb").entries["A100-80GB"]
+    assert entry["rehearsal"] is True and entry["runs"] == ["pilot-a/0"]
+    [real] = calibrate_from_runs([_found(PLAN, tokens_per_s_per_gpu=500.0)]).entries["A100-80GB"]
+    assert "rehearsal" not in real
+
+
 def test_an_inference_plan_does_not_calibrate_training() -> None:
     plan = replace(PLAN, recipe=replace(PLAN.recipe, task="inference"))
     result = calibrate_from_runs([_found(plan, tokens_per_s_per_gpu=1000.0)])

@@ -101,7 +101,14 @@ def calibration_head(
         "gpus": sorted(cal.gpus),
         "runs": list(cal.runs),
         "this_job": [
-            {"gpu": gpu, "model": m.model, "task": m.task, "mfu": m.mfu, "runs": list(m.runs)}
+            {
+                "gpu": gpu,
+                "model": m.model,
+                "task": m.task,
+                "mfu": m.mfu,
+                "runs": list(m.runs),
+                "rehearsal": m.rehearsal,
+            }
             for gpu, m in mine
         ],
     }
@@ -118,6 +125,7 @@ def calibration_head(
             f"({', '.join(m.runs[:5])}{' …' if n > 5 else ''})"
             + (f", MFU {m.mfu:.1%}" if m.mfu is not None else "")
             + (f", memory × {m.memory_ratio:.2f}" if m.memory_ratio is not None else "")
+            + (" — a rehearsal: runs without a GPU, not this GPU's figures" if m.rehearsal else "")
         )
     return doc, lines
 

@@ -31,6 +31,14 @@ def calibrate(
             "which `gpuwise plan` and `gpuwise estimate` read).",
         ),
     ] = None,
+    assume_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--assume-gpu",
+            help="Take records that ran without a GPU (CPU ranks) as runs on this GPU model, to "
+            "rehearse the loop; the entries say rehearsal: they are not that GPU's figures.",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what the runs measured; write nothing.")
     ] = False,
@@ -49,7 +57,7 @@ def calibrate(
     base = load_calibration(output) if output is not None and output.exists() else None
     if output is None:
         base = load_calibration()
-    result = calibrate_from_runs(history.runs, base)
+    result = calibrate_from_runs(history.runs, base, assume_gpu=assume_gpu)
     skipped = [*result.skipped, *history.skipped]
     if not result.entries:
         raise InputError(
@@ -98,6 +106,7 @@ def calibrate(
             out.print(
                 f"{gpu} {e['model']} {e['task']}: MFU {e['mfu']:.1%} from {n} run{'s' * (n != 1)}"
                 + (f", memory × {e['memory_ratio']:.2f}" if "memory_ratio" in e else "")
+                + (" — a rehearsal: runs without a GPU" if e.get("rehearsal") else "")
             )
     for line in skipped:
         out.print(f"skipped {line}", style="yellow", markup=False)

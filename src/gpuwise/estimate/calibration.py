@@ -79,6 +79,7 @@ _RUN_KEYS = {
     "peak_memory_gib",
     "world_size",
     "measured_at",
+    "rehearsal",
 }
 
 
@@ -108,6 +109,9 @@ class MeasuredWorkload:
     """GPUs of the measured runs (the largest when they differ; for people)."""
     measured_at: str | None = None
     """When the latest of the runs ended, ISO 8601."""
+    rehearsal: bool = False
+    """True when runs without a GPU were taken as this GPU's (``calibrate --assume-gpu``, a CPU
+    rehearsal of the loop): the figures are not a measurement of this GPU."""
 
 
 @dataclass(frozen=True)
@@ -359,6 +363,9 @@ def _from_runs(raw: Any, where: str) -> tuple[MeasuredWorkload, ...]:
         size = item.get("world_size")
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise DataFileError(f"{at}.world_size: expected a whole number ≥ 1", hint=fix)
+        rehearsal = item.get("rehearsal", False)
+        if not isinstance(rehearsal, bool):
+            raise DataFileError(f"{at}.rehearsal: expected true or false", hint=fix)
         key = (item["model"].lower(), item["task"])
         if any((m.model, m.task) == key for m in out):
             raise DataFileError(f"{at}: a second entry for {key[0]} {key[1]}", hint=fix)
@@ -369,6 +376,7 @@ def _from_runs(raw: Any, where: str) -> tuple[MeasuredWorkload, ...]:
                 runs=tuple(runs),
                 mfu=_mfu(item["mfu"], f"{at}.mfu") if item.get("mfu") is not None else None,
                 world_size=size,
+                rehearsal=rehearsal,
                 measured_at=item.get("measured_at")
                 if isinstance(item.get("measured_at"), str)
                 else None,

@@ -59,6 +59,8 @@ class RunFit:
     ended: str | None
     estimated_tokens_per_s_per_gpu: float | None
     """The uncalibrated estimate's figure for the same setup (how far the model was off)."""
+    rehearsal: bool = False
+    """The run had no GPU and was taken as ``assume_gpu``'s (a CPU rehearsal)."""
 
 
 @dataclass(frozen=True)
@@ -115,14 +117,18 @@ def _model(recipe: Recipe) -> ModelConfig:
 
 
 def calibrate_from_runs(
-    runs: Sequence[FoundRun], base: Calibration | None = None
+    runs: Sequence[FoundRun], base: Calibration | None = None, *, assume_gpu: str | None = None
 ) -> RunsCalibration:
-    """Fit every usable record, then group per GPU, model and task (medians; runs named)."""
+    """Fit every usable record, then group per GPU, model and task (medians; runs named).
+
+    ``assume_gpu``: take records that ran without a GPU as runs on this GPU model (a rehearsal
+    of the loop on CPU; the entries say ``rehearsal``). Without it such records are skipped.
+    """
     fits: list[RunFit] = []
     skipped: list[str] = []
     for run in runs:
         try:
-            fits.append(fit_run(run.key, run.record, run.plan, base))
+            fits.append(fit_run(run.key, run.record, run.plan, base, assume_gpu=assume_gpu))
         except _Skip as why:
             skipped.append(f"{run.key}: {why}")
     groups: dict[tuple[str, str, str], list[RunFit]] = {}
@@ -152,6 +158,7 @@ def _entry(model: str, task: str, group: list[RunFit]) -> dict[str, Any]:
         "peak_memory_gib": max(peaks) if peaks else None,
         "world_size": max(f.world_size for f in group),
         "measured_at": max(ended) if ended else None,
+        "rehearsal": True if any(f.rehearsal for f in group) else None,
     }
     return {k: v for k, v in entry.items() if v is not None}
 
@@ -161,7 +168,12 @@ class _Skip(Exception):
 
 
 def fit_run(
-    key: str, rec: RunRecord, plan: PlanFile | None, base: Calibration | None = None
+    key: str,
+    rec: RunRecord,
+    plan: PlanFile | None,
+    base: Calibration | None = None,
+    *,
+    assume_gpu: str | None = None,
 ) -> RunFit:
     """The MFU (and memory ratio) at which the estimate reproduces one record; _Skip says why not."""
     from gpuwise.hardware import find_gpu
@@ -170,8 +182,11 @@ def fit_run(
         raise _Skip("still running (no final figures)")
     if rec.steps_measured <= 0 or (not rec.tokens_per_s_per_gpu and not rec.step_s):
         raise _Skip("no timed steps (tokens/s and step time are missing)")
-    if not rec.gpu:
-        raise _Skip("ran without a GPU: a CPU run cannot calibrate a GPU")
+    gpu = rec.gpu or assume_gpu
+    if not gpu:
+        raise _Skip(
+            "ran without a GPU: a CPU run cannot calibrate a GPU (--assume-gpu NAME rehearses)"
+        )
     if plan is None:
         raise _Skip(
             f"no plan file for {rec.plan_id}" if rec.plan_id else "the record names no plan"
@@ -179,7 +194,7 @@ def fit_run(
     if plan.recipe.task not in TRAINING_TASKS:
         raise _Skip(f"task {plan.recipe.task} (only training runs calibrate)")
     try:
-        spec = find_gpu(rec.gpu)
+        spec = find_gpu(gpu)
         wl = recipe_workload(plan.recipe, rec)
     except GpuwiseError as exc:
         raise _Skip(exc.message) from None
@@ -220,6 +235,7 @@ def fit_run(
         peak_memory_gib=rec.peak_reserved_gib or rec.peak_memory_gib,
         ended=rec.ended,
         estimated_tokens_per_s_per_gpu=_per_gpu(plain),
+        rehearsal=not rec.gpu,
     )
 
 
