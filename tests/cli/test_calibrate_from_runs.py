@@ -127,3 +127,24 @@ def test_a_cpu_rehearsal_is_taken_only_when_asked_and_said(cli, tmp_path: Path) 
     assert r.code == 0, r.stderr
     head = r.stdout.split("┏")[0]
     assert "re-planned from 1 measured run (cpu/0)" in head and "a rehearsal" in head
+
+
+@pytest.mark.slow  # four plans in one process: about 6 s
+def test_a_calibration_that_switches_the_winner_says_so(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    two = (*PLAN_ARGS[:7], "--gpu", "H100,A100-80GB", "--cloud", "gcp", "--max-gpus", "1")
+    assert cli(*two, "--save", tmp_path / "plan.json").code == 0
+    first = load_plan_file(tmp_path / "plan.json")
+    runs = tmp_path / "runs"
+    shutil.copy(tmp_path / "plan.json", tmp_path / "runs.plan.json")
+    # the winner's GPU turns out five times slower than promised
+    write_record(runs, record_for(first, tokens_per_s_per_gpu=_tps(first) / 5))
+    assert cli("calibrate", "--from-runs", runs, "--plan", tmp_path / "runs.plan.json").code == 0
+    r = cli(*two, "--json")
+    doc = json.loads(r.stdout)
+    without = doc["calibration"]["without"]
+    assert without["same_winner"] is False and first.recipe.gpu in without["setup"]
+    assert doc["options"][0]["gpu"] != first.recipe.gpu
+    text = cli(*two).stdout.splitlines()
+    assert text[1].startswith(
+        f"  The calibration changed the winner: without it, 1×{first.recipe.gpu} "
+    )

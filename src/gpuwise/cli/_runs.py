@@ -10,7 +10,7 @@ import typer
 if TYPE_CHECKING:
     from gpuwise.base.runlog import RunHistory
     from gpuwise.estimate import Calibration
-    from gpuwise.planner import PlanRequest
+    from gpuwise.planner import Plan, PlanOption, PlanRequest
 
 PlanFilesOpt = Annotated[
     list[Path] | None,
@@ -294,3 +294,35 @@ def _print_runs_report(doc: dict[str, Any], out: Any) -> None:
         out.print(f"plan {pid} not found: give it with --plan FILE", style="yellow", markup=False)
     for line in doc["skipped"]:
         out.print(f"skipped {line}", style="yellow", markup=False)
+
+
+def winner_without(result: Plan, again: Plan) -> tuple[str, dict[str, Any]] | None:
+    """The line (and JSON) that says whether the calibration changed the winner: ``again`` is the
+    same plan made without it. None when either plan has no winner."""
+    from gpuwise.cli._output import money
+
+    won, other = result.winner, again.winner
+    if won is None or other is None:
+        return None
+
+    def key(o: PlanOption) -> tuple[object, ...]:
+        return (o.gpu, o.gpu_count, o.nodes, o.cloud, o.instance_type, o.region, o.billing)
+
+    same = key(won) == key(other)
+    doc = {
+        "same_winner": same,
+        "setup": other.setup,
+        "cloud": other.cloud,
+        "instance_type": other.instance_type,
+        "region": other.region,
+        "billing": other.billing,
+        "cost_usd": other.cost_usd,
+        "hours": other.hours,
+    }
+    what = (
+        f"{other.setup} {other.cloud} {other.instance_type} {other.billing} "
+        f"({money(other.cost_usd)}, {other.hours:.1f} h)"
+    )
+    if same:
+        return f"  Without it the winner is the same, at {what}.", doc
+    return f"  The calibration changed the winner: without it, {what} would win.", doc

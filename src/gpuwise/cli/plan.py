@@ -151,6 +151,16 @@ def plan_command(
     from gpuwise.estimate import Calibration
 
     result = plan(workload, request, offers=offers, calibration=calibration or Calibration("", {}))
+    if calibration is not None:  # a calibration can switch the winner: say whether it did
+        from gpuwise.cli._runs import winner_without
+
+        plain = workload_request.workload(None)
+        said = winner_without(
+            result, plan(plain, request, offers=offers, calibration=Calibration("", {}))
+        )
+        if said is not None:
+            head.insert(1, said[0])
+            head_doc["calibration"] = {**head_doc["calibration"], "without": said[1]}
     # the age of the prices behind the options shown (all considered offers when none is)
     shown = {(o.cloud, o.instance_type) for o in result.options[: limit or None]}
     age = prices_age(
