@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -9,7 +11,9 @@ import typer
 
 if TYPE_CHECKING:
     from gpuwise.base.runlog import RunHistory
-    from gpuwise.estimate import Calibration
+    from gpuwise.catalog import Offer
+    from gpuwise.cli._workload import WorkloadRequest
+    from gpuwise.estimate import Calibration, Workload
     from gpuwise.planner import Plan, PlanOption, PlanRequest
 
 PlanFilesOpt = Annotated[
@@ -128,13 +132,6 @@ def calibration_head(
             + (" — a rehearsal: runs without a GPU, not this GPU's figures" if m.rehearsal else "")
         )
     return doc, lines
-
-
-def calibration_runs(cal: Calibration | None, gpu: str, model: str, task: str) -> tuple[str, ...]:
-    """The runs behind ``gpu``'s figures for this model and task (what the plan file records)."""
-    g = cal.for_gpu(gpu) if cal is not None else None
-    m = g.measured_for(model, task) if g is not None else None
-    return m.runs if m is not None else ()
 
 
 def observed_spot(
@@ -326,3 +323,70 @@ def winner_without(result: Plan, again: Plan) -> tuple[str, dict[str, Any]] | No
     if same:
         return f"  Without it the winner is the same, at {what}.", doc
     return f"  The calibration changed the winner: without it, {what} would win.", doc
+
+
+@dataclass
+class PlanHead:
+    """What ``plan`` says first: the calibration and run history its figures rest on."""
+
+    calibration: Calibration | None
+    ignored: Path | None
+    """The calibration file ``--no-calibration`` set aside."""
+    spot_mtbf: str | None
+    """``--spot-mtbf`` as the request reads it (None for ``auto``)."""
+    runs: str | None
+    auto: bool
+    """``--spot-mtbf auto``."""
+    lines: list[str] = field(default_factory=list)
+    doc: dict[str, Any] = field(default_factory=dict)
+    """The same as JSON: ``calibration`` (and ``spot_history``), first in ``--json``."""
+
+    @classmethod
+    def read(
+        cls, path: Path | None, ignore: bool, spot_mtbf: str | None, runs: str | None
+    ) -> PlanHead:
+        cal, ignored = plan_calibration(path, ignore)
+        auto = spot_mtbf is not None and spot_mtbf.strip().lower() == "auto"
+        return cls(cal, ignored, None if auto else spot_mtbf, runs, auto)
+
+    def spot(self, request: PlanRequest) -> PlanRequest:
+        """``request`` with the observed spot rates of ``--spot-mtbf auto --runs``."""
+        if not (self.auto or self.runs is not None):
+            return request
+        request, self.doc["spot_history"], lines = observed_spot(request, self.runs, self.auto)
+        self.lines += lines
+        return request
+
+    def plan(
+        self,
+        plan: Any,
+        workload: Workload,
+        workload_request: WorkloadRequest,
+        request: PlanRequest,
+        offers: Sequence[Offer],
+    ) -> Plan:
+        """The plan; with a calibration, made once more without it to say whether it changed
+        the winner."""
+        from gpuwise.estimate import Calibration
+
+        none = Calibration("", {})  # not the config dir's file: the planner would read it
+        result: Plan = plan(workload, request, offers=offers, calibration=self.calibration or none)
+        doc, lines = calibration_head(
+            self.calibration, self.ignored, workload.model.name, workload.task
+        )
+        if self.calibration is not None and doc is not None:
+            plain = workload_request.workload(None)
+            said = winner_without(result, plan(plain, request, offers=offers, calibration=none))
+            if said is not None:
+                lines.insert(1, said[0])
+                doc["without"] = said[1]
+        self.lines[:0] = lines
+        self.doc = {"calibration": doc, **self.doc}
+        return result
+
+    def runs_used(self, result: Plan, workload: Workload) -> tuple[str, ...]:
+        """The runs behind the winner's figures for this model and task (the plan file's)."""
+        won = result.winner
+        g = self.calibration.for_gpu(won.gpu) if self.calibration and won else None
+        m = g.measured_for(workload.model.name, workload.task) if g is not None else None
+        return m.runs if m is not None else ()

@@ -112,13 +112,11 @@ def plan_command(
 
     Exit code 3 when no option meets the constraints (the reason and the nearest miss are printed).
     """
-    from gpuwise.cli._runs import calibration_head, calibration_runs, plan_calibration
+    from gpuwise.cli._runs import PlanHead
 
-    calibration, ignored = plan_calibration(calibration_file, no_calibration)
+    head = PlanHead.read(calibration_file, no_calibration, spot_mtbf, runs)  # cli/_runs.py
+    calibration, spot_mtbf = head.calibration, head.spot_mtbf
     workload = workload_request.workload(calibration)
-    cal_doc, head = calibration_head(calibration, ignored, workload.model.name, workload.task)
-    spot_auto = spot_mtbf is not None and spot_mtbf.strip().lower() == "auto"
-    spot_mtbf = None if spot_auto else spot_mtbf  # auto: from run records (--runs), per site
     inter_node_gbps = workload_request.setup("inter_node_gbps")  # read by _plan_request
     from gpuwise.errors import InputError, check_choice, did_you_mean
     from gpuwise.planner import plan
@@ -137,30 +135,12 @@ def plan_command(
             suggestions=did_you_mean(sky_mode, ("ordered", "any_of")),
         )
     opts = locals()
-    request = _plan_request(**{k: opts[k] for k in _REQUEST_OPTIONS})
-    head_doc: dict[str, Any] = {"calibration": cal_doc}  # the plan's first lines, as JSON
-    if spot_auto or runs is not None:
-        from gpuwise.cli._runs import observed_spot
-
-        request, head_doc["spot_history"], spot_lines = observed_spot(request, runs, spot_auto)
-        head += spot_lines
+    request = head.spot(_plan_request(**{k: opts[k] for k in _REQUEST_OPTIONS}))
     from gpuwise.catalog import load_catalog
 
     prices_age((), max_price_age)  # a bad --max-price-age fails before planning
     offers = load_catalog(catalog or ()).offers
-    from gpuwise.estimate import Calibration
-
-    result = plan(workload, request, offers=offers, calibration=calibration or Calibration("", {}))
-    if calibration is not None:  # a calibration can switch the winner: say whether it did
-        from gpuwise.cli._runs import winner_without
-
-        plain = workload_request.workload(None)
-        said = winner_without(
-            result, plan(plain, request, offers=offers, calibration=Calibration("", {}))
-        )
-        if said is not None:
-            head.insert(1, said[0])
-            head_doc["calibration"] = {**head_doc["calibration"], "without": said[1]}
+    result = head.plan(plan, workload, workload_request, request, offers)
     # the age of the prices behind the options shown (all considered offers when none is)
     shown = {(o.cloud, o.instance_type) for o in result.options[: limit or None]}
     age = prices_age(
@@ -171,23 +151,14 @@ def plan_command(
     if (save is not None or export is not None) and result.options:
         from gpuwise.planner import plan_file
 
-        won = result.winner
-        recipe = plan_file(
-            result,
-            workload,
-            calibration=calibration,
-            calibration_runs=calibration_runs(
-                calibration, won.gpu, workload.model.name, workload.task
-            )
-            if won
-            else (),
-        )
+        runs_used = head.runs_used(result, workload)
+        recipe = plan_file(result, workload, calibration=calibration, calibration_runs=runs_used)
         if save is not None:
             _write(save, recipe.to_json(), flag="--save")
     return _emit(
         result,
         age,
-        head=(head, head_doc),
+        head=(head.lines, head.doc),
         plan_file=recipe,
         saved=save,
         limit=limit,
