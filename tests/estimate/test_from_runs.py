@@ -54,6 +54,41 @@ def test_the_next_estimate_is_the_measured_throughput(tmp_path: Path) -> None:
     assert small.mfu_basis.startswith("calibrated: MFU")
 
 
+def test_a_multi_node_run_is_timed_on_its_instances_network(tmp_path: Path) -> None:
+    # full fine-tuning (ZeRO-1) on 8 nodes of 4 A100s: the network is a large part of a step
+    plan = replace(PLAN, recipe=replace(PLAN.recipe, task="finetune", zero=1))
+    wl = recipe_workload(plan.recipe)
+
+    def speed(cal: Any, gbit: float | None) -> float:
+        e = estimate_workload(
+            wl,
+            "A100-80GB",
+            32,
+            gpus_per_node=4,
+            inter_node_gbit_s=gbit,
+            calibration=cal,
+            suggest=False,
+        )
+        return float(e.tokens_per_second / e.gpus)
+
+    seen: list[tuple[str, str]] = []
+
+    def network(cloud: str, instance: str) -> float:
+        seen.append((cloud, instance))
+        return 25.0
+
+    result = calibrate_from_runs([_found(plan, tokens_per_s_per_gpu=1000.0)], network=network)
+    cal = load_calibration(
+        write_run_entries(result.entries, measured_at="t", path=tmp_path / "c.json")
+    )
+    assert seen == [("azure", "Standard_NC96ads_A100_v4")]
+    assert speed(cal, 25.0) == pytest.approx(1000.0, rel=1e-4)  # the plan's network: reproduced
+    assert speed(cal, None) > 1.2 * 1000.0  # the GPU's usual (faster) network: modelled
+    # without the instance's network the fit would have blamed the GPU for the network's time
+    plain = calibrate_from_runs([_found(plan, tokens_per_s_per_gpu=1000.0)])
+    assert plain.fits[0].mfu < result.fits[0].mfu
+
+
 def test_a_step_time_alone_calibrates_too(tmp_path: Path) -> None:
     before = _estimate(None)
     cal = _calibrated(tmp_path, _found(PLAN, step_s=before.step_time_s * 2))

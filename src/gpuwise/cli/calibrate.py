@@ -57,7 +57,12 @@ def calibrate(
     base = load_calibration(output) if output is not None and output.exists() else None
     if output is None:
         base = load_calibration()
-    result = calibrate_from_runs(history.runs, base, assume_gpu=assume_gpu)
+    from gpuwise.planner import instance_network
+
+    def network(cloud: str, instance_type: str) -> float | None:  # as `plan` times the instance
+        return instance_network(cloud, instance_type).inter_node_gbit_s
+
+    result = calibrate_from_runs(history.runs, base, assume_gpu=assume_gpu, network=network)
     skipped = [*result.skipped, *history.skipped]
     if not result.entries:
         raise InputError(

@@ -13,14 +13,15 @@ Runs are grouped per GPU model, model and task (one LoRA step is not one full st
 figure is the median of its runs, and says which runs back it
 (:class:`~gpuwise.estimate.calibration.MeasuredWorkload`). A record that cannot speak for a GPU
 (no GPU, no plan, no timed steps, an unknown GPU, a figure no MFU explains) is skipped with the
-reason. Pure: no files are read or written here.
+reason. Pure: no files are read or written here. A multi-node run is timed on its instance's
+network when the caller hands in the planner's table (``network``), as the plan timed it.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -36,6 +37,9 @@ MFU_RANGE = (1e-4, 0.99)
 """The MFUs the bisection searches. Below 0.01% a run did no GPU work worth the name; at 99% every
 FLOP would be useful: a figure outside this range is a broken record, not a measurement."""
 TRAINING_TASKS = ("pretrain", "finetune", "lora", "qlora")
+NetworkLookup = Callable[[str, str], float | None]
+"""(cloud, instance type) → inter-node Gbit/s of that instance, None when unknown: the planner's
+network table, handed in by the caller (the estimator does not know instances)."""
 
 
 @dataclass(frozen=True)
@@ -117,18 +121,26 @@ def _model(recipe: Recipe) -> ModelConfig:
 
 
 def calibrate_from_runs(
-    runs: Sequence[FoundRun], base: Calibration | None = None, *, assume_gpu: str | None = None
+    runs: Sequence[FoundRun],
+    base: Calibration | None = None,
+    *,
+    assume_gpu: str | None = None,
+    network: NetworkLookup | None = None,
 ) -> RunsCalibration:
     """Fit every usable record, then group per GPU, model and task (medians; runs named).
 
     ``assume_gpu``: take records that ran without a GPU as runs on this GPU model (a rehearsal
     of the loop on CPU; the entries say ``rehearsal``). Without it such records are skipped.
+    ``network``: the inter-node bandwidth of a multi-node run's instance, as the plan timed it
+    (default: the GPU's usual network).
     """
     fits: list[RunFit] = []
     skipped: list[str] = []
     for run in runs:
         try:
-            fits.append(fit_run(run.key, run.record, run.plan, base, assume_gpu=assume_gpu))
+            fits.append(
+                fit_run(run.key, run.record, run.plan, base, assume_gpu=assume_gpu, network=network)
+            )
         except _Skip as why:
             skipped.append(f"{run.key}: {why}")
     groups: dict[tuple[str, str, str], list[RunFit]] = {}
@@ -174,6 +186,7 @@ def fit_run(
     base: Calibration | None = None,
     *,
     assume_gpu: str | None = None,
+    network: NetworkLookup | None = None,
 ) -> RunFit:
     """The MFU (and memory ratio) at which the estimate reproduces one record; _Skip says why not."""
     from gpuwise.hardware import find_gpu
@@ -199,6 +212,9 @@ def fit_run(
     except GpuwiseError as exc:
         raise _Skip(exc.message) from None
     gpu_base = base.for_gpu(spec.name) if base else None
+    gbit = None
+    if network is not None and rec.nodes > 1 and rec.cloud and rec.instance_type:
+        gbit = network(rec.cloud, rec.instance_type)
 
     def estimate(mfu: float | None) -> Estimate:
         from gpuwise.estimate.estimator import estimate_workload
@@ -212,6 +228,7 @@ def fit_run(
             spec,
             rec.world_size,
             gpus_per_node=rec.gpus_per_node,
+            inter_node_gbit_s=gbit,
             calibration=Calibration(path="(fit)", gpus={spec.name: cal}),
             suggest=False,
         )
