@@ -61,6 +61,9 @@ def runs(tmp_path: Path) -> Path:
     )
     write_record(root / "pilot", record_for(PLAN, "pilot", tokens_per_s_per_gpu=2000.0))
     write_record(root / "other", record_for(PLAN, "orphan", plan_id="plan-0123456789ab"))
+    write_record(
+        root / "adhoc", record_for(PLAN, "adhoc", plan_id=None, started="2026-11-28T00:00:00Z")
+    )
     return root
 
 
@@ -100,6 +103,11 @@ def test_a_run_is_set_beside_its_plan(cli, runs: Path) -> None:  # type: ignore[
     # a record whose plan was not found is shown, and named
     assert _run(doc, "orphan")["plan_found"] is False
     assert doc["missing_plans"] == ["plan-0123456789ab"]
+    adhoc = _run(doc, "adhoc")
+    assert (
+        adhoc["plan_found"] is False and adhoc["figures"]["tokens_per_s_per_gpu"]["planned"] is None
+    )
+    assert [r["run_id"] for r in doc["runs"]] == ["full", "orphan", "pilot", "adhoc"]  # by start
 
 
 def test_the_estimators_error_on_your_jobs(cli, runs: Path) -> None:  # type: ignore[no-untyped-def]
@@ -115,7 +123,8 @@ def test_the_estimators_error_on_your_jobs(cli, runs: Path) -> None:  # type: ig
 def test_text_report_names_each_run_and_the_summary(cli, runs: Path) -> None:  # type: ignore[no-untyped-def]
     r = cli("report", "--runs", runs)
     assert r.code == 0, r.stderr
-    assert "Plan vs actual: 3 runs" in r.stdout
+    assert "Plan vs actual: 4 runs" in r.stdout
+    assert "adhoc: ran without a plan" in r.stdout
     assert "full" in r.stdout and "preemptions 1" in r.stdout and "steps lost 7" in r.stdout
     assert "pilot: pilot: speed, step time and memory only" in r.stdout
     assert re.search(r"tokens/s/GPU: median \|error\| 22%, signed median -8% over 2 runs", r.stdout)

@@ -136,6 +136,8 @@ def _compare(group: Sequence[FoundRun]) -> RunComparison:
     notes = []
     if last.plan_id and plan is None:
         notes.append(f"plan {last.plan_id} not found: give it with --plan FILE")
+    elif not last.plan_id:
+        notes.append("ran without a plan (gpuwise run --plan plan.json): nothing to compare")
     if pilot:
         notes.append("pilot: speed, step time and memory only")
     elif not finished:
