@@ -204,3 +204,16 @@ def test_a_damaged_from_runs_entry_is_refused_naming_the_key(
     with pytest.raises(DataFileError, match="calibration.json: gpus.H100.from_runs") as exc:
         parse_calibration(doc, "calibration.json")
     assert named in str(exc.value)
+
+
+def test_a_bench_entry_keeps_the_runs_and_the_workload_section(tmp_path: Path) -> None:
+    from gpuwise.estimate.calibration import write_gpu_entry
+
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"version": 1, "gpus": {}, "workload": {"fused_kernels": "on"}}))
+    result = calibrate_from_runs([_found(PLAN, tokens_per_s_per_gpu=1000.0)])
+    write_run_entries(result.entries, measured_at="t", path=path)
+    write_gpu_entry("A100-80GB", {"mfu": 0.4}, device="d", measured_at="t2", path=path)
+    cal = load_calibration(path)
+    assert cal.workload == {"fused_kernels": "on"}  # bench used to drop it
+    assert cal.gpus["A100-80GB"].mfu == 0.4 and cal.runs == ("pilot-a/0",)

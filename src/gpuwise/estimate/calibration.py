@@ -488,7 +488,8 @@ def write_gpu_entry(
     merged = dict(gpus.get(gpu, {}))
     merged.update(entry)
     gpus[gpu] = merged
-    doc = {
+    doc = {  # the other sections (workload) are kept
+        **data,
         "version": CALIBRATION_VERSION,
         "measured_at": measured_at,
         "device": device,
