@@ -77,7 +77,6 @@ def price_all(
                 else None
             )
             risk_p = None if risk is None else risk.monthly_interruption_probability
-            seen = risk.source if risk is not None and risk.confidence == "observed" else None
             key = (
                 site.cloud,
                 site.instance_type,
@@ -88,7 +87,7 @@ def price_all(
                 price.outlier,
                 len(items),
                 risk_p,
-                seen,  # an observed site (--spot-mtbf auto) is priced on its own
+                _observed(risk),
             )
             group = groups.get(key)
             if group is None:
@@ -188,16 +187,15 @@ def _candidate(
     hours = ev.hours
     if risk is not None:
         wait = spot.capacity_wait_scarce_hours if site.gpu in scarce else spot.capacity_wait_hours
-        seen = risk.source if risk.confidence == "observed" else None  # --spot-mtbf auto
         key = (site.cloud, nodes, ev.hours, c_hours, risk.monthly_interruption_probability, wait)
-        hit = outcomes.get((*key, seen))
+        hit = outcomes.get((*key, _observed(risk)))
         if hit is None:
             hit = _spot(ev, risk, nodes, c_hours + wait, request, spot, c_hours)
-            outcomes[(*key, seen)] = hit
+            outcomes[(*key, _observed(risk))] = hit
         out, source = hit
         hours = out.expected_hours
         if run_deadline is not None:
-            pkey = ((*key, seen), run_deadline)
+            pkey = ((*key, _observed(risk)), run_deadline)
             p = probabilities.get(pkey)
             if p is None:
                 p = p_meet_deadline(out, ev.hours, run_deadline) if run_deadline > 0 else 0.0
@@ -222,6 +220,12 @@ def _candidate(
         out,
         source,
     )
+
+
+def _observed(risk: CloudSpotRisk | None) -> str | None:
+    """An observed site's own figure (``--spot-mtbf auto``): kept out of every group and cache it
+    does not share (its monthly probability is rounded; its rate is 1 / MTBF, exact)."""
+    return risk.source if risk is not None and risk.confidence == "observed" else None
 
 
 def _spot(
