@@ -82,7 +82,8 @@ SpotMtbfOpt = Annotated[
     typer.Option(
         "--spot-mtbf",
         metavar="DURATION",
-        help="Mean time between interruptions of one spot instance, e.g. 72h (default: per-cloud data).",
+        help="Mean time between interruptions of one spot instance, e.g. 72h (default: per-cloud data); "
+        "auto: observed per cloud, region and instance type in the run records of --runs DIR.",
         rich_help_panel=_S,
     ),
 ]

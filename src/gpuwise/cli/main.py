@@ -81,6 +81,7 @@ def _register() -> None:
     """Commands in the order `gpuwise --help` lists them: the job's path first (ARCHITECTURE.md)."""
     from gpuwise.cli import bench, catalog, doctor, estimate, fleet, gpus, monitoring, offers, plan
     from gpuwise.cli import run as run_cmd
+    from gpuwise.cli.calibrate import calibrate
 
     app.command("gpus")(gpus.gpus)
     app.command("offers")(offers.offers)
@@ -94,6 +95,7 @@ def _register() -> None:
     app.command("monitor")(monitoring.monitor)
     app.command("report")(monitoring.report)
     app.command("bench")(bench.bench)
+    app.command("calibrate")(calibrate)
     app.command("doctor")(doctor.doctor)
     app.add_typer(catalog.app, name="catalog")
 

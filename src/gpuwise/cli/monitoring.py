@@ -9,6 +9,7 @@ import typer
 
 from gpuwise.cli._output import JsonFlag, console, emit_json, money, number
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
+from gpuwise.cli._runs import PlanFilesOpt, RunsReportOpt
 
 FakeFlag = Annotated[
     str | None,
@@ -358,9 +359,18 @@ def report(
     instance_type: InstanceFlag = None,
     instance_cloud: InstanceCloudFlag = None,
     max_price_age: MaxPriceAgeFlag = "30d",  # issue 13
+    runs: RunsReportOpt = None,
+    plan: PlanFilesOpt = None,
     json: JsonFlag = False,
 ) -> None:
-    """Efficiency and waste report: allocated vs active GPU-hours, idle stretches, cost, right-sizing in dollars."""
+    """Efficiency and waste report: allocated vs active GPU-hours, idle stretches, cost, right-sizing in dollars.
+
+    With --runs DIR: plan vs actual per run from its run records (throughput, step time, memory, hours, dollars, interruptions) and the estimator's error on your jobs.
+    """
+    if runs is not None or plan:
+        from gpuwise.cli._runs import runs_report
+
+        return runs_report(runs, plan, html=html, json=json, other=(db, prometheus, fake))
     import time
 
     from gpuwise.errors import InputError

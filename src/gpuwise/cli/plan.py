@@ -46,6 +46,7 @@ from gpuwise.cli._plan_options import (
     WorkdirOpt,
 )
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
+from gpuwise.cli._runs import CalibrationFileOpt, NoCalibrationOpt, RunsOpt
 from gpuwise.cli._workload import WorkloadRequest, workload_options
 
 if TYPE_CHECKING:
@@ -86,6 +87,10 @@ def plan_command(
     provision_time: ProvisionTimeOpt = None,
     startup_time: StartupTimeOpt = None,
     download_gbps: DownloadGbpsOpt = None,
+    # -- calibration and history (cli/_runs.py) ---------------------------------------------
+    calibration_file: CalibrationFileOpt = None,
+    no_calibration: NoCalibrationOpt = False,
+    runs: RunsOpt = None,
     # -- output and export ----------------------------------------------------------------------
     limit: LimitOpt = 15,
     export: ExportOpt = None,
@@ -107,9 +112,10 @@ def plan_command(
 
     Exit code 3 when no option meets the constraints (the reason and the nearest miss are printed).
     """
-    from gpuwise.estimate import load_calibration
+    from gpuwise.cli._runs import PlanHead
 
-    calibration = load_calibration()
+    head = PlanHead.read(calibration_file, no_calibration, spot_mtbf, runs)  # cli/_runs.py
+    calibration, spot_mtbf = head.calibration, head.spot_mtbf
     workload = workload_request.workload(calibration)
     inter_node_gbps = workload_request.setup("inter_node_gbps")  # read by _plan_request
     from gpuwise.errors import InputError, check_choice, did_you_mean
@@ -129,12 +135,12 @@ def plan_command(
             suggestions=did_you_mean(sky_mode, ("ordered", "any_of")),
         )
     opts = locals()
-    request = _plan_request(**{k: opts[k] for k in _REQUEST_OPTIONS})
+    request = head.spot(_plan_request(**{k: opts[k] for k in _REQUEST_OPTIONS}))
     from gpuwise.catalog import load_catalog
 
     prices_age((), max_price_age)  # a bad --max-price-age fails before planning
     offers = load_catalog(catalog or ()).offers
-    result = plan(workload, request, offers=offers)
+    result = head.plan(plan, workload, workload_request, request, offers)
     # the age of the prices behind the options shown (all considered offers when none is)
     shown = {(o.cloud, o.instance_type) for o in result.options[: limit or None]}
     age = prices_age(
@@ -145,12 +151,14 @@ def plan_command(
     if (save is not None or export is not None) and result.options:
         from gpuwise.planner import plan_file
 
-        recipe = plan_file(result, workload, calibration=calibration)
+        runs_used = head.runs_used(result, workload)
+        recipe = plan_file(result, workload, calibration=calibration, calibration_runs=runs_used)
         if save is not None:
             _write(save, recipe.to_json(), flag="--save")
     return _emit(
         result,
         age,
+        head=(head.lines, head.doc),
         plan_file=recipe,
         saved=save,
         limit=limit,
@@ -281,6 +289,7 @@ def _emit(
     plan: Plan,
     age: PriceAge,
     *,
+    head: tuple[list[str], dict[str, Any]] = ([], {}),
     plan_file: PlanFile | None,
     saved: Path | None,
     limit: int,
@@ -307,7 +316,7 @@ def _emit(
         if written is not None:
             _write(output, written)
     if json:
-        doc = plan.to_dict(limit=limit or None)
+        doc = {**head[1], **plan.to_dict(limit=limit or None)}
         if export:
             doc["export"] = {
                 "format": export,
@@ -328,10 +337,12 @@ def _emit(
         import sys
 
         sys.stdout.write(text)
+        _print_head(head[0], _console(stderr=True))
         _render(plan, limit, _console(stderr=True), age.max_age_days)  # the YAML owns stdout
         print_price_age(age, json=True)  # warning only (stderr)
         return code
     out = _console()
+    _print_head(head[0], out)
     _render(plan, limit, out, age.max_age_days)
     print_price_age(age, json=False, out=out)
     if output is not None and (text is not None or export is None):
@@ -341,6 +352,12 @@ def _emit(
     if plan_file is not None and saved is not None:
         out.print(f"[green]saved plan {plan_file.plan_id} to {saved}[/green] (gpuwise run --plan)")
     return code
+
+
+def _print_head(lines: list[str], out: Any) -> None:
+    """The plan's first lines: the calibration and run history its figures rest on."""
+    for line in lines:
+        out.print(line, style="cyan", markup=False, soft_wrap=True)  # one line each, for grep
 
 
 def _beside(output: Path) -> Path:

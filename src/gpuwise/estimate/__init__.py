@@ -12,6 +12,7 @@ Pure library (no torch, no network). The pieces:
 - :mod:`.measured`: the measured per-step runs the framework factor and the error bars are fitted to;
 - :mod:`.calibration`: the ``calibration.json`` schema: definition, validation and the atomic write
   (``gpuwise bench --calibrate`` hands it values);
+- :mod:`.from_runs`: run records (``gpuwise calibrate --from-runs``) turned into calibration;
 - :mod:`.estimator`: :func:`estimate_workload` → :class:`Estimate`;
 - :mod:`.suggest`: fixes for a workload that does not fit, ranked by speed cost.
 
@@ -21,7 +22,13 @@ The library call is :func:`estimate_workload` (``gpuwise.estimate_workload(workl
 
 from __future__ import annotations
 
-from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
+from gpuwise.estimate.calibration import (
+    Calibration,
+    GpuCalibration,
+    default_calibration_path,
+    load_calibration,
+    write_run_entries,
+)
 from gpuwise.estimate.capacity import gpu_memory
 from gpuwise.estimate.estimator import (
     Estimate,
@@ -30,6 +37,7 @@ from gpuwise.estimate.estimator import (
     Suggestion,
     estimate_workload,
 )
+from gpuwise.estimate.from_runs import RunsCalibration, calibrate_from_runs
 from gpuwise.estimate.hf_config import parse_hf_config, resolve_model
 from gpuwise.estimate.model import ModelConfig, get_preset, preset_names
 from gpuwise.estimate.options import OPTIONS, SETUP_OPTIONS, WORKLOAD_OPTIONS, OptionSpec
@@ -59,8 +67,11 @@ __all__ = [
     "MemoryEstimate",
     "ModelConfig",
     "OptionSpec",
+    "RunsCalibration",
     "Suggestion",
     "Workload",
+    "calibrate_from_runs",
+    "default_calibration_path",
     "estimate_workload",
     "get_preset",
     "gpu_memory",
@@ -69,4 +80,5 @@ __all__ = [
     "preset_names",
     "resolve_model",
     "workload_from_options",
+    "write_run_entries",
 ]

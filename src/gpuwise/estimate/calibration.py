@@ -15,7 +15,11 @@ reads it. The schema (version 1, documented with examples in ``docs/calibration.
           "mfu_by_model": {"llama-2-7b": 0.48},       # per preset name, wins over "mfu"
           "cuda_context_gib": 0.55,                   # memory in use before the first tensor
           "total_memory_gib": 79.65,                  # device memory the driver reports (measured)
-          "allocator_fraction": 0.04                  # reserved/allocated - 1 at peak
+          "allocator_fraction": 0.04,                 # reserved/allocated - 1 at peak
+          "from_runs": [                              # `gpuwise calibrate --from-runs`
+            {"model": "llama-3.1-8b", "task": "lora", "mfu": 0.41, "memory_ratio": 1.06,
+             "runs": ["job-a/0"], "tokens_per_s_per_gpu": 3120.0, "world_size": 8}
+          ]
         }
       },
       "workload": {                                  # your stack's defaults, optional
@@ -31,7 +35,8 @@ Every per-GPU key is optional. Fractions must lie in (0, 1] (an MFU in (0, 1)); 
 A file that breaks these rules is refused with one line naming the key and the fix.
 
 This module owns the schema: it defines it, validates it, and writes it
-(:func:`write_gpu_entry`, atomic). ``gpuwise bench --calibrate`` only hands it measured values.
+(:func:`write_gpu_entry`, :func:`write_run_entries`, atomic). ``gpuwise bench --calibrate`` and
+``gpuwise calibrate --from-runs`` only hand it measured values.
 """
 
 from __future__ import annotations
@@ -61,7 +66,52 @@ _GPU_KEYS = {
     "matmul_tflops",
     "memory_bandwidth_tb_s",
     "notes",
+    "from_runs",
 }
+_RUN_KEYS = {
+    "model",
+    "task",
+    "mfu",
+    "memory_ratio",
+    "runs",
+    "tokens_per_s_per_gpu",
+    "step_s",
+    "peak_memory_gib",
+    "world_size",
+    "measured_at",
+    "rehearsal",
+}
+
+
+@dataclass(frozen=True)
+class MeasuredWorkload:
+    """What real runs of one model and task measured on one GPU (``calibrate --from-runs``)."""
+
+    model: str
+    """The model's name as the plan named it (a preset or a config's name), lower case."""
+    task: str
+    """pretrain, finetune, lora or qlora: the MFU of a LoRA step is not a full step's."""
+    runs: tuple[str, ...]
+    """The attempts the figures rest on, ``<run id>/<attempt>``."""
+    mfu: float | None = None
+    """The MFU that reproduces the measured throughput through the step-time model (median over
+    the runs); the estimator's communication model still applies at other GPU counts."""
+    memory_ratio: float | None = None
+    """Measured peak memory per GPU ÷ the estimator's peak for the same recipe (median over the
+    runs); the estimate's memory is scaled by it (a ``measured_allowance`` line in the breakdown)."""
+    tokens_per_s_per_gpu: float | None = None
+    """Median measured training tokens per second per GPU (for people; the MFU is what is used)."""
+    step_s: float | None = None
+    """Median measured seconds per optimizer step (for people)."""
+    peak_memory_gib: float | None = None
+    """Largest measured peak memory per GPU, GiB (for people)."""
+    world_size: int | None = None
+    """GPUs of the measured runs (the largest when they differ; for people)."""
+    measured_at: str | None = None
+    """When the latest of the runs ended, ISO 8601."""
+    rehearsal: bool = False
+    """True when runs without a GPU were taken as this GPU's (``calibrate --assume-gpu``, a CPU
+    rehearsal of the loop): the figures are not a measurement of this GPU."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +135,14 @@ class GpuCalibration:
     total_memory_gib: float | None = None
     """Device memory the driver reports on the measured GPU (``torch.cuda.mem_get_info`` total,
     nvidia-smi ``memory.total``); wins over the published figure in the GPU table."""
+    from_runs: tuple[MeasuredWorkload, ...] = ()
+    """Figures measured by real runs, per model and task (``gpuwise calibrate --from-runs``);
+    the entry for the estimated model and task wins over ``mfu_by_model`` and ``mfu``."""
+
+    def measured_for(self, model: str, task: str) -> MeasuredWorkload | None:
+        """The runs' figures for ``model`` doing ``task``, or None."""
+        key = (model.lower(), task)
+        return next((m for m in self.from_runs if (m.model, m.task) == key), None)
 
 
 @dataclass(frozen=True)
@@ -105,6 +163,11 @@ class Calibration:
 
     def for_gpu(self, name: str) -> GpuCalibration | None:
         return self.gpus.get(name)
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        """Every run attempt the file's figures rest on (``calibrate --from-runs``), sorted."""
+        return tuple(sorted({r for g in self.gpus.values() for m in g.from_runs for r in m.runs}))
 
 
 def _fraction(value: Any, where: str) -> float:
@@ -254,6 +317,7 @@ def parse_calibration(data: Any, where: str) -> Calibration:
             total_memory_gib=_non_negative(entry["total_memory_gib"], f"{at}.total_memory_gib")
             if entry.get("total_memory_gib") is not None
             else None,
+            from_runs=_from_runs(entry.get("from_runs", []), f"{at}.from_runs"),
         )
     return Calibration(
         path=where,
@@ -262,6 +326,64 @@ def parse_calibration(data: Any, where: str) -> Calibration:
         device=data.get("device"),
         workload=_workload_section(data.get("workload", {}), f"{where}: workload"),
     )
+
+
+def _from_runs(raw: Any, where: str) -> tuple[MeasuredWorkload, ...]:
+    """The ``from_runs`` list: one entry per model and task, each naming the runs behind it."""
+    fix = "rerun `gpuwise calibrate --from-runs DIR` or remove the entry"
+    if not isinstance(raw, list):
+        raise DataFileError(f"{where}: expected a list of measured workloads", hint=fix)
+    out: list[MeasuredWorkload] = []
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise DataFileError(f"{at}: expected an object", hint=fix)
+        unknown = set(item) - _RUN_KEYS
+        if unknown:
+            raise DataFileError(
+                f"{at}: unknown key(s) {', '.join(sorted(unknown))}",
+                hint="see docs/calibration.md",
+                suggestions=[s for u in unknown for s in did_you_mean(u, _RUN_KEYS, 1)],
+            )
+        for name in ("model", "task"):
+            if not isinstance(item.get(name), str) or not item[name]:
+                raise DataFileError(
+                    f"{at}.{name}: expected a name, got {item.get(name)!r}", hint=fix
+                )
+        runs = item.get("runs")
+        if not isinstance(runs, list) or not runs or not all(isinstance(r, str) for r in runs):
+            raise DataFileError(
+                f"{at}.runs: expected a non-empty list of run ids, got {runs!r}", hint=fix
+            )
+        num = {
+            k: finite_number(item[k], f"{at}.{k}", positive=True, hint=fix)
+            for k in ("memory_ratio", "tokens_per_s_per_gpu", "step_s", "peak_memory_gib")
+            if item.get(k) is not None
+        }
+        size = item.get("world_size")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise DataFileError(f"{at}.world_size: expected a whole number ≥ 1", hint=fix)
+        rehearsal = item.get("rehearsal", False)
+        if not isinstance(rehearsal, bool):
+            raise DataFileError(f"{at}.rehearsal: expected true or false", hint=fix)
+        key = (item["model"].lower(), item["task"])
+        if any((m.model, m.task) == key for m in out):
+            raise DataFileError(f"{at}: a second entry for {key[0]} {key[1]}", hint=fix)
+        out.append(
+            MeasuredWorkload(
+                model=key[0],
+                task=key[1],
+                runs=tuple(runs),
+                mfu=_mfu(item["mfu"], f"{at}.mfu") if item.get("mfu") is not None else None,
+                world_size=size,
+                rehearsal=rehearsal,
+                measured_at=item.get("measured_at")
+                if isinstance(item.get("measured_at"), str)
+                else None,
+                **num,
+            )
+        )
+    return tuple(out)
 
 
 def _workload_section(raw: Any, where: str) -> dict[str, str | bool]:
@@ -366,12 +488,41 @@ def write_gpu_entry(
     merged = dict(gpus.get(gpu, {}))
     merged.update(entry)
     gpus[gpu] = merged
-    doc = {
+    doc = {  # the other sections (workload) are kept
+        **data,
         "version": CALIBRATION_VERSION,
         "measured_at": measured_at,
         "device": device,
         "gpus": gpus,
     }
+    parse_calibration(doc, str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(target, json.dumps(doc, indent=2) + "\n")
+    return target
+
+
+def write_run_entries(
+    entries: dict[str, list[dict[str, Any]]], *, measured_at: str, path: Path | None = None
+) -> Path:
+    """Merge measured workloads (GPU → ``from_runs`` entries) into the calibration file, atomically.
+
+    An entry replaces the GPU's entry for the same model and task; other entries, other keys and
+    other GPUs are kept. The merged document is validated before anything is written.
+    """
+    target = path or default_calibration_path()
+    data = _existing(target)
+    gpus = dict(data.get("gpus", {}))
+    for gpu, new in entries.items():
+        merged = dict(gpus.get(gpu, {}))
+        keys = {(str(e["model"]).lower(), e["task"]) for e in new}
+        kept = [
+            e
+            for e in merged.get("from_runs", [])
+            if not isinstance(e, dict) or (str(e.get("model")).lower(), e.get("task")) not in keys
+        ]
+        merged["from_runs"] = kept + new
+        gpus[gpu] = merged
+    doc = {**data, "version": CALIBRATION_VERSION, "measured_at": measured_at, "gpus": gpus}
     parse_calibration(doc, str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(target, json.dumps(doc, indent=2) + "\n")

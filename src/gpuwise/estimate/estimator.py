@@ -200,6 +200,10 @@ def _setup(
     # the memory the driver reports (measured, published nvidia-smi total, or the datasheet): the
     # breakdown already holds the CUDA context and the allocator allowance (estimate.capacity)
     capacity_gib = gpu_memory(spec, cal).total_gib
+    runs = cal.measured_for(wl.model.name, wl.task) if cal and wl.is_training else None
+    if runs is not None and runs.memory_ratio is not None:  # `gpuwise calibrate --from-runs`
+        breakdown_b["measured_allowance"] = (runs.memory_ratio - 1) * sum(breakdown_b.values())
+        per_gpu = sum(breakdown_b.values()) / BYTES_PER_GIB
     memory = MemoryEstimate(
         per_gpu_gib=per_gpu,
         capacity_gib=capacity_gib,

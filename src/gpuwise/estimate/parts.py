@@ -61,6 +61,13 @@ def calibrated_mfu(
     rf = recompute_factor(m, seq, wl.task, wl.grad_ckpt, adapter)
     rc = "" if rf == 1.0 else f"; × {rf:.2f} for {wl.grad_ckpt} recompute"
     if cal is not None and wl.is_training:
+        runs = cal.measured_for(m.name, wl.task)  # `gpuwise calibrate --from-runs`
+        if runs is not None and runs.mfu is not None:
+            return (
+                runs.mfu * rf,
+                f"calibrated: MFU {runs.mfu:.0%} measured in {len(runs.runs)} run"
+                f"{'s' if len(runs.runs) != 1 else ''} of {m.name} {wl.task} on {gpu.name}{rc}",
+            )
         by_model = cal.mfu_by_model.get(m.name.lower())
         if by_model is not None:
             return (

@@ -4,7 +4,8 @@ SQLite history, and report efficiency, waste and right-sizing in dollars.
 Modules: ``snapshot`` (data), ``nvml`` (the real reader over :mod:`gpuwise.base.nvml`), ``fake``
 (scripted NVML + scenarios), ``exporter`` (Prometheus), ``store`` (SQLite history),
 ``prometheus`` (history from a Prometheus server), ``history`` (the series the report reads),
-``report`` / ``report_html`` (the efficiency report), ``pricing`` ($/GPU-hour), ``metrics`` (the
+``report`` / ``report_html`` (the efficiency report), ``runs_report`` (plan vs actual from run
+records), ``pricing`` ($/GPU-hour), ``metrics`` (the
 exporter's metric table and DCGM names), ``node`` (the node's instance type for its price),
 ``podresources`` (GPU → pod from the kubelet), ``httpserver`` (the exporter's HTTP server),
 ``fake_scenarios`` (the scripted scenarios of ``fake``; the fake NVML library and its trace
@@ -50,6 +51,10 @@ if TYPE_CHECKING:
     from gpuwise.monitor.report import build_report as build_report
     from gpuwise.monitor.report import report_to_dict as report_to_dict
     from gpuwise.monitor.report_html import render_html as render_html
+    from gpuwise.monitor.runs_report import RunsReport as RunsReport
+    from gpuwise.monitor.runs_report import build_runs_report as build_runs_report
+    from gpuwise.monitor.runs_report import render_runs_html as render_runs_html
+    from gpuwise.monitor.runs_report import runs_report_to_dict as runs_report_to_dict
     from gpuwise.monitor.snapshot import GpuSample as GpuSample
     from gpuwise.monitor.snapshot import MigDeviceSample as MigDeviceSample
     from gpuwise.monitor.snapshot import ProcessSample as ProcessSample
@@ -86,6 +91,10 @@ _LAZY: dict[str, str] = {
     "build_report": "gpuwise.monitor.report",
     "report_to_dict": "gpuwise.monitor.report",
     "render_html": "gpuwise.monitor.report_html",
+    "RunsReport": "gpuwise.monitor.runs_report",
+    "build_runs_report": "gpuwise.monitor.runs_report",
+    "runs_report_to_dict": "gpuwise.monitor.runs_report",
+    "render_runs_html": "gpuwise.monitor.runs_report",
     "Trace": "gpuwise.base.nvml_trace",
     "GPU_METRICS": "gpuwise.monitor.metrics",
     "MIG_METRICS": "gpuwise.monitor.metrics",

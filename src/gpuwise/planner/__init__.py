@@ -45,6 +45,12 @@ from gpuwise.planner.spot import (
     spot_outcome,
     young_interval_hours,
 )
+from gpuwise.planner.spot_observed import (
+    SPOT_MIN_PREEMPTIONS,
+    SiteHistory,
+    observed_sites,
+    spot_history,
+)
 from gpuwise.planner.values import OBJECTIVES, Objective, Plan, PlanOption, PlanRequest, Rejection
 
 if TYPE_CHECKING:
@@ -61,6 +67,7 @@ __all__ = [
     "K8S_PLAN_DIR",
     "OBJECTIVES",
     "SKYPILOT_PLAN_PATH",
+    "SPOT_MIN_PREEMPTIONS",
     "WHEEL_DIR",
     "CloudSpotRisk",
     "EstimatorModel",
@@ -73,6 +80,7 @@ __all__ = [
     "PlanRequest",
     "Rejection",
     "Settings",
+    "SiteHistory",
     "SpotDefaults",
     "SpotOutcome",
     "WorkloadModel",
@@ -83,11 +91,13 @@ __all__ = [
     "k8s_manifest",
     "k8s_plan_configmap",
     "load_spot_defaults",
+    "observed_sites",
     "p_meet_deadline",
     "plan",
     "plan_file",
     "plan_offers",
     "skypilot_task",
+    "spot_history",
     "spot_outcome",
     "to_yaml",
     "write_wheel",

@@ -41,6 +41,10 @@ def price_all(
     Sites of one instance type share their evaluations (same GPUs, same network), so the sites are
     grouped by price first and each group is priced once per node count.
     """
+    if request.spot_mtbf_by_site:  # observed in run records (--spot-mtbf auto)
+        from gpuwise.planner.spot_observed import with_observed
+
+        spot = with_observed(spot, request.spot_mtbf_by_site)
     by_site: dict[int, list[Evaluated]] = {}
     for item in evaluated:
         by_site.setdefault(id(item.site), []).append(item)
@@ -83,6 +87,7 @@ def price_all(
                 price.outlier,
                 len(items),
                 risk_p,
+                _observed(risk),
             )
             group = groups.get(key)
             if group is None:
@@ -183,14 +188,14 @@ def _candidate(
     if risk is not None:
         wait = spot.capacity_wait_scarce_hours if site.gpu in scarce else spot.capacity_wait_hours
         key = (site.cloud, nodes, ev.hours, c_hours, risk.monthly_interruption_probability, wait)
-        hit = outcomes.get(key)
+        hit = outcomes.get((*key, _observed(risk)))
         if hit is None:
             hit = _spot(ev, risk, nodes, c_hours + wait, request, spot, c_hours)
-            outcomes[key] = hit
+            outcomes[(*key, _observed(risk))] = hit
         out, source = hit
         hours = out.expected_hours
         if run_deadline is not None:
-            pkey = (key, run_deadline)
+            pkey = ((*key, _observed(risk)), run_deadline)
             p = probabilities.get(pkey)
             if p is None:
                 p = p_meet_deadline(out, ev.hours, run_deadline) if run_deadline > 0 else 0.0
@@ -217,6 +222,12 @@ def _candidate(
     )
 
 
+def _observed(risk: CloudSpotRisk | None) -> str | None:
+    """An observed site's own figure (``--spot-mtbf auto``): kept out of every group and cache it
+    does not share (its monthly probability is rounded; its rate is 1 / MTBF, exact)."""
+    return risk.source if risk is not None and risk.confidence == "observed" else None
+
+
 def _spot(
     ev: Evaluation,
     risk: CloudSpotRisk,
@@ -228,9 +239,13 @@ def _spot(
 ) -> tuple[SpotOutcome, str]:
     """``reload_hours``: checkpoint reload plus the wait for capacity, per interruption (added to
     the restart); ``c_hours``: one checkpoint write."""
+    site = (risk.cloud, risk.region, risk.instance_type)
+    seen = next((s for s in request.spot_mtbf_by_site if s[:3] == site), None)
     if request.spot_mtbf_hours is not None:
         rate_node = 1 / request.spot_mtbf_hours
         source = f"spot MTBF {request.spot_mtbf_hours:g} h (given)"
+    elif seen is not None:  # observed in run records (--spot-mtbf auto)
+        rate_node, source = 1 / seen[3], seen[4]
     elif risk.band is not None:  # the provider's published band for this instance type and region
         rate_node = risk.rate_per_node_hour
         source = (

@@ -80,6 +80,10 @@ class PlanRequest:
     """Imports, NCCL init, weights into GPU memory; default from gpuwise's startup data."""
     download_gbit_s: float | None = None
     """Download rate of one node for the image and the weights; default from gpuwise's startup data."""
+    spot_mtbf_by_site: tuple[tuple[str, str, str, float, str], ...] = ()
+    """(cloud, region, instance type, MTBF hours, source) observed in run records
+    (``--spot-mtbf auto``, :mod:`gpuwise.planner.spot_observed`); wins over the bundled figures for
+    those sites, not over ``spot_mtbf_hours``."""
 
     def __post_init__(self) -> None:
         for name in ("inter_node_gbit_s", "download_gbit_s"):
