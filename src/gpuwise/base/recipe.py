@@ -220,6 +220,11 @@ class RunRecord:
     """The last step the attempt finished."""
     steps_measured: int = 0
     """Optimizer steps timed (after warm-up) for the throughput figures."""
+    warmup_steps: int = 0
+    """The attempt's first optimizer steps, not timed (start-up, first allocations, first save)."""
+    tokens_per_step: int | None = None
+    """Tokens one optimizer step trained on, all replicas together: reported by the script
+    (``run.step(loss, tokens=...)``), else the plan's global batch × sequence length."""
     tokens_per_s_per_gpu: float | None = None
     step_s: float | None = None
     """Median seconds per optimizer step after warm-up."""
@@ -234,13 +239,16 @@ class RunRecord:
     preemptions: int = 0
     """Times this attempt ended by preemption (0 or 1)."""
     restarts: int = 0
-    """Restarts of the workers inside this attempt (``gpuwise run --max-restarts``)."""
+    """1 when ``gpuwise run`` started this attempt as a restart of a crashed or preempted one,
+    else 0: a run's restarts are the sum over its records."""
     steps_lost: int = 0
     """Steps trained but not checkpointed when the attempt ended."""
     gpu_hours: float = 0.0
+    """Wall-clock hours of the attempt × the GPUs (ranks) it ran on."""
     price_usd_per_hour: float | None = None
     """Price of all nodes together (plan's, or the one the node reports)."""
     cost_usd: float | None = None
+    """GPU-hours × the price of one GPU-hour (None without a price)."""
     schema: str = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
