@@ -306,7 +306,7 @@ def end_record(log_: RunLog, run: Any, exc: BaseException | None, outcome: str) 
             dp_size=run.dp_size,
             mismatches=applied.mismatches if applied is not None else (),
             gpu=run.gpu_name,
-                notices=1 if notice is not None else 0,
+            notices=1 if notice is not None else 0,
             preempted=run.preempted,
             peak=peak if peak is not None else (None, None),
         )
