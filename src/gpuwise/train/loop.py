@@ -435,6 +435,7 @@ class Run:
         stop = bool(w and w.should_stop())
         notice = bool(w and w.save_requested())
         by_steps = self.every_steps is not None and self.global_step % self.every_steps == 0
+        by_steps = by_steps or self.runlog.pilot_save_due  # a pilot measures one save's stall
         use_time = self.every_minutes is not None or self.every_steps is None
         first = use_time and self.committed_step is None and self._saves == 0  # a first save early
         by_time = use_time and (first or time.monotonic() - self._last_save >= self.interval_s)

@@ -138,6 +138,11 @@ class RunLog:
         self._last = now
 
     @property
+    def pilot_save_due(self) -> bool:
+        """The optimizer step ending now is a pilot's last: it saves, to measure the stall."""
+        return self.pilot_steps is not None and self.steps + 1 == self.warmup + self.pilot_steps
+
+    @property
     def pilot_over(self) -> bool:
         """A pilot measured its steps: the loop ends."""
         return self.pilot_steps is not None and self.steps >= self.warmup + self.pilot_steps
