@@ -71,7 +71,10 @@ def bench(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gpuwise.bench import BenchOptions, run_bench, stage_names, write_calibration
+    from gpuwise.bench.calibration import check_calibration_run
 
+    if calibrate:  # at once: a CPU run would go on for minutes and then be refused
+        check_calibration_run(quick, device)
     options = BenchOptions(
         quick=quick,
         checkpoint_dir=checkpoint_dir,
