@@ -170,9 +170,9 @@ def test_implausible_figures_are_not_written() -> None:
         (("--quick",), "never written from `bench --quick`"),
     ],
 )
-def test_calibrate_without_a_gpu_is_refused_before_any_benchmark(
+def test_calibrate_without_a_gpu_is_refused_before_any_benchmark(  # type: ignore[no-untyped-def]
     cli, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], says: str
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """It used to run the whole CPU benchmark (minutes) and only then refuse to write."""
     import torch
 
