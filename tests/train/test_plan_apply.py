@@ -301,3 +301,51 @@ def test_an_allowed_mismatch_runs_and_is_recorded(
     assert rec.global_batch == 16 and rec.plan_mismatch == (
         "world size 1 is not the plan's 4 (1 node(s) × 4 A100-80GB)",
     )
+
+
+def test_a_preempted_and_a_failed_attempt_leave_their_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a plan too: every run leaves a record (outcome, notice, steps lost)."""
+    import torch
+
+    from gpuwise.train import PreemptionWatcher, resilient
+
+    for name in ("GPUWISE_PLAN", "GPUWISE_RUN_DIR", "GPUWISE_PILOT_STEPS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GPUWISE_RUN_ID", "job")
+    ckpt = str(tmp_path / "c")
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=4
+    )
+    watcher = PreemptionWatcher(cloud="none", signals=())
+    monkeypatch.setenv("GPUWISE_ATTEMPT", "0")
+    with resilient(
+        model, opt, checkpoint_dir=ckpt, max_steps=50, every_steps=100, watcher=watcher,
+        exit_on_preemption=False, async_write=False,
+    ) as run:  # fmt: skip
+        for x, y in run.batches(loader):
+            run.step(torch.nn.functional.mse_loss(model(x), y))
+            if run.global_step == 3:
+                watcher.trigger("test")
+    monkeypatch.setenv("GPUWISE_ATTEMPT", "1")
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        resilient(
+            model, opt, checkpoint_dir=ckpt, max_steps=50, every_steps=100, watcher=False,
+            async_write=False,
+        ) as run,
+    ):  # fmt: skip
+        for x, y in run.batches(loader):
+            run.step(torch.nn.functional.mse_loss(model(x), y))
+            if run.global_step == 7:
+                raise RuntimeError("boom")
+    preempted, failed = read_run_records(ckpt)
+    assert (preempted.outcome, preempted.notices, preempted.preemptions) == ("preempted", 1, 1)
+    assert (preempted.step_end, preempted.steps_lost, preempted.restarts) == (4, 0, 0)
+    assert (failed.outcome, failed.attempt, failed.restarts) == ("failed", 1, 1)
+    assert (failed.step_start, failed.step_end, failed.steps_lost) == (4, 7, 3)
+    assert (failed.micro_batch, failed.accumulation, failed.global_batch) == (4, 1, 4)
+    assert failed.plan_id is None and failed.cost_usd is None

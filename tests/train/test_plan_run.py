@@ -81,3 +81,48 @@ def test_a_pilot_measures_and_records_then_the_run_goes_to_its_end(tmp_path: Pat
     assert first == pilot and done.run_id != pilot.run_id
     assert (done.outcome, done.pilot, done.step_start, done.step_end) == ("done", False, 4, 6)
     assert done.ended is not None and done.steps_lost == 0 and done.global_batch == 32
+
+
+SCRIPT = """
+import os, sys, torch
+from gpuwise.train import resilient
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+with resilient(model, opt, checkpoint_dir=sys.argv[1], max_steps=6, every_steps=2,
+               watcher=False, async_write=False) as run:
+    for x, y in run.batches(torch.utils.data.DataLoader(data, batch_size=run.micro_batch)):
+        run.step(torch.nn.functional.mse_loss(model(x), y))
+        if run.global_step == 3 and os.environ["GPUWISE_ATTEMPT"] == "0":
+            raise RuntimeError("a crash in the first attempt")
+"""
+
+
+def test_each_attempt_of_a_restarted_run_has_its_record(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(plan_for(1, micro=4, accumulation=1).to_json())
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    ckpt = tmp_path / "ckpt"
+    r = subprocess.run(
+        [
+            *(sys.executable, "-m", "gpuwise", "run", "--plan", str(plan), "--json"),
+            *("--no-torchrun", "--restart-delay", "0s", "--", sys.executable, str(script)),
+            str(ckpt),
+        ],
+        env=NO_CLOUD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    history = json.loads(r.stdout)["history"]
+    assert [(h["attempt"], h["outcome"], h["steps_lost"]) for h in history] == [
+        (0, "crashed", 1),  # reached 3, committed 2
+        (1, "done", 0),
+    ]
+    first, second = read_run_records(str(ckpt))
+    assert first.run_id == second.run_id  # one run, two attempts
+    assert (first.attempt, first.outcome, first.step_end, first.steps_lost) == (0, "failed", 3, 1)
+    assert (second.attempt, second.outcome, second.restarts, second.step_start) == (1, "done", 1, 2)
