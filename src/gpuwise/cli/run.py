@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
 from gpuwise.cli._output import JsonFlag, emit_json
-
-if TYPE_CHECKING:
-    from gpuwise.train.launcher import AttemptResult
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -40,8 +38,9 @@ def pilot_env(pilot: int | None, warmup: int | None, allow_mismatch: bool) -> di
     return env
 
 
-def history(attempts: tuple[AttemptResult, ...]) -> list[dict[str, object]]:
-    """Per attempt: how it ended, the notice it saw and the steps it lost (``--json``)."""
+def history(attempts: Sequence[Any]) -> list[dict[str, object]]:
+    """Per attempt (``gpuwise.train`` ``AttemptResult``): how it ended, the notice it saw and the
+    steps it lost (``--json``)."""
     return [
         {
             "attempt": a.number - 1,
