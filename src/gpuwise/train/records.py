@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WARMUP_STEPS = 2
 """Optimizer steps of an attempt that are not timed (``GPUWISE_PILOT_WARMUP`` overrides)."""
+RECORD_AFTER_NOTICE_S = 2.0
+"""How long the end of a preempted attempt waits for its record on remote storage."""
 _NAME = re.compile(r"^(?P<run>.+)-attempt(?P<attempt>\d{3,})\.json$")
 
 
@@ -263,10 +265,21 @@ class RunLog:
             log.warning("cannot list the run records: %s", err)
             return set()
 
-    def write(self, record: RunRecord) -> None:
+    def write(self, record: RunRecord, timeout_s: float | None = None) -> None:
         """Rank 0: replace this attempt's record atomically; a storage failure is logged, never
-        raised (a record must not stop training)."""
+        raised (a record must not stop training). ``timeout_s``: wait at most that long (the
+        write goes on in a daemon thread that does not keep the process alive), for the end of
+        a preempted attempt, whose deadline a hung object store must not pass."""
         if self.rank != 0:
+            return
+        if timeout_s is not None:
+            import threading
+
+            writer = threading.Thread(target=self.write, args=(record,), daemon=True)
+            writer.start()
+            writer.join(timeout_s)
+            if writer.is_alive():
+                log.warning("the run record was not written within %.0f s: left", timeout_s)
             return
         path = self.storage.join(RUNS_FOLDER, record_name(record.run_id, record.attempt))
         try:
@@ -318,5 +331,6 @@ def end_record(log_: RunLog, run: Any, exc: BaseException | None, outcome: str) 
     except GpuwiseError as err:  # e.g. a bad price variable: the training's end is not changed
         log.warning("the run record was not written: %s", err)
         return None
-    log_.write(record)
+    remote_after_notice = run.preempted and not log_.storage.is_local
+    log_.write(record, timeout_s=RECORD_AFTER_NOTICE_S if remote_after_notice else None)
     return record
