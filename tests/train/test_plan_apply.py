@@ -349,3 +349,38 @@ def test_a_preempted_and_a_failed_attempt_leave_their_records(
     assert (failed.step_start, failed.step_end, failed.steps_lost) == (4, 7, 3)
     assert (failed.micro_batch, failed.accumulation, failed.global_batch) == (4, 1, 4)
     assert failed.plan_id is None and failed.cost_usd is None
+
+
+def test_gpu_names_in_records_are_gpuwises() -> None:
+    from gpuwise.train.records import _gpu_model
+
+    assert _gpu_model("NVIDIA H100 80GB HBM3") == "H100"
+    assert _gpu_model("Some Future GPU") == "Some Future GPU" and _gpu_model(None) is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (("--pilot", "0"), "error: --pilot 0 must be at least 1"),
+        (("--pilot", "2", "--pilot-warmup", "-1"), "error: --pilot-warmup -1 must be 0 or more"),
+    ],
+)
+def test_pilot_flags_are_checked_before_any_worker(  # type: ignore[no-untyped-def]
+    cli, tmp_path: Path, flags: tuple[str, ...], says: str
+) -> None:
+    import sys
+
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    r = cli("run", *flags, "--no-torchrun", "--", sys.executable, script)
+    assert r.code == 2 and r.stderr.startswith(says), r.stderr
+    assert not marker.exists()
+
+
+def test_a_bad_pilot_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuwise.errors import InputError
+
+    monkeypatch.setenv("GPUWISE_PILOT_STEPS", "ten")
+    with pytest.raises(InputError, match="GPUWISE_PILOT_STEPS='ten' is not a whole number"):
+        RunLog(Storage(str(tmp_path)), rank=0, world_size=1, nodes=1, plan=None)

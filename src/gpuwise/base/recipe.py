@@ -203,17 +203,28 @@ class RunRecord:
     plan_mismatch: tuple[str, ...] = ()
     """What differed from the plan and was allowed (``--allow-plan-mismatch``)."""
     gpu: str | None = None
+    """The GPU torch ran on, by gpuwise's name where it knows the model (``H100``), else torch's
+    device name; None without CUDA (the plan's ``recipe.gpu`` is what was planned)."""
     world_size: int = 1
+    """Processes (GPUs) of the attempt."""
     nodes: int = 1
     gpus_per_node: int = 1
     instance_type: str | None = None
+    """``GPUWISE_INSTANCE_TYPE``, else the plan's; None: unknown."""
     cloud: str | None = None
+    """``GPUWISE_CLOUD``, else the plan's; None: unknown (or ``GPUWISE_CLOUD=none``)."""
     region: str | None = None
+    """``GPUWISE_REGION``, else the plan's; None: unknown."""
     capacity_type: CapacityType = "unknown"
+    """``GPUWISE_CAPACITY_TYPE``, else the plan's."""
     micro_batch: int | None = None
+    """Sequences per GPU per pass as run (the loader's batch size)."""
     accumulation: int | None = None
+    """Micro-batches per optimizer step per replica as run."""
     global_batch: int | None = None
+    """micro_batch × accumulation × data-parallel replicas, as run."""
     seq_len: int | None = None
+    """The plan's sequence length (None without a plan)."""
     step_start: int = 0
     """The step the attempt resumed from (0 for a fresh start)."""
     step_end: int = 0

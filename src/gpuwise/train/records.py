@@ -307,6 +307,19 @@ def peak_memory_gib(
     return values[0] / 2**30, values[1] / 2**30
 
 
+def _gpu_model(device_name: str | None) -> str | None:
+    """gpuwise's name of torch's device (``NVIDIA H100 80GB HBM3`` → ``H100``), else the name."""
+    if device_name is None:
+        return None
+    from gpuwise.errors import HardwareError
+    from gpuwise.hardware import find_gpu
+
+    try:
+        return find_gpu(device_name).name
+    except HardwareError:
+        return device_name
+
+
 def end_record(log_: RunLog, run: Any, exc: BaseException | None, outcome: str) -> RunRecord | None:
     """The final record of ``run`` (a :class:`~gpuwise.train.Run`), written by rank 0. Every rank
     calls it: without an exception the peak memory is reduced over the ranks."""
@@ -323,7 +336,7 @@ def end_record(log_: RunLog, run: Any, exc: BaseException | None, outcome: str) 
             accumulation=run.grad_accum,
             dp_size=run.dp_size,
             mismatches=applied.mismatches if applied is not None else (),
-            gpu=run.gpu_name,
+            gpu=_gpu_model(run.gpu_name),
             notices=1 if notice is not None else 0,
             preempted=run.preempted,
             peak=peak if peak is not None else (None, None),
