@@ -384,3 +384,16 @@ def test_a_bad_pilot_variable_is_named(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("GPUWISE_PILOT_STEPS", "ten")
     with pytest.raises(InputError, match="GPUWISE_PILOT_STEPS='ten' is not a whole number"):
         RunLog(Storage(str(tmp_path)), rank=0, world_size=1, nodes=1, plan=None)
+
+
+def test_a_recovered_skypilot_job_keeps_its_run_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuwise.train.records import job_run_id
+
+    monkeypatch.delenv("GPUWISE_RUN_ID", raising=False)
+    monkeypatch.setenv("SKYPILOT_TASK_ID", "sky-managed-2026-11-27-10-00-00-000000_train_7-0")
+    assert job_run_id() == "sky-managed-2026-11-27-10-00-00-000000_train_7-0"
+    monkeypatch.setenv("GPUWISE_RUN_ID", "mine")
+    assert job_run_id() == "mine"
+    monkeypatch.delenv("GPUWISE_RUN_ID")
+    monkeypatch.delenv("SKYPILOT_TASK_ID")
+    assert job_run_id().startswith("run-") and job_run_id() != job_run_id()

@@ -218,6 +218,13 @@ SETTINGS: dict[str, Setting] = dict(
         # Other tools' variables that gpuwise honours the same way they do
         _s("GPUHUNT_CATALOG_URL", "url", "catalog", "gpuhunt's own: where its catalogs are"),
         _s("GPUHUNT_CATALOG_DIR", "path", "catalog", "gpuhunt's own: a folder of its catalogs"),
+        _s(
+            "SKYPILOT_TASK_ID",
+            "text",
+            "train",
+            "SkyPilot's own: the task's id, kept across a managed job's recoveries; names the run "
+            "records when GPUWISE_RUN_ID is unset",
+        ),
         _s("NODE_NAME", "text", "monitor", "Kubernetes' node name (downward API), the host label"),
         _s("XDG_CONFIG_HOME", "path", "paths", "where the config folder goes (~/.config)"),
         _s("XDG_DATA_HOME", "path", "paths", "where the data folder goes (~/.local/share)"),

@@ -70,7 +70,7 @@ from typing import Any, Literal
 from gpuwise.errors import InputError, MissingExtraError
 from gpuwise.train._torchrun import FAILURES_FILE, RENDEZVOUS_CLOSED_MARKER
 from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED, EXIT_USAGE
-from gpuwise.train.records import new_run_id
+from gpuwise.train.records import job_run_id
 
 log = logging.getLogger(__name__)
 
@@ -615,7 +615,7 @@ def launch(
     try:
         with tempfile.TemporaryDirectory(prefix="gpuwise-run-") as run_dir:
             child_env = {**os.environ, **(env or {}), "GPUWISE_RUN_DIR": run_dir}
-            child_env.setdefault("GPUWISE_RUN_ID", new_run_id())  # names the run's records
+            child_env["GPUWISE_RUN_ID"] = job_run_id()  # names the run's records
             while True:
                 for path in glob.glob(os.path.join(run_dir, "progress-rank*.json")):
                     os.remove(path)

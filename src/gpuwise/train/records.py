@@ -57,6 +57,18 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     return f"run-{stamp}-{secrets.token_hex(3)}"
 
 
+def job_run_id() -> str:
+    """The run's id: ``GPUWISE_RUN_ID``; else SkyPilot's task id (the same for every recovery of
+    a managed job, so a recovered job's records continue its attempts); else a new one."""
+    given = settings.text("GPUWISE_RUN_ID")
+    if given:
+        return given
+    task = settings.text("SKYPILOT_TASK_ID")
+    if task:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", task.strip()).strip("-.") or new_run_id()
+    return new_run_id()
+
+
 def record_name(run_id: str, attempt: int) -> str:
     """The record's file name in :data:`RUNS_FOLDER`."""
     return f"{run_id}-attempt{attempt:03d}.json"
@@ -96,7 +108,7 @@ class RunLog:
     ) -> None:
         self.storage, self.rank, self.world_size, self.nodes = storage, rank, world_size, nodes
         self.plan = plan
-        self.run_id = settings.text("GPUWISE_RUN_ID") or new_run_id()
+        self.run_id = job_run_id()
         self.attempt = settings.count("GPUWISE_ATTEMPT", 0)
         self.pilot_steps = settings.count("GPUWISE_PILOT_STEPS", 0) or None
         self.warmup = settings.count("GPUWISE_PILOT_WARMUP", DEFAULT_WARMUP_STEPS)
