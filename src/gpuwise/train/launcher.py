@@ -20,10 +20,10 @@ seconds and give up while the others were still shutting down.
 
 Failures that cannot change on retry stop at once, not after ``--max-restarts`` attempts: the
 script does not exist, ``python -c`` (torchrun needs a script file), and an attempt whose workers
-all exit with code 2 (the usage-error code of argparse, click and gpuwise) or any of whose
-workers reported ``exit: "usage"`` (it refused to run, e.g. unlike its plan: the line it gave is
-repeated) — ``gpuwise run`` then exits 2 too; on node 0 of a multi-node job, a rendezvous port already in use (exit 2 before the
-first attempt). Every other failure (signals, 1, OOM) may be transient and is retried. With
+all exit with code 2 (the usage-error code of argparse, click and gpuwise) or one of whose
+workers reported ``exit: "usage"`` (it refused to run, e.g. unlike its plan: its line is
+repeated) — ``gpuwise run`` then exits 2 too; on node 0 of a multi-node job, a rendezvous port
+already in use (exit 2 before the first attempt). Every other failure (signals, 1, OOM) may be transient and is retried. With
 several nodes, an attempt whose workers all failed because a peer went away (``exit:
 "peer-lost"``) counts as a preemption (``--max-preemptions``), not a crash: spot node losses do
 not end in 76. While a multi-node attempt waits in the rendezvous, a line every 30 s says for

@@ -29,6 +29,9 @@ The data position is kept per data-parallel replica (``dp_rank``/``dp_size`` or 
 A notice save is bounded by the grace period (``GPUWISE_GRACE_PERIOD_S`` or the cloud's deadline):
 with remote storage it goes to fast local disk first (``local_dir``), then uploads while time is
 left; the process exits before the deadline whatever the storage does.
+
+Under ``gpuwise run --plan`` the plan is applied or the job refused before its first step
+(:mod:`.recipe_apply`); every attempt leaves a run record beside the checkpoints (:mod:`.records`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from gpuwise.base import settings
+from gpuwise.base.recipe import Recipe
 from gpuwise.errors import InputError
 from gpuwise.train._torch import torch
 from gpuwise.train.checkpointer import Checkpointer, CheckpointWriteError, Progress
@@ -242,7 +246,7 @@ class Run:
         return self.checkpointer.restore(**kw)
 
     @property
-    def recipe(self) -> Any:
+    def recipe(self) -> Recipe | None:
         """The plan's :class:`~gpuwise.base.recipe.Recipe` (None outside a planned job)."""
         return self.applied.recipe if self.applied is not None else None
 
@@ -306,7 +310,7 @@ class Run:
             else:
                 reason = "peer-lost" if _peer_lost(exc) else "stopped"
             self._write_progress(force=True, exit_reason=reason)
-            end_record(self.runlog, self, exc, _OUTCOMES.get(reason, "failed"))
+            end_record(self.runlog, self, exc, reason)
 
     @property
     def done(self) -> bool:
@@ -619,8 +623,6 @@ def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
 
 
 _exit_code: int | None = None
-_OUTCOMES = {"preempted": "preempted", "done": "done", "pilot": "pilot"}
-"""Progress exit reason → run record outcome (anything else: failed)."""
 
 
 def _exit_with_code() -> None:

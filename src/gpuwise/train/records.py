@@ -332,9 +332,15 @@ def _gpu_model(device_name: str | None) -> str | None:
         return device_name
 
 
-def end_record(log_: RunLog, run: Any, exc: BaseException | None, outcome: str) -> RunRecord | None:
-    """The final record of ``run`` (a :class:`~gpuwise.train.Run`), written by rank 0. Every rank
-    calls it: without an exception the peak memory is reduced over the ranks."""
+OUTCOMES = {"preempted": "preempted", "done": "done", "pilot": "pilot"}
+"""How an attempt's ranks exited (progress file) → the record's outcome (anything else: failed)."""
+
+
+def end_record(log_: RunLog, run: Any, exc: BaseException | None, reason: str) -> RunRecord | None:
+    """The final record of ``run`` (a :class:`~gpuwise.train.Run`) that ended with ``reason`` (its
+    progress file's exit), written by rank 0. Every rank calls it: without an exception the peak
+    memory is reduced over the ranks."""
+    outcome = OUTCOMES.get(reason, "failed")
     applied = run.applied
     notice = run.watcher.notice if run.watcher is not None else None
     peak = peak_memory_gib(run.device_type, run.world_size, collective=exc is None)
