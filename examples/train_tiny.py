@@ -17,6 +17,12 @@ data-parallel replica (``resilient(mesh=...)``). Each optimizer step also prints
 ``samples <step> <dp rank> <sha256 of the step's input batches>`` (ranks with tp rank 0). The digest is taken over the gathered full model *and* optimizer state, so it is
 comparable across world sizes (a run saved on 4 ranks and resumed on 2 prints the digest of the
 same state it restored: ``restored-digest <sha256>``).
+
+Under ``gpuwise run --plan plan.json`` it runs the plan's recipe with no value re-typed: the
+batch size is the plan's micro-batch (``plan_recipe()``) and ``resilient()`` applies the planned
+accumulation (global batch = micro-batch × accumulation × replicas); a job unlike its plan (world
+size, replicas, GPU) exits 2 before its first step. ``--batch``/``--grad-accum`` given with a plan
+must agree with it.
 """
 
 from __future__ import annotations
@@ -116,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint-dir", required=True)
     ap.add_argument("--every", type=int, default=5, help="save every N optimizer steps")
     ap.add_argument("--hidden", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--grad-accum", type=int, default=2)
+    ap.add_argument(
+        "--batch", type=int, default=None, help="default: the plan's micro-batch, else 64"
+    )
+    ap.add_argument(
+        "--grad-accum", type=int, default=None, help="default: the plan's accumulation, else 2"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     ap.add_argument(
@@ -169,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         "(tests of gpuwise run; changes no number)",
     )
     args = ap.parse_args(argv)
+    recipe = gt.plan_recipe()  # None outside `gpuwise run --plan`
+    if args.batch is None:
+        args.batch = recipe.micro_batch if recipe is not None else 64
+    if args.grad_accum is None and recipe is None:
+        args.grad_accum = 2
 
     torch.set_num_threads(1)
     if args.deterministic:  # needed on GPUs; the CPU kernels used here are deterministic already
@@ -227,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
             else None
         ),
     ) as run:
+        args.grad_accum = run.accumulation  # the plan's when it has one
+        if rank == 0 and recipe is not None:
+            _say(f"batch {args.batch} {run.accumulation} {args.batch * run.accumulation * dp_size}")
         if run.resumed_from is not None:
             restored = digest(getattr(model, "module", model), opt)
             if rank == 0:

@@ -160,3 +160,31 @@ def test_implausible_figures_are_not_written() -> None:
     with pytest.raises(DataFileError, match="above the datasheet peak"):
         write_calibration(report)
     assert not (config_dir() / "calibration.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ((), "needs a GPU, and torch sees none on this machine"),
+        (("--device", "cpu"), "calibration is measured on a GPU"),
+        (("--quick",), "never written from `bench --quick`"),
+    ],
+)
+def test_calibrate_without_a_gpu_is_refused_before_any_benchmark(  # type: ignore[no-untyped-def]
+    cli, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], says: str
+) -> None:
+    """It used to run the whole CPU benchmark (minutes) and only then refuse to write."""
+    import torch
+
+    if torch.cuda.is_available() and not flags:
+        pytest.skip("this machine has a GPU")
+    import gpuwise.bench
+
+    def no_benchmark(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a benchmark ran")
+
+    monkeypatch.setattr(gpuwise.bench, "run_bench", no_benchmark)
+    r = cli("bench", "--calibrate", *flags)
+    assert r.code == 2, r.stderr
+    assert r.stderr.startswith("error: ") and says in r.stderr and r.stderr.count("\n") == 1
+    assert not (config_dir() / "calibration.json").exists()

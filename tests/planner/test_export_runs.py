@@ -12,6 +12,7 @@ fails the test.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -22,6 +23,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuwise.catalog import Offer
 from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
@@ -214,3 +216,87 @@ def test_two_node_task_on_loopback(venv: Path, tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0], outs
     # c10d hands out global ranks in the order the nodes join, so either node may hold rank 0
     assert any("digest " in out for out in outs), outs
+
+
+def _exported(tmp_path: Path, *limits: str, steps: int) -> tuple[dict[str, object], Path, Path]:
+    """`gpuwise plan --export skypilot` as a user runs it: the task, its workdir (the wheel and
+    the plan file inside) and the checkpoint folder its command writes to."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    shutil.copy(ROOT / "examples" / "train_tiny.py", workdir / "train_tiny.py")
+    ckpt = tmp_path / "checkpoints"
+    command = f"python train_tiny.py --steps {steps} --hidden 32 --checkpoint-dir {ckpt}"
+    r = subprocess.run(
+        [
+            *(sys.executable, "-m", "gpuwise", "plan", "--model", "llama-3.1-8b"),
+            *("--task", "lora", "--tokens", "2B", "--deadline", "48h", *limits),
+            *("--export", "skypilot", "-o", str(workdir / "task.yaml")),
+            *("--workdir", str(workdir), "--run", command),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    task = yaml.safe_load((workdir / "task.yaml").read_text())
+    return task, workdir, ckpt
+
+
+def _run_task(task: dict[str, object], workdir: Path, venv: Path, nproc: int) -> str:
+    envs = {str(k): str(v) for k, v in dict(task["envs"]).items()}  # type: ignore[call-overload]
+    skypilot = {
+        "SKYPILOT_NUM_NODES": "1",
+        "SKYPILOT_NODE_RANK": "0",
+        "SKYPILOT_NODE_IPS": "127.0.0.1",
+        "SKYPILOT_NUM_GPUS_PER_NODE": str(nproc),
+        "GPUWISE_CLOUD": "none",
+    }
+    env = _env(venv, {**envs, **skypilot})
+    _setup(task, workdir, env)
+    r = subprocess.run(
+        ["bash", "-c", str(task["run"])],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    return f"{r.returncode}\n{r.stdout}{r.stderr}"
+
+
+def test_an_exported_8_gpu_plan_on_2_ranks_is_refused(venv: Path, tmp_path: Path) -> None:
+    task, workdir, ckpt = _exported(tmp_path, "--max-gpus", "8", "--max-nodes", "1", steps=3)
+    assert "--nproc-per-node 8" in str(task["run"])
+    # a machine with 2 GPUs where 8 were planned (one CPU rank stands for each)
+    task["run"] = str(task["run"]).replace("--nproc-per-node 8", "--nproc-per-node 2")
+    code, _, out = _run_task(task, workdir, venv, 2).partition("\n")
+    assert code == "2", out
+    assert "world size 2 is not the plan's 8" in out and "Traceback" not in out
+    assert "loss " not in out and not ckpt.exists()  # refused before any step
+
+
+def test_an_exported_plan_runs_its_global_batch_with_nothing_retyped(
+    venv: Path, tmp_path: Path
+) -> None:
+    task, workdir, ckpt = _exported(tmp_path, "--max-gpus", "2", steps=2)
+    plan = json.loads((workdir / str(dict(task["envs"])["GPUWISE_PLAN"])).read_text())  # type: ignore[call-overload]
+    recipe = plan["recipe"]
+    assert recipe["world_size"] == 2 and "--nproc-per-node 2" in str(task["run"])
+    code, _, out = _run_task(task, workdir, venv, 2).partition("\n")  # the run line as exported
+    assert code == "0", out
+    micro, accumulation, global_batch = (
+        recipe["micro_batch"],
+        recipe["accumulation"],
+        recipe["global_batch"],
+    )
+    assert f"batch {micro} {accumulation} {global_batch}" in out
+    from gpuwise.train.records import read_run_records
+
+    (record,) = read_run_records(str(ckpt))
+    assert (record.outcome, record.plan_id, record.step_end) == ("done", plan["plan_id"], 2)
+    assert (record.micro_batch, record.accumulation, record.global_batch) == (
+        micro,
+        accumulation,
+        global_batch,
+    )

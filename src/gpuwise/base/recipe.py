@@ -203,23 +203,39 @@ class RunRecord:
     plan_mismatch: tuple[str, ...] = ()
     """What differed from the plan and was allowed (``--allow-plan-mismatch``)."""
     gpu: str | None = None
+    """The GPU torch ran on, by gpuwise's name where it knows the model (``H100``), else torch's
+    device name; None without CUDA (the plan's ``recipe.gpu`` is what was planned)."""
     world_size: int = 1
+    """Processes (GPUs) of the attempt."""
     nodes: int = 1
     gpus_per_node: int = 1
     instance_type: str | None = None
+    """``GPUWISE_INSTANCE_TYPE``, else the plan's; None: unknown."""
     cloud: str | None = None
+    """``GPUWISE_CLOUD``, else the plan's; None: unknown (or ``GPUWISE_CLOUD=none``)."""
     region: str | None = None
+    """``GPUWISE_REGION``, else the plan's; None: unknown."""
     capacity_type: CapacityType = "unknown"
+    """``GPUWISE_CAPACITY_TYPE``, else the plan's."""
     micro_batch: int | None = None
+    """Sequences per GPU per pass as run (the loader's batch size)."""
     accumulation: int | None = None
+    """Micro-batches per optimizer step per replica as run."""
     global_batch: int | None = None
+    """micro_batch × accumulation × data-parallel replicas, as run."""
     seq_len: int | None = None
+    """The plan's sequence length (None without a plan)."""
     step_start: int = 0
     """The step the attempt resumed from (0 for a fresh start)."""
     step_end: int = 0
     """The last step the attempt finished."""
     steps_measured: int = 0
     """Optimizer steps timed (after warm-up) for the throughput figures."""
+    warmup_steps: int = 0
+    """The attempt's first optimizer steps, not timed (start-up, first allocations, first save)."""
+    tokens_per_step: int | None = None
+    """Tokens one optimizer step trained on, all replicas together: reported by the script
+    (``run.step(loss, tokens=...)``), else the plan's global batch × sequence length."""
     tokens_per_s_per_gpu: float | None = None
     step_s: float | None = None
     """Median seconds per optimizer step after warm-up."""
@@ -234,13 +250,16 @@ class RunRecord:
     preemptions: int = 0
     """Times this attempt ended by preemption (0 or 1)."""
     restarts: int = 0
-    """Restarts of the workers inside this attempt (``gpuwise run --max-restarts``)."""
+    """1 when ``gpuwise run`` started this attempt as a restart of a crashed or preempted one,
+    else 0: a run's restarts are the sum over its records."""
     steps_lost: int = 0
     """Steps trained but not checkpointed when the attempt ended."""
     gpu_hours: float = 0.0
+    """Wall-clock hours of the attempt × the GPUs (ranks) it ran on."""
     price_usd_per_hour: float | None = None
     """Price of all nodes together (plan's, or the one the node reports)."""
     cost_usd: float | None = None
+    """GPU-hours × the price of one GPU-hour (None without a price)."""
     schema: str = RUN_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -174,6 +174,36 @@ SETTINGS: dict[str, Setting] = dict(
         ),
         _s("GPUWISE_RUN_DIR", "path", "train", "set by `gpuwise run` for its ranks"),
         _s(
+            "GPUWISE_RUN_ID",
+            "text",
+            "train",
+            "names a run's records (`gpuwise-runs/`); `gpuwise run` makes one unless set",
+        ),
+        _s(
+            "GPUWISE_ATTEMPT",
+            "count",
+            "train",
+            "set by `gpuwise run` for its ranks: 0 for the first start, +1 per restart",
+        ),
+        _s(
+            "GPUWISE_ALLOW_PLAN_MISMATCH",
+            "flag",
+            "train",
+            "train although the job differs from the plan (`gpuwise run --allow-plan-mismatch`)",
+        ),
+        _s(
+            "GPUWISE_PILOT_STEPS",
+            "count",
+            "train",
+            "measure this many optimizer steps after warm-up, then stop (`gpuwise run --pilot`)",
+        ),
+        _s(
+            "GPUWISE_PILOT_WARMUP",
+            "count",
+            "train",
+            "optimizer steps a pilot runs before it measures (default 2)",
+        ),
+        _s(
             "GPUWISE_LOCAL_CHECKPOINT_DIR",
             "path",
             "train",
@@ -195,6 +225,13 @@ SETTINGS: dict[str, Setting] = dict(
         # Other tools' variables that gpuwise honours the same way they do
         _s("GPUHUNT_CATALOG_URL", "url", "catalog", "gpuhunt's own: where its catalogs are"),
         _s("GPUHUNT_CATALOG_DIR", "path", "catalog", "gpuhunt's own: a folder of its catalogs"),
+        _s(
+            "SKYPILOT_TASK_ID",
+            "text",
+            "train",
+            "SkyPilot's own: the task's id, kept across a managed job's recoveries; names the run "
+            "records when GPUWISE_RUN_ID is unset",
+        ),
         _s("NODE_NAME", "text", "monitor", "Kubernetes' node name (downward API), the host label"),
         _s("XDG_CONFIG_HOME", "path", "paths", "where the config folder goes (~/.config)"),
         _s("XDG_DATA_HOME", "path", "paths", "where the data folder goes (~/.local/share)"),
@@ -255,6 +292,23 @@ def number(
         raise InputError(
             f"{name}={raw!r} is not {want} number",
             hint=f"unset {name} or set it to {want} number ({kind}), e.g. {name}=30",
+        )
+    return value
+
+
+def count(name: str, default: int, env: Mapping[str, str] | None = None) -> int:
+    """A whole number ≥ 0; ``default`` when unset."""
+    raw = text(name, env)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InputError(
+            f"{name}={raw!r} is not a whole number",
+            hint=f"unset {name} or set it to a whole number ≥ 0, e.g. {name}=2",
         )
     return value
 

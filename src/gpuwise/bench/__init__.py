@@ -6,7 +6,7 @@ torch is imported only inside the functions that need it; ``import gpuwise.bench
 
 from __future__ import annotations
 
-from gpuwise.bench.calibration import calibration_entry, write_calibration
+from gpuwise.bench.calibration import calibration_entry, check_calibration_run, write_calibration
 from gpuwise.bench.result import BenchReport, BenchResult, DeviceInfo, Skipped
 from gpuwise.bench.runner import GROUPS, BenchOptions, run_bench, stage_names
 
@@ -18,6 +18,7 @@ __all__ = [
     "DeviceInfo",
     "Skipped",
     "calibration_entry",
+    "check_calibration_run",
     "run_bench",
     "stage_names",
     "write_calibration",

@@ -72,6 +72,34 @@ def default_path() -> Path:
     return default_calibration_path()
 
 
+def check_calibration_run(quick: bool, device: str | None) -> None:
+    """Refuse ``bench --calibrate`` at once, before minutes of benchmarks, where it could not be
+    written: ``--quick``, ``--device cpu``, or a machine where torch sees no GPU."""
+    if quick:
+        raise InputError(
+            "calibration is never written from `bench --quick` (small sizes check the code path, "
+            "not the hardware)",
+            hint="rerun `gpuwise bench --calibrate` without --quick",
+        )
+    if device == "cpu":
+        raise InputError(
+            "`bench --calibrate --device cpu`: calibration is measured on a GPU",
+            hint="drop --device cpu and run it on the GPU machine to calibrate",
+        )
+    try:
+        import torch
+    except ImportError:
+        cuda = False
+    else:
+        cuda = bool(torch.cuda.is_available())
+    if not cuda:
+        raise InputError(
+            "`bench --calibrate` needs a GPU, and torch sees none on this machine",
+            hint="run it on the GPU machine to calibrate (`gpuwise doctor` says why torch sees "
+            "no GPU here)",
+        )
+
+
 def _check_device(report: BenchReport) -> str:
     """The GPU model the report may calibrate; InputError when the run cannot speak for it."""
     from gpuwise.errors import HardwareError

@@ -70,8 +70,16 @@ def bench(
     throughput, each beside the datasheet peak."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from gpuwise.bench import BenchOptions, run_bench, stage_names, write_calibration
+    from gpuwise.bench import (
+        BenchOptions,
+        check_calibration_run,
+        run_bench,
+        stage_names,
+        write_calibration,
+    )
 
+    if calibrate:  # at once: a CPU run would go on for minutes and then be refused
+        check_calibration_run(quick, device)
     options = BenchOptions(
         quick=quick,
         checkpoint_dir=checkpoint_dir,

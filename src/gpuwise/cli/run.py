@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +18,41 @@ def parse_delay_s(text: str) -> float:
     from gpuwise.units import parse_duration_seconds
 
     return parse_duration_seconds(text, "--restart-delay", allow_zero=True)
+
+
+def pilot_env(pilot: int | None, warmup: int | None, allow_mismatch: bool) -> dict[str, str]:
+    """The variables for ``--pilot``, ``--pilot-warmup`` and ``--allow-plan-mismatch``."""
+    from gpuwise.errors import InputError
+
+    env: dict[str, str] = {}
+    if pilot is not None:
+        if pilot < 1:
+            raise InputError(f"--pilot {pilot} must be at least 1", hint="e.g. --pilot 20")
+        env["GPUWISE_PILOT_STEPS"] = str(pilot)
+    if warmup is not None:
+        if warmup < 0:
+            raise InputError(f"--pilot-warmup {warmup} must be 0 or more", hint="e.g. 2")
+        env["GPUWISE_PILOT_WARMUP"] = str(warmup)
+    if allow_mismatch:
+        env["GPUWISE_ALLOW_PLAN_MISMATCH"] = "1"
+    return env
+
+
+def history(attempts: Sequence[Any]) -> list[dict[str, object]]:
+    """Per attempt (``gpuwise.train`` ``AttemptResult``): how it ended, the notice it saw and the
+    steps it lost (``--json``)."""
+    return [
+        {
+            "attempt": a.number - 1,
+            "outcome": a.outcome,
+            "exit_code": a.exit_code,
+            "notice": a.notice,
+            "preempted": a.outcome in ("preempted", "peer-lost"),
+            "steps_lost": a.lost_steps or 0,
+            "wall_s": a.wall_s,
+        }
+        for a in attempts
+    ]
 
 
 def plan_env(plan: Path | None) -> dict[str, str]:
@@ -92,6 +128,29 @@ def run(
             help="The plan file (`gpuwise plan --save`) the job runs: its workers read the recipe with gpuwise.train.plan_recipe().",
         ),
     ] = None,
+    pilot: Annotated[
+        int | None,
+        typer.Option(
+            "--pilot",
+            metavar="N",
+            help="Measure N optimizer steps after warm-up (tokens/s, step time, peak memory, checkpoint stall), write the run record beside the checkpoints and exit 0.",
+        ),
+    ] = None,
+    pilot_warmup: Annotated[
+        int | None,
+        typer.Option(
+            "--pilot-warmup",
+            metavar="N",
+            help="Optimizer steps run before timing starts [default: 2].",
+        ),
+    ] = None,
+    allow_plan_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-plan-mismatch",
+            help="Train although world size, replicas, GPU or batch differ from --plan (the run record lists what differed); without it such a job exits 2 before its first step.",
+        ),
+    ] = False,
     json: JsonFlag = False,
 ) -> None:
     """Run a training command resiliently: torchrun, restarts after crashes and preemptions.
@@ -126,7 +185,8 @@ def run(
         sys.stderr.write(f"gpuwise run: {text}\n")
         sys.stderr.flush()
 
-    result = launch(spec, say=say, env=plan_env(plan), stdout=sys.stderr.fileno() if json else None)
+    env = {**plan_env(plan), **pilot_env(pilot, pilot_warmup, allow_plan_mismatch)}
+    result = launch(spec, say=say, env=env, stdout=sys.stderr.fileno() if json else None)
     if json:
         emit_json(
             {
@@ -134,6 +194,10 @@ def run(
                 "restarts": result.restarts,
                 "lost_steps": result.lost_steps,
                 "attempts": list(result.attempts),
+                "preemptions": sum(
+                    a.outcome in ("preempted", "peer-lost") for a in result.attempts
+                ),
+                "history": history(result.attempts),
             }
         )
     raise typer.Exit(result.exit_code)

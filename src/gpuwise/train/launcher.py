@@ -20,9 +20,10 @@ seconds and give up while the others were still shutting down.
 
 Failures that cannot change on retry stop at once, not after ``--max-restarts`` attempts: the
 script does not exist, ``python -c`` (torchrun needs a script file), and an attempt whose workers
-all exit with code 2 (the usage-error code of argparse, click and gpuwise) — ``gpuwise run`` then
-exits 2 too; on node 0 of a multi-node job, a rendezvous port already in use (exit 2 before the
-first attempt). Every other failure (signals, 1, OOM) may be transient and is retried. With
+all exit with code 2 (the usage-error code of argparse, click and gpuwise) or one of whose
+workers reported ``exit: "usage"`` (it refused to run, e.g. unlike its plan: its line is
+repeated) — ``gpuwise run`` then exits 2 too; on node 0 of a multi-node job, a rendezvous port
+already in use (exit 2 before the first attempt). Every other failure (signals, 1, OOM) may be transient and is retried. With
 several nodes, an attempt whose workers all failed because a peer went away (``exit:
 "peer-lost"``) counts as a preemption (``--max-preemptions``), not a crash: spot node losses do
 not end in 76. While a multi-node attempt waits in the rendezvous, a line every 30 s says for
@@ -69,6 +70,7 @@ from typing import Any, Literal
 from gpuwise.errors import InputError, MissingExtraError
 from gpuwise.train._torchrun import FAILURES_FILE, RENDEZVOUS_CLOSED_MARKER
 from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED, EXIT_USAGE
+from gpuwise.train.records import job_run_id
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +196,10 @@ class AttemptResult:
     """Steps done after the last commit: work a restart redoes."""
     wall_s: float
     """How long it ran."""
+    notice: str | None = None
+    """Source of the preemption notice a worker saw (``aws``, ``signal:SIGTERM`` ...), else None."""
+    error: str | None = None
+    """Why a worker refused to run (``outcome: "usage"``: e.g. the job differs from its plan)."""
 
 
 @dataclass(frozen=True)
@@ -298,6 +304,8 @@ def _classify(
     if signalled:
         return "stopped"
     exits = {p.get("exit") for p in progress}
+    if "usage" in exits:  # a worker refused to run (e.g. unlike its plan): a retry cannot help
+        return "usage"
     if "preempted" in exits or code == EXIT_PREEMPTED:
         return "preempted"
     if nnodes > 1 and exits == {"peer-lost"}:  # another node went away mid-collective:
@@ -316,6 +324,13 @@ def _classify(
     if rendezvous_closed and not progress:
         return "rendezvous-closed"
     return "crashed"
+
+
+def _notice_and_error(progress: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """The first notice source and the first refusal line the workers reported."""
+    notices = [str(p["notice"]) for p in progress if p.get("notice")]
+    errors = [str(p["error"]) for p in progress if p.get("exit") == "usage" and p.get("error")]
+    return (notices[0] if notices else None), (errors[0] if errors else None)
 
 
 def _read_failures(path: str) -> dict[int, int] | None:
@@ -600,6 +615,7 @@ def launch(
     try:
         with tempfile.TemporaryDirectory(prefix="gpuwise-run-") as run_dir:
             child_env = {**os.environ, **(env or {}), "GPUWISE_RUN_DIR": run_dir}
+            child_env["GPUWISE_RUN_ID"] = job_run_id()  # names the run's records
             while True:
                 for path in glob.glob(os.path.join(run_dir, "progress-rank*.json")):
                     os.remove(path)
@@ -611,6 +627,7 @@ def launch(
                 number = len(attempts) + 1
                 say(f"attempt {number}: {' '.join(argv)}")
                 started = time.monotonic()
+                child_env["GPUWISE_ATTEMPT"] = str(number - 1)
                 proc = subprocess.Popen(argv, env=child_env, stdout=stdout)
                 code = _wait(proc, spec, run_dir, number, say, rendezvous_log_s)
                 progress = _read_progress(run_dir)
@@ -646,6 +663,7 @@ def launch(
                     committed,
                     lost,
                     time.monotonic() - started,
+                    *_notice_and_error(progress),
                 )
                 attempts.append(result)
                 lost_text = (
@@ -656,6 +674,8 @@ def launch(
                 say(
                     f"attempt {number} {outcome} (exit code {code}) after {result.wall_s:.1f} s{lost_text}"
                 )
+                if result.error:
+                    say(f"error: {result.error}")
                 final = _final_exit_code(outcome, code, committed, failures, say)
                 if final is not None:
                     return LaunchResult(final, tuple(attempts))

@@ -1,4 +1,13 @@
-"""PyTorch Lightning: notice-triggered save and stop (see :mod:`gpuwise.train.integrations`)."""
+"""PyTorch Lightning: notice-triggered save and stop (see :mod:`gpuwise.train.integrations`).
+
+In a planned job (``gpuwise run --plan``) the callback applies at ``setup("fit")``, before any
+data loader is made: ``trainer.accumulate_grad_batches`` (the accumulation that keeps the planned
+global batch on this world size), the per-device batch size where Lightning can set one (a
+``batch_size`` attribute or hyperparameter of the module or data module, as its batch size finder
+does) and gradient checkpointing where the module has a ``gradient_checkpointing_enable``. The
+precision is fixed when the Trainer is made (``Trainer(precision=...)``): a different one, and the
+rest of the recipe (sharding, parallelism, LoRA ...), is named in one WARNING.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,8 @@ from typing import Any
 
 from gpuwise.errors import MissingExtraError
 from gpuwise.train.integrations import _Watching
+from gpuwise.train.plan import job_plan
+from gpuwise.train.plan_frameworks import FrameworkPlan, framework_plan, warn_not_applied
 from gpuwise.train.preemption import PreemptionWatcher
 
 try:
@@ -55,6 +66,11 @@ class LightningPreemptionCallback(_LightningCallback, _Watching):
                 best = key
         return best[2] if best is not None else None
 
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        plan = job_plan() if stage == "fit" else None
+        if plan is not None:
+            _apply_plan(framework_plan(plan, int(trainer.world_size)), trainer, pl_module)
+
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._start()  # after Lightning's own signal handlers, so ours see SIGTERM
         self._seen_step = int(trainer.global_step)
@@ -98,3 +114,38 @@ def _global_step(path: str) -> int:
         return int(ckpt.get("global_step", -1))
     except Exception:
         return -1
+
+
+_PRECISION = {
+    "bf16": "bf16-mixed",
+    "fp16": "16-mixed",
+    "fp32": "32-true",
+    "fp8": "transformer-engine",
+}
+
+
+def _apply_plan(fp: FrameworkPlan, trainer: Any, pl_module: Any) -> None:
+    from lightning.pytorch.utilities.parsing import lightning_hasattr, lightning_setattr
+
+    differs: list[str] = []
+    trainer.accumulate_grad_batches = fp.accumulation
+    if lightning_hasattr(pl_module, "batch_size"):
+        lightning_setattr(pl_module, "batch_size", fp.micro_batch)
+    else:
+        differs.append(
+            f"batch size {fp.micro_batch} per device (give the data loader batch_size="
+            f"{fp.micro_batch}, or the module a batch_size attribute)"
+        )
+    if fp.gradient_checkpointing:
+        switch = getattr(pl_module, "gradient_checkpointing_enable", None)
+        if callable(switch):
+            switch()
+        else:
+            differs.append(f"gradient checkpointing ({type(pl_module).__name__} has no switch)")
+    running = str(trainer.precision)
+    if running != _PRECISION.get(fp.precision, fp.precision):
+        differs.append(
+            f"precision {fp.precision}, the Trainer runs {running} (Trainer(precision="
+            f"{_PRECISION.get(fp.precision, fp.precision)!r}))"
+        )
+    warn_not_applied(fp, "Lightning", differs)

@@ -29,6 +29,9 @@ The data position is kept per data-parallel replica (``dp_rank``/``dp_size`` or 
 A notice save is bounded by the grace period (``GPUWISE_GRACE_PERIOD_S`` or the cloud's deadline):
 with remote storage it goes to fast local disk first (``local_dir``), then uploads while time is
 left; the process exits before the deadline whatever the storage does.
+
+Under ``gpuwise run --plan`` the plan is applied or the job refused before its first step
+(:mod:`.recipe_apply`); every attempt leaves a run record beside the checkpoints (:mod:`.records`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from gpuwise.base import settings
+from gpuwise.base.recipe import Recipe
 from gpuwise.errors import InputError
 from gpuwise.train._torch import torch
 from gpuwise.train.checkpointer import Checkpointer, CheckpointWriteError, Progress
@@ -52,6 +56,15 @@ from gpuwise.train.exitcodes import EXIT_PREEMPTED
 from gpuwise.train.interval import DEFAULT_MAX_INTERVAL_S, DEFAULT_MTBF_HOURS, checkpoint_interval_s
 from gpuwise.train.preemption import PreemptionWatcher
 from gpuwise.train.progress import write_progress
+from gpuwise.train.recipe_apply import (
+    PlanMismatchError,
+    check_micro_batch,
+    exit_refused,
+    local_gpu_name,
+    mismatch_allowed,
+    plan_for_run,
+)
+from gpuwise.train.records import RunLog, end_record
 from gpuwise.train.sampler import ResumableSampler, install_worker_seeding
 from gpuwise.train.writers import WriteHooks
 
@@ -75,7 +88,7 @@ class Run:
         max_steps: int,
         scheduler: Any = None,
         precision: Precision = "fp32",
-        grad_accum: int = 1,
+        grad_accum: int | None = None,
         every_steps: int | None = None,
         every_minutes: float | None = None,
         mtbf_hours: float = DEFAULT_MTBF_HOURS,
@@ -102,7 +115,7 @@ class Run:
                 f"max_steps={max_steps} must be at least 1",
                 hint="pass the number of optimizer steps",
             )
-        if grad_accum < 1:
+        if grad_accum is not None and grad_accum < 1:
             raise InputError(
                 f"grad_accum={grad_accum} must be at least 1", hint="1 means no accumulation"
             )
@@ -117,7 +130,7 @@ class Run:
                 f"every_minutes={every_minutes} must be positive", hint="or leave it unset"
             )
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
-        self.max_steps, self.precision, self.grad_accum = max_steps, precision, grad_accum
+        self.max_steps, self.precision, self.grad_accum = max_steps, precision, grad_accum or 1
         self.every_steps, self.every_minutes = every_steps, every_minutes
         self.mtbf_hours, self.max_interval_s = mtbf_hours, max_interval_s
         self.clip_grad_norm, self.tokens_per_batch = clip_grad_norm, tokens_per_batch
@@ -150,6 +163,18 @@ class Run:
         (tensor, pipeline or context parallel peers) consume the same samples."""
         nodes = max(world // int(os.environ.get("LOCAL_WORLD_SIZE", world) or 1), 1)
         self.nodes = nodes
+        self.gpu_name = local_gpu_name(self.device_type)
+        self.applied = plan_for_run(  # a job unlike its plan is refused here, before any step
+            world_size=world, dp_size=self.dp_size, grad_accum=grad_accum, gpu_name=self.gpu_name
+        )
+        """The plan this job runs (``gpuwise run --plan``), as applied; None without a plan."""
+        if self.applied is not None:
+            self.grad_accum = self.applied.accumulation
+        self.loader_batch: int | None = None
+        self.runlog = RunLog(
+            self.checkpointer.storage, rank=rank, world_size=world, nodes=nodes,
+            plan=self.applied.plan if self.applied is not None else None,
+        )  # fmt: skip
         self.global_step = 0
         self.epoch = 0
         self.batch_in_epoch = 0
@@ -191,6 +216,7 @@ class Run:
         if self.watcher is not None and self._own_watcher:
             self.watcher.start()
         self._last_save = time.monotonic()
+        self.runlog.begin(self.global_step)
         self._write_progress(force=True)
         return self
 
@@ -218,6 +244,21 @@ class Run:
                     )
                     return restored
         return self.checkpointer.restore(**kw)
+
+    @property
+    def recipe(self) -> Recipe | None:
+        """The plan's :class:`~gpuwise.base.recipe.Recipe` (None outside a planned job)."""
+        return self.applied.recipe if self.applied is not None else None
+
+    @property
+    def micro_batch(self) -> int | None:
+        """The planned micro-batch: build the data loader with ``batch_size=run.micro_batch``."""
+        return self.applied.micro_batch if self.applied is not None else None
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches per optimizer step on this replica (the plan's, or ``grad_accum``)."""
+        return self.grad_accum
 
     @property
     def exit_code(self) -> int:
@@ -248,7 +289,7 @@ class Run:
                 if (
                     exc is None
                     and not self.preempted
-                    and self.global_step >= self.max_steps
+                    and (self.global_step >= self.max_steps or self.runlog.pilot_over)
                     and self.checkpointer.sealed_step != self.global_step
                 ):
                     self._save("final", block=True)
@@ -264,20 +305,25 @@ class Run:
                 reason = "preempted"
             elif exc is None and self.global_step >= self.max_steps:
                 reason = "done"
+            elif exc is None and self.runlog.pilot_over:
+                reason = "pilot"
             else:
                 reason = "peer-lost" if _peer_lost(exc) else "stopped"
             self._write_progress(force=True, exit_reason=reason)
+            end_record(self.runlog, self, exc, reason)
 
     @property
     def done(self) -> bool:
-        return self.global_step >= self.max_steps or self.preempted
+        return self.global_step >= self.max_steps or self.preempted or self.runlog.pilot_over
 
     # -- the loop ------------------------------------------------------------------------------
 
     def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
         """Yield batches across epochs, from the restored position, until ``max_steps`` or a stop."""
         sampler = _resumable_sampler(loader)
-        batch_size = _batch_size(loader)
+        batch_size = self.loader_batch = _batch_size(loader)
+        if self.applied is not None:
+            self.applied = check_micro_batch(self.applied, batch_size, mismatch_allowed())
         self._sampler = sampler
         if sampler is not None and sampler.num_replicas != self.dp_size:
             raise InputError(
@@ -335,15 +381,19 @@ class Run:
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
         return torch.autocast(device_type=self.device_type, dtype=dtype)
 
-    def step(self, loss: Any) -> bool:
-        """Backward of ``loss``; every ``grad_accum`` calls an optimizer step. True after a step."""
+    def step(self, loss: Any, tokens: int | None = None) -> bool:
+        """Backward of ``loss``; every ``grad_accum`` calls an optimizer step. True after a step.
+
+        ``tokens``: tokens in this micro-batch on this rank (default ``tokens_per_batch``); the
+        run record's throughput uses them (else the plan's global batch × sequence length)."""
         scaled = loss / self.grad_accum if self.grad_accum > 1 else loss
         if self.scaler is not None:
             self.scaler.scale(scaled).backward()
         else:
             scaled.backward()
         self.micro += 1
-        self.tokens_seen += self.tokens_per_batch
+        self.tokens_seen += self.tokens_per_batch if tokens is None else tokens
+        self.runlog.add_tokens(self.tokens_per_batch if tokens is None else tokens)
         if self.micro % self.grad_accum:
             return False
         if self.clip_grad_norm is not None:
@@ -363,6 +413,7 @@ class Run:
             self.scheduler.step()
         self.global_step += 1
         self._after_step()
+        self.runlog.stepped(sum(self.stalls_s))
         return True
 
     # -- saving --------------------------------------------------------------------------------
@@ -388,6 +439,7 @@ class Run:
         stop = bool(w and w.should_stop())
         notice = bool(w and w.save_requested())
         by_steps = self.every_steps is not None and self.global_step % self.every_steps == 0
+        by_steps = by_steps or self.runlog.pilot_save_due  # a pilot measures one save's stall
         use_time = self.every_minutes is not None or self.every_steps is None
         first = use_time and self.committed_step is None and self._saves == 0  # a first save early
         by_time = use_time and (first or time.monotonic() - self._last_save >= self.interval_s)
@@ -541,11 +593,16 @@ class Run:
 @contextlib.contextmanager
 def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
     """Restore, train, save on time and on notice; see :class:`Run` for the options."""
-    run = Run(model, optimizer, **kwargs).open()
+    try:
+        run = Run(model, optimizer, **kwargs).open()
+    except PlanMismatchError as err:
+        exit_refused(err)
     try:
         yield run
     except BaseException as exc:
         run.close(exc)
+        if isinstance(exc, PlanMismatchError):
+            exit_refused(exc)
         raise
     run.close()
     if run.preempted and run.exit_on_preemption == "at_exit":

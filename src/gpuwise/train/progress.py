@@ -6,7 +6,9 @@ code into its own 1, so the file — not the exit code — tells a preemption (`
 "preempted"``) from a crash, and how many steps a restart redoes. ``notice`` names the source of
 a preemption notice (``aws``, ``gcp``, ``azure``: the cloud announced this machine's end, so
 ``gpuwise run`` does not restart on it; ``signal:SIGTERM`` ...), ``exit: "peer-lost"`` a
-collective that failed because another rank or node went away.
+collective that failed because another rank or node went away, ``exit: "usage"`` a worker that
+refused to run (its ``error`` line says why: e.g. the job differs from its plan), ``exit:
+"pilot"`` a pilot that measured its steps.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def write_progress(
     save_errors: list[str] | None = None,
     notice: str | None = None,
     deadline_unix: float | None = None,
+    error: str | None = None,
 ) -> None:
     """Replace this rank's progress file atomically; silent when ``folder`` is None or unwritable."""
     if folder is None:
@@ -50,6 +53,7 @@ def write_progress(
         "save_errors": list(save_errors or []),
         "notice": notice,
         "deadline_unix": deadline_unix,
+        "error": error,
     }
     path = os.path.join(folder, f"progress-rank{rank}.json")
     with contextlib.suppress(OSError):
