@@ -19,7 +19,8 @@ comparable across world sizes (a run saved on 4 ranks and resumed on 2 prints th
 same state it restored: ``restored-digest <sha256>``).
 
 Under ``gpuwise run --plan plan.json`` it runs the plan's recipe with no value re-typed: the
-batch size is the plan's micro-batch (``plan_recipe()``) and ``resilient()`` applies the planned
+batch size is the plan's micro-batch (``plan_recipe()``), the step count the plan's optimizer
+steps (unless ``--steps`` is given), and ``resilient()`` applies the planned
 accumulation (global batch = micro-batch × accumulation × replicas); a job unlike its plan (world
 size, replicas, GPU) exits 2 before its first step. ``--batch``/``--grad-accum`` given with a plan
 must agree with it.
@@ -118,7 +119,9 @@ def _tensor_parallel(model: torch.nn.Module, world: int, tp: int) -> tuple[objec
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument(
+        "--steps", type=int, default=None, help="optimizer steps (default: the plan's, else 300)"
+    )
     ap.add_argument("--checkpoint-dir", required=True)
     ap.add_argument("--every", type=int, default=5, help="save every N optimizer steps")
     ap.add_argument("--hidden", type=int, default=512)
@@ -184,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         args.batch = recipe.micro_batch if recipe is not None else 64
     if args.grad_accum is None and recipe is None:
         args.grad_accum = 2
+    if args.steps is None:
+        args.steps = recipe.steps if recipe is not None and recipe.steps else 300
 
     torch.set_num_threads(1)
     if args.deterministic:  # needed on GPUs; the CPU kernels used here are deterministic already

@@ -152,6 +152,9 @@ class Expected:
     """Price of all nodes together, the plan's capacity type."""
     failure_free_hours: float
     """Hours without interruptions and checkpoints."""
+    startup_hours: float = 0.0
+    """Provisioning, image and weight downloads and start-up, included in :attr:`hours` and
+    :attr:`cost_usd`. A run's own clock starts after them, so plan-vs-actual leaves them out."""
 
 
 @dataclass(frozen=True)

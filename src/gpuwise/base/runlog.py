@@ -93,8 +93,11 @@ def read_runs(
     skipped: list[str] = []
     for name in names:
         parts = name.replace("\\", "/").split("/")
-        is_record = len(parts) > 1 and parts[-2] == RUNS_FOLDER and name.endswith(".json")
+        # a run keeps the plan it ran beside its records (<plan id>.plan.json): a plan, not a record
         is_plan = parts[-1] == PLAN_NAMES[0] or parts[-1].endswith(PLAN_NAMES[1])
+        is_record = (
+            not is_plan and len(parts) > 1 and parts[-2] == RUNS_FOLDER and name.endswith(".json")
+        )
         if not (is_record or is_plan):
             continue
         shown = _shown(url, base, name)

@@ -176,6 +176,14 @@ def _planned(name: str, plan: PlanFile | None) -> Band | None:
     if name == "peak_memory_gib":
         return Band(e.peak_memory_gib_per_gpu)
     band: Band | None = getattr(e, name)
+    if band is not None and name in WHOLE_RUN and e.startup_hours:
+        # the run's clock starts once the node is up: compare without provisioning and downloads
+        less = e.startup_hours * (e.price_usd_per_hour if name == "cost_usd" else 1.0)
+        band = Band(
+            band.expected - less,
+            None if band.p10 is None else band.p10 - less,
+            None if band.p90 is None else band.p90 - less,
+        )
     return band
 
 

@@ -165,6 +165,7 @@ def _expected(est: Estimate, o: PlanOption) -> Expected:
         cost_usd=Band(o.cost_usd, o.cost_usd_p10, o.cost_usd_p90),
         price_usd_per_hour=o.price_usd_per_hour,
         failure_free_hours=o.failure_free_hours,
+        startup_hours=o.fixed_hours,
     )
 
 

@@ -74,6 +74,13 @@ def record_name(run_id: str, attempt: int) -> str:
     return f"{run_id}-attempt{attempt:03d}.json"
 
 
+def plan_name(plan_id: str) -> str:
+    """The file name of the plan a run ran, kept in :data:`RUNS_FOLDER` beside its records, so
+    the records and the figures they are judged against travel together (``report --runs``,
+    ``calibrate --from-runs`` find it by its ``.plan.json`` ending)."""
+    return f"{plan_id}.plan.json"
+
+
 def read_run_records(
     checkpoint_dir: str, storage_options: dict[str, Any] | None = None
 ) -> list[RunRecord]:
@@ -134,6 +141,8 @@ class RunLog:
         taken = self._taken()
         while record_name(self.run_id, self.attempt) in taken:
             self.attempt += 1
+        if self.plan is not None and plan_name(self.plan.plan_id) not in taken:
+            self._put(plan_name(self.plan.plan_id), self.plan.to_json().encode(), "plan file")
         self.write(self.record(outcome="running", step=step))
 
     def add_tokens(self, tokens: int) -> None:
@@ -293,11 +302,15 @@ class RunLog:
             if writer.is_alive():
                 log.warning("the run record was not written within %.0f s: left", timeout_s)
             return
-        path = self.storage.join(RUNS_FOLDER, record_name(record.run_id, record.attempt))
+        self._put(
+            record_name(record.run_id, record.attempt), record.to_json().encode(), "run record"
+        )
+
+    def _put(self, name: str, data: bytes, what: str) -> None:
         try:
-            self.storage.put_durable(path, record.to_json().encode())
+            self.storage.put_durable(self.storage.join(RUNS_FOLDER, name), data)
         except StorageError as err:
-            log.warning("the run record was not written: %s", err)
+            log.warning("the %s was not written: %s", what, err)
 
 
 def peak_memory_gib(
