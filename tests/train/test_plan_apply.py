@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpuwise.base.recipe import RUNS_FOLDER, PlanFile, parse_run_record
+from gpuwise.base.recipe import RUNS_FOLDER, PlanFile, load_plan_file, parse_run_record
 from gpuwise.train.recipe_apply import (
     Applied,
     PlanMismatchError,
@@ -18,7 +18,7 @@ from gpuwise.train.recipe_apply import (
     check_micro_batch,
     same_gpu,
 )
-from gpuwise.train.records import RunLog, read_run_records, record_name
+from gpuwise.train.records import RunLog, plan_name, read_run_records, record_name
 from gpuwise.train.storage import Storage
 from tests.base.test_recipe import PLAN
 
@@ -135,7 +135,10 @@ def test_attempts_never_overwrite_each_other(
     again.begin(5)  # e.g. the scheduler started the same job again with the same id
     assert again.attempt == 1
     names = sorted(p.name for p in (tmp_path / RUNS_FOLDER).iterdir())
-    assert names == [record_name("job-1", 0), record_name("job-1", 1)]
+    plan = first.plan
+    assert plan is not None  # the run keeps the plan it ran beside its records, once
+    assert names == [record_name("job-1", 0), record_name("job-1", 1), plan_name(plan.plan_id)]
+    assert load_plan_file(tmp_path / RUNS_FOLDER / plan_name(plan.plan_id)) == plan
     got = read_run_records(str(tmp_path))
     assert [(r.attempt, r.step_start, r.outcome, r.restarts) for r in got] == [
         (0, 0, "running", 0),
