@@ -121,10 +121,11 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
     ("args", "needle"),
     [
         (["report", "--fake", "idel"], "unknown fake scenario 'idel' — To fix: use one of"),  # typo
-        (["report", "--fake", "idle", "--since", "-1h"], "cannot read --since"),  # negative
+        (["report", "--fake", "idle", "--since", "-1h"], "--since must be positive"),  # negative
         (["report", "--fake", "idle", "--since", "nan"], "--since must be a finite number"),
         (["report", "--fake", "idle", "--since", "forever"], "cannot read --since"),
-        (["report", "--fake", "idle", "--since", "100000000h"], "longer than 10 years"),  # huge
+        (["report", "--fake", "idle", "--since", "100000h"], "longer than 10 years"),  # huge
+        (["report", "--fake", "idle", "--since", "100000000h"], "longer than 1000 years"),  # a typo
         (["report", "--fake", "idle", "--until", "1e20"], "--until must be ≤"),
         (
             ["report", "--fake", "idle", "--until", "10", "--since", "1h"],

@@ -398,7 +398,12 @@ def _render(est: Estimate) -> None:
     out.print(f"[dim]MFU basis: {est.mfu_basis}[/dim]")
 
     if est.suggestions:
-        fixes = Table(title="Fixes that fit, least speed cost first")
+        # the order of estimate.suggest_fixes: changes on the GPUs given (least slowdown first),
+        # then a bigger GPU or more GPUs, which may well be faster
+        fixes = Table(
+            title="Fixes that fit: settings on these GPUs first (least speed cost first), "
+            "then a bigger GPU or more GPUs"
+        )
         fixes.add_column("#", justify="right")
         fixes.add_column("fix")
         fixes.add_column("GiB/GPU", justify="right")
