@@ -442,9 +442,8 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
     # "#" is the rank of the row's best option among all options (as in --json and the lines
     # below the table), so it may skip the node-count and region variants folded into a row
     title = (
-        f"{len(shown)} of {len(rows)} choices, by {req.objective} ({len(plan.options)} options "
-        "ranked; # = rank of a choice's best option: other node counts and regions are folded "
-        "into its row)"
+        f"{len(shown)} of {len(rows)} choices, by {req.objective} ({len(plan.options)} options; "
+        "# = its best one's rank, other node counts and regions folded into rows)"
     )
     if req.deadline_hours is not None:
         title += f", deadline {_hours(req.deadline_hours)}"

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import tomllib
 import zipfile
 from email.message import Message
 from importlib import metadata
 from pathlib import Path
-
-import tomllib
 
 import gpuwise
 from gpuwise.base.version import __version__
