@@ -251,7 +251,8 @@ def test_table_collapses_node_counts(cli) -> None:  # type: ignore[no-untyped-de
     assert (
         "3 of " in r.stdout
         and "choices" in r.stdout
-        and "# = its best one's rank, other node counts and regions folded" in " ".join(r.stdout.split())
+        and "# = its best one's rank, other node counts and regions folded"
+        in " ".join(r.stdout.split())
     )
 
 

@@ -1,11 +1,11 @@
 """Doctor's view of the GPUs, read through gpuwise's one NVML layer.
 
-Every NVML call goes through :class:`gpuwise.monitor.nvml.NvmlSession` (the choke point the
+Every NVML call goes through :class:`gpuwise.base.nvml.NvmlSession` (the choke point the
 exporter, ``monitor`` and ``bench`` use too): "not supported" becomes None, a lost GPU is named,
 and a missing library or driver becomes :attr:`GpuInfo.nvml_error`. ``lib`` is the NVML module
 (default ``pynvml``); :class:`gpuwise.base.nvml_fake.FakeNvml` stands in for it in tests, so the
 doctor's GPU checks run on a fake GPU. Throttle reasons use the one table,
-:data:`gpuwise.monitor.snapshot.THROTTLE_REASONS`; utilization is a 0–1 ratio.
+:data:`gpuwise.base.nvml.THROTTLE_REASONS`; utilization is a 0–1 ratio.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def _text(value: Any) -> str:
 def read_nvml(lib: Any = None) -> NvmlFacts | str:
     """The facts, or one line saying why there is no NVIDIA GPU here.
 
-    Read through gpuwise's one NVML layer (:class:`gpuwise.monitor.nvml.NvmlSession`): one
+    Read through gpuwise's one NVML layer (:class:`gpuwise.base.nvml.NvmlSession`): one
     unsupported field (MIG on a consumer GPU, power on a VM) is None and never hides the rest.
     ``lib``: the NVML module (default ``pynvml``; tests pass :class:`gpuwise.base.nvml_fake.FakeNvml`).
     """
