@@ -226,3 +226,23 @@ def test_the_path_check_reads_paths_and_skips_placeholders() -> None:
 def test_docs_name_where_things_live_now(doc: str, stale: str, now: str) -> None:
     text = (ROOT / doc).read_text("utf-8")
     assert stale not in text and now in text
+
+
+# --- the torch the train extra asks for ----------------------------------------------------------
+
+
+def test_the_train_extra_keeps_a_gpu_images_torch() -> None:
+    # `gpuwise[train]` pinned torch==2.13.0: installing it (or an export's wheel) into a GPU image
+    # replaced the image's torch. It asks for a range; the test set pins one version inside it.
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    torch = next(
+        Requirement(r)
+        for r in project["optional-dependencies"]["train"]
+        if Requirement(r).name == "torch"
+    )
+    assert not any(spec.operator in ("==", "===") for spec in torch.specifier)
+    assert not torch.specifier.contains("2.6.0") and torch.specifier.contains("2.7.0")
+    pinned = re.search(r"^torch==(\S+)$", (ROOT / "constraints/test.txt").read_text(), re.M)
+    assert pinned is not None and torch.specifier.contains(pinned.group(1))
