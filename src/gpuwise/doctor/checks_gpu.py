@@ -258,13 +258,9 @@ def check_throttle(ctx: Context) -> CheckResult:
 
 def _model(name: str) -> str:
     """gpuwise's name for an NVML product name (``NVIDIA H100 80GB HBM3`` → ``H100``), else as is."""
-    from gpuwise.errors import HardwareError
-    from gpuwise.hardware import find_gpu
+    from gpuwise.hardware import canonical_gpu_name
 
-    try:
-        return find_gpu(name).name
-    except HardwareError:
-        return name
+    return canonical_gpu_name(name) or name
 
 
 def check_expected(ctx: Context) -> CheckResult:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.base.nvml import GpuLostError, NvmlSession, throttle_reason_names
-from gpuwise.doctor.probe import GpuDevice, GpuInfo
+from gpuwise.base.nvml import GpuLostError, NvmlSession, nvml_text, throttle_reason_names
+from gpuwise.doctor.facts import GpuDevice, GpuInfo
 from gpuwise.errors import DeviceError
 
 # nvml.h values (as exposed by nvidia-ml-py), repeated so a fake library need not define them.
@@ -34,7 +34,7 @@ def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
 def _text(value: object) -> str | None:
     if value is None:
         return None
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return nvml_text(value)
 
 
 def _device(s: NvmlSession, index: int) -> GpuDevice:

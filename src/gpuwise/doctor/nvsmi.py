@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuwise.doctor.probe import GpuDevice, GpuInfo
+from gpuwise.doctor.facts import GpuDevice, GpuInfo
 
 Tree = dict[str, Any]
 _KV = re.compile(r"^(.*?)\s+:(?:\s(.*))?$")

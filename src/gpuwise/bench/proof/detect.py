@@ -27,10 +27,6 @@ class NvmlFacts:
         return str(self.gpus[0]["name"]) if self.gpus else None
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def read_nvml(lib: Any = None) -> NvmlFacts | str:
     """The facts, or one line saying why there is no NVIDIA GPU here.
 
@@ -45,6 +41,7 @@ def read_nvml(lib: Any = None) -> NvmlFacts | str:
             return _nvidia_smi_reason()
         lib = pynvml
     from gpuwise.base.nvml import GpuLostError, NvmlSession
+    from gpuwise.base.nvml import nvml_text as _text
     from gpuwise.errors import DeviceError
 
     session = NvmlSession(lib)
