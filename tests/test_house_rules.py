@@ -299,3 +299,28 @@ def test_one_gpu_name_canonicalizer(name: str, canonical: str | None) -> None:
     from gpuwise.monitor.pricing import canonical_gpu
 
     assert canonical_gpu_name(name) == canonical == canonical_gpu(name)
+
+
+# --- metric names the report queries are the ones the exporter serves ---------------------------
+
+
+def test_report_queries_only_metrics_the_exporter_serves() -> None:
+    # monitor/prometheus.py types the metric names into its PromQL; a renamed metric must fail here,
+    # not as an empty report against a real Prometheus
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gpuwise.monitor import FakeGpuReader
+    from gpuwise.monitor.exporter import GpuCollector
+    from gpuwise.monitor.pricing import PriceBook
+
+    served: set[str] = set()
+    for scenario in ("thermal", "mig", "xid"):
+        collector = GpuCollector(PriceBook(price_usd_per_hour=2.5, offers=()))
+        collector.update(FakeGpuReader.from_scenario(scenario).read())
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector)
+        text = generate_latest(registry).decode()
+        served |= set(re.findall(r"^# TYPE (\w+) ", text, re.M))
+        served |= {f"{name}_total" for name in re.findall(r"^# TYPE (\w+) counter", text, re.M)}
+    queried = set(re.findall(r"gpuwise_\w+", (PACKAGE / "monitor" / "prometheus.py").read_text()))
+    assert queried and queried <= served, sorted(queried - served)
