@@ -77,3 +77,56 @@ def run_module(args: Sequence[str], **kwargs: object) -> subprocess.CompletedPro
         check=False,
         **kwargs,
     )  # type: ignore[call-overload]
+
+
+# --- the fast-test timer -------------------------------------------------------------------------
+# A test not marked `slow` must take < 3 s (CONTRIBUTING.md). The rule is checked, not only written:
+# an unmarked test whose call phase (setup and teardown excluded) runs longer fails with the fix.
+# Wall time on a shared machine stretches with its load, so the limit is scaled by the 1-minute
+# load average per core when that is above 1 (a test that is fast alone is not failed because
+# seven other jobs share the cores). `--fast-limit=N` sets the limit, `--fast-limit=0` turns the
+# check off (e.g. PYTEST_ADDOPTS=--fast-limit=0 under a debugger).
+FAST_LIMIT_S = 3.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast-limit",
+        type=float,
+        default=FAST_LIMIT_S,
+        help="fail an unmarked (not slow) test whose call phase takes longer than this many "
+        "seconds, scaled by the load per core when above 1 (0: off)",
+    )
+
+
+def _load_per_core() -> float:
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        return 1.0
+
+
+def fast_test_verdict(seconds: float, limit_s: float, load_per_core: float) -> str | None:
+    """Why an unmarked test that took ``seconds`` breaks the fast-test rule, or None."""
+    if limit_s <= 0:
+        return None
+    allowed = limit_s * max(1.0, load_per_core)
+    if seconds <= allowed:
+        return None
+    return (
+        f"this test is not marked slow and took {seconds:.1f} s (limit {allowed:.1f} s = "
+        f"{limit_s:g} s × load {max(1.0, load_per_core):.1f} per core) — To fix: make it faster, "
+        "or mark it @pytest.mark.slow"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if call.when != "call" or not report.passed or item.get_closest_marker("slow") is not None:
+        return
+    why = fast_test_verdict(call.duration, item.config.getoption("--fast-limit"), _load_per_core())
+    if why is not None:
+        report.outcome = "failed"
+        report.longrepr = why

@@ -2,7 +2,8 @@
 
 A block that cannot run here says so on the line just above it, visibly in the Markdown source:
 ``<!-- docs-test: skip <reason> -->`` (a GPU, the network, or a fragment of the reader's own
-training script). Each skip shows up in ``pytest -rs`` with its reason. A block runs in a fresh
+training script). Each skip shows up in ``pytest -rs`` with its reason. A block that runs but takes
+more than the fast-test limit says ``<!-- docs-test: slow <reason> -->`` and runs with ``-m slow``. A block runs in a fresh
 interpreter (the code under test first on the path, the test's isolated ``GPUWISE_HOME``).
 """
 
@@ -19,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 _SKIP = re.compile(r"<!-- docs-test: skip (.+?) -->\s*$")
+_SLOW = re.compile(r"<!-- docs-test: slow (.+?) -->\s*$")
 
 
 def _blocks() -> list[pytest.ParameterSet]:
@@ -30,6 +32,8 @@ def _blocks() -> list[pytest.ParameterSet]:
             before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
             skip = _SKIP.search(before)
             marks = [pytest.mark.skip(reason=f"docs-test: {skip.group(1)}")] if skip else []
+            if _SLOW.search(before):
+                marks.append(pytest.mark.slow)
             name = f"{path.relative_to(ROOT)}:{line}"
             out.append(pytest.param(m.group(1), id=name, marks=marks))
     return out

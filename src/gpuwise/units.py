@@ -26,6 +26,7 @@ _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([kmbgt]?)\s*$", re.I)
 
 _S_PER_MIN, _S_PER_H, _S_PER_D = 60.0, 3600.0, 86400.0
+_NOT_FINITE = {"nan", "inf", "infinity"}
 _DURATION_UNITS_S = {
     "ms": 1e-3,
     "s": 1.0,
@@ -61,7 +62,13 @@ _DURATION_HINT = "write it with a unit, e.g. 30s, 10m, 2h, 2d, 500ms, 1d12h or 1
 COUNT_HINT = "write {what} as e.g. 7e9, 7B, 1.5T or 300k"
 SIZE_GIB_HINT = "write {what} in GiB as a plain number, e.g. 40 or 140.5"
 BANDWIDTH_GB_S_HINT = "write {what} in GB/s (gigabytes per second) as a plain number, e.g. 1 or 2.5"
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)", re.I)
+NUMBER_HINT = "write {what} as a plain number, e.g. 3 or 1.5"
+GPU_COUNT_HINT = "write {what} as a number of GPUs, e.g. 16 (or GPU=16, e.g. H100=16)"
+# A number, then its unit: ``2h``, ``1.5d``, ``.5h``, ``1e3s`` (no sign: a negative is refused first).
+_DURATION = re.compile(r"(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+(?:e[+-]?\d+)?)\s*([a-z]+)", re.I)
+# Longer than any job, lease or retention gpuwise plans for: a typo such as 1e30h, not a duration
+# (the arithmetic on it would overflow or lose every second). Not a measured figure.
+_MAX_DURATION_S = 1000 * HOURS_PER_YEAR * _S_PER_H
 
 
 def check_finite(
@@ -112,6 +119,11 @@ def parse_count(
     how = hint.format(what=what)
     if isinstance(text, (int, float)):
         value = float(text)
+    elif text.strip().lower().lstrip("+-") in _NOT_FINITE:  # not "cannot read": say what is wrong
+        raise InputError(
+            f"{what} must be a finite number, got {text.strip()!r}",
+            hint=how,
+        )
     else:
         m = _NUMBER.match(text)
         if not m:
@@ -161,6 +173,14 @@ def parse_duration_seconds(
     else:  # a number without a unit: say which unit is missing (NaN/inf get the finite-number message)
         check_finite(bare, what, minimum=None, hint=_DURATION_HINT)
         raise InputError(f"{what} {text.strip()!r} has no unit", hint=_DURATION_HINT)
+    if s.startswith("-") and _DURATION.match(
+        s[1:].strip()
+    ):  # "-1h" is readable, and wrong: say so, not "write it with a unit"
+        cmp = "≥ 0" if allow_zero else "positive"
+        raise InputError(
+            f"{what} must be {cmp}, got {text.strip()!r}",
+            hint=f"give a {'' if allow_zero else 'positive '}duration with a unit, e.g. 10m or 2h",
+        )
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
         if s[pos : m.start()].strip():
@@ -172,7 +192,13 @@ def parse_duration_seconds(
         pos = m.end()
     else:
         if pos and not s[pos:].strip():
-            return check_finite(total, what, strict=not allow_zero, hint=_DURATION_HINT)
+            seconds = check_finite(total, what, strict=not allow_zero, hint=_DURATION_HINT)
+            if seconds > _MAX_DURATION_S:
+                raise InputError(
+                    f"{what} {text.strip()!r} is longer than 1000 years",
+                    hint="check the number: write e.g. 48h, 30d or 1y",
+                )
+            return seconds
     raise InputError(f"cannot read {what} {text!r}", hint=_DURATION_HINT)
 
 

@@ -103,7 +103,7 @@ def test_json_output_is_only_json(cli) -> None:  # type: ignore[no-untyped-def]
         (["offers", "--gpu", "H10"], "unknown GPU 'H10'"),  # did-you-mean
         (["offers", "--count", "-3"], "--count must be > 0"),
         (["offers", "--count", "nan"], "--count must be a finite number"),
-        (["offers", "--max-price", "nan"], "cannot read --max-price"),
+        (["offers", "--max-price", "nan"], "--max-price must be a finite number"),
         (["offers", "--max-price", "-5"], "--max-price must be ≥ 0"),
         (["offers", "--limit", "-1"], "--limit must be ≥ 0"),
         (["offers", "--sort", "cheap"], "unknown --sort 'cheap'"),

@@ -568,11 +568,34 @@ def test_check(check: str, change: Change, status: str, text: str) -> None:
         assert r.fix, "a problem must come with its fix"
 
 
+# gpu-expected reads an option, not the machine: its rows give the option (see test_cli.py too)
+EXPECT_CASES = [
+    ("gpu-expected", "H100x2", healthy_node, "ok", "2×H100, as expected"),
+    ("gpu-expected", "H100x4", healthy_node, "fail", "expected 4×H100, found 2×H100: 2 missing"),
+    ("gpu-expected", "L4", healthy_node, "fail", "expected L4, found 2×H100"),
+    ("gpu-expected", "H100x8", cpu_box, "fail", "expected 8×H100, found no NVIDIA GPU"),
+    ("gpu-expected", None, healthy_node, "skip", "no GPU expected"),
+]
+
+
+@pytest.mark.parametrize(("check", "expect", "base", "status", "text"), EXPECT_CASES)
+def test_expected_gpu(
+    check: str, expect: str | None, base: Callable[[], FixtureProbe], status: str, text: str
+) -> None:
+    r = result(check, base=base, options=DoctorOptions(num_workers=4, expect_gpu=expect))
+    assert (r.status, r.name) == (status, check), r.finding
+    assert text in r.finding
+    if status == "fail":
+        assert r.fix
+
+
 def test_every_check_has_ok_and_a_problem_case() -> None:
     from gpuwise.doctor import CHECKS
 
     for name in CHECKS:
-        statuses = {c[2] for c in CASES if c[0] == name}
+        statuses = {c[2] for c in CASES if c[0] == name} | {
+            c[3] for c in EXPECT_CASES if c[0] == name
+        }
         assert "ok" in statuses and statuses & {"warn", "fail"}, name
 
 

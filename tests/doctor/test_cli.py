@@ -183,3 +183,50 @@ def test_only_reports_gpu_present_from_the_machine_not_the_selection(  # type: i
     r = cli(*args)
     assert r.code in (0, 3), r.stderr
     assert r.json()["gpu_present"] is expected
+
+
+@pytest.mark.parametrize(
+    ("expect", "code", "status", "finding"),
+    [
+        # the replayed node has 2×H100: a plan for 8 of them must not pass as "0 fail"
+        ("H100x8", 3, "fail", "expected 8×H100, found 2×H100: 6 missing"),
+        ("2xA100-80GB", 3, "fail", "expected 2×A100-80GB, found 2×H100"),  # another model
+        ("H100", 0, "ok", "2×H100, as expected"),  # any count
+        ("H100×2", 0, "ok", "2×H100, as expected"),
+        ("H100x1", 0, "warn", "expected 1×H100, found 2×H100"),  # more than planned
+    ],
+)
+def test_expect_gpu_turns_a_wrong_machine_into_a_failed_check(  # type: ignore[no-untyped-def]
+    cli, expect: str, code: int, status: str, finding: str
+) -> None:
+    replay = FIXTURES / "replay-broken-node"
+    r = cli("doctor", "--json", "--no-torch", "--replay", replay, "--only", "gpu-expected",
+            "--expect-gpu", expect)  # fmt: skip
+    assert r.code == code, r.stderr
+    (check,) = r.json()["checks"]
+    assert (check["status"], check["finding"]) == (status, finding)
+
+
+def test_expect_gpu_on_a_machine_without_gpu_fails(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # this machine has no GPU (doctor exited 0 on it): with an expectation it is exit 3
+    from gpuwise.doctor import gpu_present
+
+    if gpu_present():
+        pytest.skip("this machine has an NVIDIA GPU")
+    r = cli("doctor", "--no-torch", "--checkpoint-dir", tmp_path, "--expect-gpu", "H100x8")
+    assert r.code == 3
+    assert "expected 8×H100, found no NVIDIA GPU" in " ".join(r.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("expect", "needle"),
+    [
+        ("H10x8", "--expect-gpu 'H10x8': unknown GPU 'H10'"),  # a typo is bad input, not a fail
+        ("8xH100x8", "is not MODELxCOUNT"),
+        ("H100x0", "the count must be 1 to 1024"),
+    ],
+)
+def test_expect_gpu_typos_are_bad_input(cli, expect: str, needle: str) -> None:  # type: ignore[no-untyped-def]
+    r = cli("doctor", "--no-torch", "--expect-gpu", expect)
+    assert r.code == 2
+    assert needle in r.stderr and r.stderr.count("\n") == 1

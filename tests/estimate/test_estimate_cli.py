@@ -340,6 +340,7 @@ def test_every_measured_row_is_a_command_line_that_builds_the_same_workload(tmp_
     assert {r.workload.virtual_pipeline for r in runs} > {1}  # NeMo's interleaved rows
 
 
+@pytest.mark.slow  # every measured serving row through the CLI parser: 4-16 s
 def test_measured_serving_rows_are_command_lines_and_decode_pays_bandwidth() -> None:
     """Each measured serving row is `gpuwise estimate --task inference` arguments building the
     loader's workload; a decode step reads the weights at the achievable bandwidth (not the

@@ -265,8 +265,22 @@ def test_table_collapses_node_counts(cli) -> None:  # type: ignore[no-untyped-de
     assert (
         "3 of " in r.stdout
         and "choices" in r.stdout
-        and "other node counts and regions folded" in r.stdout
+        and "# = its best one's rank, other node counts and regions folded"
+        in " ".join(r.stdout.split())
     )
+
+
+def test_runners_up_are_other_rows_of_the_table(cli) -> None:  # type: ignore[no-untyped-def]
+    # the lines under the table named #2, #3, #4: the winner's row again at 2, 4 and 8 nodes
+    import re
+
+    r = cli(*MAIN, "--limit", "0", "--model", "llama-3.1-8b", "--gpu", "H100")
+    assert r.code == 0, r.stderr
+    ranks_in_table = {int(m) for m in re.findall(r"^│ +(\d+)★? │", r.stdout, re.M)}
+    runners_up = [int(m) for m in re.findall(r"^#(\d+) ", r.stdout, re.M)]
+    assert len(runners_up) == 3
+    assert set(runners_up) <= ranks_in_table  # each names a row, not a folded variant
+
     # piped output is not forced wide: every line fits 80 columns
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
 

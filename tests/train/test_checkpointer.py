@@ -56,7 +56,8 @@ def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     [
         # the default: background writer process (slow: it starts one)
         pytest.param("local", True, "none", marks=pytest.mark.slow),
-        ("local", False, "zstd"),  # synchronous, compressed
+        # synchronous, compressed (slow: zstd over the whole state, 3-14 s)
+        pytest.param("local", False, "zstd", marks=pytest.mark.slow),
         ("memory", True, "none"),  # memory:// is always written in-process
         # real S3 API (moto on loopback), object-store commit order (slow: starts the server)
         pytest.param("s3", True, "zstd", marks=pytest.mark.slow),

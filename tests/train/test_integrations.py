@@ -25,6 +25,7 @@ def _outcome_under_gpuwise_run(run_dir: Path) -> str:
     return _classify(1, _read_progress(str(run_dir)), signalled=False)
 
 
+@pytest.mark.slow  # a Lightning fit, a notice, a restart: 10-20 s (the fast-test timer's finding)
 def test_lightning_saves_on_notice_stops_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

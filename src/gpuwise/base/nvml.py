@@ -41,6 +41,12 @@ THROTTLE_REASONS: dict[str, int] = {
 }
 
 
+def nvml_text(value: Any) -> str:
+    """A string NVML returned: ``bytes`` in older nvidia-ml-py, ``str`` in newer; bytes that are
+    not UTF-8 (a vendor string) are replaced, never an error that hides the rest of a read."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def throttle_reason_names(mask: int) -> tuple[str, ...]:
     """The reason names set in an NVML clock-event bitmask, in table order."""
     return tuple(name for name, bit in THROTTLE_REASONS.items() if mask & bit)

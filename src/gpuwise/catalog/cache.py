@@ -25,6 +25,7 @@ from typing import Any
 
 from gpuwise.base.paths import data_dir, write_bytes_atomic
 from gpuwise.catalog.offer import OFFER_COLUMNS, Offer, parse_offer_csv
+from gpuwise.errors import CatalogError
 
 CACHE_FORMAT = 1
 """Bump when the cached layout or the parser's output changes."""
@@ -103,6 +104,16 @@ def _write(path: Path, digest: str, origin: str, offers: list[Offer]) -> None:
         write_bytes_atomic(path, blob)
 
 
+def decode_text(data: bytes, origin: str) -> str:
+    """UTF-8 text (a BOM dropped) of an offers file's bytes; an error names ``origin``."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CatalogError(
+            f"{origin}: not UTF-8 text (byte {exc.start})", hint="save the file as UTF-8 CSV"
+        ) from None
+
+
 def parse_offer_bytes(data: bytes, origin: str, name: str) -> list[Offer]:
     """:func:`parse_offer_csv` of UTF-8 CSV bytes, served from the cache ``name`` when it matches."""
     digest = hashlib.sha256(data).hexdigest()
@@ -110,9 +121,7 @@ def parse_offer_bytes(data: bytes, origin: str, name: str) -> list[Offer]:
     offers = _read(path, digest, origin)
     if offers is not None:
         return offers
-    from gpuwise.catalog.sources import _decode
-
-    offers = parse_offer_csv(_decode(data, origin), origin)
+    offers = parse_offer_csv(decode_text(data, origin), origin)
     if list(offers[0].__dict__) == list(OFFER_COLUMNS):
         _write(path, digest, origin, offers)
     return offers

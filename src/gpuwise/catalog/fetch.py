@@ -222,8 +222,11 @@ def _attempt(url: str, s: FetchSettings, accept: str, timeout: float, deadline: 
         exc.close()  # the error holds the response's socket
         if exc.code >= 500 or exc.code == 429:
             raise _Retryable(f"HTTP {exc.code}") from None
+        # urllib's reason for a redirect loop spans three lines; an error is one line
+        reason = " ".join(str(exc.reason).split())
+        reason = "redirects in a loop" if "infinite loop" in reason else reason
         raise (NotFound if exc.code == 404 else FetchError)(
-            f"cannot download {url} (HTTP {exc.code} {exc.reason})",
+            f"cannot download {url} (HTTP {exc.code} {reason})",
             hint="the source moved or the base-URL setting is wrong; " + OFFLINE_HINT,
         ) from None
     except urllib.error.URLError as exc:

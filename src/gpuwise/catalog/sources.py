@@ -29,7 +29,7 @@ from typing import Protocol
 
 from gpuwise.base import settings
 from gpuwise.base.paths import data_dir, skypilot_catalog_root
-from gpuwise.catalog.cache import parse_offer_bytes
+from gpuwise.catalog.cache import decode_text, parse_offer_bytes
 from gpuwise.catalog.offer import Offer, parse_offer_csv
 from gpuwise.catalog.skypilot import read_vms_csv
 from gpuwise.errors import CatalogError
@@ -78,18 +78,9 @@ class CatalogSource(Protocol):
         ...
 
 
-def _decode(data: bytes, origin: str) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CatalogError(
-            f"{origin}: not UTF-8 text (byte {exc.start})", hint="save the file as UTF-8 CSV"
-        ) from None
-
-
 def read_text_file(path: Path) -> str:
     """A text file, gunzipped when it ends in .gz; errors name the file."""
-    return _decode(read_file_bytes(path), str(path))
+    return decode_text(read_file_bytes(path), str(path))
 
 
 def read_file_bytes(path: Path) -> bytes:

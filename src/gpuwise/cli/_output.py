@@ -114,7 +114,7 @@ def print_table(
         if col in left and col not in whole:
             minimum.append(min(natural[i], max(word, _TEXT_FLOOR)))
         else:
-            minimum.append(max(word, *(cell_len(r[i]) for r in rows)))
+            minimum.append(max([word, *(cell_len(r[i]) for r in rows)]))  # rows may be empty
     kept = list(range(len(columns)))
     hidden: list[str] = []
 

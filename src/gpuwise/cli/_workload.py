@@ -16,7 +16,6 @@ library are imported at module level.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from gpuwise.cli._flags import named_as_flags
 from gpuwise.estimate import OPTIONS, SETUP_OPTIONS, WORKLOAD_OPTIONS, OptionSpec
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class WorkloadRequest:
         """The checked Workload (InputError/EstimateError/DataFileError on bad input)."""
         from gpuwise.estimate import workload_from_options
 
-        with named_as_flags():
+        with named_as_flags(WORKLOAD_FLAGS):
             return workload_from_options(**self.options(calibration))
 
     def setup(self, name: str) -> Any:
@@ -162,10 +162,3 @@ GpusOpt = Annotated[int, typer.Option("--gpus", help="Number of GPUs.")]
 
 # Library errors name the Python argument (``zero=4``); the CLI names the flag (``--zero 4``).
 WORKLOAD_FLAGS = {o.name: o.flag for o in OPTIONS.values()} | {"gpus": "--gpus"}
-
-
-def named_as_flags() -> contextlib.AbstractContextManager[None]:
-    """Re-raise a library GpuwiseError with the workload's argument names written as CLI flags."""
-    from gpuwise.cli._flags import named_as_flags as named
-
-    return named(WORKLOAD_FLAGS)

@@ -292,6 +292,12 @@ def update(
         )
         return
     if from_csv is not None:
+        if from_csv.is_dir():
+            raise InputError(
+                f"{from_csv} is a folder", hint="use --from-skypilot for a SkyPilot catalog folder"
+            )
+        if not from_csv.exists():  # the library's own hint names --catalog
+            raise InputError(f"{from_csv}: no such file", hint="check the --from-csv path")
         source = source_for_path(from_csv)
         if not isinstance(source, CsvFile):
             raise InputError(
@@ -301,6 +307,8 @@ def update(
         root = skypilot_catalog_root() if from_skypilot == "default" else Path(str(from_skypilot))
         if root is None:
             raise InputError("no SkyPilot catalog folder given", hint="pass --from-skypilot DIR")
+        if not root.exists():
+            raise InputError(f"{root}: no such folder", hint="check the --from-skypilot path")
         source = source_for_path(root)
         if not isinstance(source, SkyPilotDir):
             raise InputError(f"{root} is a file", hint="use --from-csv for a single CSV file")
@@ -415,7 +423,7 @@ def _fetch(
         import sys
 
         for name, err in failures:
-            print(f"error: {name}: {err.one_line()}", file=sys.stderr)
+            print(f"error: {name}: {' '.join(err.one_line().split())}", file=sys.stderr)
         partial = bool(reports)
         if len(sources) > 1:
             print(

@@ -71,6 +71,14 @@ def doctor(
             help="Diagnose a recorded machine: a folder with fs/, commands/ (e.g. 'nvidia-smi -q.txt') and facts.json.",
         ),
     ] = None,
+    expect_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-gpu",
+            help="The GPUs this machine should have, e.g. H100x8 (or H100 for any count): a missing "
+            "or different GPU fails the gpu-expected check (exit 3).",
+        ),
+    ] = None,
     json: JsonFlag = False,
 ) -> None:
     """Diagnose the driver, CUDA, torch, NCCL, shared memory, disk, RAM and GPU health, each with its fix.
@@ -87,6 +95,7 @@ def doctor(
         min_free_disk_gib=min_free_disk_gib,
         min_free_memory_gib=min_free_memory_gib,
         with_torch=not no_torch,
+        expect_gpu=expect_gpu,
     )
     probe = None
     if replay is None and not checkpoint_dir.is_dir():  # a typo, not a failed check of this machine

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gpuwise.cli._flags import named_as_flags
 from gpuwise.cli._output import JsonFlag, console, emit_json, make_table, number
 from gpuwise.cli._workload import (
     DEFAULT_GPU,
+    WORKLOAD_FLAGS,
     GpuOpt,
     GpusOpt,
     WorkloadRequest,
-    named_as_flags,
     workload_options,
 )
 
@@ -75,7 +76,7 @@ def estimate(
     inputs = _inputs(
         workload_request, gpu, gpus, instance_type, instance_cloud, calibration, no_calibration
     )
-    with named_as_flags():
+    with named_as_flags(WORKLOAD_FLAGS):
         est = estimate_workload(
             inputs.workload,
             inputs.setup.gpu,
@@ -138,9 +139,11 @@ def estimate_inputs(args: Sequence[str]) -> EstimateInputs:
     """The library inputs ``gpuwise estimate ARGS`` would estimate, parsed by the command's own
     parser and option table (``benchmarks/estimate_accuracy.py`` measures through this)."""
     from gpuwise.cli._workload import request_from_context
-    from gpuwise.cli.main import get_cli
 
-    command = get_cli().commands["estimate"]
+    # this command alone, parsed as `gpuwise estimate` parses it (no import of cli.main: a circle)
+    only = typer.Typer(add_completion=False)
+    only.command("estimate")(estimate)
+    command: Any = typer.main.get_command(only)
     ctx = command.make_context("estimate", list(args))
     p = ctx.params
     return _inputs(
@@ -400,7 +403,12 @@ def _render(est: Estimate) -> None:
     out.print(f"[dim]MFU basis: {est.mfu_basis}[/dim]")
 
     if est.suggestions:
-        fixes = Table(title="Fixes that fit, least speed cost first")
+        # the order of estimate.suggest_fixes: changes on the GPUs given (least slowdown first),
+        # then a bigger GPU or more GPUs, which may well be faster
+        fixes = Table(
+            title="Fixes that fit: settings on these GPUs first (least speed cost first), "
+            "then a bigger GPU or more GPUs"
+        )
         fixes.add_column("#", justify="right")
         fixes.add_column("fix")
         fixes.add_column("GiB/GPU", justify="right")

@@ -139,6 +139,11 @@ def gpus(
         whole=("GPU",),
         drop=("where", "FP8", "BW TB/s", "$/PFLOP-h", "usable"),
     )
+    if not rows:
+        console().print(
+            "[yellow]No GPU model matches these filters. Loosen --min-memory, --spot or "
+            "--priced-only; `gpuwise gpus` lists every model.[/yellow]"
+        )
     console().print(
         "[dim]Peaks are dense (no sparsity). BF16 column shows FP16 where the GPU has no BF16. "
         "usable: memory nvidia-smi reports less the CUDA context, as estimate and plan count it "

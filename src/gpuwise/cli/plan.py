@@ -505,9 +505,11 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
         else:
             rows[key] = (o, {o.nodes}, set(o.regions))
     shown = list(rows.values()) if not limit else list(rows.values())[:limit]
+    # "#" is the rank of the row's best option among all options (as in --json and the lines
+    # below the table), so it may skip the node-count and region variants folded into a row
     title = (
-        f"{len(shown)} of {len(rows)} choices, by {req.objective} ({len(plan.options)} options: "
-        "other node counts and regions folded into rows)"
+        f"{len(shown)} of {len(rows)} choices, by {req.objective} ({len(plan.options)} options; "
+        "# = its best one's rank, other node counts and regions folded into rows)"
     )
     if req.deadline_hours is not None:
         title += f", deadline {_hours(req.deadline_hours)}"

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from gpuwise.base.xid import XID_MEANINGS
-from gpuwise.doctor.context import NO_GPU, Context
+from gpuwise.doctor.context import NO_GPU, Context, parse_expected_gpu
 from gpuwise.doctor.probe import GpuDevice
 from gpuwise.doctor.result import CheckResult, fail, ok, skip, warn
 
@@ -254,3 +254,55 @@ def check_throttle(ctx: Context) -> CheckResult:
                 "heavy load; compare `nvidia-smi -q -d POWER` current vs default limit)",
             )
     return result
+
+
+def _model(name: str) -> str:
+    """gpuwise's name for an NVML product name (``NVIDIA H100 80GB HBM3`` → ``H100``), else as is."""
+    from gpuwise.hardware import canonical_gpu_name
+
+    return canonical_gpu_name(name) or name
+
+
+def check_expected(ctx: Context) -> CheckResult:
+    """The machine has the GPUs the job was planned for (``--expect-gpu H100x8``).
+
+    A plan for 8×H100 on a node that came up with no GPU, 4 GPUs or A100s is a failed check (exit 3),
+    not a list of skipped GPU checks and exit 0.
+    """
+    name = "gpu-expected"
+    if ctx.options.expect_gpu is None:
+        return skip(name, "no GPU expected (give --expect-gpu MODELxCOUNT, e.g. H100x8, to check)")
+    model, count = parse_expected_gpu(ctx.options.expect_gpu)
+    want = f"{count}×{model}" if count else model
+    seen = [_model(d.name) for d in ctx.gpus.devices] if ctx.gpus.available else []
+    if not seen:
+        why = f" ({ctx.gpus.nvml_error})" if ctx.gpus.nvml_error else ""
+        return fail(
+            name,
+            f"expected {want}, found {NO_GPU}{why}",
+            "start the job on the machine it was planned for (check the instance type), or install "
+            "the NVIDIA driver / run the container with the GPUs (`docker run --gpus all`)",
+        )
+    found = ", ".join(f"{seen.count(m)}×{m}" for m in sorted(set(seen)))
+    matching = seen.count(model)
+    if matching == 0:
+        return fail(
+            name,
+            f"expected {want}, found {found}",
+            "this is not the instance type the plan chose: start the job on it, or plan again for "
+            "the GPUs you have (`gpuwise plan --gpu ...`)",
+        )
+    if count is not None and matching < count:
+        return fail(
+            name,
+            f"expected {want}, found {found}: {count - matching} missing",
+            "a GPU fell off the bus or is hidden (see the nvidia-driver and cuda-visible-devices "
+            "checks); on a rented node ask the provider to replace it",
+        )
+    if count is not None and len(seen) > count:
+        return warn(
+            name,
+            f"expected {want}, found {found}",
+            "the job uses only what it was planned for; plan again to use every GPU",
+        )
+    return ok(name, f"{found}, as expected")

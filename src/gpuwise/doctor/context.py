@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from gpuwise.doctor.probe import GpuInfo, Probe, TorchInfo
-from gpuwise.errors import InputError
+from gpuwise.errors import HardwareError, InputError
 
 NVIDIA_PCI_VENDOR = "0x10de"
 # PCI class codes of display controllers: 0x0300 VGA, 0x0302 3D controller (datacenter GPUs).
@@ -30,6 +31,9 @@ class DoctorOptions:
     """Available RAM below this fails the memory check (gpuwise's default)."""
     with_torch: bool = True
     """Import torch to ask it about CUDA (slow to import; ``--no-torch`` skips those checks)."""
+    expect_gpu: str | None = None
+    """The GPUs this machine should have, e.g. ``H100x8`` (``8xH100``, or ``H100`` for any count):
+    a missing or different GPU fails the ``gpu-expected`` check. None: that check is skipped."""
 
     def __post_init__(self) -> None:
         if self.num_workers < 0:
@@ -41,6 +45,30 @@ class DoctorOptions:
                     f"--{name.replace('_', '-')} {value} is not a finite number ≥ 0",
                     hint="give a plain number such as 512",
                 )
+        if self.expect_gpu is not None:
+            parse_expected_gpu(self.expect_gpu)  # a typo is bad input (exit 2), not a failed check
+
+
+_EXPECTED = re.compile(r"(?:(\d+)\s*[x×*]\s*)?(.+?)(?:\s*[x×*]\s*(\d+))?", re.I)
+
+
+def parse_expected_gpu(text: str) -> tuple[str, int | None]:
+    """``H100x8``, ``8xH100``, ``H100×8`` or ``H100`` → (gpuwise's model name, count or None)."""
+    from gpuwise.hardware import find_gpu
+
+    how = "write it as MODEL or MODELxCOUNT, e.g. H100x8 or A100-80GB"
+    m = _EXPECTED.fullmatch(text.strip())
+    if m is None or (m.group(1) and m.group(3)):
+        raise InputError(f"--expect-gpu {text!r} is not MODELxCOUNT", hint=how)
+    count = int(m.group(1) or m.group(3)) if (m.group(1) or m.group(3)) else None
+    if count is not None and not 1 <= count <= 1024:
+        raise InputError(f"--expect-gpu {text!r}: the count must be 1 to 1024", hint=how)
+    try:
+        return find_gpu(m.group(2).strip()).name, count
+    except HardwareError as exc:  # name the flag: "unknown GPU 'H10'" alone does not say where
+        raise InputError(
+            f"--expect-gpu {text!r}: {exc.message}", hint=exc.hint, suggestions=exc.suggestions
+        ) from None
 
 
 class Context:

@@ -1,19 +1,19 @@
 """Doctor's view of the GPUs, read through gpuwise's one NVML layer.
 
-Every NVML call goes through :class:`gpuwise.monitor.nvml.NvmlSession` (the choke point the
+Every NVML call goes through :class:`gpuwise.base.nvml.NvmlSession` (the choke point the
 exporter, ``monitor`` and ``bench`` use too): "not supported" becomes None, a lost GPU is named,
 and a missing library or driver becomes :attr:`GpuInfo.nvml_error`. ``lib`` is the NVML module
 (default ``pynvml``); :class:`gpuwise.base.nvml_fake.FakeNvml` stands in for it in tests, so the
 doctor's GPU checks run on a fake GPU. Throttle reasons use the one table,
-:data:`gpuwise.monitor.snapshot.THROTTLE_REASONS`; utilization is a 0–1 ratio.
+:data:`gpuwise.base.nvml.THROTTLE_REASONS`; utilization is a 0–1 ratio.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpuwise.base.nvml import GpuLostError, NvmlSession, throttle_reason_names
-from gpuwise.doctor.probe import GpuDevice, GpuInfo
+from gpuwise.base.nvml import GpuLostError, NvmlSession, nvml_text, throttle_reason_names
+from gpuwise.doctor.facts import GpuDevice, GpuInfo
 from gpuwise.errors import DeviceError
 
 # nvml.h values (as exposed by nvidia-ml-py), repeated so a fake library need not define them.
@@ -34,7 +34,7 @@ def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
 def _text(value: object) -> str | None:
     if value is None:
         return None
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return nvml_text(value)
 
 
 def _device(s: NvmlSession, index: int) -> GpuDevice:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuwise.doctor.probe import GpuDevice, GpuInfo
+from gpuwise.doctor.facts import GpuDevice, GpuInfo
 
 Tree = dict[str, Any]
 _KV = re.compile(r"^(.*?)\s+:(?:\s(.*))?$")
 
-# nvidia-smi -q's wording → the one reason table (gpuwise.monitor.snapshot.THROTTLE_REASONS)
+# nvidia-smi -q's wording → the one reason table (gpuwise.base.nvml.THROTTLE_REASONS)
 _REASONS = {
     "idle": "gpu_idle",
     "applications clocks setting": "applications_clocks",

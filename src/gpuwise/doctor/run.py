@@ -36,6 +36,7 @@ CHECKS: dict[str, Check] = {
     "gpu-mig": checks_gpu.check_mig,
     "gpu-pcie": checks_gpu.check_pcie,
     "gpu-throttle": checks_gpu.check_throttle,
+    "gpu-expected": checks_gpu.check_expected,
 }
 
 

@@ -427,6 +427,11 @@ def load_calibration(path: str | Path | None = None) -> Calibration | None:
     """
     p = Path(path) if path is not None else default_calibration_path()
     if not p.is_file():
+        if path is not None and p.is_dir():
+            raise DataFileError(
+                f"{p} is a folder, not a calibration file",
+                hint=f"give the file `gpuwise bench --calibrate` wrote, e.g. {p / 'calibration.json'}",
+            )
         if path is not None:
             raise DataFileError(
                 f"{p}: no such calibration file", hint="run `gpuwise bench --calibrate` first"

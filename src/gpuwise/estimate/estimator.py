@@ -107,6 +107,18 @@ def estimate_workload(
     Raises EstimateError/HardwareError/InputError for impossible setups (fp8 on a GPU without it,
     more tensor-parallel GPUs than GPUs, ...).
     """
+    if not isinstance(
+        workload, Workload
+    ):  # estimate_workload(1, 2): a GpuwiseError, not AttributeError
+        raise InputError(
+            f"workload must be a Workload, got {type(workload).__name__}",
+            hint="build one with gpuwise.workload_from_options(model=..., task=...)",
+        )
+    if not isinstance(gpu, (str, GpuSpec)):
+        raise InputError(
+            f"gpu must be a GPU name or a GpuSpec, got {type(gpu).__name__}",
+            hint="give a name such as 'H100' (`gpuwise gpus` lists them)",
+        )
     spec = find_gpu(gpu) if isinstance(gpu, str) else gpu
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 1 << 20:
         raise InputError(

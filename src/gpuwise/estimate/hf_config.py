@@ -183,6 +183,12 @@ def config_from_dict(cfg: dict[str, Any], where: str = "config") -> ModelConfig:
         raise DataFileError(
             f"{where}: hidden size, heads and layers must be > 0", hint="fix the config file"
         )
+    for key in ("head_dim", "d_kv"):  # 0 means "hidden / heads" inside gpuwise; in a file, a typo
+        if key in cfg and cfg[key] is not None and head_dim == 0:
+            raise DataFileError(
+                f"{where}: field {key!r} must be > 0, got {cfg[key]!r}",
+                hint="fix the value in the config file, or remove it (then hidden / heads is used)",
+            )
     if vocab == 0 and model_type != "vit":  # a text model embeds tokens from a vocabulary
         raise DataFileError(
             f"{where}: field 'vocab_size' must be > 0", hint="fix the value in the config file"

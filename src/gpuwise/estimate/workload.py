@@ -14,7 +14,7 @@ from typing import Literal
 from gpuwise.errors import EstimateError, InputError, check_choice, did_you_mean
 from gpuwise.estimate.hf_config import resolve_model
 from gpuwise.estimate.model import ModelConfig
-from gpuwise.units import check_finite, parse_count
+from gpuwise.units import NUMBER_HINT, check_finite, parse_count
 
 Task = Literal["pretrain", "finetune", "lora", "qlora", "inference"]
 TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8"]
@@ -493,7 +493,7 @@ def workload_from_options(**options: str | float | bool | ModelConfig | None) ->
         task=t,  # type: ignore[arg-type]
         tokens=_count_option(o["tokens"], "tokens"),
         samples=_count_option(o["samples"], "samples"),
-        epochs=parse_count(o["epochs"], "epochs", allow_zero=False),
+        epochs=parse_count(o["epochs"], "epochs", allow_zero=False, hint=NUMBER_HINT),
         seq_len=_int_option(o["seq_len"], "seq_len"),
         micro_batch=mb if mb is not None else 1,
         global_batch=_int_option(o["global_batch"], "global_batch"),

@@ -244,7 +244,7 @@ def parse_spot_capacity(values: Iterable[str], gpus: Sequence[str]) -> dict[str,
     ``gpuwise gpus`` knows) caps one model, which must be in the demand.
     """
     from gpuwise.hardware import find_gpu
-    from gpuwise.units import parse_count
+    from gpuwise.units import GPU_COUNT_HINT, parse_count
 
     caps: dict[str, float] = {}
     for raw in values:
@@ -256,13 +256,15 @@ def parse_spot_capacity(values: Iterable[str], gpus: Sequence[str]) -> dict[str,
                     f"--spot-capacity {raw!r}: {gpu} is not in the demand",
                     hint=f"the demand has {', '.join(gpus)}",
                 )
-            caps[gpu] = parse_count(n, "--spot-capacity")
+            caps[gpu] = parse_count(n, "--spot-capacity", hint=GPU_COUNT_HINT)
         else:
             if not gpus:
                 raise InputError(
                     "--spot-capacity N needs a demand", hint="give --demand or --profile"
                 )
-            caps.update(dict.fromkeys(gpus, parse_count(raw, "--spot-capacity")))
+            caps.update(
+                dict.fromkeys(gpus, parse_count(raw, "--spot-capacity", hint=GPU_COUNT_HINT))
+            )
     return caps
 
 

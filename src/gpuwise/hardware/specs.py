@@ -291,3 +291,12 @@ def gpu_table() -> GpuTable:
 def find_gpu(name: str) -> GpuSpec:
     """Look up a GPU model by any of its names; raises HardwareError with did-you-mean."""
     return gpu_table().find(name)
+
+
+def canonical_gpu_name(name: str) -> str | None:
+    """gpuwise's name for any name of a GPU (``NVIDIA H100 80GB HBM3`` → ``H100``), or None when
+    the table does not know it: for names a machine reports, where an unknown GPU is no error."""
+    try:
+        return find_gpu(name).name
+    except HardwareError:
+        return None

@@ -9,10 +9,13 @@ the name, ``_ratio`` for 0–1 fractions, ``_total`` counters); docs/monitoring.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
+import ipaddress
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -526,6 +529,35 @@ def _handler(
     return Handler
 
 
+_HOST_HINT = (
+    "give --host as an address of this machine: 127.0.0.1 (this machine only), "
+    "0.0.0.0 (every interface), ::1 or a host name that resolves here"
+)
+
+
+def _check_host(host: str) -> None:
+    """Refuse ``999.1.1.1`` before binding: digits and dots (or a colon) must be an IP address.
+
+    Without this, the resolver is asked for it as a host name (a network lookup) and the failure
+    read like a busy port.
+    """
+    looks_numeric = host.replace(".", "").isdigit() or ":" in host
+    if looks_numeric:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise InputError(f"--host {host!r} is not an IP address", hint=_HOST_HINT) from None
+
+
+def _listen_hint(exc: OSError) -> str:
+    """How to fix a failed bind: a name that does not resolve is not a busy port."""
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return _HOST_HINT
+    if exc.errno == errno.EACCES:
+        return "ports below 1024 need root: pick --port 1024 or above (default 9835)"
+    return "pick another --port or stop what uses it"
+
+
 class Exporter:
     """``gpuwise exporter`` as a library object: start, serve, stop.
 
@@ -556,6 +588,7 @@ class Exporter:
             raise InputError(
                 f"interval_s must be positive, got {interval_s}", hint="give e.g. interval_s=1.0"
             )
+        _check_host(host)
         self.reader = reader
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         self.collector = collector if collector is not None else GpuCollector(prices)
@@ -572,8 +605,7 @@ class Exporter:
             )
         except OSError as exc:
             raise InputError(
-                f"cannot listen on {host}:{port}: {exc.strerror}",
-                hint="pick another --port or stop what uses it",
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}", hint=_listen_hint(exc)
             ) from exc
         self._thread: threading.Thread | None = None
         self._prepared = False

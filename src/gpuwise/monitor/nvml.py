@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from gpuwise.base import settings
 from gpuwise.base.nvml import GpuLostError, NvmlSession
+from gpuwise.base.nvml import nvml_text as _text
 from gpuwise.errors import DeviceError
 from gpuwise.monitor.snapshot import GpuSample, MigDeviceSample, ProcessSample, Snapshot
 
@@ -163,10 +164,6 @@ def workload_of(info: ProcInfo) -> str:
         return f"container:{info.container_id}"
     exe = os.path.basename(info.command.split()[0]) if info.command else "unknown"
     return f"{info.user or 'unknown'}/{exe}"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class NvmlGpuReader:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from gpuwise.base import settings
 from gpuwise.catalog import Offer
-from gpuwise.errors import HardwareError, InputError
+from gpuwise.errors import InputError
 from gpuwise.monitor.node import NodeFacts
 from gpuwise.units import parse_money_usd
 
@@ -46,12 +46,9 @@ class GpuPrice:
 
 def canonical_gpu(model: str) -> str | None:
     """gpuwise's name for an NVML model name (``NVIDIA H100 80GB HBM3`` → ``H100``), or None."""
-    from gpuwise.hardware import find_gpu
+    from gpuwise.hardware import canonical_gpu_name
 
-    try:
-        return find_gpu(model).name
-    except HardwareError:
-        return None
+    return canonical_gpu_name(model)
 
 
 STORE_CHECK_S = 60.0

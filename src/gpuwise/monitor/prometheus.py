@@ -18,6 +18,9 @@ from typing import Any
 from gpuwise.errors import InputError, StorageError
 from gpuwise.monitor.history import History, SeriesBuilder, WorkloadShares
 
+# the one activity threshold (the rules' 0.05 too), named as the queries below use it
+from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD as ACTIVE
+
 _SERIES = {
     "util": "gpuwise_gpu_utilization_ratio",
     "sm": "gpuwise_gpu_sm_active_ratio",
@@ -28,7 +31,6 @@ _SERIES = {
     "up": "gpuwise_gpu_up",
 }
 MAX_POINTS = 10_000
-ACTIVE = 0.05  # the shared activity threshold (gpuwise.monitor.snapshot.ACTIVE_THRESHOLD, the rules' 0.05)
 
 
 def mig_active_share_query(sel: str) -> str:

@@ -41,6 +41,24 @@ def _varied(rejected: Sequence[Rejection], n: int) -> list[Rejection]:
     return sorted(picked[:n], key=lambda r: order[id(r)])
 
 
+def _choice(o: PlanOption) -> tuple[object, ...]:
+    """A row of the plan table: the same GPU setup, cloud, instance and billing (any node count,
+    any region). The CLI folds a choice's options into one row."""
+    return (o.gpu, o.gpu_count, o.cloud, o.instance_type, o.billing)
+
+
+def _other_choices(options: Sequence[PlanOption]) -> list[PlanOption]:
+    """The best option of each choice after the winner's: runners-up that are real alternatives,
+    not the winner (or one runner-up) again at another node count or in another region."""
+    seen = {_choice(options[0])}
+    out = []
+    for o in options[1:]:
+        if _choice(o) not in seen:
+            seen.add(_choice(o))
+            out.append(o)
+    return out
+
+
 def explain(
     options: Sequence[PlanOption],
     rejected: Sequence[Rejection],
@@ -67,7 +85,7 @@ def explain(
                 line += f"; {w.p_meet_deadline:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
             line += ")"
         lines.append(line + f", out of {len(options)} options that meet every constraint.")
-        for o in options[1 : 1 + runners_up]:
+        for o in _other_choices(options)[:runners_up]:
             diffs = []
             if o.cost_usd > w.cost_usd * 1.005:
                 diffs.append(f"costs {_pct(o.cost_usd, w.cost_usd)}")

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import tomllib
 import zipfile
 from email.message import Message
 from importlib import metadata
 from pathlib import Path
 
-import tomllib
-
 import gpuwise
 from gpuwise.base.version import __version__
-from gpuwise.errors import PlanError
+from gpuwise.errors import InputError, PlanError, StorageError
 
 _WHEEL = "Wheel-Version: 1.0\nGenerator: gpuwise.planner.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 
@@ -82,11 +81,31 @@ def _metadata() -> tuple[str, str, str]:
 
 
 def write_wheel(workdir: Path, folder: str = ".gpuwise-dist") -> Path:
-    """Write ``gpuwise-VERSION-py3-none-any.whl`` of the running gpuwise into ``workdir/folder``."""
+    """Write ``gpuwise-VERSION-py3-none-any.whl`` of the running gpuwise into ``workdir/folder``.
+
+    ``workdir`` is the user's code folder: it must exist (a missing one is a typo, not a folder to
+    create) and be writable; either failure is an :class:`InputError` / :class:`StorageError`.
+    """
+    if not workdir.is_dir():
+        raise InputError(
+            f"--workdir {workdir} is {'a file' if workdir.exists() else 'not there'}: "
+            "it must be your code's folder",
+            hint="give the folder with your training code, e.g. --workdir .",
+        )
+    try:
+        return _write_wheel(workdir, folder)
+    except OSError as exc:  # read-only, full disk, no permission
+        raise StorageError(
+            f"cannot write the gpuwise wheel into {workdir / folder}: {exc.strerror or exc}",
+            hint="give a --workdir you can write to, with free space",
+        ) from None
+
+
+def _write_wheel(workdir: Path, folder: str) -> Path:
     version, meta, entry = _metadata()
     package = Path(gpuwise.__file__).resolve().parent
     out_dir = workdir / folder
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(exist_ok=True)
     path = out_dir / f"gpuwise-{version}-py3-none-any.whl"
     info = f"gpuwise-{version}.dist-info"
     records: list[str] = []

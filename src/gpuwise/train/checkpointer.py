@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from gpuwise.errors import CheckpointError, InputError
+from gpuwise.train._torch import rank_and_world as _dist
 from gpuwise.train._torch import torch
 from gpuwise.train.commit import (
     Compression,
@@ -126,12 +127,6 @@ class Restored:
 
 def _unwrap(model: Any) -> Any:
     return getattr(model, "module", model)
-
-
-def _dist() -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
 
 
 class Checkpointer:

@@ -65,6 +65,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from gpuwise.errors import InputError, MissingExtraError
@@ -101,6 +102,33 @@ NOT_RETRIED_EXIT_CODES = (EXIT_USAGE,)
 """Worker exit codes that a retry cannot change (module docstring)."""
 
 
+def _not_runnable(program: str) -> InputError:
+    """Why ``program`` cannot be started: a file without the execute bit is not a typo."""
+    path = Path(program)
+    if path.is_dir():
+        return InputError(
+            f"{program!r} is a folder, not a program",
+            hint="give the script or program to run, e.g. gpuwise run -- python train.py",
+        )
+    if path.is_file():
+        chmod = "" if os.access(path, os.X_OK) else f"chmod +x {program}, then "
+        if "/" not in program:  # the file is here, but a bare name is looked up on PATH only
+            return InputError(
+                f"command not found: {program!r} (a file of that name is in this folder, "
+                "and a bare name is looked up on PATH)",
+                hint=f"{chmod}write ./{program}",
+            )
+        return InputError(
+            f"{program!r} is not executable",
+            hint=f"chmod +x {program}, or run it through its interpreter "
+            f"(gpuwise run -- bash {program}, or -- python {program})",
+        )
+    return InputError(
+        f"command not found: {program!r}",
+        hint="check the spelling and PATH, or give the program's full path",
+    )
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """What ``gpuwise run`` runs and how often it may restart it."""
@@ -132,10 +160,7 @@ class LaunchSpec:
                 "no command to run", hint="put it after --, e.g. gpuwise run -- python train.py"
             )
         if shutil.which(self.command[0]) is None:  # restarting a typo would only fail N more times
-            raise InputError(
-                f"command not found: {self.command[0]!r}",
-                hint="check the spelling and PATH, or give the program's full path",
-            )
+            raise _not_runnable(self.command[0])
         if os.path.basename(self.command[0]).startswith("python"):
             rest = self.command[1:]
             if self.torchrun and rest and rest[0] == "-c":

@@ -375,11 +375,9 @@ def _read_results(proc: Any, results: queue.Queue[Any], snapshot: SharedSnapshot
 
 
 def _rank() -> int:
-    from gpuwise.train._torch import torch
+    from gpuwise.train._torch import rank_and_world
 
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return int(torch.distributed.get_rank())
-    return 0
+    return rank_and_world()[0]
 
 
 __all__ = [

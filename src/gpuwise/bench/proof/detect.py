@@ -27,14 +27,10 @@ class NvmlFacts:
         return str(self.gpus[0]["name"]) if self.gpus else None
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def read_nvml(lib: Any = None) -> NvmlFacts | str:
     """The facts, or one line saying why there is no NVIDIA GPU here.
 
-    Read through gpuwise's one NVML layer (:class:`gpuwise.monitor.nvml.NvmlSession`): one
+    Read through gpuwise's one NVML layer (:class:`gpuwise.base.nvml.NvmlSession`): one
     unsupported field (MIG on a consumer GPU, power on a VM) is None and never hides the rest.
     ``lib``: the NVML module (default ``pynvml``; tests pass :class:`gpuwise.base.nvml_fake.FakeNvml`).
     """
@@ -45,6 +41,7 @@ def read_nvml(lib: Any = None) -> NvmlFacts | str:
             return _nvidia_smi_reason()
         lib = pynvml
     from gpuwise.base.nvml import GpuLostError, NvmlSession
+    from gpuwise.base.nvml import nvml_text as _text
     from gpuwise.errors import DeviceError
 
     session = NvmlSession(lib)

@@ -122,17 +122,11 @@ def git_commit(repo: Path) -> str | None:
 
 def canonical_gpu(name: str | None, override: str | None) -> str | None:
     """gpuwise's name for the GPU (``--gpu`` wins); None when gpuwise does not know it."""
-    from gpuwise.errors import GpuwiseError
-    from gpuwise.hardware import find_gpu
+    from gpuwise.hardware import canonical_gpu_name, find_gpu
 
-    for candidate in (override, name):
-        if candidate:
-            try:
-                return find_gpu(candidate).name
-            except GpuwiseError:
-                if candidate == override:
-                    raise
-    return None
+    if override:  # the user's own --gpu: an unknown name is their typo, an error with did-you-mean
+        return find_gpu(override).name
+    return canonical_gpu_name(name) if name else None
 
 
 def torch_facts(ctx: Context) -> dict[str, Any]:
