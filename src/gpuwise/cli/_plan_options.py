@@ -67,7 +67,41 @@ BillingOpt = Annotated[
 ]
 ObjectiveOpt = Annotated[
     str,
-    typer.Option("--objective", help="cost | time | balanced (cost × time).", rich_help_panel=_C),
+    typer.Option(
+        "--objective",
+        help="cost: the lowest expected cost meeting deadline and budget (options within 2% of "
+        "it: the faster first, then fewer nodes); time: the shortest; balanced: cost × time.",
+        rich_help_panel=_C,
+    ),
+]
+PreferFasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefer-faster-within",
+        metavar="PCT",
+        help="Cost objective: pick the fastest option costing at most PCT more than the cheapest, "
+        "e.g. 20%.",
+        rich_help_panel=_C,
+    ),
+]
+DeadlineConfidenceOpt = Annotated[
+    str,
+    typer.Option(
+        "--deadline-confidence",
+        help="Cost objective: when the cheapest option's chance to finish by the deadline (the "
+        "estimator's error and spot interruptions counted) is below this, pick the cheapest that "
+        "reaches it (0 = off).",
+        rich_help_panel=_C,
+    ),
+]
+MemoryHeadroomOpt = Annotated[
+    str,
+    typer.Option(
+        "--memory-headroom",
+        help="Leave this share of each GPU's usable memory free after every modelled term "
+        "(weights, activations, buffers, allocator), e.g. 8% or 0.08.",
+        rich_help_panel=_C,
+    ),
 ]
 ConfidenceOpt = Annotated[
     str,

@@ -19,6 +19,7 @@ from gpuwise.cli._plan_options import (
     CheckpointSizeOpt,
     CloudOpt,
     ConfidenceOpt,
+    DeadlineConfidenceOpt,
     DeadlineOpt,
     DownloadGbpsOpt,
     ExportOpt,
@@ -29,10 +30,12 @@ from gpuwise.cli._plan_options import (
     MaxGpusOpt,
     MaxNodesOpt,
     MaxZeroOpt,
+    MemoryHeadroomOpt,
     NameOpt,
     NetworkTierOpt,
     ObjectiveOpt,
     OutputOpt,
+    PreferFasterOpt,
     ProvisionTimeOpt,
     PvcOpt,
     RegionOpt,
@@ -71,6 +74,9 @@ def plan_command(
     region: RegionOpt = None,
     billing: BillingOpt = None,
     objective: ObjectiveOpt = "cost",
+    prefer_faster_within: PreferFasterOpt = None,
+    deadline_confidence: DeadlineConfidenceOpt = "0.9",
+    memory_headroom: MemoryHeadroomOpt = "8%",
     confidence: ConfidenceOpt = "0.9",
     # -- spot model --------------------------------------------------------------------------
     spot_mtbf: SpotMtbfOpt = None,
@@ -166,6 +172,9 @@ _REQUEST_OPTIONS = (
     "gpu",
     "billing",
     "objective",
+    "prefer_faster_within",
+    "deadline_confidence",
+    "memory_headroom",
     "confidence",
     "spot_mtbf",
     "checkpoint_size",
@@ -195,6 +204,9 @@ def _plan_request(
     gpu: list[str] | None,
     billing: list[str] | None,
     objective: str,
+    prefer_faster_within: str | None,
+    deadline_confidence: str,
+    memory_headroom: str,
     confidence: str,
     spot_mtbf: str | None,
     checkpoint_size: str | None,
@@ -238,6 +250,11 @@ def _plan_request(
         gpus=tuple(split_list(gpu)),
         billings=tuple(b.lower() for b in split_list(billing)) or BILLINGS,  # type: ignore[misc]
         objective=objective.lower(),  # type: ignore[arg-type]
+        prefer_faster_within=parse_fraction(prefer_faster_within, "--prefer-faster-within")
+        if prefer_faster_within
+        else None,
+        deadline_confidence=parse_fraction(deadline_confidence, "--deadline-confidence"),
+        memory_headroom=parse_fraction(memory_headroom, "--memory-headroom"),
         confidence=parse_fraction(confidence, "--confidence"),
         spot_mtbf_hours=hours(spot_mtbf, "--spot-mtbf"),
         checkpoint_gib=parse_size_gib(checkpoint_size, "--checkpoint-size")
@@ -487,6 +504,8 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
             time,
             settings,
         )
+    if plan.ranking_note:  # the first line says which rule chose the winner
+        out.print(f"[bold]{plan.ranking_note}[/bold]", markup=True)
     if shown:
         out.print(table)
         ages = sorted({o.price_as_of for o, _, _ in shown if o.price_as_of})
@@ -512,6 +531,7 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
         if plan.nearest_miss:
             out.print(f"[yellow]Nearest miss — {plan.nearest_miss}.[/yellow]")
     for line in plan.explanation:
-        out.print(line, markup=False)
+        if line != plan.ranking_note:  # printed first
+            out.print(line, markup=False)
     for line in plan.assumptions:
         out.print(f"[dim]assumed: {line}[/dim]")

@@ -19,6 +19,15 @@ def fmt_usd(v: float) -> str:
     return f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
 
 
+def fmt_pct(p: float) -> str:
+    """A probability as a percentage that never rounds a miss up to 100 % (or a hit down to 0)."""
+    if 0.995 <= p < 1.0:
+        return ">99%"
+    if 0.0 < p < 0.005:
+        return "<1%"
+    return f"{p:.0%}"
+
+
 def _pct(a: float, b: float) -> str:
     """How much more ``a`` is than ``b``, as ``+12%`` or ``2.3×``."""
     if b <= 0:
@@ -41,6 +50,25 @@ def _varied(rejected: Sequence[Rejection], n: int) -> list[Rejection]:
     return sorted(picked[:n], key=lambda r: order[id(r)])
 
 
+def _apart(o: PlanOption, w: PlanOption) -> str:
+    """Whether the estimator can tell ``o``'s cost from the winner's: the error of the ratio of
+    two estimates (:func:`~gpuwise.planner.rank.pair_width`), not each one's own range."""
+    import math
+
+    from gpuwise.planner.rank import pair_width
+
+    width = pair_width(o.gpu, o.total_gpus, w.gpu, w.total_gpus)
+    if width <= 0 or o.cost_usd <= 0 or w.cost_usd <= 0:
+        return ""
+    if abs(math.log(o.cost_usd / w.cost_usd)) > width:
+        return ""
+    kind = "one GPU model" if o.gpu == w.gpu else "two GPU models"
+    return (
+        f"; within the error between two estimates ({kind}: ×{math.exp(width):.2f} at p10–p90), "
+        "so the estimator cannot tell their costs apart"
+    )
+
+
 def explain(
     options: Sequence[PlanOption],
     rejected: Sequence[Rejection],
@@ -59,12 +87,12 @@ def explain(
             "balanced": "lowest cost × time",
         }[request.objective]
         if request.objective == "cost" and any(o.cost_usd < w.cost_usd * 0.995 for o in options):
-            what = "speed within the cheapest option's error band (above)"
+            what = "the rule above"
         line = f"{w.label} wins on {what}: {fmt_usd(w.cost_usd)} in {fmt_hours(w.hours)}"
         if w.billing == "spot" and w.expected_interruptions is not None:
             line += f" (expected, incl. ~{w.expected_interruptions:.2g} interruptions"
             if w.p_meet_deadline is not None:
-                line += f"; {w.p_meet_deadline:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
+                line += f"; {fmt_pct(w.p_meet_deadline)} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
             line += ")"
         lines.append(line + f", out of {len(options)} options that meet every constraint.")
         for o in options[1 : 1 + runners_up]:
@@ -79,7 +107,7 @@ def explain(
                 diffs.append(f"is {_pct(w.hours, o.hours)} faster")
             lines.append(
                 f"#{o.rank} {o.label}: {', '.join(diffs) or 'ties'} "
-                f"({fmt_usd(o.cost_usd)}, {fmt_hours(o.hours)})."
+                f"({fmt_usd(o.cost_usd)}, {fmt_hours(o.hours)}){_apart(o, w)}."
             )
         fastest = min(options, key=lambda o: (o.hours, o.cost_usd))
         if fastest is not w and fastest.hours < w.hours * 0.9:

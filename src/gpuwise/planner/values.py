@@ -52,6 +52,15 @@ class PlanRequest:
     """Rank by expected cost, by expected time, or ``balanced`` (minimise cost × hours)."""
     confidence: float = 0.9
     """Spot options must meet the deadline with at least this probability."""
+    prefer_faster_within: float | None = None
+    """Cost objective: pick the fastest option costing at most this fraction more than the
+    cheapest (0.2 = 20 %); None: the cheapest (options within 2 % ordered faster first)."""
+    deadline_confidence: float = 0.9
+    """Cost objective with a deadline: when the chosen option's chance to finish in time (the
+    estimator's error and spot interruptions counted) is below this, the cheapest option that
+    reaches it is chosen instead (0 turns the rule off)."""
+    memory_headroom: float = 0.08
+    """Fraction of each GPU's usable memory left free after every modelled term."""
     spot_mtbf_hours: float | None = None
     """Mean hours between interruptions of one spot instance; overrides the per-cloud defaults."""
     checkpoint_gib: float | None = None
@@ -118,6 +127,14 @@ class PlanRequest:
                 hint=f"give e.g. 8 (at most {MAX_NODES}: every node count is priced)",
             )
         check_finite(self.confidence, "confidence", maximum=1.0)
+        check_finite(self.deadline_confidence, "deadline confidence", maximum=1.0)
+        if self.prefer_faster_within is not None:
+            check_finite(self.prefer_faster_within, "prefer-faster-within")
+        if not 0.0 <= self.memory_headroom < 0.5:
+            raise InputError(
+                f"memory headroom must be in [0, 0.5), got {self.memory_headroom}",
+                hint="give e.g. 0.08 (8 % of usable memory left free)",
+            )
         check_choice(self.objective, OBJECTIVES, "objective")
         check_choice(self.network_tier, ("best", "standard"), "network tier")
         for billing in self.billings:
@@ -172,6 +189,10 @@ class PlanOption:
     None otherwise."""
     failure_free_hours: float
     """Hours without interruptions (and without checkpoints)."""
+    p_finish_in_time: float | None
+    """Chance to finish by the deadline with the estimator's own error counted (and, for spot,
+    the interruption model's chance): what ``deadline_confidence`` is checked against. None
+    without a deadline."""
     per_gpu_memory_gib: float
     capacity_gib: float
     on_pareto_front: bool
@@ -317,8 +338,8 @@ class Plan:
     settings_evaluated: int = 0
     """Job settings whose memory or time the search computed, over all GPU setups."""
     ranking_note: str | None = None
-    """Why the first option is not the cheapest (cost objective): it is within the cheapest's
-    error band and materially faster or on fewer nodes. None when the cheapest is first."""
+    """Which rule chose the first option (the cheapest, a ±2 % tie broken by speed, speed asked
+    for, or the deadline's confidence) and its chance to finish in time; None without options."""
 
     @property
     def winner(self) -> PlanOption | None:
