@@ -493,6 +493,9 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
             low = o.p_meet_deadline_confidence == "low"
             time += f"\nP {o.p_meet_deadline:.0%}" + ("?" if low else "")
         settings = str((o.settings or {}).get("text", ""))
+        settings += f"; mem {o.per_gpu_memory_gib:.1f}/{o.capacity_gib:.1f} GiB" + (
+            " (datasheet)" if o.capacity_source == "datasheet" else ""
+        )
         if not o.network_known and o.nodes > 1:
             settings += "; network unknown"
         table.add_row(

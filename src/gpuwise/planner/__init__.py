@@ -122,6 +122,7 @@ def plan(
             max_zero=request.max_zero,
             search=request.search_settings,
             max_batch=request.max_batch,
+            memory_headroom=request.memory_headroom,
         )
     else:
         model = workload

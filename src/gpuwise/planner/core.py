@@ -158,6 +158,8 @@ class _Reject(NamedTuple):
     """no-fit: the least memory any setting needs."""
     searched: bool = False
     """no-fit: more than one setting was tried."""
+    kept_free: bool = False
+    """no-fit: ``capacity_gib`` is what the memory headroom leaves."""
 
 
 def _evaluate(
@@ -244,6 +246,7 @@ def _evaluate(
             )
             g.need_gib[r.nodes or 1] = r.need_gib
             g.searched = g.searched or r.searched
+            g.kept_free = g.kept_free or r.kept_free
     results = list(seen.values())
     errors = [e for e in results if isinstance(e, EstimateError)]
     if errors and not any(isinstance(e, Evaluation) for e in results):
@@ -288,9 +291,10 @@ def _node_loop(
                 _Reject(
                     "no-fit",
                     nodes,
-                    capacity_gib=ev.capacity_gib,
+                    capacity_gib=ev.capacity_gib if ev.limit_gib is None else ev.limit_gib,
                     need_gib=ev.per_gpu_memory_gib,
                     searched=ev.evaluated > 1,
+                    kept_free=ev.limit_gib is not None,
                 )
             )
             continue

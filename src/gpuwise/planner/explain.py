@@ -50,6 +50,32 @@ def _varied(rejected: Sequence[Rejection], n: int) -> list[Rejection]:
     return sorted(picked[:n], key=lambda r: order[id(r)])
 
 
+def _memory_lines(w: PlanOption, request: PlanRequest) -> list[str]:
+    """The winner's memory: the headroom it keeps, a datasheet capacity, the shipped alert."""
+    import math
+
+    from gpuwise.planner.values import MEMORY_ALERT_SHARE
+
+    out = []
+    if w.capacity_source == "datasheet":
+        out.append(
+            f"Memory: {w.gpu}'s {w.capacity_gib:.1f} GiB is the datasheet figure (no nvidia-smi "
+            "figure known; the real one is likely a few percent lower): measure it with "
+            "`gpuwise bench --calibrate` on one."
+        )
+    if w.memory_alert:
+        hours = math.ceil(w.hours * 1.25)
+        out.append(
+            f"Memory: the winner's peak is {w.memory_share:.0%} of each GPU's memory "
+            f"({w.per_gpu_memory_gib:.1f} of {w.capacity_gib:.1f} GiB, {request.memory_headroom:.0%} "
+            f"of usable memory kept free), above the shipped {MEMORY_ALERT_SHARE:.0%} alert "
+            "(GpuwiseGpuMemoryHigh), which would fire for the whole run. Silence it for this job "
+            "only: amtool silence add alertname=GpuwiseGpuMemoryHigh 'host=~<the job's nodes>' "
+            f"--duration={hours}h --comment='planned peak {w.memory_share:.0%}'."
+        )
+    return out
+
+
 def _apart(o: PlanOption, w: PlanOption) -> str:
     """Whether the estimator can tell ``o``'s cost from the winner's: the error of the ratio of
     two estimates (:func:`~gpuwise.planner.rank.pair_width`), not each one's own range."""
@@ -95,6 +121,7 @@ def explain(
                 line += f"; {fmt_pct(w.p_meet_deadline)} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
             line += ")"
         lines.append(line + f", out of {len(options)} options that meet every constraint.")
+        lines += _memory_lines(w, request)
         for o in options[1 : 1 + runners_up]:
             diffs = []
             if o.cost_usd > w.cost_usd * 1.005:

@@ -14,6 +14,7 @@ from gpuwise.planner.candidate import Candidate
 from gpuwise.planner.explain import fmt_hours, fmt_pct, fmt_usd
 from gpuwise.planner.startup import StartupCosts
 from gpuwise.planner.values import (
+    MEMORY_ALERT_SHARE,
     PlanOption,
     PlanRequest,
 )
@@ -270,5 +271,9 @@ def _to_option(
         cost_usd_p90=_cost_range(c, ev.hours_p90),
         capacity_note=capacity,
         similar=len(c.regions),
+        capacity_source=ev.capacity_source,
+        memory_limit_gib=ev.limit_gib,
+        memory_share=ev.per_gpu_memory_gib / ev.capacity_gib if ev.capacity_gib > 0 else 0.0,
+        memory_alert=ev.per_gpu_memory_gib > MEMORY_ALERT_SHARE * ev.capacity_gib,
     )
     return PlanOption.of_all_fields(values)  # every field given: see of_all_fields

@@ -13,6 +13,14 @@ from gpuwise.units import check_finite
 
 Objective = Literal["cost", "time", "balanced"]
 OBJECTIVES: tuple[Objective, ...] = ("cost", "time", "balanced")
+DEFAULT_MEMORY_HEADROOM = 0.08
+"""Share of each GPU's usable memory a plan leaves free after every modelled term (issue 31: the
+estimator's memory errors on TP/PP and long-context runs are larger than the ~1 % a plan left;
+gpuwise's own margin, not a published figure; ``--memory-headroom``)."""
+MEMORY_ALERT_SHARE = 0.85
+"""The shipped memory alert (``GpuwiseGpuMemoryHigh`` in deploy/prometheus/gpuwise-rules.yml and
+the Kubernetes PrometheusRule) fires above this share of a GPU's memory for 10 minutes; a test
+keeps the two equal."""
 MAX_NODES = 64
 """Largest --max-nodes: every node count 1..N of every instance type is estimated and priced."""
 RejectKind = Literal[
@@ -59,7 +67,7 @@ class PlanRequest:
     """Cost objective with a deadline: when the chosen option's chance to finish in time (the
     estimator's error and spot interruptions counted) is below this, the cheapest option that
     reaches it is chosen instead (0 turns the rule off)."""
-    memory_headroom: float = 0.08
+    memory_headroom: float = DEFAULT_MEMORY_HEADROOM
     """Fraction of each GPU's usable memory left free after every modelled term."""
     spot_mtbf_hours: float | None = None
     """Mean hours between interruptions of one spot instance; overrides the per-cloud defaults."""
@@ -194,7 +202,9 @@ class PlanOption:
     the interruption model's chance): what ``deadline_confidence`` is checked against. None
     without a deadline."""
     per_gpu_memory_gib: float
+    """Everything the estimator counts per GPU (CUDA context, buffers, allocator included)."""
     capacity_gib: float
+    """The GPU's memory (see ``capacity_source``)."""
     on_pareto_front: bool
     """Not beaten on both cost and time by another option."""
     checkpoint_interval_hours: float | None = None
@@ -245,6 +255,15 @@ class PlanOption:
     """Host RAM of one instance (Kubernetes memory request)."""
     similar: int = 1
     """Options with the same GPUs, billing and price merged into this one (other regions)."""
+    capacity_source: str = "published"
+    """``measured`` (calibration.json), ``published`` (the nvidia-smi figure) or ``datasheet``
+    (no reported figure known: likely a few percent high)."""
+    memory_limit_gib: float | None = None
+    """Most a setting could need here: ``capacity_gib`` less the plan's memory headroom."""
+    memory_share: float = 0.0
+    """``per_gpu_memory_gib / capacity_gib``: the peak share of the GPU's memory the job holds."""
+    memory_alert: bool = False
+    """The peak is above the shipped memory alert's threshold (:data:`MEMORY_ALERT_SHARE`)."""
 
     @property
     def total_gpus(self) -> int:
