@@ -353,3 +353,74 @@ def test_the_job_reads_back_what_the_export_sets() -> None:
     assert job_settings({}).micro_batch is None
     with pytest.raises(InputError, match="GPUWISE_ZERO"):
         job_settings({"GPUWISE_ZERO": "three"})
+
+
+# Spot on Kubernetes, per cloud: the spot nodes' label preferred (so on-demand nodes remain the
+# fallback) and the taint their pools put on them tolerated (AKS spot pools always taint).
+@pytest.mark.parametrize(
+    ("cloud", "itype", "prefer", "tolerate"),
+    [
+        (
+            "azure",
+            "Standard_ND96asr_v4",
+            {"kubernetes.azure.com/scalesetpriority": ["spot"]},
+            {("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule")},
+        ),
+        (
+            "gcp",
+            "a2-highgpu-8g",
+            {"cloud.google.com/gke-spot": ["true"]},
+            {("cloud.google.com/gke-spot", "true", "NoSchedule")},
+        ),
+        (
+            "aws",
+            "p4d.24xlarge",
+            {"eks.amazonaws.com/capacityType": ["SPOT"], "karpenter.sh/capacity-type": ["spot"]},
+            set(),
+        ),
+    ],
+)
+@pytest.mark.parametrize("billing", ["spot", "on-demand"])
+def test_k8s_spot_is_scheduled_per_cloud_with_an_on_demand_fallback(
+    cloud: str,
+    itype: str,
+    prefer: dict[str, list[str]],
+    tolerate: set[tuple[str, ...]],
+    billing: str,
+) -> None:
+    from kubernetes.client import V1Job
+
+    offers = [offer(cloud, "r1", itype, "A100", 8, 32.0, 12.0)]
+    plan = plan_offers(
+        offers,
+        ToyModel(),
+        PlanRequest(max_nodes=1, billings=(billing,), spot_mtbf_hours=1e6),  # type: ignore[arg-type]
+        spot=load_spot_defaults(),
+        reserved={},
+        startup=NO_STARTUP,
+    )
+    doc = k8s_manifest(plan)
+    strict_model(doc, V1Job)
+    pod = doc["spec"]["template"]["spec"]
+    affinity = pod["affinity"]["nodeAffinity"]
+    taints = {
+        (t["key"], t.get("value"), t["effect"])
+        for t in pod["tolerations"]
+        if t["key"] != "nvidia.com/gpu"
+    }
+    from gpuwise.planner.export import k8s_spot_note
+
+    if billing == "on-demand":  # no spot node is preferred or tolerated
+        assert "preferredDuringSchedulingIgnoredDuringExecution" not in affinity and not taints
+        assert k8s_spot_note(plan) is None
+        return
+    assert f"prefer {cloud} spot nodes" in (k8s_spot_note(plan) or "")
+    preferred = {
+        e["key"]: e["values"]
+        for p in affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+        for e in p["preference"]["matchExpressions"]
+    }
+    assert preferred == prefer and taints == tolerate
+    # preferred, never required: with no spot node the pod runs on an on-demand one
+    required = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert not any(k in str(required) for k in prefer)

@@ -391,6 +391,10 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
             "# (gpuwise plan ... --export k8s --workdir . writes .gpuwise-dist/; then\n"
             "#  docker build -f deploy/docker/job.Dockerfile -t IMAGE . ; and --image IMAGE).\n"
         )
+        from gpuwise.planner.export import k8s_spot_note
+
+        spot_note = k8s_spot_note(plan)
+        head += f"# {spot_note}\n" if spot_note else ""
         from gpuwise.planner import WHEEL_DIR, k8s_checkpoint_pvc, write_wheel
 
         write_wheel(Path(kw["workdir"]), WHEEL_DIR)  # the image installs it (job.Dockerfile)

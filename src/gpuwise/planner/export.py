@@ -21,7 +21,9 @@ SkyPilot's own schema and the Kubernetes / Kubeflow client models. What the docu
   limits; a required node affinity that any of three labels satisfies — GKE's
   ``cloud.google.com/gke-accelerator``, GPU Feature Discovery's ``nvidia.com/gpu.product`` (only
   where GFD runs), or the well-known ``node.kubernetes.io/instance-type`` every kubelet sets (the
-  fallback on stock EKS/AKS); a preference for spot nodes when the plan chose spot; ``fsGroup``
+  fallback on stock EKS/AKS); when the plan chose spot, a preference for the cloud's spot nodes
+  and the tolerations its spot pools need (AKS ``kubernetes.azure.com/scalesetpriority=spot``;
+  data/k8s_spot.yaml), preferred rather than required so the pod falls back to on-demand; ``fsGroup``
   1000 so the image's non-root trainer can write the checkpoint volume; a checkpoint
   PersistentVolumeClaim (:func:`k8s_checkpoint_pvc`: ReadWriteMany when several pods share it);
   and ``terminationGracePeriodSeconds`` long enough for an emergency checkpoint (1.5 × the write
@@ -294,9 +296,57 @@ def _labels() -> dict[str, dict[str, list[str]]]:
     return out
 
 
-def gpu_node_affinity(gpu: str, spot: bool, instance_type: str | None = None) -> dict[str, Any]:
+def _spot_scheduling(cloud: str) -> dict[str, Any]:
+    """``{"prefer": {label: value}, "tolerate": [taint]}`` of ``cloud``'s spot nodes
+    (data/k8s_spot.yaml, sourced per cloud; ``default`` for others)."""
+    import yaml
+
+    raw = yaml.safe_load(
+        resources.files("gpuwise.planner").joinpath("data/k8s_spot.yaml").read_text("utf-8")
+    )
+    return dict(raw.get(cloud) or raw["default"])
+
+
+def spot_tolerations(cloud: str) -> list[dict[str, str]]:
+    """The tolerations a pod needs for ``cloud``'s spot nodes (AKS taints them)."""
+    return [
+        {"key": t["key"], "operator": "Equal", "value": str(t["value"]), "effect": t["effect"]}
+        for t in _spot_scheduling(cloud)["tolerate"]
+    ]
+
+
+def k8s_spot_note(plan: Plan) -> str | None:
+    """What the manifest does on spot, with the on-demand fallback's price (None: not spot)."""
+    w = _winner(plan)
+    if w.billing != "spot":
+        return None
+    od = next(
+        (
+            o
+            for o in plan.options
+            if o.billing == "on-demand"
+            and (o.cloud, o.instance_type, o.nodes) == (w.cloud, w.instance_type, w.nodes)
+        ),
+        None,
+    )
+    taint = " and tolerate their taint" if spot_tolerations(w.cloud) else ""
+    price = (
+        f"${od.price_usd_per_hour:,.2f}/h on-demand instead of ${w.price_usd_per_hour:,.2f}/h spot"
+        if od is not None
+        else "the on-demand price"
+    )
+    return (
+        f"Spot: the pods prefer {w.cloud} spot nodes{taint}; where none is free they run on "
+        f"on-demand nodes ({price})."
+    )
+
+
+def gpu_node_affinity(
+    gpu: str, spot: bool, instance_type: str | None = None, cloud: str = "default"
+) -> dict[str, Any]:
     """Required affinity for the GPU model: GKE's label OR GPU Feature Discovery's OR the instance
-    type (the fallback where GFD does not run); spot nodes preferred."""
+    type (the fallback where GFD does not run); spot: ``cloud``'s spot nodes preferred, so the pod
+    falls back to on-demand nodes when there is no spot node."""
     labels = _labels().get(gpu, {})
     terms = []
     if labels.get("gke"):
@@ -334,19 +384,15 @@ def gpu_node_affinity(gpu: str, spot: bool, instance_type: str | None = None) ->
     affinity: dict[str, Any] = {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
     }
-    if spot:  # GKE Spot, EKS managed node groups, Karpenter
+    if spot:  # AKS spot pools, GKE Spot, EKS managed node groups, Karpenter
         affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
             {
                 "weight": 100,
                 "preference": {
-                    "matchExpressions": [{"key": key, "operator": "In", "values": [value]}]
+                    "matchExpressions": [{"key": key, "operator": "In", "values": [str(value)]}]
                 },
             }
-            for key, value in (
-                ("cloud.google.com/gke-spot", "true"),
-                ("eks.amazonaws.com/capacityType", "SPOT"),
-                ("karpenter.sh/capacity-type", "spot"),
-            )
+            for key, value in _spot_scheduling(cloud)["prefer"].items()
         ]
     return {"nodeAffinity": affinity}
 
@@ -424,8 +470,9 @@ def _pod_spec(
         "terminationGracePeriodSeconds": grace_period_seconds(w),
         # the image's trainer (uid 1000) must be able to write the mounted checkpoint volume
         "securityContext": {"fsGroup": 1000, "fsGroupChangePolicy": "OnRootMismatch"},
-        "affinity": gpu_node_affinity(w.gpu, w.billing == "spot", w.instance_type),
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": gpu_node_affinity(w.gpu, w.billing == "spot", w.instance_type, w.cloud),
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        + (spot_tolerations(w.cloud) if w.billing == "spot" else []),
         "containers": [
             {
                 "name": container,
