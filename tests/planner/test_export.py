@@ -424,3 +424,67 @@ def test_k8s_spot_is_scheduled_per_cloud_with_an_on_demand_fallback(
     # preferred, never required: with no spot node the pod runs on an on-demand one
     required = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert not any(k in str(required) for k in prefer)
+
+
+def _scarce_h100_plan(**req: Any):  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    offers = [
+        dataclasses.replace(offer("aws", r, "p5.48xlarge", "H100", 8, 98.0, spot), vcpus=192.0)
+        for r, spot in (("us-east-1", 40.0), ("us-west-2", 41.0))
+    ]
+    request = PlanRequest(**{"max_nodes": 1, "spot_mtbf_hours": 1e6, **req})
+    startup = dataclasses.replace(NO_STARTUP, scarce_gpus=("H100",))
+    return plan_offers(
+        offers, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=startup
+    )
+
+
+def test_scarce_spot_exports_keep_an_on_demand_candidate_with_its_price() -> None:
+    from gpuwise.planner.export import skypilot_notes
+
+    plan = _scarce_h100_plan()
+    assert plan.winner is not None and plan.winner.billing == "spot" and plan.winner.capacity_note
+    doc = skypilot_task(plan, candidates=2)
+    validate_skypilot(doc)
+    listed = doc["resources"]["ordered"]
+    assert [c["use_spot"] for c in listed] == [True, False]  # the last slot: on-demand
+    assert listed[1]["instance_type"] == "p5.48xlarge"
+    note = " ".join(skypilot_notes(plan))
+    assert "spot capacity is flagged scarce" in note and "$98.00/h" in note
+    # room for every candidate: the on-demand ones are listed anyway, no note about a swap
+    assert [c["use_spot"] for c in skypilot_task(plan)["resources"]["ordered"]] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+def test_scarcity_is_by_gpu_family_not_exact_name() -> None:
+    import dataclasses
+
+    costs = dataclasses.replace(NO_STARTUP, scarce_gpus=("A100-80GB", "H100"))
+    assert costs.is_scarce("A100-80GB-PCIE")  # a form factor of a listed GPU
+    assert costs.is_scarce("H100-NVL") and costs.is_scarce("H100")
+    assert not costs.is_scarce("A100")  # the 40 GB A100 is not the 80 GB one
+    assert not costs.is_scarce("H200")
+
+
+def test_a_spot_winner_names_the_quota_it_needs() -> None:
+    plan = _scarce_h100_plan(billings=("spot",))
+    text = "\n".join(plan.explanation)
+    assert "Quota: the winner asks for 192 spot vCPUs at once in us-east-1" in text
+    assert "All P Spot Instance Requests" in text
+
+
+def test_inference_replicas_ask_for_no_fabric() -> None:
+    import dataclasses
+
+    plan = make_plan(objective="time", billings=("on-demand",))
+    assert plan.winner is not None and plan.winner.nodes == 2
+    tiers = [c.get("network_tier") for c in skypilot_task(plan)["resources"]["ordered"]]
+    assert "best" in tiers  # training: the nodes all-reduce over EFA
+    served = dataclasses.replace(plan, workload={**plan.workload, "task": "inference"})
+    tiers = [c.get("network_tier") for c in skypilot_task(served)["resources"]["ordered"]]
+    assert "best" not in tiers  # replicas never talk to each other

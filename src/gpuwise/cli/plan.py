@@ -352,6 +352,7 @@ def _console(stderr: bool = False) -> Any:
 
 def _export_text(plan: Plan, export: str, **kw: Any) -> str:
     from gpuwise.planner import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
+    from gpuwise.planner.export import skypilot_notes
 
     if export == "skypilot":
         from gpuwise.planner import WHEEL_DIR, write_wheel
@@ -372,7 +373,7 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
             f"# setup installs {wheel.name} from the workdir's {WHEEL_DIR}/ (the gpuwise this plan ran\n"
             "# with); set GPUWISE_PIP_SPEC to install another. The job reads its settings with\n"
             "# gpuwise.planner.job_settings() (GPUWISE_* variables below).\n"
-        ) + "".join(f"# {note}\n" for note in zone_id_notes(plan))
+        ) + "".join(f"# {note}\n" for note in zone_id_notes(plan) + skypilot_notes(plan))
     else:
         doc = k8s_manifest(
             plan, name=kw["name"], command=kw["run_cmd"], image=kw["image"], pvc=kw["pvc"]
@@ -494,8 +495,9 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
             cost += f"\n{money(o.cost_usd_p10, 0)}–{money(o.cost_usd_p90, 0)}"
         time = _hours(o.hours)
         if o.p_meet_deadline is not None and o.billing == "spot":
+            # placeholder or fleet-wide rates: the number would look like knowledge it is not
             low = o.p_meet_deadline_confidence == "low"
-            time += f"\nP {o.p_meet_deadline:.0%}" + ("?" if low else "")
+            time += "\nP unknown" if low else f"\nP {o.p_meet_deadline:.0%}"
         settings = str((o.settings or {}).get("text", ""))
         settings += f"; mem {o.per_gpu_memory_gib:.1f}/{o.capacity_gib:.1f} GiB" + (
             " (datasheet)" if o.capacity_source == "datasheet" else ""

@@ -39,9 +39,9 @@ def assumptions(
     if clouds and (spot.capacity_wait_hours or spot.capacity_wait_scarce_hours):
         out.append(
             f"spot capacity comes back {spot.capacity_wait_hours * 60:.0f} min after an interruption "
-            f"({spot.capacity_wait_scarce_hours * 60:.0f} min for {', '.join(costs.scarce_gpus)}; "
+            f"({spot.capacity_wait_scarce_hours * 60:.0f} min for {', '.join(costs.scarce_gpus)} and their variants; "
             "placeholders: no provider publishes it) — set capacity_wait_minutes in spot.yaml; "
-            "P(deadline) of spot options is low-confidence (marked ?) unless --spot-mtbf is given"
+            "P(deadline) of spot options is unknown (rates are placeholders or fleet-wide bands) unless --spot-mtbf is given"
         )
     if clouds and request.checkpoint_bandwidth_gb_s is None:
         out.append(

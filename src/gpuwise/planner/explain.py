@@ -50,6 +50,29 @@ def _varied(rejected: Sequence[Rejection], n: int) -> list[Rejection]:
     return sorted(picked[:n], key=lambda r: order[id(r)])
 
 
+def _quota_line(w: PlanOption) -> str | None:
+    """A spot winner: how much of which spot quota it needs in its region (data/spot_quota.yaml)."""
+    if w.billing != "spot":
+        return None
+    from importlib import resources
+
+    import yaml
+
+    table = yaml.safe_load(
+        resources.files("gpuwise.planner").joinpath("data/spot_quota.yaml").read_text("utf-8")
+    )
+    entry = table.get(w.cloud)
+    if not entry:
+        return None
+    if entry["unit"] == "gpus":
+        amount = f"{w.total_gpus} spot GPUs"
+    elif w.vcpus:
+        amount = f"{w.vcpus * w.nodes:,.0f} spot vCPUs"
+    else:
+        return None
+    return f"Quota: the winner asks for {amount} at once in {w.region}; check {entry['name']}."
+
+
 def _memory_lines(w: PlanOption, request: PlanRequest) -> list[str]:
     """The winner's memory: the headroom it keeps, a datasheet capacity, the shipped alert."""
     import math
@@ -117,11 +140,18 @@ def explain(
         line = f"{w.label} wins on {what}: {fmt_usd(w.cost_usd)} in {fmt_hours(w.hours)}"
         if w.billing == "spot" and w.expected_interruptions is not None:
             line += f" (expected, incl. ~{w.expected_interruptions:.2g} interruptions"
-            if w.p_meet_deadline is not None:
+            if w.p_meet_deadline is not None and w.p_meet_deadline_confidence == "low":
+                line += (
+                    "; chance to finish in time unknown: the interruption rates are placeholders"
+                )
+            elif w.p_meet_deadline is not None:
                 line += f"; {fmt_pct(w.p_meet_deadline)} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
             line += ")"
         lines.append(line + f", out of {len(options)} options that meet every constraint.")
         lines += _memory_lines(w, request)
+        quota = _quota_line(w)
+        if quota:
+            lines.append(quota)
         for o in options[1 : 1 + runners_up]:
             diffs = []
             if o.cost_usd > w.cost_usd * 1.005:

@@ -170,9 +170,11 @@ def zone_id_notes(plan: Plan, candidates: int = 8) -> list[str]:
     pin that zone by the name it has in the user's account."""
     w = _winner(plan)
     notes: list[str] = []
-    for o in plan.options:
-        if o.nodes != w.nodes or o.gpu_count != w.gpu_count or o.settings != w.settings:
-            continue
+    listed: list[PlanOption] = []
+    for o, _ in _listed(plan, candidates):  # only the exported candidates
+        if not any(o is x for x in listed):
+            listed.append(o)
+    for o in listed:
         if _is_aws_zone_id(o) and (o.zone_pinned or o is w or o.zones_set_aside):
             aside = (
                 f" SkyPilot, given only the region, picks its cheapest zone, which may be one gpuwise "
@@ -210,30 +212,19 @@ def skypilot_task(
     """
     w = _winner(plan)
     task_name = _name(plan, name)
+    # inference replicas never talk to each other: no fabric to ask for
+    talks = str(plan.workload.get("task", "")) != "inference"
     chosen: list[dict[str, Any]] = []
-    seen: set[tuple[str, str, bool]] = set()
-    for o in plan.options:
-        if o.nodes != w.nodes or o.gpu_count != w.gpu_count or o.settings != w.settings:
-            continue
-        for region in o.regions:
-            infra = _infra(o, region)
-            key = (infra, o.instance_type, o.billing == "spot")
-            if key in seen:
-                continue
-            seen.add(key)
-            candidate: dict[str, Any] = {
-                "infra": infra,
-                "instance_type": o.instance_type,
-                "use_spot": o.billing == "spot",
-            }
-            if o.nodes > 1 and o.network_tier == "best":
-                # EFA / InfiniBand / GPUDirect are attached only when asked: the plan timed them
-                candidate["network_tier"] = "best"
-            chosen.append(candidate)
-            if len(chosen) >= candidates:
-                break
-        if len(chosen) >= candidates:
-            break
+    for o, region in _listed(plan, candidates):
+        candidate: dict[str, Any] = {
+            "infra": _infra(o, region),
+            "instance_type": o.instance_type,
+            "use_spot": o.billing == "spot",
+        }
+        if o.nodes > 1 and o.network_tier == "best" and talks:
+            # EFA / InfiniBand / GPUDirect are attached only when asked: the plan timed them
+            candidate["network_tier"] = "best"
+        chosen.append(candidate)
     envs = settings_env(w)
     return {
         "name": task_name,
@@ -255,6 +246,53 @@ def skypilot_task(
         "setup": setup_script(requirements),
         "run": run_line(w, command),
     }
+
+
+def _listed(plan: Plan, candidates: int = 8) -> list[tuple[PlanOption, str]]:
+    """(option, region) of each SkyPilot candidate, in order: options with the winner's node
+    count, GPUs per node and settings, one per region (the same infra, instance type and billing
+    once); when every one is spot on a GPU whose spot capacity is flagged scarce, the last is the
+    best on-demand option instead (:func:`skypilot_notes` says so)."""
+    w = _winner(plan)
+    same = [
+        o
+        for o in plan.options
+        if o.nodes == w.nodes and o.gpu_count == w.gpu_count and o.settings == w.settings
+    ]
+    out: list[tuple[PlanOption, str]] = []
+    seen: set[tuple[str, str, bool]] = set()
+    for o in same:
+        for region in o.regions:
+            key = (_infra(o, region), o.instance_type, o.billing == "spot")
+            if key not in seen:
+                seen.add(key)
+                out.append((o, region))
+            if len(out) >= candidates:
+                break
+        if len(out) >= candidates:
+            break
+    scarce = any(o.billing == "spot" and o.capacity_note for o, _ in out)
+    if scarce and all(o.billing == "spot" for o, _ in out):
+        od = next((o for o in same if o.billing != "spot"), None)
+        if od is not None:
+            out[min(len(out), candidates - 1) :] = [(od, od.region)]
+    return out
+
+
+def skypilot_notes(plan: Plan) -> list[str]:
+    """Header lines of the SkyPilot task beyond the zone notes: the on-demand fallback for scarce
+    spot capacity (which option, at what price)."""
+    notes = []
+    listed = _listed(plan)
+    od = listed[-1][0] if listed and listed[-1][0].billing != "spot" else None
+    w = _winner(plan)
+    if od is not None and w.billing == "spot" and w.capacity_note:
+        notes.append(
+            f"{w.gpu} spot capacity is flagged scarce: the last candidate is on-demand, "
+            f"{od.instance_type} in {od.region} at ${od.price_usd_per_hour:,.2f}/h "
+            f"(${od.cost_usd:,.0f} for the job, against ${w.cost_usd:,.0f} on spot)."
+        )
+    return notes
 
 
 SETTINGS_ENV = {

@@ -227,7 +227,7 @@ def _to_option(
     else:
         settings = per_ev[key] = None if ev.settings is None else ev.settings.to_dict()
     capacity = None
-    if c.billing == "spot" and site.gpu in costs.scarce_gpus:
+    if c.billing == "spot" and costs.is_scarce(site.gpu):
         capacity = (
             f"{site.gpu} spot capacity is scarce (gpuwise default list, no public data): the job may wait "
             "for capacity or be reclaimed more often than assumed; keep an on-demand fallback"
