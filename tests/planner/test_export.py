@@ -488,3 +488,16 @@ def test_inference_replicas_ask_for_no_fabric() -> None:
     served = dataclasses.replace(plan, workload={**plan.workload, "task": "inference"})
     tiers = [c.get("network_tier") for c in skypilot_task(served)["resources"]["ordered"]]
     assert "best" not in tiers  # replicas never talk to each other
+
+
+def test_the_skypilot_header_says_which_network_skypilot_builds() -> None:
+    from gpuwise.planner.export import skypilot_notes
+
+    plan = make_plan(objective="time", billings=("on-demand",))
+    assert plan.winner is not None and plan.winner.instance_type == "p5.48xlarge"
+    assert plan.winner.network == "100 Gbit/s EFA"  # one of the 32 interfaces
+    text = " ".join(skypilot_notes(plan))
+    assert "the one EFA interface SkyPilot attaches by default (of 32)" in text
+    plan = make_plan(objective="time", billings=("on-demand",), aws_efa_interfaces="all")
+    assert plan.winner is not None and plan.winner.network == "3200 Gbit/s EFA"
+    assert "only with aws.use_internal_ips: true" in " ".join(skypilot_notes(plan))

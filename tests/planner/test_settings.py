@@ -142,8 +142,11 @@ def test_zero3_across_1_gpu_instances_is_timed_with_their_own_network() -> None:
     )
     three = next(o for o in own.options if o.nodes == 3)
     three_fast = next(o for o in fast.options if o.nodes == 3)
-    assert three.network == "20 Gbit/s TCP" and three_fast.network.startswith("400 Gbit/s")
-    assert three.hours > 2 * three_fast.hours  # weight all-gathers over 20 Gbit/s, not 400
+    # SkyPilot's Azure NICs lack accelerated networking: not the published 20 Gbit/s
+    assert three.network.startswith("10 Gbit/s (as launched") and three_fast.network.startswith(
+        "400 Gbit/s"
+    )
+    assert three.hours > 2 * three_fast.hours  # weight all-gathers over 10 Gbit/s, not 400
 
 
 def test_fixed_costs_are_added_to_every_option() -> None:

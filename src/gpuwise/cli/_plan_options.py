@@ -259,6 +259,15 @@ NetworkTierOpt = Annotated[
         rich_help_panel=_O,
     ),
 ]
+AwsEfaOpt = Annotated[
+    str,
+    typer.Option(
+        "--aws-efa-interfaces",
+        help="one: time AWS multi-EFA instances on the one interface SkyPilot attaches by "
+        "default; all: every interface (your SkyPilot config sets aws.use_internal_ips).",
+        rich_help_panel=_O,
+    ),
+]
 SkyCandidatesOpt = Annotated[
     str,
     typer.Option(

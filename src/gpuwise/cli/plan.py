@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.cli._output import CatalogFlag, JsonFlag, emit_json, money, split_list
 from gpuwise.cli._plan_options import (
     AllowZoneOutliersOpt,
+    AwsEfaOpt,
     BillingOpt,
     BucketOpt,
     BudgetOpt,
@@ -99,6 +100,7 @@ def plan_command(
     bucket: BucketOpt = None,
     workdir: WorkdirOpt = Path("."),
     network_tier: NetworkTierOpt = "best",
+    aws_efa_interfaces: AwsEfaOpt = "one",
     sky_candidates: SkyCandidatesOpt = "ordered",
     image: ImageOpt = None,
     pvc: PvcOpt = None,
@@ -182,6 +184,7 @@ _REQUEST_OPTIONS = (
     "restart_time",
     "inter_node_gbps",
     "network_tier",
+    "aws_efa_interfaces",
     "search",
     "max_zero",
     "max_batch",
@@ -214,6 +217,7 @@ def _plan_request(
     restart_time: str | None,
     inter_node_gbps: float | None,
     network_tier: str,
+    aws_efa_interfaces: str,
     search: bool,
     max_zero: int | None,
     max_batch: int | None,
@@ -268,6 +272,7 @@ def _plan_request(
         restart_hours=hours(restart_time, "--restart-time"),
         inter_node_gbit_s=inter_node_gbps,
         network_tier=network_tier.strip().lower(),  # type: ignore[arg-type]
+        aws_efa_interfaces=aws_efa_interfaces.strip().lower(),  # type: ignore[arg-type]
         search_settings=search,
         max_zero=max_zero,
         max_batch=max_batch,

@@ -279,10 +279,44 @@ def _listed(plan: Plan, candidates: int = 8) -> list[tuple[PlanOption, str]]:
     return out
 
 
+def _full_efa(o: PlanOption) -> float:
+    from gpuwise.planner.network import instance_network
+
+    return instance_network(o.cloud, o.instance_type).inter_node_gbit_s
+
+
 def skypilot_notes(plan: Plan) -> list[str]:
-    """Header lines of the SkyPilot task beyond the zone notes: the on-demand fallback for scarce
-    spot capacity (which option, at what price)."""
+    """Header lines of the SkyPilot task beyond the zone notes: the network SkyPilot builds where
+    it is not the instance's fabric, and the on-demand fallback for scarce spot capacity (which
+    option, at what price)."""
+    from gpuwise.planner.network import NO_ACCELNET, NOT_BUILT
+
     notes = []
+    said: set[str] = set()
+    for o, _ in _listed(plan):
+        if o.nodes < 2 or o.instance_type in said:
+            continue
+        said.add(o.instance_type)
+        if o.network_fabric == "efa" and o.rdma_resource and o.rdma_resource[1] > 1:
+            if o.network.startswith(f"{_full_efa(o):g} "):
+                notes.append(
+                    f"{o.instance_type}: timed on all {o.rdma_resource[1]} EFA interfaces, which "
+                    "SkyPilot attaches only with aws.use_internal_ips: true (and use_ssm or an "
+                    "ssh_proxy_command) in its config; without it, one."
+                )
+            else:
+                notes.append(
+                    f"{o.instance_type}: timed on {o.network}, the one EFA interface SkyPilot "
+                    f"attaches by default (of {o.rdma_resource[1]}); with aws.use_internal_ips: "
+                    "true in SkyPilot's config it attaches all: plan with --aws-efa-interfaces all."
+                )
+        elif o.instance_type.startswith(("a3-megagpu", "a3-ultragpu", "a4-")):
+            notes.append(
+                f"{o.instance_type}: exported without network_tier: best ({NOT_BUILT['manual']}); "
+                f"timed on {o.network}, the default interface SkyPilot attaches."
+            )
+        elif o.cloud == "azure":
+            notes.append(f"{o.instance_type}: timed on {o.network}: {NO_ACCELNET}.")
     listed = _listed(plan)
     od = listed[-1][0] if listed and listed[-1][0].billing != "spot" else None
     w = _winner(plan)

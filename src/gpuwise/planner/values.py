@@ -82,6 +82,9 @@ class PlanRequest:
     network_tier: Literal["best", "standard"] = "best"
     """``best``: time EFA/InfiniBand/RDMA/TCPX where the export can ask for it (SkyPilot
     ``network_tier: best``); ``standard``: time every instance on its default network."""
+    aws_efa_interfaces: Literal["one", "all"] = "one"
+    """AWS instances with several EFA interfaces: ``one`` times the one SkyPilot attaches by
+    default; ``all`` every interface (SkyPilot's config sets ``aws.use_internal_ips``)."""
     search_settings: bool = True
     """Search the job's settings per GPU setup (recompute × ZeRO × micro-batch; TP × batch for
     inference); False: the workload's settings as given."""
@@ -145,6 +148,7 @@ class PlanRequest:
             )
         check_choice(self.objective, OBJECTIVES, "objective")
         check_choice(self.network_tier, ("best", "standard"), "network tier")
+        check_choice(self.aws_efa_interfaces, ("one", "all"), "AWS EFA interfaces")
         for billing in self.billings:
             check_choice(billing, BILLINGS, "billing")
         if not self.billings:
