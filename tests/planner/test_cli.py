@@ -85,6 +85,8 @@ def test_main_job_table(cli) -> None:  # type: ignore[no-untyped-def]
     # spot rates are placeholders: the chance is unknown, never "100%?"
     assert "P unknown" in r.stdout and "%?" not in r.stdout
     assert "mem " in r.stdout  # each row shows its memory
+    # the winner's Azure price is undated: said in the first lines, not only at the end
+    assert "The winner's azure price is undated" in "\n".join(r.stdout.splitlines()[:6])
 
 
 def test_impossible_deadline_exit_code_3(cli) -> None:  # type: ignore[no-untyped-def]

@@ -50,9 +50,19 @@ def test_azure_infiniband_is_timed_on_ethernet_outside_one_scale_set() -> None:
     assert launched.inter_node_gbit_s == 80 and launched.fabric == "tcp"
 
 
+def test_azure_nd_a100_has_its_ethernet_figure() -> None:
+    # it fell back to the conservative 10 Gbit/s: Microsoft Learn gives 24,000 Mbps
+    for itype in ("Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4"):
+        assert instance_network("azure", itype).standard_gbit_s == 24
+        assert for_tier(instance_network("azure", itype), "best").inter_node_gbit_s == 24
+
+
 def test_nebius_infiniband_only_on_gpu_cluster_platforms() -> None:
     assert instance_network("nebius", "gpu-h100-sxm_8gpu-128vcpu-1600gb").scope == "gpu-cluster"
-    assert not instance_network("nebius", "gpu-b200-sxm_8gpu-160vcpu-1792gb").known
+    # B200 hosts too (it fell back to 10 Gbit/s): SkyPilot 0.14.1 builds their GPU cluster
+    b200 = instance_network("nebius", "gpu-b200-sxm_8gpu-160vcpu-1792gb")
+    assert b200.known and b200.inter_node_gbit_s == 3200 and b200.scope == "gpu-cluster"
+    assert not instance_network("nebius", "gpu-l40s-a_1gpu-16vcpu-64gb").known
 
 
 def test_a_row_without_a_source_url_or_date_is_refused() -> None:

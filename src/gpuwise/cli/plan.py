@@ -520,6 +520,16 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
         )
     if plan.ranking_note:  # the first line says which rule chose the winner
         out.print(f"[bold]{plan.ranking_note}[/bold]", markup=True)
+    w = plan.winner
+    if w is not None and _price_flag(w.price_as_of, max_age_days):  # said first, not only below
+        from gpuwise.catalog import parse_as_of
+
+        dated = parse_as_of(w.price_as_of or "") is not None
+        age = f"older than {max_age_days:g} days" if dated else "undated"
+        out.print(
+            f"[yellow]The winner's {w.cloud} price is {age} (the bundled snapshot): refresh with "
+            "`gpuwise catalog update --fetch` before you commit to it.[/yellow]"
+        )
     if shown:
         out.print(table)
         ages = sorted({o.price_as_of for o, _, _ in shown if o.price_as_of})
