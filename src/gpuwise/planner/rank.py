@@ -185,7 +185,7 @@ def to_options(
 ) -> tuple[PlanOption, ...]:
     """The ranked options; what depends only on the site (and the evaluation) is built once."""
     per_site: dict[int, dict[str, Any]] = {}
-    per_ev: dict[int, dict[str, Any] | None] = {}
+    per_ev: dict[int, dict[str, Any]] = {}
     return tuple(
         _to_option(i + 1, c, id(c) in front, costs, per_site, per_ev, p_given, request)
         for i, c in enumerate(feasible)
@@ -198,7 +198,7 @@ def _to_option(
     on_front: bool,
     costs: StartupCosts,
     per_site: dict[int, dict[str, Any]],
-    per_ev: dict[int, dict[str, Any] | None],
+    per_ev: dict[int, dict[str, Any]],
     p_given: bool,
     request: PlanRequest,
 ) -> PlanOption:
@@ -223,10 +223,20 @@ def _to_option(
             "memory_gib": site.memory_gib,
         }
     key = id(ev)
-    if key in per_ev:
-        settings = per_ev[key]
-    else:
-        settings = per_ev[key] = None if ev.settings is None else ev.settings.to_dict()
+    mem = per_ev.get(key)
+    if mem is None:  # what depends only on the evaluation, once per evaluation
+        share = ev.per_gpu_memory_gib / ev.capacity_gib if ev.capacity_gib > 0 else 0.0
+        mem = per_ev[key] = {
+            "settings": None if ev.settings is None else ev.settings.to_dict(),
+            "failure_free_hours": ev.hours,
+            "per_gpu_memory_gib": ev.per_gpu_memory_gib,
+            "capacity_gib": ev.capacity_gib,
+            "capacity_source": ev.capacity_source,
+            "memory_limit_gib": ev.limit_gib,
+            "memory_share": share,
+            "memory_alert": share > MEMORY_ALERT_SHARE,
+        }
+    settings = mem["settings"]
     capacity = None
     if c.billing == "spot" and costs.is_scarce(site.gpu):
         capacity = (
@@ -235,6 +245,7 @@ def _to_option(
         )
     outcome, price, nodes = c.outcome, c.price, c.nodes
     values = base.copy()
+    values.update(mem)
     values.update(
         rank=rank,
         regions=c.regions,
@@ -248,9 +259,6 @@ def _to_option(
         p_meet_deadline_confidence=None
         if c.billing != "spot" or c.p is None
         else ("given" if p_given else "low"),
-        failure_free_hours=ev.hours,
-        per_gpu_memory_gib=ev.per_gpu_memory_gib,
-        capacity_gib=ev.capacity_gib,
         on_pareto_front=on_front,
         checkpoint_interval_hours=(
             None
@@ -272,9 +280,5 @@ def _to_option(
         cost_usd_p90=_cost_range(c, ev.hours_p90),
         capacity_note=capacity,
         similar=len(c.regions),
-        capacity_source=ev.capacity_source,
-        memory_limit_gib=ev.limit_gib,
-        memory_share=ev.per_gpu_memory_gib / ev.capacity_gib if ev.capacity_gib > 0 else 0.0,
-        memory_alert=ev.per_gpu_memory_gib > MEMORY_ALERT_SHARE * ev.capacity_gib,
     )
     return PlanOption.of_all_fields(values)  # every field given: see of_all_fields
