@@ -489,6 +489,12 @@ def test_inference_replicas_ask_for_no_fabric() -> None:
     tiers = [c.get("network_tier") for c in skypilot_task(served)["resources"]["ordered"]]
     assert "best" not in tiers  # replicas never talk to each other
 
+    def efa(p):  # type: ignore[no-untyped-def]
+        spec = k8s_manifest(p)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+        return spec["containers"][0]["resources"]["limits"].get("vpc.amazonaws.com/efa")
+
+    assert efa(plan) == "32" and efa(served) is None  # nor EFA devices on Kubernetes
+
 
 def test_the_skypilot_header_says_which_network_skypilot_builds() -> None:
     from gpuwise.planner.export import skypilot_notes

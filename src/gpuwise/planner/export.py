@@ -526,12 +526,18 @@ def k8s_checkpoint_pvc(
 
 
 def _pod_spec(
-    w: PlanOption, container: str, image: str, argv: list[str], pvc: str, restart: str | None
+    w: PlanOption,
+    container: str,
+    image: str,
+    argv: list[str],
+    pvc: str,
+    restart: str | None,
+    fabric: bool = True,
 ) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": pvc}})
     limits = {"nvidia.com/gpu": str(w.gpu_count)}
-    if w.rdma_resource is not None and w.nodes > 1:  # EFA: without it NCCL falls back to TCP
+    if w.rdma_resource is not None and w.nodes > 1 and fabric:  # EFA: else NCCL uses TCP
         limits[w.rdma_resource[0]] = str(w.rdma_resource[1])
     resources_doc: dict[str, Any] = {"limits": limits}
     requests = _requests(w)
@@ -610,6 +616,7 @@ def k8s_manifest(
             },
         }
     argv = ["sh", "-c", f"exec {run_line(w, command)}"]
+    talks = str(plan.workload.get("task", "")) != "inference"
 
     def replica(count: int) -> dict[str, Any]:
         return {
@@ -617,7 +624,8 @@ def k8s_manifest(
             "restartPolicy": "OnFailure",
             "template": {
                 "metadata": {"labels": labels},
-                "spec": _pod_spec(w, "pytorch", image, argv, pvc, None),
+                # inference replicas never talk to each other: no EFA devices to hold
+                "spec": _pod_spec(w, "pytorch", image, argv, pvc, None, talks),
             },
         }
 
