@@ -78,7 +78,6 @@ PreferFasterOpt = Annotated[
     str | None,
     typer.Option(
         "--prefer-faster-within",
-        metavar="PCT",
         help="Cost objective: pick the fastest option costing at most PCT more than the cheapest, "
         "e.g. 20%.",
         rich_help_panel=_C,

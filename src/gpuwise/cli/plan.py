@@ -356,8 +356,14 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _export_text(plan: Plan, export: str, **kw: Any) -> str:
-    from gpuwise.planner import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
-    from gpuwise.planner.export import skypilot_notes
+    from gpuwise.planner import (
+        k8s_manifest,
+        k8s_spot_note,
+        skypilot_notes,
+        skypilot_task,
+        to_yaml,
+        zone_id_notes,
+    )
 
     if export == "skypilot":
         from gpuwise.planner import WHEEL_DIR, write_wheel
@@ -397,8 +403,6 @@ def _export_text(plan: Plan, export: str, **kw: Any) -> str:
             "# (gpuwise plan ... --export k8s --workdir . writes .gpuwise-dist/; then\n"
             "#  docker build -f deploy/docker/job.Dockerfile -t IMAGE . ; and --image IMAGE).\n"
         )
-        from gpuwise.planner.export import k8s_spot_note
-
         spot_note = k8s_spot_note(plan)
         head += f"# {spot_note}\n" if spot_note else ""
         from gpuwise.planner import WHEEL_DIR, k8s_checkpoint_pvc, write_wheel
