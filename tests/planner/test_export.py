@@ -353,3 +353,157 @@ def test_the_job_reads_back_what_the_export_sets() -> None:
     assert job_settings({}).micro_batch is None
     with pytest.raises(InputError, match="GPUWISE_ZERO"):
         job_settings({"GPUWISE_ZERO": "three"})
+
+
+# Spot on Kubernetes, per cloud: the spot nodes' label preferred (so on-demand nodes remain the
+# fallback) and the taint their pools put on them tolerated (AKS spot pools always taint).
+@pytest.mark.parametrize(
+    ("cloud", "itype", "prefer", "tolerate"),
+    [
+        (
+            "azure",
+            "Standard_ND96asr_v4",
+            {"kubernetes.azure.com/scalesetpriority": ["spot"]},
+            {("kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule")},
+        ),
+        (
+            "gcp",
+            "a2-highgpu-8g",
+            {"cloud.google.com/gke-spot": ["true"]},
+            {("cloud.google.com/gke-spot", "true", "NoSchedule")},
+        ),
+        (
+            "aws",
+            "p4d.24xlarge",
+            {"eks.amazonaws.com/capacityType": ["SPOT"], "karpenter.sh/capacity-type": ["spot"]},
+            set(),
+        ),
+    ],
+)
+@pytest.mark.parametrize("billing", ["spot", "on-demand"])
+def test_k8s_spot_is_scheduled_per_cloud_with_an_on_demand_fallback(
+    cloud: str,
+    itype: str,
+    prefer: dict[str, list[str]],
+    tolerate: set[tuple[str, ...]],
+    billing: str,
+) -> None:
+    from kubernetes.client import V1Job
+
+    offers = [offer(cloud, "r1", itype, "A100", 8, 32.0, 12.0)]
+    plan = plan_offers(
+        offers,
+        ToyModel(),
+        PlanRequest(max_nodes=1, billings=(billing,), spot_mtbf_hours=1e6),  # type: ignore[arg-type]
+        spot=load_spot_defaults(),
+        reserved={},
+        startup=NO_STARTUP,
+    )
+    doc = k8s_manifest(plan)
+    strict_model(doc, V1Job)
+    pod = doc["spec"]["template"]["spec"]
+    affinity = pod["affinity"]["nodeAffinity"]
+    taints = {
+        (t["key"], t.get("value"), t["effect"])
+        for t in pod["tolerations"]
+        if t["key"] != "nvidia.com/gpu"
+    }
+    from gpuwise.planner.export import k8s_spot_note
+
+    if billing == "on-demand":  # no spot node is preferred or tolerated
+        assert "preferredDuringSchedulingIgnoredDuringExecution" not in affinity and not taints
+        assert k8s_spot_note(plan) is None
+        return
+    assert f"prefer {cloud} spot nodes" in (k8s_spot_note(plan) or "")
+    preferred = {
+        e["key"]: e["values"]
+        for p in affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+        for e in p["preference"]["matchExpressions"]
+    }
+    assert preferred == prefer and taints == tolerate
+    # preferred, never required: with no spot node the pod runs on an on-demand one
+    required = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert not any(k in str(required) for k in prefer)
+
+
+def _scarce_h100_plan(**req: Any):  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    offers = [
+        dataclasses.replace(offer("aws", r, "p5.48xlarge", "H100", 8, 98.0, spot), vcpus=192.0)
+        for r, spot in (("us-east-1", 40.0), ("us-west-2", 41.0))
+    ]
+    request = PlanRequest(**{"max_nodes": 1, "spot_mtbf_hours": 1e6, **req})
+    startup = dataclasses.replace(NO_STARTUP, scarce_gpus=("H100",))
+    return plan_offers(
+        offers, ToyModel(), request, spot=load_spot_defaults(), reserved={}, startup=startup
+    )
+
+
+def test_scarce_spot_exports_keep_an_on_demand_candidate_with_its_price() -> None:
+    from gpuwise.planner.export import skypilot_notes
+
+    plan = _scarce_h100_plan()
+    assert plan.winner is not None and plan.winner.billing == "spot" and plan.winner.capacity_note
+    doc = skypilot_task(plan, candidates=2)
+    validate_skypilot(doc)
+    listed = doc["resources"]["ordered"]
+    assert [c["use_spot"] for c in listed] == [True, False]  # the last slot: on-demand
+    assert listed[1]["instance_type"] == "p5.48xlarge"
+    note = " ".join(skypilot_notes(plan))
+    assert "spot capacity is flagged scarce" in note and "$98.00/h" in note
+    # room for every candidate: the on-demand ones are listed anyway, no note about a swap
+    assert [c["use_spot"] for c in skypilot_task(plan)["resources"]["ordered"]] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+def test_scarcity_is_by_gpu_family_not_exact_name() -> None:
+    import dataclasses
+
+    costs = dataclasses.replace(NO_STARTUP, scarce_gpus=("A100-80GB", "H100"))
+    assert costs.is_scarce("A100-80GB-PCIE")  # a form factor of a listed GPU
+    assert costs.is_scarce("H100-NVL") and costs.is_scarce("H100")
+    assert not costs.is_scarce("A100")  # the 40 GB A100 is not the 80 GB one
+    assert not costs.is_scarce("H200")
+
+
+def test_a_spot_winner_names_the_quota_it_needs() -> None:
+    plan = _scarce_h100_plan(billings=("spot",))
+    text = "\n".join(plan.explanation)
+    assert "Quota: the winner asks for 192 spot vCPUs at once in us-east-1" in text
+    assert "All P Spot Instance Requests" in text
+
+
+def test_inference_replicas_ask_for_no_fabric() -> None:
+    import dataclasses
+
+    plan = make_plan(objective="time", billings=("on-demand",))
+    assert plan.winner is not None and plan.winner.nodes == 2
+    tiers = [c.get("network_tier") for c in skypilot_task(plan)["resources"]["ordered"]]
+    assert "best" in tiers  # training: the nodes all-reduce over EFA
+    served = dataclasses.replace(plan, workload={**plan.workload, "task": "inference"})
+    tiers = [c.get("network_tier") for c in skypilot_task(served)["resources"]["ordered"]]
+    assert "best" not in tiers  # replicas never talk to each other
+
+    def efa(p):  # type: ignore[no-untyped-def]
+        spec = k8s_manifest(p)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+        return spec["containers"][0]["resources"]["limits"].get("vpc.amazonaws.com/efa")
+
+    assert efa(plan) == "32" and efa(served) is None  # nor EFA devices on Kubernetes
+
+
+def test_the_skypilot_header_says_which_network_skypilot_builds() -> None:
+    from gpuwise.planner.export import skypilot_notes
+
+    plan = make_plan(objective="time", billings=("on-demand",))
+    assert plan.winner is not None and plan.winner.instance_type == "p5.48xlarge"
+    assert plan.winner.network == "100 Gbit/s EFA"  # one of the 32 interfaces
+    text = " ".join(skypilot_notes(plan))
+    assert "the one EFA interface SkyPilot attaches by default (of 32)" in text
+    plan = make_plan(objective="time", billings=("on-demand",), aws_efa_interfaces="all")
+    assert plan.winner is not None and plan.winner.network == "3200 Gbit/s EFA"
+    assert "only with aws.use_internal_ips: true" in " ".join(skypilot_notes(plan))

@@ -50,9 +50,19 @@ def test_azure_infiniband_is_timed_on_ethernet_outside_one_scale_set() -> None:
     assert launched.inter_node_gbit_s == 80 and launched.fabric == "tcp"
 
 
+def test_azure_nd_a100_has_its_ethernet_figure() -> None:
+    # it fell back to the conservative 10 Gbit/s: Microsoft Learn gives 24,000 Mbps
+    for itype in ("Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4"):
+        assert instance_network("azure", itype).standard_gbit_s == 24
+        assert for_tier(instance_network("azure", itype), "best").inter_node_gbit_s == 24
+
+
 def test_nebius_infiniband_only_on_gpu_cluster_platforms() -> None:
     assert instance_network("nebius", "gpu-h100-sxm_8gpu-128vcpu-1600gb").scope == "gpu-cluster"
-    assert not instance_network("nebius", "gpu-b200-sxm_8gpu-160vcpu-1792gb").known
+    # B200 hosts too (it fell back to 10 Gbit/s): SkyPilot 0.14.1 builds their GPU cluster
+    b200 = instance_network("nebius", "gpu-b200-sxm_8gpu-160vcpu-1792gb")
+    assert b200.known and b200.inter_node_gbit_s == 3200 and b200.scope == "gpu-cluster"
+    assert not instance_network("nebius", "gpu-l40s-a_1gpu-16vcpu-64gb").known
 
 
 def test_a_row_without_a_source_url_or_date_is_refused() -> None:
@@ -64,3 +74,45 @@ def test_a_row_without_a_source_url_or_date_is_refused() -> None:
         parse_instance_network(header + "aws,x,10,,tcp,any,10,,pcie,a blog,2026-11,\n")
     with pytest.raises(CatalogError, match="fabric_scope"):
         parse_instance_network(header + "aws,x,10,,tcp,moon,10,,pcie,https://x,2026-11,\n")
+
+
+# What SkyPilot 0.14.1 builds (read from its provisioners; checked by running them in
+# test_skypilot_engine.py): the plan times that network, not the datasheet's fabric.
+@pytest.mark.parametrize(
+    ("cloud", "itype", "efa", "gbit", "fabric"),
+    [
+        ("gcp", "a3-highgpu-8g", "one", 800, "gpudirect-tcpx"),  # the 4 GPU NICs, not the host NIC
+        ("gcp", "a3-megagpu-8g", "one", 200, "tcp"),  # best raises ValueError: the host NIC
+        ("gcp", "a3-ultragpu-8g", "one", 200, "tcp"),
+        ("gcp", "a4-highgpu-8g", "one", 200, "tcp"),
+        ("aws", "p5.48xlarge", "one", 100, "efa"),  # one of 32 interfaces
+        ("aws", "p5.48xlarge", "all", 3200, "efa"),  # aws.use_internal_ips in SkyPilot's config
+        ("aws", "p5en.48xlarge", "one", 200, "efa"),  # one of 16
+        ("aws", "p6-b200.48xlarge", "one", 400, "efa"),  # one of 8
+        ("aws", "p4d.24xlarge", "one", 100, "efa"),  # one of 4
+        ("aws", "g5.48xlarge", "one", 100, "efa"),  # one interface anyway
+        ("azure", "Standard_NC96ads_A100_v4", "one", 10, "unknown"),  # no accelerated networking
+        ("azure", "Standard_ND96isr_H100_v5", "one", 10, "unknown"),
+    ],
+)
+def test_the_plan_times_the_network_skypilot_builds(
+    cloud: str, itype: str, efa: str, gbit: float, fabric: str
+) -> None:
+    from gpuwise.planner.network import as_launched
+
+    net = as_launched(cloud, for_tier(instance_network(cloud, itype), "best"), efa)  # type: ignore[arg-type]
+    assert (net.inter_node_gbit_s, net.fabric) == (gbit, fabric)
+    if cloud == "aws":  # a Kubernetes pod still asks for every EFA device
+        assert net.rdma_resource == instance_network(cloud, itype).rdma_resource
+
+
+def test_one_rule_for_which_gcp_nics_count() -> None:
+    # GPU-to-GPU NICs only, on every A3/A4 type: the host NIC is the standard figure
+    for itype, gpu_nics in (
+        ("a3-highgpu-8g", 800),
+        ("a3-megagpu-8g", 1600),
+        ("a3-ultragpu-8g", 3200),
+        ("a4-highgpu-8g", 3200),
+    ):
+        net = instance_network("gcp", itype)
+        assert net.inter_node_gbit_s == gpu_nics and net.standard_gbit_s == 200, itype

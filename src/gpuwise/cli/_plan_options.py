@@ -67,7 +67,40 @@ BillingOpt = Annotated[
 ]
 ObjectiveOpt = Annotated[
     str,
-    typer.Option("--objective", help="cost | time | balanced (cost × time).", rich_help_panel=_C),
+    typer.Option(
+        "--objective",
+        help="cost: the lowest expected cost meeting deadline and budget (options within 2% of "
+        "it: the faster first, then fewer nodes); time: the shortest; balanced: cost × time.",
+        rich_help_panel=_C,
+    ),
+]
+PreferFasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefer-faster-within",
+        help="Cost objective: pick the fastest option costing at most PCT more than the cheapest, "
+        "e.g. 20%.",
+        rich_help_panel=_C,
+    ),
+]
+DeadlineConfidenceOpt = Annotated[
+    str,
+    typer.Option(
+        "--deadline-confidence",
+        help="Cost objective: when the cheapest option's chance to finish by the deadline (the "
+        "estimator's error and spot interruptions counted) is below this, pick the cheapest that "
+        "reaches it (0 = off).",
+        rich_help_panel=_C,
+    ),
+]
+MemoryHeadroomOpt = Annotated[
+    str,
+    typer.Option(
+        "--memory-headroom",
+        help="Leave this share of each GPU's usable memory free after every modelled term "
+        "(weights, activations, buffers, allocator), e.g. 8% or 0.08.",
+        rich_help_panel=_C,
+    ),
 ]
 ConfidenceOpt = Annotated[
     str,
@@ -232,6 +265,15 @@ NetworkTierOpt = Annotated[
         "--network-tier",
         help="best: time EFA/InfiniBand/RDMA/TCPX and ask for them in the export; standard: "
         "time every instance on its default network.",
+        rich_help_panel=_O,
+    ),
+]
+AwsEfaOpt = Annotated[
+    str,
+    typer.Option(
+        "--aws-efa-interfaces",
+        help="one: time AWS multi-EFA instances on the one interface SkyPilot attaches by "
+        "default; all: every interface (your SkyPilot config sets aws.use_internal_ips).",
         rich_help_panel=_O,
     ),
 ]

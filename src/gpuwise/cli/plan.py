@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwise.cli._output import CatalogFlag, JsonFlag, emit_json, money, split_list
 from gpuwise.cli._plan_options import (
     AllowZoneOutliersOpt,
+    AwsEfaOpt,
     BillingOpt,
     BucketOpt,
     BudgetOpt,
@@ -19,6 +20,7 @@ from gpuwise.cli._plan_options import (
     CheckpointSizeOpt,
     CloudOpt,
     ConfidenceOpt,
+    DeadlineConfidenceOpt,
     DeadlineOpt,
     DownloadGbpsOpt,
     ExportOpt,
@@ -29,10 +31,12 @@ from gpuwise.cli._plan_options import (
     MaxGpusOpt,
     MaxNodesOpt,
     MaxZeroOpt,
+    MemoryHeadroomOpt,
     NameOpt,
     NetworkTierOpt,
     ObjectiveOpt,
     OutputOpt,
+    PreferFasterOpt,
     ProvisionTimeOpt,
     PvcOpt,
     RegionOpt,
@@ -74,6 +78,9 @@ def plan_command(
     region: RegionOpt = None,
     billing: BillingOpt = None,
     objective: ObjectiveOpt = "cost",
+    prefer_faster_within: PreferFasterOpt = None,
+    deadline_confidence: DeadlineConfidenceOpt = "0.9",
+    memory_headroom: MemoryHeadroomOpt = "8%",
     confidence: ConfidenceOpt = "0.9",
     # -- spot model --------------------------------------------------------------------------
     spot_mtbf: SpotMtbfOpt = None,
@@ -101,6 +108,7 @@ def plan_command(
     bucket: BucketOpt = None,
     workdir: WorkdirOpt = Path("."),
     network_tier: NetworkTierOpt = "best",
+    aws_efa_interfaces: AwsEfaOpt = "one",
     sky_candidates: SkyCandidatesOpt = "ordered",
     image: ImageOpt = None,
     pvc: PvcOpt = None,
@@ -187,6 +195,9 @@ _REQUEST_OPTIONS = (
     "gpu",
     "billing",
     "objective",
+    "prefer_faster_within",
+    "deadline_confidence",
+    "memory_headroom",
     "confidence",
     "spot_mtbf",
     "checkpoint_size",
@@ -194,6 +205,7 @@ _REQUEST_OPTIONS = (
     "restart_time",
     "inter_node_gbps",
     "network_tier",
+    "aws_efa_interfaces",
     "search",
     "max_zero",
     "max_batch",
@@ -216,6 +228,9 @@ def _plan_request(
     gpu: list[str] | None,
     billing: list[str] | None,
     objective: str,
+    prefer_faster_within: str | None,
+    deadline_confidence: str,
+    memory_headroom: str,
     confidence: str,
     spot_mtbf: str | None,
     checkpoint_size: str | None,
@@ -223,6 +238,7 @@ def _plan_request(
     restart_time: str | None,
     inter_node_gbps: float | None,
     network_tier: str,
+    aws_efa_interfaces: str,
     search: bool,
     max_zero: int | None,
     max_batch: int | None,
@@ -259,6 +275,11 @@ def _plan_request(
         gpus=tuple(split_list(gpu)),
         billings=tuple(b.lower() for b in split_list(billing)) or BILLINGS,  # type: ignore[misc]
         objective=objective.lower(),  # type: ignore[arg-type]
+        prefer_faster_within=parse_fraction(prefer_faster_within, "--prefer-faster-within")
+        if prefer_faster_within
+        else None,
+        deadline_confidence=parse_fraction(deadline_confidence, "--deadline-confidence"),
+        memory_headroom=parse_fraction(memory_headroom, "--memory-headroom"),
         confidence=parse_fraction(confidence, "--confidence"),
         spot_mtbf_hours=hours(spot_mtbf, "--spot-mtbf"),
         checkpoint_gib=parse_size_gib(checkpoint_size, "--checkpoint-size")
@@ -272,6 +293,7 @@ def _plan_request(
         restart_hours=hours(restart_time, "--restart-time"),
         inter_node_gbit_s=inter_node_gbps,
         network_tier=network_tier.strip().lower(),  # type: ignore[arg-type]
+        aws_efa_interfaces=aws_efa_interfaces.strip().lower(),  # type: ignore[arg-type]
         search_settings=search,
         max_zero=max_zero,
         max_batch=max_batch,
@@ -385,7 +407,14 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _export_text(plan: Plan, export: str, plan_file: PlanFile | None = None, **kw: Any) -> str:
-    from gpuwise.planner import k8s_manifest, skypilot_task, to_yaml, zone_id_notes
+    from gpuwise.planner import (
+        k8s_manifest,
+        k8s_spot_note,
+        skypilot_notes,
+        skypilot_task,
+        to_yaml,
+        zone_id_notes,
+    )
 
     if export == "skypilot":
         from gpuwise.planner import WHEEL_DIR, write_wheel
@@ -412,7 +441,7 @@ def _export_text(plan: Plan, export: str, plan_file: PlanFile | None = None, **k
             "# with); set GPUWISE_PIP_SPEC to install another. The job reads its settings with\n"
             "# gpuwise.planner.job_settings() (GPUWISE_* variables below) and runs the plan's\n"
             "# recipe: gpuwise.train.plan_recipe() reads the plan file `gpuwise run --plan` hands it.\n"
-        ) + "".join(f"# {note}\n" for note in zone_id_notes(plan))
+        ) + "".join(f"# {note}\n" for note in zone_id_notes(plan) + skypilot_notes(plan))
     else:
         doc = k8s_manifest(
             plan,
@@ -436,6 +465,8 @@ def _export_text(plan: Plan, export: str, plan_file: PlanFile | None = None, **k
             "# (gpuwise plan ... --export k8s --workdir . writes .gpuwise-dist/; then\n"
             "#  docker build -f deploy/docker/job.Dockerfile -t IMAGE . ; and --image IMAGE).\n"
         )
+        spot_note = k8s_spot_note(plan)
+        head += f"# {spot_note}\n" if spot_note else ""
         from gpuwise.planner import WHEEL_DIR, k8s_checkpoint_pvc, write_wheel
 
         write_wheel(Path(kw["workdir"]), WHEEL_DIR)  # the image installs it (job.Dockerfile)
@@ -541,9 +572,13 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
             cost += f"\n{money(o.cost_usd_p10, 0)}–{money(o.cost_usd_p90, 0)}"
         time = _hours(o.hours)
         if o.p_meet_deadline is not None and o.billing == "spot":
+            # placeholder or fleet-wide rates: the number would look like knowledge it is not
             low = o.p_meet_deadline_confidence == "low"
-            time += f"\nP {o.p_meet_deadline:.0%}" + ("?" if low else "")
+            time += "\nP unknown" if low else f"\nP {o.p_meet_deadline:.0%}"
         settings = str((o.settings or {}).get("text", ""))
+        settings += f"; mem {o.per_gpu_memory_gib:.1f}/{o.capacity_gib:.1f} GiB" + (
+            " (datasheet)" if o.capacity_source == "datasheet" else ""
+        )
         if not o.network_known and o.nodes > 1:
             settings += "; network unknown"
         table.add_row(
@@ -554,6 +589,18 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
             cost,
             time,
             settings,
+        )
+    if plan.ranking_note:  # the first line says which rule chose the winner
+        out.print(f"[bold]{plan.ranking_note}[/bold]", markup=True)
+    w = plan.winner
+    if w is not None and _price_flag(w.price_as_of, max_age_days):  # said first, not only below
+        from gpuwise.catalog import parse_as_of
+
+        dated = parse_as_of(w.price_as_of or "") is not None
+        age = f"older than {max_age_days:g} days" if dated else "undated"
+        out.print(
+            f"[yellow]The winner's {w.cloud} price is {age} (the bundled snapshot): refresh with "
+            "`gpuwise catalog update --fetch` before you commit to it.[/yellow]"
         )
     if shown:
         out.print(table)
@@ -580,6 +627,7 @@ def _render(plan: Plan, limit: int, out: Any, max_age_days: float = 30.0) -> Non
         if plan.nearest_miss:
             out.print(f"[yellow]Nearest miss — {plan.nearest_miss}.[/yellow]")
     for line in plan.explanation:
-        out.print(line, markup=False)
+        if line != plan.ranking_note:  # printed first
+            out.print(line, markup=False)
     for line in plan.assumptions:
         out.print(f"[dim]assumed: {line}[/dim]")

@@ -25,6 +25,8 @@ from gpuwise.planner.export import (
     k8s_checkpoint_pvc,
     k8s_manifest,
     k8s_plan_configmap,
+    k8s_spot_note,
+    skypilot_notes,
     skypilot_task,
     to_yaml,
     zone_id_notes,
@@ -90,12 +92,14 @@ __all__ = [
     "k8s_checkpoint_pvc",
     "k8s_manifest",
     "k8s_plan_configmap",
+    "k8s_spot_note",
     "load_spot_defaults",
     "observed_sites",
     "p_meet_deadline",
     "plan",
     "plan_file",
     "plan_offers",
+    "skypilot_notes",
     "skypilot_task",
     "spot_history",
     "spot_outcome",
@@ -140,6 +144,7 @@ def plan(
             max_zero=request.max_zero,
             search=request.search_settings,
             max_batch=request.max_batch,
+            memory_headroom=request.memory_headroom,
         )
     else:
         model = workload

@@ -39,9 +39,9 @@ def assumptions(
     if clouds and (spot.capacity_wait_hours or spot.capacity_wait_scarce_hours):
         out.append(
             f"spot capacity comes back {spot.capacity_wait_hours * 60:.0f} min after an interruption "
-            f"({spot.capacity_wait_scarce_hours * 60:.0f} min for {', '.join(costs.scarce_gpus)}; "
+            f"({spot.capacity_wait_scarce_hours * 60:.0f} min for {', '.join(costs.scarce_gpus)} and their variants; "
             "placeholders: no provider publishes it) — set capacity_wait_minutes in spot.yaml; "
-            "P(deadline) of spot options is low-confidence (marked ?) unless --spot-mtbf is given"
+            "P(deadline) of spot options is unknown (rates are placeholders or fleet-wide bands) unless --spot-mtbf is given"
         )
     if clouds and request.checkpoint_bandwidth_gb_s is None:
         out.append(
@@ -83,6 +83,31 @@ def assumptions(
             "options are timed on the default network — give --inter-node-gbps (e.g. 1600) when "
             "you run them in one scale set (an AKS node pool)"
         )
+    from gpuwise.planner.network import NO_ACCELNET, NOT_BUILT, ONE_EFA
+
+    def named(prefix: str) -> list[str]:
+        return sorted({s.instance_type for s in sites if s.network.source.startswith(prefix)})
+
+    manual = named(NOT_BUILT["manual"])
+    if manual:
+        out.append(
+            f"GCP {', '.join(manual[:3])}{' …' if len(manual) > 3 else ''}: {NOT_BUILT['manual']}; "
+            "multi-node options are timed on the network SkyPilot builds (the host NIC) and the "
+            "export does not ask for the fabric"
+        )
+    one_efa = named("one of ")
+    if one_efa:
+        out.append(
+            f"AWS {', '.join(one_efa[:3])}{' …' if len(one_efa) > 3 else ''}: multi-node options "
+            f"are timed on one EFA interface ({ONE_EFA})"
+        )
+    azure = named(NO_ACCELNET)
+    if azure:
+        out.append(
+            f"Azure {', '.join(azure[:3])}{' …' if len(azure) > 3 else ''}: {NO_ACCELNET}; "
+            "multi-node options are timed on the conservative 10 Gbit/s — give --inter-node-gbps "
+            "when your VMs have it (e.g. an AKS node pool)"
+        )
     if request.network_tier == "standard":
         out.append(
             "network tier standard: EFA, InfiniBand, RDMA and GPUDirect-TCPX are not used; every "
@@ -92,7 +117,9 @@ def assumptions(
         {
             f"{s.cloud} {s.instance_type}"
             for s in sites
-            if not s.network.known and s.network.fabric == "unknown"
+            if not s.network.known
+            and s.network.fabric == "unknown"
+            and not s.network.source.startswith((NO_ACCELNET, NOT_BUILT["scale-set"]))
         }
     )
     if unknown:

@@ -10,8 +10,8 @@
    interruptions, checkpoints, the wait for capacity), plus the fixed cost of starting
    (:mod:`~gpuwise.planner.startup`); rows that differ only by region at the same price are merged;
 4. **filter** (here): deadline and budget;
-5. **rank** (:mod:`~gpuwise.planner.rank`): by the objective, preferring within the estimator's
-   error band, with the Pareto front.
+5. **rank** (:mod:`~gpuwise.planner.rank`): by the objective (cost: the cheapest; speed only when
+   asked or when the deadline's confidence needs it), with the Pareto front.
 
 What is dropped on the way is grouped into :class:`~gpuwise.planner.values.Rejection` s
 (:mod:`~gpuwise.planner.rejections`); the defaults and placeholders the plan rests on are listed by
@@ -35,7 +35,7 @@ from gpuwise.planner.explain import explain
 from gpuwise.planner.model import Evaluation, WorkloadModel
 from gpuwise.planner.network import InstanceNetwork
 from gpuwise.planner.pricing import price_all
-from gpuwise.planner.rank import pareto, prefer_within_error_band, sort_key, to_options
+from gpuwise.planner.rank import choose, pareto, sort_key, to_options
 from gpuwise.planner.rejections import Rejects, finish_rejections, why_empty
 from gpuwise.planner.settings import BatchSplitError
 from gpuwise.planner.sites import Site, build_sites
@@ -82,11 +82,9 @@ def _plan_offers(
     candidates, considered = price_all(evaluated, request, spot, reserved, costs, rejects)
     feasible = _filter(candidates, request, rejects)
     feasible.sort(key=sort_key(request))
-    ranking_note = prefer_within_error_band(feasible, request)
+    ranking_note = choose(feasible, request)
     front = pareto(feasible)
-    options = to_options(
-        feasible, front, costs, request.spot_mtbf_hours is not None, request.checkpoint_gib
-    )
+    options = to_options(feasible, front, costs, request, request.spot_mtbf_hours is not None)
     front_options = tuple(
         sorted((o for o in options if o.on_pareto_front), key=lambda o: (o.cost_usd, o.hours))
     )
@@ -160,6 +158,8 @@ class _Reject(NamedTuple):
     """no-fit: the least memory any setting needs."""
     searched: bool = False
     """no-fit: more than one setting was tried."""
+    kept_free: bool = False
+    """no-fit: ``capacity_gib`` is what the memory headroom leaves."""
 
 
 def _evaluate(
@@ -246,6 +246,7 @@ def _evaluate(
             )
             g.need_gib[r.nodes or 1] = r.need_gib
             g.searched = g.searched or r.searched
+            g.kept_free = g.kept_free or r.kept_free
     results = list(seen.values())
     errors = [e for e in results if isinstance(e, EstimateError)]
     if errors and not any(isinstance(e, Evaluation) for e in results):
@@ -290,9 +291,10 @@ def _node_loop(
                 _Reject(
                     "no-fit",
                     nodes,
-                    capacity_gib=ev.capacity_gib,
+                    capacity_gib=ev.capacity_gib if ev.limit_gib is None else ev.limit_gib,
                     need_gib=ev.per_gpu_memory_gib,
                     searched=ev.evaluated > 1,
+                    kept_free=ev.limit_gib is not None,
                 )
             )
             continue

@@ -19,6 +19,15 @@ def fmt_usd(v: float) -> str:
     return f"${v:,.2f}" if v < 100 else f"${v:,.0f}"
 
 
+def fmt_pct(p: float) -> str:
+    """A probability as a percentage that never rounds a miss up to 100 % (or a hit down to 0)."""
+    if 0.995 <= p < 1.0:
+        return ">99%"
+    if 0.0 < p < 0.005:
+        return "<1%"
+    return f"{p:.0%}"
+
+
 def _pct(a: float, b: float) -> str:
     """How much more ``a`` is than ``b``, as ``+12%`` or ``2.3×``."""
     if b <= 0:
@@ -59,6 +68,74 @@ def _other_choices(options: Sequence[PlanOption]) -> list[PlanOption]:
     return out
 
 
+def _quota_line(w: PlanOption) -> str | None:
+    """A spot winner: how much of which spot quota it needs in its region (data/spot_quota.yaml)."""
+    if w.billing != "spot":
+        return None
+    from importlib import resources
+
+    import yaml
+
+    table = yaml.safe_load(
+        resources.files("gpuwise.planner").joinpath("data/spot_quota.yaml").read_text("utf-8")
+    )
+    entry = table.get(w.cloud)
+    if not entry:
+        return None
+    if entry["unit"] == "gpus":
+        amount = f"{w.total_gpus} spot GPUs"
+    elif w.vcpus:
+        amount = f"{w.vcpus * w.nodes:,.0f} spot vCPUs"
+    else:
+        return None
+    return f"Quota: the winner asks for {amount} at once in {w.region}; check {entry['name']}."
+
+
+def _memory_lines(w: PlanOption, request: PlanRequest) -> list[str]:
+    """The winner's memory: the headroom it keeps, a datasheet capacity, the shipped alert."""
+    import math
+
+    from gpuwise.planner.values import MEMORY_ALERT_SHARE
+
+    out = []
+    if w.capacity_source == "datasheet":
+        out.append(
+            f"Memory: {w.gpu}'s {w.capacity_gib:.1f} GiB is the datasheet figure (no nvidia-smi "
+            "figure known; the real one is likely a few percent lower): measure it with "
+            "`gpuwise bench --calibrate` on one."
+        )
+    if w.memory_alert:
+        hours = math.ceil(w.hours * 1.25)
+        out.append(
+            f"Memory: the winner's peak is {w.memory_share:.0%} of each GPU's memory "
+            f"({w.per_gpu_memory_gib:.1f} of {w.capacity_gib:.1f} GiB, {request.memory_headroom:.0%} "
+            f"of usable memory kept free), above the shipped {MEMORY_ALERT_SHARE:.0%} alert "
+            "(GpuwiseGpuMemoryHigh), which would fire for the whole run. Silence it for this job "
+            "only: amtool silence add alertname=GpuwiseGpuMemoryHigh 'host=~<the job's nodes>' "
+            f"--duration={hours}h --comment='planned peak {w.memory_share:.0%}'."
+        )
+    return out
+
+
+def _apart(o: PlanOption, w: PlanOption) -> str:
+    """Whether the estimator can tell ``o``'s cost from the winner's: the error of the ratio of
+    two estimates (:func:`~gpuwise.planner.rank.pair_width`), not each one's own range."""
+    import math
+
+    from gpuwise.planner.rank import pair_width
+
+    width = pair_width(o.gpu, o.total_gpus, w.gpu, w.total_gpus)
+    if width <= 0 or o.cost_usd <= 0 or w.cost_usd <= 0:
+        return ""
+    if abs(math.log(o.cost_usd / w.cost_usd)) > width:
+        return ""
+    kind = "one GPU model" if o.gpu == w.gpu else "two GPU models"
+    return (
+        f"; within the error between two estimates ({kind}: ×{math.exp(width):.2f} at p10–p90), "
+        "so the estimator cannot tell their costs apart"
+    )
+
+
 def explain(
     options: Sequence[PlanOption],
     rejected: Sequence[Rejection],
@@ -77,14 +154,22 @@ def explain(
             "balanced": "lowest cost × time",
         }[request.objective]
         if request.objective == "cost" and any(o.cost_usd < w.cost_usd * 0.995 for o in options):
-            what = "speed within the cheapest option's error band (above)"
+            what = "the rule above"
         line = f"{w.label} wins on {what}: {fmt_usd(w.cost_usd)} in {fmt_hours(w.hours)}"
         if w.billing == "spot" and w.expected_interruptions is not None:
             line += f" (expected, incl. ~{w.expected_interruptions:.2g} interruptions"
-            if w.p_meet_deadline is not None:
-                line += f"; {w.p_meet_deadline:.0%} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
+            if w.p_meet_deadline is not None and w.p_meet_deadline_confidence == "low":
+                line += (
+                    "; chance to finish in time unknown: the interruption rates are placeholders"
+                )
+            elif w.p_meet_deadline is not None:
+                line += f"; {fmt_pct(w.p_meet_deadline)} chance to finish within {fmt_hours(request.deadline_hours or 0)}"
             line += ")"
         lines.append(line + f", out of {len(options)} options that meet every constraint.")
+        lines += _memory_lines(w, request)
+        quota = _quota_line(w)
+        if quota:
+            lines.append(quota)
         for o in _other_choices(options)[:runners_up]:
             diffs = []
             if o.cost_usd > w.cost_usd * 1.005:
@@ -97,7 +182,7 @@ def explain(
                 diffs.append(f"is {_pct(w.hours, o.hours)} faster")
             lines.append(
                 f"#{o.rank} {o.label}: {', '.join(diffs) or 'ties'} "
-                f"({fmt_usd(o.cost_usd)}, {fmt_hours(o.hours)})."
+                f"({fmt_usd(o.cost_usd)}, {fmt_hours(o.hours)}){_apart(o, w)}."
             )
         fastest = min(options, key=lambda o: (o.hours, o.cost_usd))
         if fastest is not w and fastest.hours < w.hours * 0.9:

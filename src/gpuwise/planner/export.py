@@ -21,7 +21,9 @@ SkyPilot's own schema and the Kubernetes / Kubeflow client models. What the docu
   limits; a required node affinity that any of three labels satisfies — GKE's
   ``cloud.google.com/gke-accelerator``, GPU Feature Discovery's ``nvidia.com/gpu.product`` (only
   where GFD runs), or the well-known ``node.kubernetes.io/instance-type`` every kubelet sets (the
-  fallback on stock EKS/AKS); a preference for spot nodes when the plan chose spot; ``fsGroup``
+  fallback on stock EKS/AKS); when the plan chose spot, a preference for the cloud's spot nodes
+  and the tolerations its spot pools need (AKS ``kubernetes.azure.com/scalesetpriority=spot``;
+  data/k8s_spot.yaml), preferred rather than required so the pod falls back to on-demand; ``fsGroup``
   1000 so the image's non-root trainer can write the checkpoint volume; a checkpoint
   PersistentVolumeClaim (:func:`k8s_checkpoint_pvc`: ReadWriteMany when several pods share it);
   and ``terminationGracePeriodSeconds`` long enough for an emergency checkpoint (1.5 × the write
@@ -173,9 +175,11 @@ def zone_id_notes(plan: Plan, candidates: int = 8) -> list[str]:
     pin that zone by the name it has in the user's account."""
     w = _winner(plan)
     notes: list[str] = []
-    for o in plan.options:
-        if o.nodes != w.nodes or o.gpu_count != w.gpu_count or o.settings != w.settings:
-            continue
+    listed: list[PlanOption] = []
+    for o, _ in _listed(plan, candidates):  # only the exported candidates
+        if not any(o is x for x in listed):
+            listed.append(o)
+    for o in listed:
         if _is_aws_zone_id(o) and (o.zone_pinned or o is w or o.zones_set_aside):
             aside = (
                 f" SkyPilot, given only the region, picks its cheapest zone, which may be one gpuwise "
@@ -216,30 +220,19 @@ def skypilot_task(
     """
     w = _winner(plan)
     task_name = _name(plan, name)
+    # inference replicas never talk to each other: no fabric to ask for
+    talks = str(plan.workload.get("task", "")) != "inference"
     chosen: list[dict[str, Any]] = []
-    seen: set[tuple[str, str, bool]] = set()
-    for o in plan.options:
-        if o.nodes != w.nodes or o.gpu_count != w.gpu_count or o.settings != w.settings:
-            continue
-        for region in o.regions:
-            infra = _infra(o, region)
-            key = (infra, o.instance_type, o.billing == "spot")
-            if key in seen:
-                continue
-            seen.add(key)
-            candidate: dict[str, Any] = {
-                "infra": infra,
-                "instance_type": o.instance_type,
-                "use_spot": o.billing == "spot",
-            }
-            if o.nodes > 1 and o.network_tier == "best":
-                # EFA / InfiniBand / GPUDirect are attached only when asked: the plan timed them
-                candidate["network_tier"] = "best"
-            chosen.append(candidate)
-            if len(chosen) >= candidates:
-                break
-        if len(chosen) >= candidates:
-            break
+    for o, region in _listed(plan, candidates):
+        candidate: dict[str, Any] = {
+            "infra": _infra(o, region),
+            "instance_type": o.instance_type,
+            "use_spot": o.billing == "spot",
+        }
+        if o.nodes > 1 and o.network_tier == "best" and talks:
+            # EFA / InfiniBand / GPUDirect are attached only when asked: the plan timed them
+            candidate["network_tier"] = "best"
+        chosen.append(candidate)
     envs = settings_env(w, plan_file, SKYPILOT_PLAN_PATH)
     return {
         "name": task_name,
@@ -261,6 +254,87 @@ def skypilot_task(
         "setup": setup_script(requirements),
         "run": run_line(w, command, SKYPILOT_PLAN_PATH if plan_file else None),
     }
+
+
+def _listed(plan: Plan, candidates: int = 8) -> list[tuple[PlanOption, str]]:
+    """(option, region) of each SkyPilot candidate, in order: options with the winner's node
+    count, GPUs per node and settings, one per region (the same infra, instance type and billing
+    once); when every one is spot on a GPU whose spot capacity is flagged scarce, the last is the
+    best on-demand option instead (:func:`skypilot_notes` says so)."""
+    w = _winner(plan)
+    same = [
+        o
+        for o in plan.options
+        if o.nodes == w.nodes and o.gpu_count == w.gpu_count and o.settings == w.settings
+    ]
+    out: list[tuple[PlanOption, str]] = []
+    seen: set[tuple[str, str, bool]] = set()
+    for o in same:
+        for region in o.regions:
+            key = (_infra(o, region), o.instance_type, o.billing == "spot")
+            if key not in seen:
+                seen.add(key)
+                out.append((o, region))
+            if len(out) >= candidates:
+                break
+        if len(out) >= candidates:
+            break
+    scarce = any(o.billing == "spot" and o.capacity_note for o, _ in out)
+    if scarce and all(o.billing == "spot" for o, _ in out):
+        od = next((o for o in same if o.billing != "spot"), None)
+        if od is not None:
+            out[min(len(out), candidates - 1) :] = [(od, od.region)]
+    return out
+
+
+def _full_efa(o: PlanOption) -> float:
+    from gpuwise.planner.network import instance_network
+
+    return instance_network(o.cloud, o.instance_type).inter_node_gbit_s
+
+
+def skypilot_notes(plan: Plan) -> list[str]:
+    """Header lines of the SkyPilot task beyond the zone notes: the network SkyPilot builds where
+    it is not the instance's fabric, and the on-demand fallback for scarce spot capacity (which
+    option, at what price)."""
+    from gpuwise.planner.network import NO_ACCELNET, NOT_BUILT
+
+    notes = []
+    said: set[str] = set()
+    for o, _ in _listed(plan):
+        if o.nodes < 2 or o.instance_type in said:
+            continue
+        said.add(o.instance_type)
+        if o.network_fabric == "efa" and o.rdma_resource and o.rdma_resource[1] > 1:
+            if o.network.startswith(f"{_full_efa(o):g} "):
+                notes.append(
+                    f"{o.instance_type}: timed on all {o.rdma_resource[1]} EFA interfaces, which "
+                    "SkyPilot attaches only with aws.use_internal_ips: true (and use_ssm or an "
+                    "ssh_proxy_command) in its config; without it, one."
+                )
+            else:
+                notes.append(
+                    f"{o.instance_type}: timed on {o.network}, the one EFA interface SkyPilot "
+                    f"attaches by default (of {o.rdma_resource[1]}); with aws.use_internal_ips: "
+                    "true in SkyPilot's config it attaches all: plan with --aws-efa-interfaces all."
+                )
+        elif o.instance_type.startswith(("a3-megagpu", "a3-ultragpu", "a4-")):
+            notes.append(
+                f"{o.instance_type}: exported without network_tier: best ({NOT_BUILT['manual']}); "
+                f"timed on {o.network}, the default interface SkyPilot attaches."
+            )
+        elif o.cloud == "azure":
+            notes.append(f"{o.instance_type}: timed on {o.network}: {NO_ACCELNET}.")
+    listed = _listed(plan)
+    od = listed[-1][0] if listed and listed[-1][0].billing != "spot" else None
+    w = _winner(plan)
+    if od is not None and w.billing == "spot" and w.capacity_note:
+        notes.append(
+            f"{w.gpu} spot capacity is flagged scarce: the last candidate is on-demand, "
+            f"{od.instance_type} in {od.region} at ${od.price_usd_per_hour:,.2f}/h "
+            f"(${od.cost_usd:,.0f} for the job, against ${w.cost_usd:,.0f} on spot)."
+        )
+    return notes
 
 
 SETTINGS_ENV = {
@@ -314,9 +388,57 @@ def _labels() -> dict[str, dict[str, list[str]]]:
     return out
 
 
-def gpu_node_affinity(gpu: str, spot: bool, instance_type: str | None = None) -> dict[str, Any]:
+def _spot_scheduling(cloud: str) -> dict[str, Any]:
+    """``{"prefer": {label: value}, "tolerate": [taint]}`` of ``cloud``'s spot nodes
+    (data/k8s_spot.yaml, sourced per cloud; ``default`` for others)."""
+    import yaml
+
+    raw = yaml.safe_load(
+        resources.files("gpuwise.planner").joinpath("data/k8s_spot.yaml").read_text("utf-8")
+    )
+    return dict(raw.get(cloud) or raw["default"])
+
+
+def spot_tolerations(cloud: str) -> list[dict[str, str]]:
+    """The tolerations a pod needs for ``cloud``'s spot nodes (AKS taints them)."""
+    return [
+        {"key": t["key"], "operator": "Equal", "value": str(t["value"]), "effect": t["effect"]}
+        for t in _spot_scheduling(cloud)["tolerate"]
+    ]
+
+
+def k8s_spot_note(plan: Plan) -> str | None:
+    """What the manifest does on spot, with the on-demand fallback's price (None: not spot)."""
+    w = _winner(plan)
+    if w.billing != "spot":
+        return None
+    od = next(
+        (
+            o
+            for o in plan.options
+            if o.billing == "on-demand"
+            and (o.cloud, o.instance_type, o.nodes) == (w.cloud, w.instance_type, w.nodes)
+        ),
+        None,
+    )
+    taint = " and tolerate their taint" if spot_tolerations(w.cloud) else ""
+    price = (
+        f"${od.price_usd_per_hour:,.2f}/h on-demand instead of ${w.price_usd_per_hour:,.2f}/h spot"
+        if od is not None
+        else "the on-demand price"
+    )
+    return (
+        f"Spot: the pods prefer {w.cloud} spot nodes{taint}; where none is free they run on "
+        f"on-demand nodes ({price})."
+    )
+
+
+def gpu_node_affinity(
+    gpu: str, spot: bool, instance_type: str | None = None, cloud: str = "default"
+) -> dict[str, Any]:
     """Required affinity for the GPU model: GKE's label OR GPU Feature Discovery's OR the instance
-    type (the fallback where GFD does not run); spot nodes preferred."""
+    type (the fallback where GFD does not run); spot: ``cloud``'s spot nodes preferred, so the pod
+    falls back to on-demand nodes when there is no spot node."""
     labels = _labels().get(gpu, {})
     terms = []
     if labels.get("gke"):
@@ -354,19 +476,15 @@ def gpu_node_affinity(gpu: str, spot: bool, instance_type: str | None = None) ->
     affinity: dict[str, Any] = {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
     }
-    if spot:  # GKE Spot, EKS managed node groups, Karpenter
+    if spot:  # AKS spot pools, GKE Spot, EKS managed node groups, Karpenter
         affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
             {
                 "weight": 100,
                 "preference": {
-                    "matchExpressions": [{"key": key, "operator": "In", "values": [value]}]
+                    "matchExpressions": [{"key": key, "operator": "In", "values": [str(value)]}]
                 },
             }
-            for key, value in (
-                ("cloud.google.com/gke-spot", "true"),
-                ("eks.amazonaws.com/capacityType", "SPOT"),
-                ("karpenter.sh/capacity-type", "spot"),
-            )
+            for key, value in _spot_scheduling(cloud)["prefer"].items()
         ]
     return {"nodeAffinity": affinity}
 
@@ -470,6 +588,7 @@ def _pod_spec(
     pvc: str,
     restart: str | None,
     ship: _PlanMount | None = None,
+    fabric: bool = True,
 ) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": pvc}})
@@ -481,7 +600,7 @@ def _pod_spec(
         volumes.append({"name": "plan", "configMap": {"name": ship.configmap}})
         mounts.append({"name": "plan", "mountPath": K8S_PLAN_DIR, "readOnly": True})
     limits = {"nvidia.com/gpu": str(w.gpu_count)}
-    if w.rdma_resource is not None and w.nodes > 1:  # EFA: without it NCCL falls back to TCP
+    if w.rdma_resource is not None and w.nodes > 1 and fabric:  # EFA: else NCCL uses TCP
         limits[w.rdma_resource[0]] = str(w.rdma_resource[1])
     resources_doc: dict[str, Any] = {"limits": limits}
     requests = _requests(w)
@@ -493,8 +612,9 @@ def _pod_spec(
         "terminationGracePeriodSeconds": grace_period_seconds(w),
         # the image's trainer (uid 1000) must be able to write the mounted checkpoint volume
         "securityContext": {"fsGroup": 1000, "fsGroupChangePolicy": "OnRootMismatch"},
-        "affinity": gpu_node_affinity(w.gpu, w.billing == "spot", w.instance_type),
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": gpu_node_affinity(w.gpu, w.billing == "spot", w.instance_type, w.cloud),
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        + (spot_tolerations(w.cloud) if w.billing == "spot" else []),
         "containers": [
             {
                 "name": container,
@@ -561,6 +681,7 @@ def k8s_manifest(
             },
         }
     argv = ["sh", "-c", f"exec {run_line(w, command, ship.path if ship else None)}"]
+    talks = str(plan.workload.get("task", "")) != "inference"
 
     def replica(count: int) -> dict[str, Any]:
         return {
@@ -568,7 +689,8 @@ def k8s_manifest(
             "restartPolicy": "OnFailure",
             "template": {
                 "metadata": {"labels": labels},
-                "spec": _pod_spec(w, "pytorch", image, argv, pvc, None, ship),
+                # inference replicas never talk to each other: no EFA devices to hold
+                "spec": _pod_spec(w, "pytorch", image, argv, pvc, None, ship, talks),
             },
         }
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuwise.errors import EstimateError, HardwareError
 from gpuwise.planner.network import InstanceNetwork
+from gpuwise.planner.values import DEFAULT_MEMORY_HEADROOM
 
 if TYPE_CHECKING:
     from gpuwise.estimate.estimator import Estimate
@@ -47,6 +48,12 @@ class Evaluation:
     """Settings looked at to find this one."""
     weights_gib: float | None = None
     """Model weights to download before the job starts, GiB (None: unknown, no download time)."""
+    limit_gib: float | None = None
+    """Most memory a setting may need per GPU: ``capacity_gib`` less the headroom kept free
+    (None: ``capacity_gib``)."""
+    capacity_source: str = "published"
+    """Where ``capacity_gib`` comes from: ``measured`` (calibration), ``published`` (the
+    nvidia-smi figure) or ``datasheet`` (no reported figure known: likely a few percent high)."""
 
 
 class WorkloadModel(Protocol):
@@ -79,6 +86,7 @@ class EstimatorModel:
         max_zero: int | None = None,
         search: bool = True,
         max_batch: int | None = None,
+        memory_headroom: float = DEFAULT_MEMORY_HEADROOM,
     ) -> None:
         from gpuwise.estimate.calibration import Calibration, load_calibration
         from gpuwise.planner.settings import plan_global_batch
@@ -101,6 +109,7 @@ class EstimatorModel:
         self.max_zero = max_zero
         self.search = search
         self.max_batch = max_batch
+        self.memory_headroom = memory_headroom
         self._cache: dict[
             tuple[str, int, int, float], Evaluation | HardwareError | EstimateError
         ] = {}
@@ -143,9 +152,15 @@ class EstimatorModel:
     def _evaluate(self, gpu: str, gpn: int, nodes: int, gbit: float) -> Evaluation:
         from gpuwise.estimate.capacity import gpu_memory
         from gpuwise.estimate.memory import weight_bytes_per_param
-        from gpuwise.planner.settings import as_given, search_inference, search_training
+        from gpuwise.planner.settings import (
+            as_given,
+            memory_limit_gib,
+            search_inference,
+            search_training,
+        )
 
         spec = self._spec(gpu)
+        room = self.memory_headroom
         wl = self.workload
         cal = self.calibration
         sized = (
@@ -159,34 +174,37 @@ class EstimatorModel:
                 hint="give --tokens (or --samples; --requests for inference)",
             )
         if not self.search:
-            found = as_given(wl, spec, gpn, nodes, gbit, cal)
+            found = as_given(wl, spec, gpn, nodes, gbit, cal, room)
             stage = wl.zero
             while found.estimate is None and self.max_zero is not None and stage < self.max_zero:
                 stage += 1
-                found = as_given(wl.with_changes(zero=stage), spec, gpn, nodes, gbit, cal)
+                found = as_given(wl.with_changes(zero=stage), spec, gpn, nodes, gbit, cal, room)
         elif wl.task == "inference":
-            found = search_inference(wl, spec, gpn, nodes, gbit, cal, self.max_batch)
+            found = search_inference(wl, spec, gpn, nodes, gbit, cal, self.max_batch, room)
         else:
-            found = search_training(wl, spec, gpn, nodes, gbit, cal, self._search_cache)
+            found = search_training(wl, spec, gpn, nodes, gbit, cal, self._search_cache, room)
         est = found.estimate
+        mem = gpu_memory(spec, _for_gpu(cal, spec.name))
+        limit = memory_limit_gib(spec, cal, room)
         if est is None:
             return Evaluation(
                 fits=False,
                 per_gpu_memory_gib=found.smallest_gib,
-                capacity_gib=gpu_memory(spec, _for_gpu(cal, spec.name)).total_gib,
+                capacity_gib=mem.total_gib,
                 hours=float("inf"),
                 evaluated=found.evaluated,
+                limit_gib=limit,
+                capacity_source=mem.source,
             )
         if est.wall_hours is None:
             raise EstimateError(
                 "the workload has no size, so it has no hours",
                 hint="give --tokens (or --samples; --requests for inference)",
             )
-        mem = est.memory
         return Evaluation(
             fits=True,
-            per_gpu_memory_gib=float(mem.per_gpu_gib),
-            capacity_gib=float(mem.capacity_gib),
+            per_gpu_memory_gib=float(est.memory.per_gpu_gib),
+            capacity_gib=float(est.memory.capacity_gib),
             hours=float(est.wall_hours),
             checkpoint_gib=_checkpoint_gib(est),
             settings=found.settings,
@@ -194,6 +212,8 @@ class EstimatorModel:
             hours_p90=est.wall_hours_p90,
             evaluated=found.evaluated,
             weights_gib=float(est.params_total) * weight_bytes_per_param(wl) / 2**30,
+            limit_gib=limit,
+            capacity_source=mem.source,
         )
 
     def describe(self) -> Mapping[str, Any]:

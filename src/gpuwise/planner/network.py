@@ -27,9 +27,22 @@ Fabric = Literal["efa", "infiniband", "rdma", "gpudirect-tcpx", "tcp", "unknown"
 _FABRICS = ("efa", "infiniband", "rdma", "gpudirect-tcpx", "tcp")
 FAST_FABRICS = ("efa", "infiniband", "rdma", "gpudirect-tcpx")
 """Fabrics a launcher attaches only when asked (SkyPilot ``network_tier: best``)."""
-Scope = Literal["any", "gpu-cluster", "scale-set"]
-_SCOPES = ("any", "gpu-cluster", "scale-set")
+Scope = Literal["any", "gpu-cluster", "scale-set", "manual"]
+_SCOPES = ("any", "gpu-cluster", "scale-set", "manual")
 NetworkTier = Literal["best", "standard"]
+EfaInterfaces = Literal["one", "all"]
+NOT_BUILT = {
+    "scale-set": "InfiniBand only within one VM scale set",
+    "manual": "SkyPilot 0.14 cannot build this fabric (network_tier: best builds GPUDirect only "
+    "on a3-highgpu-8g and a3-edgegpu-8g: its provisioner raises ValueError on other types)",
+}
+"""Why a fabric of each scope is not what a gpuwise export launches (the time uses the default
+network instead); read from SkyPilot 0.14.1's GCP provisioner
+(``sky/provision/gcp/constants.py`` ``GPU_DIRECT_TCPX_INSTANCE_TYPES``, ``config.py``)."""
+NO_ACCELNET = (
+    "SkyPilot 0.14 creates Azure NICs without accelerated networking "
+    "(sky/provision/azure/instance.py), which the published Ethernet figure assumes"
+)
 _COLUMNS = [
     "cloud",
     "instance_pattern",
@@ -83,8 +96,12 @@ class InstanceNetwork:
 
 @functools.lru_cache(maxsize=256)
 def _describe(net: InstanceNetwork) -> str:  # cached: thousands of options share a few networks
-    if net.fabric == "unknown":
+    if net.fabric == "unknown" and net.source == UNKNOWN.source:
         return f"{net.inter_node_gbit_s:g} Gbit/s (not in gpuwise's network table: conservative default)"
+    if net.fabric == "unknown":
+        return (
+            f"{net.inter_node_gbit_s:g} Gbit/s (as launched, not published: conservative default)"
+        )
     if net.fabric == "given":
         return f"{net.inter_node_gbit_s:g} Gbit/s (given)"
     fabric = {
@@ -210,13 +227,9 @@ def for_tier(net: InstanceNetwork, tier: NetworkTier) -> InstanceNetwork:
     Azure InfiniBand (scope ``scale-set``) needs the VMs of one scale set, which SkyPilot does not
     create: it is timed on the default network at either tier (``--inter-node-gbps`` for a scale set).
     """
-    if not net.needs_best_tier or (tier == "best" and net.scope != "scale-set"):
+    if not net.needs_best_tier or (tier == "best" and net.scope not in NOT_BUILT):
         return net
-    why = (
-        "InfiniBand only within one VM scale set"
-        if net.scope == "scale-set"
-        else "network tier standard: no fabric"
-    )
+    why = NOT_BUILT.get(net.scope, "network tier standard: no fabric")
     if net.standard_gbit_s is None:
         return InstanceNetwork(
             UNKNOWN.inter_node_gbit_s,
@@ -234,6 +247,48 @@ def for_tier(net: InstanceNetwork, tier: NetworkTier) -> InstanceNetwork:
         "any",
         net.standard_gbit_s,
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def as_launched(cloud: str, net: InstanceNetwork, efa: EfaInterfaces = "one") -> InstanceNetwork:
+    """The network SkyPilot 0.14 builds for an instance whose tier network is ``net``
+    (:func:`for_tier`), where it differs:
+
+    - AWS with several EFA interfaces: SkyPilot attaches one unless its own config sets
+      ``aws.use_internal_ips`` (``sky/provision/aws/instance.py``: the other network cards need
+      a launch without a public IP), and that key cannot be set in a task. ``efa="one"`` times one
+      interface (the total ÷ the interface count, each card carrying an equal share; a Kubernetes
+      pod still requests every EFA device); ``"all"`` keeps every interface.
+    - Azure Ethernet: SkyPilot's NICs come without accelerated networking (:data:`NO_ACCELNET`),
+      so the published figure does not hold: timed on the conservative default, said so.
+    """
+    if net.fabric == "efa" and efa == "one" and net.rdma_resource and net.rdma_resource[1] > 1:
+        count = net.rdma_resource[1]
+        return InstanceNetwork(
+            net.inter_node_gbit_s / count,
+            "efa",
+            net.rdma_resource,  # a Kubernetes pod still asks for every device
+            net.intra_node,
+            f"one of {count} EFA interfaces ({ONE_EFA}); {net.source}",
+            net.scope,
+            net.standard_gbit_s,
+            net.burst_gbit_s,
+        )
+    if cloud == "azure" and net.fabric == "tcp":
+        return InstanceNetwork(
+            UNKNOWN.inter_node_gbit_s,
+            "unknown",
+            None,
+            net.intra_node,
+            f"{NO_ACCELNET}; {UNKNOWN.source}",
+        )
+    return net
+
+
+ONE_EFA = (
+    "SkyPilot attaches one unless its config sets aws.use_internal_ips: give "
+    "--aws-efa-interfaces all when yours does"
+)
 
 
 def _cite(source: str, read_on: str) -> str:

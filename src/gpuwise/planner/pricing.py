@@ -129,7 +129,7 @@ def price_all(
                     spot,
                     outcomes,
                     probabilities,
-                    costs.scarce_gpus,
+                    costs,
                 )
             )
     return cands, len(evaluated) * len(request.billings)
@@ -175,10 +175,10 @@ def _candidate(
     spot: SpotDefaults,
     outcomes: dict[tuple[object, ...], tuple[SpotOutcome, str]],
     probabilities: dict[tuple[object, ...], float],
-    scarce: tuple[str, ...],
+    costs: StartupCosts,
 ) -> Candidate:
     """``fixed``: start-up hours; ``c_hours``: one checkpoint write; ``risk``: the site's spot risk
-    (spot only); ``scarce``: GPUs whose spot capacity takes longer to get back."""
+    (spot only); ``costs.is_scarce``: GPUs whose spot capacity takes longer to get back."""
     ev, site, nodes = item.ev, item.site, item.nodes
     run_deadline = None if request.deadline_hours is None else request.deadline_hours - fixed
     p: float | None = None
@@ -186,7 +186,11 @@ def _candidate(
     source: str | None = None
     hours = ev.hours
     if risk is not None:
-        wait = spot.capacity_wait_scarce_hours if site.gpu in scarce else spot.capacity_wait_hours
+        wait = (
+            spot.capacity_wait_scarce_hours
+            if costs.is_scarce(site.gpu)
+            else spot.capacity_wait_hours
+        )
         key = (site.cloud, nodes, ev.hours, c_hours, risk.monthly_interruption_probability, wait)
         hit = outcomes.get((*key, _observed(risk)))
         if hit is None:

@@ -1,16 +1,20 @@
-"""Step 5 of a plan: order the feasible candidates by the objective, prefer within the error
-band, mark the Pareto front, and build the options (module: core)."""
+"""Step 5 of a plan: order the feasible candidates by the objective, apply the rule that may buy
+speed (asked for, or the deadline's confidence), mark the Pareto front, and build the options
+(module: core)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
+from statistics import NormalDist
 from typing import Any
 
 from gpuwise.planner.candidate import Candidate
-from gpuwise.planner.explain import fmt_hours, fmt_usd
+from gpuwise.planner.explain import fmt_hours, fmt_pct, fmt_usd
 from gpuwise.planner.startup import StartupCosts
 from gpuwise.planner.values import (
+    MEMORY_ALERT_SHARE,
     PlanOption,
     PlanRequest,
 )
@@ -28,51 +32,129 @@ def sort_key(request: PlanRequest) -> Callable[[Candidate], tuple[object, ...]]:
     return key
 
 
-SLACK_GAIN = 0.30
-"""Within the cheapest option's error band, an option this much faster (or more) is materially
-different: more deadline slack that the estimator's uncertainty does not erase. gpuwise's own rule,
-not a published figure."""
+TIE_WITHIN = 0.02
+"""Cost objective: options whose expected cost is within this fraction of the cheapest's are
+ordered faster first, then on fewer nodes (gpuwise's own rule, issue 31; not a published figure)."""
+
+_Z90 = NormalDist().inv_cdf(0.9)
+"""The p10–p90 range is ± this many standard deviations of a normal log error."""
+_SQRT2 = math.sqrt(2.0)
 
 
-def prefer_within_error_band(ranked: list[Candidate], request: PlanRequest) -> str | None:
-    """Cost objective: move to the top the option the error bars cannot tell from the cheapest but
-    that has materially more deadline slack, then fewer nodes; say why (None: the order stands).
+@functools.lru_cache(maxsize=1)
+def pair_widths() -> dict[str, float]:
+    """kind (``same-gpu``, ``other-gpu``) → half-width (log) of the p10–p90 range of the ratio of
+    two time estimates, from ``data/pair_error.csv`` (``benchmarks/plan_pair_error.py``)."""
+    from importlib import resources
 
-    The band is the cheapest option's: every option whose estimated cost is at most the cheapest's
-    pessimistic (p90) cost. Within it, an option that another band member beats by ``SLACK_GAIN`` or
-    more in hours is not chosen; of the rest, the fewest nodes win, then the shortest time, then the
-    lowest cost. The band is not re-centred on the pick: doing so chains from band to band towards
-    ever faster and dearer options (+72 % over the cheapest on the README job), which is no longer
-    "as cheap as the estimator can tell". Sorts ``ranked``.
+    from gpuwise.base.datafiles import commented_csv
+
+    text = resources.files("gpuwise.planner").joinpath("data/pair_error.csv").read_text("utf-8")
+    return {r["kind"]: float(r["log_width"]) for r in commented_csv(text)}
+
+
+def pair_width(gpu_a: str, gpus_a: int, gpu_b: str, gpus_b: int) -> float:
+    """Half-width (log) of the p10–p90 range of the cost ratio of two options: 0 on the same GPUs
+    (one estimate, the price alone differs), else the held-out error between two estimates."""
+    if gpu_a == gpu_b and gpus_a == gpus_b:
+        return 0.0
+    return pair_widths()["same-gpu" if gpu_a == gpu_b else "other-gpu"]
+
+
+def p_within_deadline(c: Candidate, deadline_hours: float | None) -> float | None:
+    """Chance to finish by the deadline, the estimator's own error counted (an approximation).
+
+    The failure-free run time is lognormal around the estimate with the estimator's p10–p90 range
+    as ±1.28 σ; it must fit in the deadline less everything else the expected hours hold (start-up,
+    checkpoints, expected interruption losses). Spot: times the interruption model's chance
+    (treated as independent). None without a deadline.
     """
-    if request.objective != "cost" or len(ranked) < 2:
+    if deadline_hours is None:
         return None
+    ev = c.ev
+    room = deadline_hours - (c.hours - ev.hours)
+    if room <= 0 or ev.hours <= 0:
+        p_est = 1.0 if ev.hours <= 0 < room else 0.0
+    elif ev.hours_p90 is None or ev.hours_p90 <= ev.hours:
+        p_est = 1.0 if ev.hours <= room else 0.0
+    else:  # the normal CDF by erf: thousands of options per plan
+        sigma = math.log(ev.hours_p90 / ev.hours) / _Z90
+        p_est = 0.5 * (1.0 + math.erf(math.log(room / ev.hours) / (sigma * _SQRT2)))
+    return p_est * (c.p if c.billing == "spot" and c.p is not None else 1.0)
+
+
+def choose(ranked: list[Candidate], request: PlanRequest) -> str | None:
+    """Put the option the objective's rule picks first (sorts ``ranked``); say which rule chose.
+
+    ``cost``: the lowest expected cost; options within :data:`TIE_WITHIN` of it are ordered faster
+    first, then on fewer nodes. Speed is bought only when asked: ``prefer_faster_within`` (the
+    fastest option costing at most that much more than the cheapest), or when the chosen option's
+    chance to finish by the deadline (:func:`p_within_deadline`) is below ``deadline_confidence``:
+    then the cheapest option that reaches it. None when there is no option.
+    """
+    if not ranked:
+        return None
+    if request.objective != "cost":
+        what = {"time": "the shortest expected time", "balanced": "the lowest cost × time"}
+        top = ranked[0]
+        return (
+            f"Chosen by --objective {request.objective}: {what[request.objective]}, {top.label} "
+            f"({fmt_usd(top.cost)}, {fmt_hours(top.hours)})."
+        )
+    cheapest = ranked[0]
+    tied = [c for c in ranked if c.cost <= cheapest.cost * (1 + TIE_WITHIN)]
+    if len(tied) > 1:
+        tied.sort(key=lambda c: (round(c.hours, 9), c.nodes, c.cost))
+        ranked[: len(tied)] = tied
     top = ranked[0]
-    ceiling = _cost_range(top, top.ev.hours_p90)
-    if ceiling is None or ceiling <= top.cost:
-        return None
-    band = [c for c in ranked if c.cost <= ceiling]
-    fastest = min(c.hours for c in band)
-    eligible = [c for c in band if c.hours * (1 - SLACK_GAIN) <= fastest]
-    best = min(eligible, key=lambda c: (c.nodes, c.hours, c.cost))
-    if best is top:
-        return None
-    ranked.remove(best)
-    ranked.insert(0, best)
-    why = []
-    if best.hours <= top.hours * (1 - SLACK_GAIN):
-        why.append(f"{1 - best.hours / top.hours:.0%} faster (more deadline slack)")
-    if best.nodes < top.nodes:
-        why.append(f"{best.nodes} node{'s' * (best.nodes > 1)} instead of {top.nodes}")
-    if not why:
-        why.append("as fast, on as few nodes")
+    rule = f"Chosen by lowest expected cost: {top.label} at {fmt_usd(top.cost)} in {fmt_hours(top.hours)}"
+    if len(tied) > 1:
+        rule += (
+            f" ({len(tied)} options within {TIE_WITHIN:.0%} of the cheapest, "
+            f"{fmt_usd(cheapest.cost)}, are ordered faster first, then on fewer nodes)"
+        )
+    pct = request.prefer_faster_within
+    if pct is not None:
+        band = [c for c in ranked if c.cost <= cheapest.cost * (1 + pct)]
+        best = min(band, key=lambda c: (round(c.hours, 9), c.nodes, c.cost))
+        _move_first(ranked, best)
+        rule = (
+            f"Chosen by --prefer-faster-within {pct:.0%}: {best.label}, the fastest option costing at "
+            f"most {pct:.0%} more than the cheapest ({fmt_usd(cheapest.cost)}): "
+            f"{fmt_usd(best.cost)} ({_more(best.cost, cheapest.cost)}) in {fmt_hours(best.hours)}"
+        )
+        top = best
+    deadline, want = request.deadline_hours, request.deadline_confidence
+    p_top = p_within_deadline(top, deadline)
+    if p_top is None or deadline is None:
+        return rule + "."
+    chance = f"{fmt_pct(p_top)} chance to finish within {fmt_hours(deadline)}"
+    if p_top >= want:
+        return rule + f"; {chance} (≥ {fmt_pct(want)} asked, --deadline-confidence)."
+    sure = next((c for c in ranked if (p_within_deadline(c, deadline) or 0.0) >= want), None)
+    if sure is None:
+        return (
+            rule + f"; only a {chance}, and no option reaches the {fmt_pct(want)} asked "
+            "(--deadline-confidence): it stays first."
+        )
+    _move_first(ranked, sure)
     return (
-        f"Ranked {best.label} ({fmt_usd(best.cost)}, {fmt_hours(best.hours)}) above the cheapest, "
-        f"{top.label} ({fmt_usd(top.cost)}, {fmt_hours(top.hours)}): the estimator's p10–p90 "
-        f"error bands cannot tell their costs apart (up to {fmt_usd(ceiling)}) and it is "
-        + " and ".join(why)
-        + f"; inside the band gpuwise prefers ≥{SLACK_GAIN:.0%} more speed, then fewer nodes."
+        f"Chosen by --deadline-confidence {fmt_pct(want)}: the option the cost rule picks, "
+        f"{top.label} ({fmt_usd(top.cost)}, {fmt_hours(top.hours)}), has only a {chance}; "
+        f"{sure.label} is the cheapest that reaches {fmt_pct(want)} "
+        f"({fmt_pct(p_within_deadline(sure, deadline) or 0.0)}): {fmt_usd(sure.cost)} "
+        f"({_more(sure.cost, cheapest.cost)} over the cheapest) in {fmt_hours(sure.hours)}."
     )
+
+
+def _more(cost: float, base: float) -> str:
+    return f"+{(cost / base - 1) * 100:.1f}%" if base > 0 else "more"
+
+
+def _move_first(ranked: list[Candidate], c: Candidate) -> None:
+    if ranked[0] is not c:
+        ranked.remove(c)
+        ranked.insert(0, c)
 
 
 def pareto(cands: Sequence[Candidate]) -> set[int]:
@@ -98,14 +180,14 @@ def to_options(
     feasible: Sequence[Candidate],
     front: set[int],
     costs: StartupCosts,
+    request: PlanRequest,
     p_given: bool,
-    ckpt_gib: float | None,
 ) -> tuple[PlanOption, ...]:
     """The ranked options; what depends only on the site (and the evaluation) is built once."""
     per_site: dict[int, dict[str, Any]] = {}
-    per_ev: dict[int, dict[str, Any] | None] = {}
+    per_ev: dict[int, dict[str, Any]] = {}
     return tuple(
-        _to_option(i + 1, c, id(c) in front, costs, per_site, per_ev, p_given, ckpt_gib)
+        _to_option(i + 1, c, id(c) in front, costs, per_site, per_ev, p_given, request)
         for i, c in enumerate(feasible)
     )
 
@@ -116,11 +198,12 @@ def _to_option(
     on_front: bool,
     costs: StartupCosts,
     per_site: dict[int, dict[str, Any]],
-    per_ev: dict[int, dict[str, Any] | None],
+    per_ev: dict[int, dict[str, Any]],
     p_given: bool,
-    ckpt_gib: float | None,
+    request: PlanRequest,
 ) -> PlanOption:
     ev, site = c.ev, c.site
+    ckpt_gib = request.checkpoint_gib
     base = per_site.get(id(site))
     if base is None:
         base = per_site[id(site)] = {
@@ -140,18 +223,29 @@ def _to_option(
             "memory_gib": site.memory_gib,
         }
     key = id(ev)
-    if key in per_ev:
-        settings = per_ev[key]
-    else:
-        settings = per_ev[key] = None if ev.settings is None else ev.settings.to_dict()
+    mem = per_ev.get(key)
+    if mem is None:  # what depends only on the evaluation, once per evaluation
+        share = ev.per_gpu_memory_gib / ev.capacity_gib if ev.capacity_gib > 0 else 0.0
+        mem = per_ev[key] = {
+            "settings": None if ev.settings is None else ev.settings.to_dict(),
+            "failure_free_hours": ev.hours,
+            "per_gpu_memory_gib": ev.per_gpu_memory_gib,
+            "capacity_gib": ev.capacity_gib,
+            "capacity_source": ev.capacity_source,
+            "memory_limit_gib": ev.limit_gib,
+            "memory_share": share,
+            "memory_alert": share > MEMORY_ALERT_SHARE,
+        }
+    settings = mem["settings"]
     capacity = None
-    if c.billing == "spot" and site.gpu in costs.scarce_gpus:
+    if c.billing == "spot" and costs.is_scarce(site.gpu):
         capacity = (
             f"{site.gpu} spot capacity is scarce (gpuwise default list, no public data): the job may wait "
             "for capacity or be reclaimed more often than assumed; keep an on-demand fallback"
         )
     outcome, price, nodes = c.outcome, c.price, c.nodes
     values = base.copy()
+    values.update(mem)
     values.update(
         rank=rank,
         regions=c.regions,
@@ -161,12 +255,10 @@ def _to_option(
         hours=c.hours,
         cost_usd=c.cost,
         p_meet_deadline=c.p,
+        p_finish_in_time=p_within_deadline(c, request.deadline_hours),
         p_meet_deadline_confidence=None
         if c.billing != "spot" or c.p is None
         else ("given" if p_given else "low"),
-        failure_free_hours=ev.hours,
-        per_gpu_memory_gib=ev.per_gpu_memory_gib,
-        capacity_gib=ev.capacity_gib,
         on_pareto_front=on_front,
         checkpoint_interval_hours=(
             None

@@ -43,6 +43,8 @@ class Group:
     need_gib: dict[int, float] = field(default_factory=dict)
     searched: bool = False
     """no-fit: the model tried more than one setting."""
+    kept_free: bool = False
+    """no-fit: ``capacity_gib`` is the memory left after the plan's headroom."""
     best: Candidate | None = None
 
 
@@ -104,7 +106,12 @@ def finish_rejections(rejects: Rejects, request: PlanRequest) -> tuple[Rejection
             tried = " with any settings tried" if g.searched else ""
             reason = (
                 f"{g.gpu} ×{g.gpu_count}{_span(g.nodes)}: does not fit{tried} (needs {need:.{digits}f} "
-                f"GiB/GPU{where}, has {g.capacity_gib:.{digits}f})"
+                f"GiB/GPU{where}, has {g.capacity_gib:.{digits}f}"
+                + (
+                    f" with {request.memory_headroom:.0%} of usable memory kept free)"
+                    if g.kept_free and request.memory_headroom
+                    else ")"
+                )
             )
             out.append(
                 (

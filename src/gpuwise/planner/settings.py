@@ -212,12 +212,19 @@ def _fits(wl: Workload, capacity_gib: float, dp: int, cache: SearchCache) -> tup
     return need <= capacity_gib, need
 
 
-def _capacity_gib(spec: GpuSpec, calibration: Any) -> float:
-    """The GPU's reported memory, as the estimator counts it (measured figures win)."""
+def memory_limit_gib(spec: GpuSpec, calibration: Any, headroom: float = 0.0) -> float:
+    """Most per-GPU memory a setting may need (everything the estimator counts, CUDA context
+    included): the GPU's memory (measured, else reported, else datasheet) less ``headroom`` ×
+    its usable memory (the total less the CUDA context), left free."""
     from gpuwise.estimate.calibration import Calibration
 
     cal = calibration.for_gpu(spec.name) if isinstance(calibration, Calibration) else None
-    return gpu_memory(spec, cal).total_gib
+    mem = gpu_memory(spec, cal)
+    return mem.total_gib - headroom * mem.usable_gib
+
+
+def _under(est: Estimate, limit_gib: float) -> bool:
+    return bool(est.memory.fits) and float(est.memory.per_gpu_gib) <= limit_gib
 
 
 def _settings_of(est: Estimate, searched: bool = True) -> Settings:
@@ -245,9 +252,15 @@ def _settings_of(est: Estimate, searched: bool = True) -> Settings:
 
 
 def as_given(
-    wl: Workload, spec: GpuSpec, gpn: int, nodes: int, gbit: float, calibration: Any
+    wl: Workload,
+    spec: GpuSpec,
+    gpn: int,
+    nodes: int,
+    gbit: float,
+    calibration: Any,
+    headroom: float = 0.0,
 ) -> Searched:
-    """The workload's own settings (no search)."""
+    """The workload's own settings (no search); ``headroom``: share of usable memory left free."""
     _check_split(wl, gpn * nodes, micro_batch=True)
     est = estimate_workload(
         wl,
@@ -258,7 +271,7 @@ def as_given(
         calibration=calibration,
         suggest=False,
     )
-    fits = bool(est.memory.fits)
+    fits = _under(est, memory_limit_gib(spec, calibration, headroom))
     return Searched(
         est if fits else None,
         _settings_of(est, searched=False) if fits else None,
@@ -286,8 +299,10 @@ def search_training(
     gbit: float,
     calibration: Any,
     cache: SearchCache | None = None,
+    headroom: float = 0.0,
 ) -> Searched:
-    """Fastest fitting (recompute, ZeRO, micro-batch) with the global batch kept (module docstring)."""
+    """Fastest fitting (recompute, ZeRO, micro-batch) with the global batch kept (module
+    docstring); ``headroom``: share of usable memory left free."""
     cache = cache or SearchCache()
     gpus = gpn * nodes
     shard = wl.non_data_parallel
@@ -299,7 +314,7 @@ def search_training(
     mbs = [m for m in _MICRO_BATCHES if per_rank is None or per_rank % m == 0]
     if wl.micro_batch not in mbs and (per_rank is None or per_rank % wl.micro_batch == 0):
         mbs = sorted({*mbs, wl.micro_batch})
-    capacity = _capacity_gib(spec, calibration)
+    capacity = memory_limit_gib(spec, calibration, headroom)
     evaluated = 0
     smallest = float("inf")
     timed: list[tuple[float, int, int, Estimate]] = []  # hours, recompute level, ZeRO, estimate
@@ -345,7 +360,7 @@ def search_training(
             )
             evaluated += 1
             hours = est.wall_hours if est.wall_hours is not None else float("inf")
-            if est.memory.fits:
+            if _under(est, capacity):
                 timed.append((hours, _RECOMPUTE.index(rc), zero, est))
         if timed and mb2 == mbs[-1]:
             # heavier recompute only adds time once the largest micro-batch fits; before that it
@@ -371,9 +386,12 @@ def search_inference(
     gbit: float,
     calibration: Any,
     max_batch: int | None,
+    headroom: float = 0.0,
 ) -> Searched:
-    """Fastest fitting (tensor parallel, concurrency) within the node (module docstring)."""
+    """Fastest fitting (tensor parallel, concurrency) within the node (module docstring);
+    ``headroom``: share of usable memory left free."""
     gpus = gpn * nodes
+    limit = memory_limit_gib(spec, calibration, headroom)
     cap = max_batch or DEFAULT_MAX_BATCH
     heads = wl.model.heads if wl.model.is_transformer else 1
     evaluated = 0
@@ -399,7 +417,7 @@ def search_inference(
         )
         evaluated += 1
         smallest = min(smallest, float(est.memory.per_gpu_gib))
-        if not est.memory.fits:
+        if not _under(est, limit):
             continue
         room = est.inference.max_batch_that_fits if est.inference is not None else 1
         batch = max(1, min(cap, room if room > 0 else 1))
@@ -414,7 +432,7 @@ def search_inference(
                 suggest=False,
             )
             evaluated += 1
-            if big.memory.fits:
+            if _under(big, limit):
                 est = big
                 break
             batch //= 2

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwise.catalog.offer import Offer
-from gpuwise.planner.network import InstanceNetwork, for_tier, given_network, instance_network
+from gpuwise.planner.network import (
+    InstanceNetwork,
+    as_launched,
+    for_tier,
+    given_network,
+    instance_network,
+)
 from gpuwise.planner.values import PlanRequest
 
 OUTLIER_RATIO = 0.75
@@ -114,7 +120,11 @@ def build_sites(
         net = (
             given_network(request.inter_node_gbit_s)
             if request.inter_node_gbit_s is not None
-            else for_tier(instance_network(cloud, itype), request.network_tier)
+            else as_launched(
+                cloud,
+                for_tier(instance_network(cloud, itype), request.network_tier),
+                request.aws_efa_interfaces,
+            )
         )
         first = rows[0]
         sites.append(

@@ -32,11 +32,22 @@ class StartupCosts:
     sources: tuple[tuple[str, str], ...] = ()
     """(field, source) for each default."""
 
+    def is_scarce(self, gpu: str) -> bool:
+        """Whether ``gpu``'s spot capacity is scarce: a listed GPU or a variant of one (its name
+        followed by ``-``: ``A100-80GB-PCIE`` of ``A100-80GB``, ``H100-NVL`` of ``H100``), so a
+        form factor does not escape the list by name."""
+        return _scarce(gpu, self.scarce_gpus)
+
     def hours(self, weights_gib: float | None) -> float:
         """Provision + image + weights download + start-up, in hours."""
         gib = self.image_gib + (weights_gib or 0.0)
         download_s = gib * BYTES_PER_GIB * 8 / (self.download_gbit_s * 1e9)
         return self.provision_hours + download_s / 3600 + self.startup_hours
+
+
+@functools.lru_cache(maxsize=512)
+def _scarce(gpu: str, scarce: tuple[str, ...]) -> bool:
+    return any(gpu == s or gpu.startswith(s + "-") for s in scarce)
 
 
 def _value(data: dict[str, Any], key: str) -> Any:

@@ -13,6 +13,14 @@ from gpuwise.units import check_finite
 
 Objective = Literal["cost", "time", "balanced"]
 OBJECTIVES: tuple[Objective, ...] = ("cost", "time", "balanced")
+DEFAULT_MEMORY_HEADROOM = 0.08
+"""Share of each GPU's usable memory a plan leaves free after every modelled term (issue 31: the
+estimator's memory errors on TP/PP and long-context runs are larger than the ~1 % a plan left;
+gpuwise's own margin, not a published figure; ``--memory-headroom``)."""
+MEMORY_ALERT_SHARE = 0.85
+"""The shipped memory alert (``GpuwiseGpuMemoryHigh`` in deploy/prometheus/gpuwise-rules.yml and
+the Kubernetes PrometheusRule) fires above this share of a GPU's memory for 10 minutes; a test
+keeps the two equal."""
 MAX_NODES = 64
 """Largest --max-nodes: every node count 1..N of every instance type is estimated and priced."""
 RejectKind = Literal[
@@ -52,6 +60,15 @@ class PlanRequest:
     """Rank by expected cost, by expected time, or ``balanced`` (minimise cost × hours)."""
     confidence: float = 0.9
     """Spot options must meet the deadline with at least this probability."""
+    prefer_faster_within: float | None = None
+    """Cost objective: pick the fastest option costing at most this fraction more than the
+    cheapest (0.2 = 20 %); None: the cheapest (options within 2 % ordered faster first)."""
+    deadline_confidence: float = 0.9
+    """Cost objective with a deadline: when the chosen option's chance to finish in time (the
+    estimator's error and spot interruptions counted) is below this, the cheapest option that
+    reaches it is chosen instead (0 turns the rule off)."""
+    memory_headroom: float = DEFAULT_MEMORY_HEADROOM
+    """Fraction of each GPU's usable memory left free after every modelled term."""
     spot_mtbf_hours: float | None = None
     """Mean hours between interruptions of one spot instance; overrides the per-cloud defaults."""
     checkpoint_gib: float | None = None
@@ -65,6 +82,9 @@ class PlanRequest:
     network_tier: Literal["best", "standard"] = "best"
     """``best``: time EFA/InfiniBand/RDMA/TCPX where the export can ask for it (SkyPilot
     ``network_tier: best``); ``standard``: time every instance on its default network."""
+    aws_efa_interfaces: Literal["one", "all"] = "one"
+    """AWS instances with several EFA interfaces: ``one`` times the one SkyPilot attaches by
+    default; ``all`` every interface (SkyPilot's config sets ``aws.use_internal_ips``)."""
     search_settings: bool = True
     """Search the job's settings per GPU setup (recompute × ZeRO × micro-batch; TP × batch for
     inference); False: the workload's settings as given."""
@@ -122,8 +142,17 @@ class PlanRequest:
                 hint=f"give e.g. 8 (at most {MAX_NODES}: every node count is priced)",
             )
         check_finite(self.confidence, "confidence", maximum=1.0)
+        check_finite(self.deadline_confidence, "deadline confidence", maximum=1.0)
+        if self.prefer_faster_within is not None:
+            check_finite(self.prefer_faster_within, "prefer-faster-within")
+        if not 0.0 <= self.memory_headroom < 0.5:
+            raise InputError(
+                f"memory headroom must be in [0, 0.5), got {self.memory_headroom}",
+                hint="give e.g. 0.08 (8 % of usable memory left free)",
+            )
         check_choice(self.objective, OBJECTIVES, "objective")
         check_choice(self.network_tier, ("best", "standard"), "network tier")
+        check_choice(self.aws_efa_interfaces, ("one", "all"), "AWS EFA interfaces")
         for billing in self.billings:
             check_choice(billing, BILLINGS, "billing")
         if not self.billings:
@@ -176,8 +205,14 @@ class PlanOption:
     None otherwise."""
     failure_free_hours: float
     """Hours without interruptions (and without checkpoints)."""
+    p_finish_in_time: float | None
+    """Chance to finish by the deadline with the estimator's own error counted (and, for spot,
+    the interruption model's chance): what ``deadline_confidence`` is checked against. None
+    without a deadline."""
     per_gpu_memory_gib: float
+    """Everything the estimator counts per GPU (CUDA context, buffers, allocator included)."""
     capacity_gib: float
+    """The GPU's memory (see ``capacity_source``)."""
     on_pareto_front: bool
     """Not beaten on both cost and time by another option."""
     checkpoint_interval_hours: float | None = None
@@ -228,6 +263,15 @@ class PlanOption:
     """Host RAM of one instance (Kubernetes memory request)."""
     similar: int = 1
     """Options with the same GPUs, billing and price merged into this one (other regions)."""
+    capacity_source: str = "published"
+    """``measured`` (calibration.json), ``published`` (the nvidia-smi figure) or ``datasheet``
+    (no reported figure known: likely a few percent high)."""
+    memory_limit_gib: float | None = None
+    """Most a setting could need here: ``capacity_gib`` less the plan's memory headroom."""
+    memory_share: float = 0.0
+    """``per_gpu_memory_gib / capacity_gib``: the peak share of the GPU's memory the job holds."""
+    memory_alert: bool = False
+    """The peak is above the shipped memory alert's threshold (:data:`MEMORY_ALERT_SHARE`)."""
 
     @property
     def total_gpus(self) -> int:
@@ -321,8 +365,8 @@ class Plan:
     settings_evaluated: int = 0
     """Job settings whose memory or time the search computed, over all GPU setups."""
     ranking_note: str | None = None
-    """Why the first option is not the cheapest (cost objective): it is within the cheapest's
-    error band and materially faster or on fewer nodes. None when the cheapest is first."""
+    """Which rule chose the first option (the cheapest, a ±2 % tie broken by speed, speed asked
+    for, or the deadline's confidence) and its chance to finish in time; None without options."""
 
     @property
     def winner(self) -> PlanOption | None:
