@@ -181,6 +181,7 @@ ELSEWHERE = {
     "docs/reference_throughput.md": "VectorLM",
     "benchmarks/llama3_h100_202412_torchtitan.md": "torchtitan",
     ".gpuwise-dist/": "made by `plan --export` in the user's workdir",
+    "gpuwise-runs/": "made by training beside its checkpoints (run records, issue 30)",
 }
 
 

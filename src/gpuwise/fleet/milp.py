@@ -39,8 +39,8 @@ import numpy as np
 
 from gpuwise.errors import PlanError
 from gpuwise.fleet.demand import Demand
-from gpuwise.fleet.plan_values import FleetOptions, MonthCost, Solution
-from gpuwise.fleet.pricing import GpuPrices, resolve_spot_overhead
+from gpuwise.fleet.plan_values import FleetOptions, MonthCost, Solution, resolve_spot_overhead
+from gpuwise.fleet.pricing import GpuPrices
 from gpuwise.units import HOURS_PER_YEAR
 
 _T = TypeVar("_T")

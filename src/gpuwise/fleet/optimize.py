@@ -38,8 +38,9 @@ from gpuwise.fleet.plan_values import (
     MonthCost,
     Scenario,
     Solution,
+    resolve_spot_overhead,
 )
-from gpuwise.fleet.pricing import GpuPrices, ReservedOption, resolve_spot_overhead
+from gpuwise.fleet.pricing import GpuPrices, ReservedOption
 from gpuwise.units import HOURS_PER_YEAR
 
 __all__ = [  # the optimizer's names, wherever they are defined

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gpuwise.base.interval import young_daly_waste
 from gpuwise.errors import InputError, PlanError
-from gpuwise.fleet.pricing import PriceQuote
+from gpuwise.fleet.pricing import GpuPrices, PriceQuote
 from gpuwise.planner.spot import HOT_SPOT_POOL_MTBF_HOURS
 
 DEFAULT_SPOT_OVERHEAD = round(young_daly_waste(60 / 3600, HOT_SPOT_POOL_MTBF_HOURS), 3)
@@ -278,3 +278,20 @@ def parse_terms(text: str) -> tuple[int, ...]:
         raise InputError(
             f"cannot read --terms {text!r}", hint="write 1, 3 or 1,3 (years)"
         ) from None
+
+
+def resolve_spot_overhead(
+    options: FleetOptions, gpus: Iterable[str], prices: Mapping[str, GpuPrices]
+) -> tuple[FleetOptions, str]:
+    """``options`` with a number for the spot overhead (the spot model's for the spot quotes of
+    ``gpus`` where it was left None) and where that number comes from."""
+    from dataclasses import replace
+
+    from gpuwise.fleet.pricing import spot_model_overhead
+
+    if options.spot_overhead is not None:
+        return options, "given"
+    model = spot_model_overhead({g: prices[g] for g in gpus if g in prices})
+    if model is None:
+        return replace(options, spot_overhead=0.0), "no spot offers"
+    return replace(options, spot_overhead=model.fraction), "plan's spot model: " + model.describe()

@@ -22,11 +22,9 @@ from gpuwise.catalog.risk import ReservedPrice
 from gpuwise.errors import InputError, PlanError, did_you_mean
 
 if TYPE_CHECKING:
-    from gpuwise.fleet.plan_values import FleetOptions
     from gpuwise.planner.spot import SpotOverhead
 
 if TYPE_CHECKING:
-    from gpuwise.fleet.plan_values import FleetOptions
     from gpuwise.planner.spot import SpotOverhead
 
 _OVERRIDE = re.compile(r"^\s*([a-z0-9_-]+)\s*:\s*([13])y\s*=\s*(\S+)\s*$", re.I)
@@ -255,18 +253,3 @@ def spot_model_overhead(
             )
         )
     return max(models, key=lambda m: m.fraction)
-
-
-def resolve_spot_overhead(
-    options: FleetOptions, gpus: Iterable[str], prices: Mapping[str, GpuPrices]
-) -> tuple[FleetOptions, str]:
-    """``options`` with a number for the spot overhead (the spot model's for the spot quotes of
-    ``gpus`` where it was left None) and where that number comes from."""
-    from dataclasses import replace
-
-    if options.spot_overhead is not None:
-        return options, "given"
-    model = spot_model_overhead({g: prices[g] for g in gpus if g in prices})
-    if model is None:
-        return replace(options, spot_overhead=0.0), "no spot offers"
-    return replace(options, spot_overhead=model.fraction), "plan's spot model: " + model.describe()

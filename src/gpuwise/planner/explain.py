@@ -119,10 +119,10 @@ def _memory_lines(w: PlanOption, request: PlanRequest) -> list[str]:
 
 def _apart(o: PlanOption, w: PlanOption) -> str:
     """Whether the estimator can tell ``o``'s cost from the winner's: the error of the ratio of
-    two estimates (:func:`~gpuwise.planner.rank.pair_width`), not each one's own range."""
+    two estimates (:func:`~gpuwise.planner.pair_error.pair_width`), not each one's own range."""
     import math
 
-    from gpuwise.planner.rank import pair_width
+    from gpuwise.planner.pair_error import pair_width
 
     width = pair_width(o.gpu, o.total_gpus, w.gpu, w.total_gpus)
     if width <= 0 or o.cost_usd <= 0 or w.cost_usd <= 0:

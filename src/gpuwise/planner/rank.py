@@ -4,7 +4,6 @@ speed (asked for, or the deadline's confidence), mark the Pareto front, and buil
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
 from statistics import NormalDist
@@ -12,6 +11,8 @@ from typing import Any
 
 from gpuwise.planner.candidate import Candidate
 from gpuwise.planner.explain import fmt_hours, fmt_pct, fmt_usd
+from gpuwise.planner.pair_error import pair_width as pair_width
+from gpuwise.planner.pair_error import pair_widths as pair_widths
 from gpuwise.planner.startup import StartupCosts
 from gpuwise.planner.values import (
     MEMORY_ALERT_SHARE,
@@ -39,26 +40,6 @@ ordered faster first, then on fewer nodes (gpuwise's own rule, issue 31; not a p
 _Z90 = NormalDist().inv_cdf(0.9)
 """The p10–p90 range is ± this many standard deviations of a normal log error."""
 _SQRT2 = math.sqrt(2.0)
-
-
-@functools.lru_cache(maxsize=1)
-def pair_widths() -> dict[str, float]:
-    """kind (``same-gpu``, ``other-gpu``) → half-width (log) of the p10–p90 range of the ratio of
-    two time estimates, from ``data/pair_error.csv`` (``benchmarks/plan_pair_error.py``)."""
-    from importlib import resources
-
-    from gpuwise.base.datafiles import commented_csv
-
-    text = resources.files("gpuwise.planner").joinpath("data/pair_error.csv").read_text("utf-8")
-    return {r["kind"]: float(r["log_width"]) for r in commented_csv(text)}
-
-
-def pair_width(gpu_a: str, gpus_a: int, gpu_b: str, gpus_b: int) -> float:
-    """Half-width (log) of the p10–p90 range of the cost ratio of two options: 0 on the same GPUs
-    (one estimate, the price alone differs), else the held-out error between two estimates."""
-    if gpu_a == gpu_b and gpus_a == gpus_b:
-        return 0.0
-    return pair_widths()["same-gpu" if gpu_a == gpu_b else "other-gpu"]
 
 
 def p_within_deadline(c: Candidate, deadline_hours: float | None) -> float | None:
