@@ -114,6 +114,18 @@ SETTINGS: dict[str, Setting] = dict(
         _s("GPUWISE_PIP_SPEC", "text", "planner", "what an exported job's setup installs"),
         _s("GPUWISE_CHECKPOINT_DIR", "text", "train", "checkpoint URL an exported job writes to"),
         _s("GPUWISE_SETTINGS", "text", "train", "the planner's chosen settings, for the job"),
+        _s(
+            "GPUWISE_PLAN",
+            "path",
+            "train",
+            "the plan file (`plan --save`) the job runs; set by `gpuwise run --plan` and exports",
+        ),
+        _s(
+            "GPUWISE_PLAN_ID",
+            "text",
+            "train/monitor",
+            "the plan id of the job on this machine; labels run records and GPU metrics",
+        ),
         _s("GPUWISE_CLOUD", "text", "train/monitor", "this machine's cloud (default: detected)"),
         _s("GPUWISE_REGION", "text", "monitor", "this machine's region, for its price"),
         _s(

@@ -76,6 +76,21 @@ class ProcInfo:
     namespace: str | None = None
     pod: str | None = None
     container: str | None = None
+    plan_id: str | None = None
+
+
+PLAN_ID_VAR = b"GPUWISE_PLAN_ID="
+_PLAN_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
+
+
+def parse_plan_id(environ: bytes) -> str | None:
+    """``GPUWISE_PLAN_ID`` from the NUL-separated text of ``/proc/<pid>/environ``; nothing else
+    of the environment is kept (it can hold credentials). None when unset or not a plain id."""
+    for entry in environ.split(b"\0"):
+        if entry.startswith(PLAN_ID_VAR):
+            value = entry[len(PLAN_ID_VAR) :].decode(errors="replace")
+            return value if _PLAN_ID.fullmatch(value) else None
+    return None
 
 
 _POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
@@ -136,10 +151,12 @@ def read_proc_info(
         command = raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200] or None
     with contextlib.suppress(OSError):
         container, pod = parse_cgroup((base / "cgroup").read_text())
-    ns = pod_name = ctr_name = None
+    ns = pod_name = ctr_name = plan_id = None
     if pod:
         ns, pod_name, ctr_name = lookup_pod(pod, pod_root)
-    return ProcInfo(user, command, container, pod, ns, pod_name, ctr_name)
+    with contextlib.suppress(OSError):  # readable by the process's owner (or root, hostPID)
+        plan_id = parse_plan_id((base / "environ").read_bytes())
+    return ProcInfo(user, command, container, pod, ns, pod_name, ctr_name, plan_id)
 
 
 def read_proc_start(pid: int, proc_root: Path = Path("/proc")) -> int | None:
@@ -446,6 +463,7 @@ class NvmlGpuReader:
                     namespace=info.namespace,
                     pod=info.pod,
                     container=info.container,
+                    plan_id=info.plan_id,
                 )
             )
         if len(self._proc_cache) > 4096:  # forget exited processes now and then

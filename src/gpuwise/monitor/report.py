@@ -34,6 +34,15 @@ import numpy as np
 from gpuwise.base.xid import XID_MEANINGS
 from gpuwise.catalog import Offer, cheapest_per_gpu
 from gpuwise.errors import HardwareError
+from gpuwise.monitor.accounting import UNALLOCATED as UNALLOCATED
+from gpuwise.monitor.accounting import PlanUsage as PlanUsage
+from gpuwise.monitor.accounting import WorkloadUsage as WorkloadUsage
+from gpuwise.monitor.accounting import (
+    _activity,
+    plan_usage,
+    sample_prices,
+    workload_usage,
+)
 from gpuwise.monitor.history import GpuSeries, History
 from gpuwise.monitor.pricing import PriceBook, canonical_gpu
 from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD
@@ -122,28 +131,9 @@ class GpuUsage:
     """MIG GPUs: duration-weighted share of the slices in active instances (None: not in MIG mode)."""
     memory_leak: str | None = None
     """Why memory looks like it leaked (grew steadily, then fell as a process died), if it does."""
-
-
-@dataclass(frozen=True)
-class WorkloadUsage:
-    """One workload (pod, container, or user/executable) over the window."""
-
-    workload: str
-    """Its name."""
-    gpus: tuple[str, ...]
-    """UUIDs of the GPUs it used."""
-    allocated_hours: float
-    """GPU-hours it held (shared samples split evenly)."""
-    active_hours: float
-    """Of which the GPU was active."""
-    idle_hours: float
-    """Of which the GPU was idle."""
-    efficiency: float | None
-    """active / allocated."""
-    cost_usd: float | None
-    """Its share of the GPU cost."""
-    wasted_usd: float | None
-    """Its share of the idle cost."""
+    unpriced_hours: float = 0.0
+    """Allocated hours with no known price (an unidentified node, an instance type the catalog
+    lacks): left out of ``cost_usd`` and ``wasted_usd``, never priced at $0 silently."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +197,10 @@ class EfficiencyReport:
     warnings: tuple[str, ...] = ()
     """Problems with the data itself, e.g. a GPU with more allocated hours than observed hours
     (overlapping samples: two monitors writing one history), which overstates every dollar."""
+    unpriced_hours: float = 0.0
+    """GPU-hours with no known price, left out of ``cost_usd`` (shown beside every total)."""
+    plans: tuple[PlanUsage, ...] = ()
+    """Per plan id, where the history recorded one (``GPUWISE_PLAN_ID``)."""
 
 
 OVERLAP_TOLERANCE = 0.01
@@ -235,12 +229,6 @@ def overlap_warnings(history: History, usages: Sequence[GpuUsage]) -> tuple[str,
 
 def _mul(a: float, b: float | None) -> float | None:
     return None if b is None else a * b
-
-
-def _activity(s: GpuSeries) -> tuple[np.ndarray, np.ndarray]:
-    act = s.activity_ratio
-    held = np.array([bool(w) for w in s.workloads], dtype=bool)
-    return act, held
 
 
 def _stretches(s: GpuSeries, idle: np.ndarray, min_hours: float) -> tuple[IdleStretch, ...]:
@@ -304,8 +292,9 @@ def gpu_usage(
     *,
     active_threshold: float = ACTIVE_THRESHOLD,
     min_idle_stretch_hours: float = 0.5,
+    priced: tuple[np.ndarray, str] | None = None,
 ) -> GpuUsage:
-    """Hours, peaks and dollars for one GPU series."""
+    """Hours, peaks and dollars for one GPU series (``priced``: :func:`sample_prices`)."""
     dur_h = s.duration_s / 3600
     act, held = _activity(s)
     active = np.where(np.isnan(act), held, act >= active_threshold)
@@ -330,7 +319,11 @@ def gpu_usage(
     mem = s.memory_used_bytes[~np.isnan(s.memory_used_bytes)]
     peak = float(mem.max()) if mem.size else None
     total = s.memory_total_bytes if not math.isnan(s.memory_total_bytes) else None
-    price = prices.price(s.model)
+    usd, source = priced if priced is not None else sample_prices(s, prices)
+    known_price = ~np.isnan(usd)
+    priced_h = float(dur_h[known_price].sum())
+    cost = float((dur_h * usd)[known_price].sum()) if known_price.any() else None
+    wasted = float((dur_h * (1 - share) * usd)[known_price].sum()) if known_price.any() else None
     idle_h = allocated - active_h
     return GpuUsage(
         host=s.host,
@@ -347,10 +340,10 @@ def gpu_usage(
         peak_memory_fraction=peak / total if peak is not None and total else None,
         peak_memory_gib=None if peak is None else peak / BYTES_PER_GIB,
         memory_headroom_gib=(total - peak) / BYTES_PER_GIB if peak is not None and total else None,
-        usd_per_hour=price.usd_per_gpu_hour,
-        price_source=price.source,
-        cost_usd=_mul(allocated, price.usd_per_gpu_hour),
-        wasted_usd=_mul(idle_h, price.usd_per_gpu_hour),
+        usd_per_hour=cost / priced_h if cost is not None and priced_h else None,
+        price_source=source,
+        cost_usd=cost,
+        wasted_usd=wasted,
         idle_stretches=_stretches(s, ~active, min_idle_stretch_hours),
         lost=bool((lost > 0).any()),
         xid_codes=s.xid_codes,
@@ -358,53 +351,8 @@ def gpu_usage(
         if is_mig.any() and dur_h[is_mig].sum()
         else None,
         memory_leak=_leak(s, total),
+        unpriced_hours=float(dur_h[~known_price].sum()),
     )
-
-
-def workload_usage(
-    history: History, prices: PriceBook, active_threshold: float = ACTIVE_THRESHOLD
-) -> tuple[WorkloadUsage, ...]:
-    acc: dict[str, list[float]] = {}
-    gpus: dict[str, set[str]] = {}
-    priced: dict[str, bool] = {}
-    for s in history.gpus:
-        act, held = _activity(s)
-        price = prices.price(s.model).usd_per_gpu_hour
-        for k, names in enumerate(s.workloads):
-            if not names:
-                continue
-            hours = float(s.duration_s[k]) / 3600
-            mig = s.workload_shares[k] if s.workload_shares is not None else None
-            if mig is not None:  # MIG: each workload's instance slices, active as its instance is
-                entries = [(w, hours * share, active) for w, share, active in mig]
-            else:
-                a = act[k]
-                is_active = bool(held[k]) if math.isnan(a) else bool(a >= active_threshold)
-                entries = [(w, hours / len(names), is_active) for w in names]
-            for w, share, is_active in entries:
-                row = acc.setdefault(w, [0.0, 0.0, 0.0, 0.0])
-                row[0] += share
-                row[1] += share if is_active else 0.0
-                row[2] += share * (price or 0.0)
-                row[3] += 0.0 if is_active else share * (price or 0.0)
-                gpus.setdefault(w, set()).add(s.uuid)
-                priced[w] = priced.get(w, True) and price is not None
-    out = []
-    for w, (alloc, active, cost, wasted) in acc.items():
-        ok = priced[w]
-        out.append(
-            WorkloadUsage(
-                w,
-                tuple(sorted(gpus[w])),
-                alloc,
-                active,
-                alloc - active,
-                active / alloc if alloc else None,
-                cost if ok else None,
-                wasted if ok else None,
-            )
-        )
-    return tuple(sorted(out, key=lambda u: -(u.wasted_usd or 0.0)))
 
 
 _MIG = re.compile(r"^(\d)g\.(\d+)gb$")
@@ -683,6 +631,7 @@ def build_report(
         observed_h,
         max((float(s.duration_s.max()) / 3600 for s in history.gpus if len(s)), default=0.0),
     )
+    priced = {id(s): sample_prices(s, prices) for s in history.gpus}
     usages = tuple(
         sorted(
             (
@@ -691,6 +640,7 @@ def build_report(
                     prices,
                     active_threshold=active_threshold,
                     min_idle_stretch_hours=min_idle_stretch_hours,
+                    priced=priced[id(s)],
                 )
                 for s in history.gpus
             ),
@@ -715,7 +665,7 @@ def build_report(
         observed_hours=observed_h,
         source=history.source,
         gpus=usages,
-        workloads=workload_usage(history, prices, active_threshold),
+        workloads=workload_usage(history, prices, active_threshold, priced),
         recommendations=tuple(recs),
         allocated_hours=sum(u.allocated_hours for u in usages),
         active_hours=sum(u.active_hours for u in usages),
@@ -725,6 +675,8 @@ def build_report(
         waste_fraction=wasted / cost if cost and wasted is not None else None,
         active_threshold=active_threshold,
         warnings=overlap_warnings(history, usages),
+        unpriced_hours=sum(u.unpriced_hours for u in usages),
+        plans=plan_usage(history, priced, usages),
     )
 
 
