@@ -151,3 +151,22 @@ def test_old_history_files_gain_the_context_column(tmp_path: Path) -> None:
             (None, None)
         ]
     assert json.dumps([]) == "[]"
+
+
+def test_the_exporter_labels_each_gpu_with_its_plan() -> None:
+    """GPU 0's job carries GPUWISE_PLAN_ID=plan-a; GPU 1 runs nothing: it gets the exporter's
+    own plan id (an exporter running inside the job), or none."""
+    from gpuwise.monitor.exporter import GpuCollector
+
+    trace = day_trace()
+    for frame in trace["frames"]:
+        for p in frame["gpus"][0].get("processes", ()):
+            p["plan_id"] = "plan-a"
+    reader = FakeGpuReader(parse_trace(trace, "t"))
+    snap = reader.read()
+    for own, want in ((None, {"0": "plan-a"}), ("plan-x", {"0": "plan-a", "1": "plan-x"})):
+        collector = GpuCollector(plan_id=own)
+        collector.update(snap)
+        fams = {f.name: f for f in collector.collect()}
+        got = {s.labels["gpu"]: s.labels["plan_id"] for s in fams["gpuwise_gpu_plan_info"].samples}
+        assert got == want

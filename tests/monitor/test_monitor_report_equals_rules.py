@@ -85,6 +85,8 @@ def _openmetrics() -> str:
             add("gpuwise_gpu_processes", lab, t, 1)
             if price is not None:
                 add("gpuwise_gpu_cost_usd_per_hour", f'{lab},price_source="catalog"', t, price)
+            if uuid == "GPU-a":  # the job on it was exported with plan id plan-q
+                add("gpuwise_gpu_plan_info", f'{lab},plan_id="plan-q"', t, 1)
 
     end = T0 + HOURS * 3600
     crash = [t for t in range(T0, end + 1, 15) if not T0 + 1800 <= t < T0 + 2400]
@@ -174,3 +176,5 @@ def test_report_prometheus_equals_the_recording_rules(backfilled: str) -> None:
     assert rep.unpriced_hours == pytest.approx(HOURS)
     by_uuid = {g.uuid: g for g in rep.gpus}
     assert by_uuid["GPU-b"].usd_per_hour == pytest.approx(1.28)  # the exporter's spot price
+    (plan,) = rep.plans  # dollars per plan: GPU-a's job, counted once though scraped twice
+    assert (plan.plan_id, plan.cost_usd) == ("plan-q", pytest.approx(HOURS * 6.88))

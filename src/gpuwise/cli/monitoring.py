@@ -161,10 +161,13 @@ def exporter(
         node=node,
         strict=False,  # an instance the catalog lacks is labelled unknown: no crash loop
     )
+    from gpuwise.base import settings
+
     collector = GpuCollector(
         prices,
         process_command=process_command,  # type: ignore[arg-type]
         dcgm_compat=dcgm_compat,
+        plan_id=settings.text("GPUWISE_PLAN_ID"),
     )
     pods = None
     if pod_resources_socket:

@@ -16,7 +16,7 @@ import urllib.request
 from typing import Any
 
 from gpuwise.errors import InputError, StorageError
-from gpuwise.monitor.history import History, SeriesBuilder, WorkloadShares
+from gpuwise.monitor.history import History, SampleContext, SeriesBuilder, WorkloadShares
 
 MAX_POINTS = 10_000
 ACTIVE = 0.05  # the shared activity threshold (gpuwise.monitor.snapshot.ACTIVE_THRESHOLD, the rules' 0.05)
@@ -251,6 +251,16 @@ class PrometheusHistory:
                         lab["mig_uuid"], set()
                     ).add(name)
         shares = self._mig_shares(in_instance, sel, span, b, m)
+        plans: dict[tuple[str, str], dict[float, str]] = {}
+        # the plan alive at the middle, else the latest within the bridge (a crash loop)
+        plan_q = (
+            f"max by (host, uuid, plan_id) (gpuwise_gpu_plan_info{sel} offset {m}) or on (host, uuid) "
+            f"max by (host, uuid, plan_id) (last_over_time(gpuwise_gpu_plan_info{sel}[{b}] offset {m}))"
+        )
+        for series in self._query_range(plan_q, *span):
+            lab = series["metric"]
+            for t, _ in series["values"]:
+                plans.setdefault(key(lab), {})[float(t)] = lab.get("plan_id", "")
         gpus = []
         for gk, times in rented.items():
             by = values.get(gk, {})
@@ -274,6 +284,7 @@ class PrometheusHistory:
                     xids=tuple(sorted(xids.get(gk, ()))),
                     shares=shares.get(gk, {}).get(t) if t in mig else None,
                     usd_per_hour=by.get("price", {}).get(t),
+                    context=SampleContext(plan_id=plans[gk][t]) if t in plans.get(gk, {}) else None,
                 )
             gpus.append(builder.build())
         return History(start_s, end_s, tuple(gpus), source=f"prometheus:{self.url}")
