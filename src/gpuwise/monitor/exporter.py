@@ -29,7 +29,7 @@ from gpuwise.errors import InputError
 from gpuwise.monitor.httpserver import BoundedHTTPServer
 from gpuwise.monitor.metrics import DCGM_LABELS, DCGM_MIG_LABELS, GPU_METRICS, MIG_METRICS
 from gpuwise.monitor.nvml import GpuReader
-from gpuwise.monitor.podresources import PodDevice, PodResourcesClient
+from gpuwise.monitor.podresources import PodDevice, PodResourcesClient, resolve_devices
 from gpuwise.monitor.pricing import PriceBook
 from gpuwise.monitor.snapshot import GpuSample, ProcessSample, Snapshot
 
@@ -139,9 +139,10 @@ class GpuCollector(Collector):
     ) -> None:
         """Store a new read; ``pods`` maps device ids (GPU or MIG UUIDs) to the pods the kubelet
         assigned them to (None: no pod-resources socket, so no assignment is known)."""
+        resolved = None if pods is None else resolve_devices(pods, snap)
         with self._lock:
             self._snapshot = snap
-            self._pods = pods
+            self._pods = resolved
             self.reads_total += 1
             self.last_read_s = time.time()
             if nvml_errors is not None:
