@@ -233,6 +233,7 @@ _MODELS = {
     "ServiceAccount": "V1ServiceAccount",
     "ClusterRole": "V1ClusterRole",
     "ClusterRoleBinding": "V1ClusterRoleBinding",
+    "NetworkPolicy": "V1NetworkPolicy",
 }
 KUBECTL = shutil.which("kubectl")
 
