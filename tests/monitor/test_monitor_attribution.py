@@ -4,6 +4,7 @@ on a unix socket), command lines kept out of labels by default, and the DCGM nam
 from __future__ import annotations
 
 import csv
+import re
 import os
 import tempfile
 from collections.abc import Iterator
@@ -236,3 +237,19 @@ def test_every_device_plugin_id_form_attributes(sock_path: str, form: str, devic
     finally:
         client.close()
         kubelet.stop()
+
+
+def test_dcgm_compat_has_the_last_xid_and_the_pci_bus_id() -> None:
+    """Existing DCGM XID alerts (`DCGM_FI_DEV_XID_ERRORS > 0`) keep working, and dashboards that
+    key GPUs by `pci_bus_id` find it: the xid scenario reports XID 79 on GPU 0."""
+    reader = FakeGpuReader.from_scenario("xid")
+    collector = GpuCollector(dcgm_compat=True)
+    for _ in range(5):  # XID 79 arrives with the fourth frame
+        snap = reader.read()
+    collector.update(snap)
+    fams = _families(collector)
+    xid = {s.labels["gpu"]: s for s in fams["DCGM_FI_DEV_XID_ERRORS"]}
+    last = {g.index: g.last_xid for g in snap.gpus}
+    assert any(last.values()) and all(xid[str(i)].value == (v or 0) for i, v in last.items())
+    for s in fams["DCGM_FI_DEV_GPU_TEMP"]:
+        assert re.fullmatch(r"[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.\d", s.labels["pci_bus_id"])

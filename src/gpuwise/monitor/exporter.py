@@ -405,8 +405,17 @@ class GpuCollector(Collector):
 
 
 def _dcgm_gpu(g: GpuSample, snap: Snapshot) -> list[str]:
-    """dcgm-exporter's label values for a GPU: gpu, UUID, device, modelName, Hostname, driver."""
-    return [str(g.index), g.uuid, f"nvidia{g.index}", g.name, snap.host, snap.driver_version or ""]
+    """dcgm-exporter's label values for a GPU: gpu, UUID, pci_bus_id, device, modelName,
+    Hostname, driver."""
+    return [
+        str(g.index),
+        g.uuid,
+        g.pci_bus_id or "",
+        f"nvidia{g.index}",
+        g.name,
+        snap.host,
+        snap.driver_version or "",
+    ]
 
 
 def _dcgm_label_sets(base: list[str], held: tuple[PodDevice, ...]) -> list[list[str]]:

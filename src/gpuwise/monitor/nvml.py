@@ -242,6 +242,10 @@ class NvmlGpuReader:
         )
         self._lost: set[int] = set()
         self._xid: list[dict[int, int]] = [{} for _ in self._handles]
+        self._last_xid: list[int | None] = [None for _ in self._handles]
+        self._pci: list[str | None] = [
+            self._bus_id(i, h) if h is not None else None for i, h in enumerate(self._handles)
+        ]
         self._event_set = self._register_xid_events()
         self._gpm_prev: dict[tuple[int, int | None], Any] = {}
         self._gpm_ok = [
@@ -320,6 +324,8 @@ class NvmlGpuReader:
             mig_enabled=False,
             mig_devices=(),
             processes=(),
+            pci_bus_id=self._pci[i],
+            last_xid=self._last_xid[i],
         )
 
     def _read_live(self, i: int, h: Any, uuid: str, name: str) -> GpuSample:
@@ -370,6 +376,8 @@ class NvmlGpuReader:
             ecc_corrected_total=None if ecc_c is None else int(ecc_c),
             ecc_uncorrected_total=None if ecc_u is None else int(ecc_u),
             xid_counts=tuple(sorted(self._xid[i].items())),
+            pci_bus_id=self._pci[i],
+            last_xid=self._last_xid[i],
             mig_enabled=mig_on,
             mig_devices=self._mig_devices(i, h, processes) if mig_on else (),
             processes=processes,
@@ -577,6 +585,12 @@ class NvmlGpuReader:
             if index is not None:
                 code = int(data.eventData)
                 self._xid[index][code] = self._xid[index].get(code, 0) + 1
+                self._last_xid[index] = code
+
+    def _bus_id(self, i: int, h: Any) -> str | None:
+        """The GPU's PCI bus id (static), None where NVML does not say."""
+        bus = getattr(self.session.call("pci", "nvmlDeviceGetPciInfo", h, gpu=i), "busId", None)
+        return None if bus is None else _text(bus)
 
     def _index_of(self, device: Any) -> int | None:
         for i, h in enumerate(self._handles):

@@ -164,6 +164,12 @@ class GpuSample:
     """Video encoder utilization (``utilization.encoder``/100; DCGM ``DCGM_FI_DEV_ENC_UTIL``)."""
     decoder_utilization_ratio: float | None = None
     """Video decoder utilization (``utilization.decoder``/100; DCGM ``DCGM_FI_DEV_DEC_UTIL``)."""
+    pci_bus_id: str | None = None
+    """PCI bus id (``--query-gpu=pci.bus_id``, e.g. ``00000000:18:00.0``; dcgm-exporter's
+    ``pci_bus_id`` label)."""
+    last_xid: int | None = None
+    """The latest XID code this reader saw (DCGM ``DCGM_FI_DEV_XID_ERRORS``: the value of the last
+    XID); None before any."""
 
     @property
     def plan_id(self) -> str | None:
