@@ -4,8 +4,8 @@ on a unix socket), command lines kept out of labels by default, and the DCGM nam
 from __future__ import annotations
 
 import csv
-import re
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
