@@ -247,3 +247,44 @@ def test_example_trace_gives_its_documented_answer(cli: Any) -> None:
         (24, 8, 16)
     )
     assert (doc["cost_usd"], doc["wasted_usd"]) == pytest.approx((72, 48))
+
+
+def _arch_offer(
+    cloud: str, region: str, instance: str, gpu: str, usd: float, count: float, arch: str
+) -> Offer:
+    from dataclasses import replace
+
+    return replace(
+        _offer(gpu, usd, count, instance), cloud=cloud, region=region, arch=arch, gpu_count=count
+    )
+
+
+def test_advice_stays_in_the_cloud_and_cpu_architecture_and_checks_compute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GPU 1 of the day trace (10 GiB peak, SM-active 10 %) on an x86 AWS p5: the downsize is an
+    AWS x86 L4 (121 TFLOP/s hold the 99 TFLOP/s of work done), not the arm64 g5g's T4 nor the
+    cheaper L4 in another cloud, nor an A10G (70 TFLOP/s: too slow for 10 % of an H100)."""
+    offers = (
+        _arch_offer("aws", "us-east-1", "p5.48xlarge", "H100", 55.04, 8, "x86_64"),
+        _arch_offer("aws", "us-east-1", "g5g.xlarge", "T4", 0.42, 1, "arm64"),
+        _arch_offer("aws", "us-east-1", "g5.xlarge", "A10G", 1.01, 1, "x86_64"),
+        _arch_offer("aws", "us-east-1", "g6.xlarge", "L4", 0.80, 1, "x86_64"),
+        _arch_offer("lambda", "asia-northeast-1", "gpu_1x_l4", "L4", 0.50, 1, "x86_64"),
+    )
+    monkeypatch.setenv("GPUWISE_INSTANCE_TYPE", "p5.48xlarge")
+    monkeypatch.setenv("GPUWISE_CLOUD", "aws")
+    r = _report(day_trace(), price=None, offers=offers)
+    assert (r.gpus[1].cloud, r.gpus[1].cpu_arch) == ("aws", "x86_64")
+    down = next(x for x in r.recommendations if x.action == "downsize")
+    assert down.target == "L4 on aws us-east-1 g6.xlarge", down
+    assert down.saving_usd_per_month == pytest.approx((6.88 - 0.80) * 730)
+
+
+def test_gpu_time_with_nothing_running_gets_an_action() -> None:
+    """GPU 0 of the day trace sat rented 12 h with nothing on it ($36 at $3/h, the biggest waste
+    item): a scale-to-zero recommendation with its monthly saving."""
+    r = _report(day_trace())
+    rec = next(x for x in r.recommendations if x.action == "scale-to-zero")
+    assert rec.gpu_index == 0 and "12.0 h" in rec.reason
+    assert rec.saving_usd_per_month == pytest.approx(12 * 3.0 * 730 / 24)

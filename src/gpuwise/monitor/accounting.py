@@ -243,3 +243,25 @@ def plan_usage(
         )
         for plan, (alloc, active, cost, wasted, unpriced, n_known) in sorted(acc.items())
     )
+
+
+def where_it_ran(s: GpuSeries, prices: PriceBook) -> tuple[str | None, str | None]:
+    """(cloud, CPU architecture) the GPU ran on: the node recorded for most of its hours, else
+    the book's (flags, settings); the architecture from its instance type's catalog offers."""
+    instance, cloud = prices.instance_type, prices.cloud
+    if s.context_index is not None and not prices.explicit:
+        hours: dict[tuple[str | None, str | None], float] = {}
+        for ci, ctx in enumerate(s.contexts):
+            if ctx.instance_type:
+                rows = s.context_index == ci
+                key = (ctx.instance_type, ctx.cloud)
+                hours[key] = hours.get(key, 0.0) + float(s.duration_s[rows].sum())
+        if hours:
+            instance, cloud = max(hours, key=lambda k: hours[k])
+    if not instance:
+        return cloud, None
+    same = [o for o in prices.offers if o.instance_type == instance]
+    same = [o for o in same if cloud is None or o.cloud == cloud] or same
+    if not same:
+        return cloud, None
+    return cloud or same[0].cloud, same[0].arch

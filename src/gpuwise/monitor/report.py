@@ -22,6 +22,7 @@ GPU at low activity → the smallest MIG profile that fits; a GPU idle all windo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -41,6 +42,7 @@ from gpuwise.monitor.accounting import (
     _activity,
     plan_usage,
     sample_prices,
+    where_it_ran,
     workload_usage,
 )
 from gpuwise.monitor.history import GpuSeries, History
@@ -64,6 +66,7 @@ Action = Literal[
     "upsize",
     "drain-and-reset",
     "fix-memory-leak",
+    "scale-to-zero",
 ]
 
 
@@ -134,6 +137,10 @@ class GpuUsage:
     unpriced_hours: float = 0.0
     """Allocated hours with no known price (an unidentified node, an instance type the catalog
     lacks): left out of ``cost_usd`` and ``wasted_usd``, never priced at $0 silently."""
+    cloud: str | None = None
+    """The cloud it ran in, where known (recorded node, settings, or its instance type)."""
+    cpu_arch: str | None = None
+    """The CPU architecture of its instance (``x86_64``, ``arm64``), where known."""
 
 
 @dataclass(frozen=True)
@@ -358,12 +365,27 @@ def gpu_usage(
 _MIG = re.compile(r"^(\d)g\.(\d+)gb$")
 
 
-def _candidates(offers: Sequence[Offer]) -> list[tuple[float, str, float, str]]:
-    """(price per GPU-hour, model, memory GiB, where) of the cheapest on-demand offer per NVIDIA model."""
+Candidate = tuple[float, str, float, str, float | None]
+"""(price per GPU-hour, model, memory GiB, where, peak dense 16-bit TFLOP/s or None)."""
+
+
+def _tflops(spec: object) -> float | None:
+    """A GPU's peak 16-bit tensor throughput (bf16, else fp16), the figure compute is compared by."""
+    return getattr(spec, "peak_bf16_tflops", None) or getattr(spec, "peak_fp16_tflops", None)
+
+
+def _candidates(
+    offers: Sequence[Offer], cloud: str | None = None, arch: str | None = None
+) -> list[Candidate]:
+    """The cheapest on-demand offer per NVIDIA model a person could move this job to: in the
+    same cloud (where known: another cloud is a migration, not a right-sizing) and with the
+    same CPU architecture (an x86 image does not run on an arm64 host; unknown: x86_64)."""
     from gpuwise.hardware import find_gpu
 
-    out = []
-    for name, cheapest in cheapest_per_gpu(offers, spot=False).items():
+    arch = arch or "x86_64"
+    pool = [o for o in offers if o.arch == arch and (cloud is None or o.cloud == cloud)]
+    out: list[Candidate] = []
+    for name, cheapest in cheapest_per_gpu(pool, spot=False).items():
         try:
             spec = find_gpu(name)
         except HardwareError:
@@ -376,9 +398,21 @@ def _candidates(offers: Sequence[Offer]) -> list[tuple[float, str, float, str]]:
                 spec.name,
                 spec.memory_gib,
                 f"{cheapest.cloud} {cheapest.region} {cheapest.instance_type}",
+                _tflops(spec),
             )
         )
-    return sorted(out)
+    return sorted(out, key=lambda c: (c[0], c[1]))
+
+
+def _own_tflops(u: GpuUsage) -> float | None:
+    from gpuwise.hardware import find_gpu
+
+    if u.gpu is None:
+        return None
+    try:
+        return _tflops(find_gpu(u.gpu))
+    except HardwareError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -387,7 +421,7 @@ class _Advice:
 
     u: GpuUsage
     window_hours: float
-    candidates: Callable[[], Sequence[tuple[float, str, float, str]]]
+    candidates: Callable[[], Sequence[Candidate]]
 
     @property
     def price(self) -> float | None:
@@ -478,6 +512,24 @@ def _held_idle(a: _Advice) -> Recommendation | None:
     )
 
 
+def _unallocated_idle(a: _Advice) -> Recommendation | None:
+    """Stretches of an hour or more with nothing running on a rented GPU: release the node then."""
+    u = a.u
+    empty_h = sum(st.hours for st in u.idle_stretches if not st.held_by)
+    if empty_h < 1.0:
+        return None
+    per_month = empty_h * HOURS_PER_MONTH / a.window_hours if a.window_hours else None
+    return a.rec(
+        "scale-to-zero",
+        f"GPU {u.index} sat rented with nothing running for {empty_h:.1f} h of "
+        f"{u.allocated_hours:.1f} h: let the node go when no job needs it (a cluster autoscaler "
+        "scale-down or a node pool with a minimum of 0; outside Kubernetes, stop the instance "
+        "between jobs), or run the work on a smaller node",
+        None,
+        None if per_month is None else _mul(per_month, a.price),
+    )
+
+
 def _mig_in_use(a: _Advice) -> Recommendation | None:
     """A GPU already in MIG mode with idle slices."""
     u, price = a.u, a.price
@@ -498,10 +550,13 @@ def _memory(a: _Advice, low: bool) -> list[Recommendation]:
     u, price, out = a.u, a.price, []
     peak = u.peak_memory_fraction
     if peak is not None and peak > MEMORY_FULL:
+        own = _own_tflops(u)
         bigger = [
             c
             for c in a.candidates()
-            if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER
+            if u.peak_memory_gib
+            and c[2] > u.peak_memory_gib * MEMORY_BUFFER
+            and (own is None or c[4] is None or c[4] >= own)  # more memory, not a slower GPU
         ]
         target = (
             f"{bigger[0][1]} ({bigger[0][2]:g} GiB, ${bigger[0][0]:.2f}/GPU-h on {bigger[0][3]})"
@@ -529,15 +584,31 @@ def _memory(a: _Advice, low: bool) -> list[Recommendation]:
     ):
         return out
     need = u.peak_memory_gib * MEMORY_BUFFER
-    fits = [c for c in a.candidates() if c[2] >= need and c[0] < price * 0.95 and c[1] != u.gpu]
+    # compute too: the work done (mean activity × this GPU's peak) plus 15 % must fit the target
+    own = _own_tflops(u)
+    work = None if own is None or u.mean_activity_ratio is None else own * u.mean_activity_ratio
+    fits = [
+        c
+        for c in a.candidates()
+        if c[2] >= need
+        and c[0] < price * 0.95
+        and c[1] != u.gpu
+        and (work is None or (c[4] is not None and c[4] >= work * MEMORY_BUFFER))
+    ]
     if fits:
-        p, name, mem, where = fits[0]
+        p, name, mem, where, tflops = fits[0]
+        compute = (
+            f" and its {tflops:g} TFLOP/s hold the {work:.0f} TFLOP/s of work done"
+            if work is not None and tflops is not None
+            else ""
+        )
         out.append(
             a.rec(
                 "downsize",
                 f"GPU {u.index} peaked at {u.peak_memory_gib:.1f} GiB ({peak:.0%}) with mean activity "
-                f"{u.mean_activity_ratio:.0%}: a {name} ({mem:g} GiB) holds the peak plus 15 % for "
-                f"${p:.2f}/GPU-h instead of ${price:.2f}",
+                f"{u.mean_activity_ratio:.0%}: a {name} ({mem:g} GiB) holds the peak plus 15 %"
+                f"{compute}, for ${p:.2f}/GPU-h instead of ${price:.2f} (same cloud and CPU "
+                "architecture)",
                 f"{name} on {where}",
                 (price - p) * a.month,
             )
@@ -584,7 +655,7 @@ def _share(a: _Advice) -> Recommendation | None:
 def recommend(
     u: GpuUsage,
     window_hours: float,
-    candidates: Callable[[], Sequence[tuple[float, str, float, str]]],
+    candidates: Callable[[], Sequence[Candidate]],
 ) -> list[Recommendation]:
     """Right-sizing advice for one GPU (see the module docstring for the rules).
 
@@ -601,7 +672,7 @@ def recommend(
     idle = _idle(a)
     if idle is not None:
         return [*recs, idle]
-    recs += [r for r in (_held_idle(a),) if r is not None]
+    recs += [r for r in (_held_idle(a), _unallocated_idle(a)) if r is not None]
     if u.mig_active_share is not None:  # already in MIG mode: the other rules do not apply
         return recs + [r for r in (_mig_in_use(a),) if r is not None]
     low = u.mean_activity_ratio is not None and u.mean_activity_ratio < LOW_ACTIVITY
@@ -647,10 +718,20 @@ def build_report(
             key=lambda u: (u.host, u.index),
         )
     )
-    candidates = functools.cache(
-        lambda: _candidates(prices.offers)
-    )  # once per report, not per GPU and rule
-    recs = [r for u in usages for r in recommend(u, observed_h, candidates)]
+    by_uuid = {(s.host, s.uuid): s for s in history.gpus}
+    placed = {k: where_it_ran(v, prices) for k, v in by_uuid.items()}
+    usages = tuple(
+        dataclasses.replace(
+            u, cloud=placed[(u.host, u.uuid)][0], cpu_arch=placed[(u.host, u.uuid)][1]
+        )
+        for u in usages
+    )
+    pool = functools.cache(lambda cloud, arch: _candidates(prices.offers, cloud, arch))
+    recs = [
+        r
+        for u in usages
+        for r in recommend(u, observed_h, functools.partial(pool, u.cloud, u.cpu_arch))
+    ]
     recs.sort(key=lambda r: -(r.saving_usd_per_month or 0.0))
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     wastes = [u.wasted_usd for u in usages if u.wasted_usd is not None]
