@@ -126,10 +126,15 @@ rented all the same, so the per-workload table adds up to the per-GPU totals."""
 
 
 def _entries(
-    s: GpuSeries, k: int, hours: float, active_threshold: float
+    s: GpuSeries,
+    k: int,
+    hours: float,
+    active_threshold: float,
+    activity: tuple[np.ndarray, np.ndarray],
 ) -> list[tuple[str, float, float]]:
-    """(workload, hours, active hours) of sample ``k``, the unattributed rest as UNALLOCATED."""
-    act, held = _activity(s)
+    """(workload, hours, active hours) of sample ``k``, the unattributed rest as UNALLOCATED.
+    ``activity``: :func:`_activity` of ``s``, computed once per series."""
+    act, held = activity
     names = s.workloads[k]
     mig = s.workload_shares[k] if s.workload_shares is not None else None
     if mig is not None:  # MIG: each workload's instance slices, active as its instance is
@@ -164,11 +169,13 @@ def workload_usage(
     acc: dict[str, list[float]] = {}
     gpus: dict[str, set[str]] = {}
     for s in history.gpus:
-        usd = (priced or {}).get(id(s), sample_prices(s, prices))[0] if len(s) else None
+        known = (priced or {}).get(id(s))
+        usd = (known if known is not None else sample_prices(s, prices))[0] if len(s) else None
+        activity = _activity(s)
         for k in range(len(s)):
             hours = float(s.duration_s[k]) / 3600
             price = float(usd[k]) if usd is not None else math.nan
-            for w, h, a in _entries(s, k, hours, active_threshold):
+            for w, h, a in _entries(s, k, hours, active_threshold, activity):
                 row = acc.setdefault(w, [0.0, 0.0, 0.0, 0.0, 0.0])
                 row[0] += h
                 row[1] += a

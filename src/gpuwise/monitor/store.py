@@ -45,7 +45,7 @@ from gpuwise.monitor.history import (
     WorkloadShares,
     mig_workload_shares,
 )
-from gpuwise.monitor.snapshot import Snapshot
+from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD, Snapshot
 
 _MIB = 1024**2
 _SCHEMA = """
@@ -111,6 +111,14 @@ _COLUMNS = {
     "jobsets": ("id", "names"),
     "samples": ("gpu", "ts", "dur", "util_pm", "sm_pm", "mem_mib", "power_w", "temp_c", "jobset"),
 }
+
+
+FOLD_AFTER_S = 2 * 86400
+"""Reports over windows longer than this read rows folded in SQL (see :meth:`HistoryStore.read`)."""
+FOLD_BUCKET_S = 300
+"""The folded rows' length: 5 minutes, as downsampling's."""
+MAX_BUCKETS = 10_000
+"""At most this many folded rows per GPU and class (longer buckets for longer windows)."""
 
 
 def default_db_path() -> Path:
@@ -406,8 +414,49 @@ class HistoryStore:
         return deleted, folded
 
     # -- reading -------------------------------------------------------------------------
-    def read(self, start_s: float, end_s: float) -> History:
-        """Every GPU's samples with ``start_s <= ts < end_s``."""
+    def _select(self, start_s: float, end_s: float, bucket_s: int) -> sqlite3.Cursor:
+        """Rows of the window, raw (``bucket_s`` 0) or folded in SQL into ``bucket_s`` buckets
+        per GPU, workload set, context, health and activity class (active, idle, unknown), so
+        the report's hours, dollars, active and idle hours and peaks stay exact: a bucket row's
+        mean activity has the class of every row in it, memory keeps the peak."""
+        if not bucket_s:
+            return self._db.execute(
+                "SELECT gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, "
+                "lost, xids, ctx FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts",
+                (start_s, end_s),
+            )
+
+        def mean(col: str) -> str:
+            return (
+                f"CAST(ROUND(SUM({col} * dur) * 1.0 / NULLIF(SUM(CASE WHEN {col} IS NOT NULL "
+                f"THEN dur END), 0)) AS INTEGER)"
+            )
+
+        active = round(ACTIVE_THRESHOLD * 1000)
+        return self._db.execute(
+            f"SELECT gpu, MIN(ts), SUM(dur), {mean('util_pm')}, {mean('sm_pm')}, MAX(mem_mib), "
+            f"{mean('power_w')}, MAX(temp_c), jobset, {mean('mig_pm')}, MAX(lost), "
+            "GROUP_CONCAT(DISTINCT xids), ctx FROM samples WHERE ts >= ? AND ts < ? "
+            "GROUP BY gpu, ts / ?, jobset, ctx, COALESCE(lost, 0), "
+            "CASE WHEN COALESCE(sm_pm, util_pm) IS NULL THEN -1 "
+            f"WHEN COALESCE(sm_pm, util_pm) >= {active} THEN 1 ELSE 0 END "
+            "ORDER BY gpu, 2",
+            (start_s, end_s, bucket_s),
+        )
+
+    def read(self, start_s: float, end_s: float, bucket_s: int | None = None) -> History:
+        """Every GPU's samples with ``start_s <= ts < end_s``. ``bucket_s``: fold rows into
+        buckets of this many seconds in SQL (0: raw rows); by default windows longer than
+        :data:`FOLD_AFTER_S` are folded into :data:`FOLD_BUCKET_S` (or more, for at most
+        :data:`MAX_BUCKETS` per GPU), so a 30-day report reads thousands of rows, not millions.
+        Idle stretches and leak detection then work at the bucket's resolution."""
+        if bucket_s is None:
+            window = end_s - start_s
+            bucket_s = (
+                0
+                if window <= FOLD_AFTER_S
+                else max(FOLD_BUCKET_S, -(-int(window) // MAX_BUCKETS // 60) * 60)
+            )
         jobsets: dict[int, tuple[tuple[str, ...], WorkloadShares | None]] = {}
         for jid, text in self._db.execute("SELECT id, names FROM jobsets"):
             items = json.loads(text)
@@ -441,11 +490,7 @@ class HistoryStore:
             lost,
             xids,
             ctx,
-        ) in self._db.execute(
-            "SELECT gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, lost, "
-            "xids, ctx FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts",
-            (start_s, end_s),
-        ):
+        ) in self._select(start_s, end_s, bucket_s):
             b = builders.get(gid)
             if b is None:
                 host, uuid, idx, model, total = gpus[gid]
