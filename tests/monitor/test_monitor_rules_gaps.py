@@ -311,7 +311,7 @@ def test_a_fifth_of_scrapes_failing_bills_the_rented_hours_at_any_interval(
     tmp_path: Path, interval_s: int
 ) -> None:
     """4 hours rented at $10/h, scraped every 15 s to 2 min with 20 % of the scrapes failing:
-    $40, exactly. The rules before billed only minutes with a sample: about $32 at 60 s."""
+    $40, exactly. The rules before billed only minutes with a sample: $32.17 at 60 s, $16.17 at 120 s."""
     n = 4 * 3600 // interval_s
     ok = _failing_at(n, 0.2, seed=interval_s)
     test = {
@@ -327,7 +327,7 @@ def test_a_fifth_of_scrapes_failing_bills_the_rented_hours_at_any_interval(
 
 def test_a_ten_minute_crash_loop_bills_the_rented_hour(tmp_path: Path) -> None:
     """An hour at $10/h, 15 s scrapes; the exporter crash-loops from 20 to 30 minutes (every
-    scrape fails, up = 0): the node was rented, $10. The rules before said $8.33."""
+    scrape fails, up = 0): the node was rented, $10. The rules before said $8.67."""
     ok = [not (80 <= i < 120) for i in range(241)]
     test = {
         "interval": "15s",
@@ -360,7 +360,7 @@ def test_a_gpu_seen_for_30_minutes_bills_30(tmp_path: Path) -> None:
 
 def test_an_exporter_scraped_by_two_jobs_bills_once(tmp_path: Path) -> None:
     """A ServiceMonitor and a PodMonitor both scrape the exporter (two jobs, the same GPU): one
-    hour at $10/h is $10, not $20 as the rules before said."""
+    hour at $10/h is $10, not $20.33 as the rules before said."""
     series = _from_zero([True] * 241)
     twice = [
         {
