@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,3 +191,65 @@ def test_metric_table_rows_are_consistent() -> None:
         assert not d.name.endswith("_total"), d.name
         if d.dcgm:
             assert d.dcgm[0].name in d.help, d.name
+
+
+@pytest.mark.parametrize(
+    ("form", "device_id"),
+    [
+        ("NVIDIA UUID", lambda g, m: g.uuid),
+        ("NVIDIA time-slicing replica", lambda g, m: f"{g.uuid}::3"),
+        ("GKE device name", lambda g, m: f"nvidia{g.index}"),
+        ("MIG UUID", lambda g, m: m.uuid),
+        ("MIG time-slicing replica", lambda g, m: f"{m.uuid}::0"),
+        ("GKE MIG partition", lambda g, m: f"nvidia{g.index}/gi{m.gpu_instance_id}"),
+        ("MIG R450 form", lambda g, m: f"MIG-{g.uuid}/{m.gpu_instance_id}/0"),
+    ],
+)
+def test_every_device_plugin_id_form_attributes(sock_path: str, form: str, device_id: Any) -> None:
+    """The kubelet speaks each device plugin's ids (NVIDIA, its time-slicing replicas, GKE,
+    MIG): the GPU (or its MIG instance) is assigned to the pod either way; these forms used to
+    read as unallocated (gpuwise_gpu_assigned 0)."""
+    reader = FakeGpuReader.from_scenario("mig")
+    snap = reader.read()
+    g = next(x for x in snap.gpus if x.mig_devices)
+    m = g.mig_devices[-1]
+    want_mig = m.uuid if "MIG" in form else ""
+    held = device_id(g, m)
+    resource = "nvidia.com/mig-1g.10gb" if want_mig else "nvidia.com/gpu"
+    devices = (PodDevice("ml", "nb-0", "jupyter", resource, held),)
+    if "replica" in form:  # two replicas of the same device in one container count once
+        devices += (PodDevice("ml", "nb-0", "jupyter", resource, held.replace("::", "::1")),)
+    kubelet = FakeKubelet(sock_path, devices).start()
+    client = PodResourcesClient(sock_path, timeout_s=5)
+    try:
+        collector = GpuCollector()
+        Sampler(reader, collector, 1.0, client).read_once()
+        fams = _families(collector)
+        assigned = {s.labels["uuid"]: s.value for s in fams["gpuwise_gpu_assigned"]}
+        assert assigned[g.uuid] == 1.0, (form, held)
+        assert sum(assigned.values()) == 1.0
+        (info,) = fams["gpuwise_gpu_pod_info"]
+        assert (info.labels["uuid"], info.labels["mig_uuid"], info.labels["pod"]) == (
+            g.uuid,
+            want_mig,
+            "nb-0",
+        )
+    finally:
+        client.close()
+        kubelet.stop()
+
+
+def test_dcgm_compat_has_the_last_xid_and_the_pci_bus_id() -> None:
+    """Existing DCGM XID alerts (`DCGM_FI_DEV_XID_ERRORS > 0`) keep working, and dashboards that
+    key GPUs by `pci_bus_id` find it: the xid scenario reports XID 79 on GPU 0."""
+    reader = FakeGpuReader.from_scenario("xid")
+    collector = GpuCollector(dcgm_compat=True)
+    for _ in range(5):  # XID 79 arrives with the fourth frame
+        snap = reader.read()
+    collector.update(snap)
+    fams = _families(collector)
+    xid = {s.labels["gpu"]: s for s in fams["DCGM_FI_DEV_XID_ERRORS"]}
+    last = {g.index: g.last_xid for g in snap.gpus}
+    assert any(last.values()) and all(xid[str(i)].value == (v or 0) for i, v in last.items())
+    for s in fams["DCGM_FI_DEV_GPU_TEMP"]:
+        assert re.fullmatch(r"[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.\d", s.labels["pci_bus_id"])

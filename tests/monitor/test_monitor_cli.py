@@ -149,8 +149,8 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
         (["exporter", "--fake", "idle", "--port", "99999"], "--port must be 0-65535"),
         (["exporter", "--fake", "/nonexistent/trace.json"], "cannot read trace"),
         (
-            ["exporter", "--fake", "idle", "--port", "0", "--instance-type", "p9.huge"],
-            "instance type 'p9.huge' is not",
+            ["report", "--fake", "idle", "--price-usd-per-hour", "1"],
+            "cannot read GPUWISE_CAPACITY_TYPE 'bogus'",
         ),
         (["exporter", "--fake", "idle", "--once", "--node-info", "cloud"], "--node-info must be"),
         (
@@ -159,11 +159,49 @@ def test_exporter_serves_until_interrupted(free_port: Any, wait_for: Any) -> Non
         ),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(cli: Any, args: list[str], needle: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    cli: Any, args: list[str], needle: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "GPUWISE_CAPACITY_TYPE" in needle:
+        monkeypatch.setenv("GPUWISE_CAPACITY_TYPE", "bogus")
     r = cli(*args)
     assert r.code == 2, (r.stdout, r.stderr)
     assert r.stderr.startswith("error: ") and needle in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("instance", "cloud", "says", "suggests"),
+    [
+        # a typo: the exporter serves, unpriced, and suggests the real name
+        ("p5.48xlarg", None, "not in the catalog", "p5.48xlarge"),
+        # a real name in the wrong cloud: it says which cloud has it, and never suggests itself
+        ("p5.48xlarge", "gcp", "it is a aws instance type", None),
+    ],
+)
+def test_an_instance_the_catalog_lacks_keeps_the_exporter_serving(
+    cli: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    instance: str,
+    cloud: str | None,
+    says: str,
+    suggests: str | None,
+) -> None:
+    """It used to exit 2: a crash loop of GPU monitoring over a gap in the price catalog."""
+    monkeypatch.setenv("GPUWISE_INSTANCE_TYPE", instance)
+    if cloud:
+        monkeypatch.setenv("GPUWISE_CLOUD", cloud)
+    r = cli("exporter", "--fake", "idle", "--once")
+    assert r.code == 0, r.stderr
+    info = [line for line in r.stdout.splitlines() if line.startswith("gpuwise_node_price_info{")]
+    assert info and all(f'price_source="unknown instance type {instance}' in x for x in info)
+    assert says in info[0]
+    assert "gpuwise_gpu_cost_usd_per_hour{" not in r.stdout  # unpriced, not $0
+    mean = re.search(r"did you mean ([^?]*)\?", info[0])
+    if suggests is None:
+        assert mean is None or instance not in mean.group(1).split(", "), info[0]
+    else:
+        assert mean is not None and suggests in mean.group(1).split(", "), info[0]
 
 
 def test_malformed_trace_file(cli: Any, tmp_path: Path) -> None:

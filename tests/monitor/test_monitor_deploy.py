@@ -233,6 +233,7 @@ _MODELS = {
     "ServiceAccount": "V1ServiceAccount",
     "ClusterRole": "V1ClusterRole",
     "ClusterRoleBinding": "V1ClusterRoleBinding",
+    "NetworkPolicy": "V1NetworkPolicy",
 }
 KUBECTL = shutil.which("kubectl")
 
@@ -396,3 +397,71 @@ def test_exporter_image_command_runs_in_a_plain_venv() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert 'gpuwise_gpu_up{gpu="0",host="fake-idle"' in r.stdout  # a trace names its host
+
+
+def _unit_of(expr: str) -> str | set[str]:
+    """The unit a query's values are in, read from the names it uses (base units in the name:
+    ``_ratio`` 0–1, ``_celsius``, ``_watts``, ``_bytes``, ``_usd``; hours; counts)."""
+    if expr.lstrip("(").startswith("count("):
+        return {"none", "short"}  # a number of GPUs
+    if "_usd" in expr:
+        return "currencyUSD"
+    if "hours" in expr:
+        return "h"
+    if "energy_joules" in expr:
+        assert "/ 3.6e6" in expr, expr  # J → kWh
+        return "kwatth"
+    if "_celsius" in expr:
+        return "celsius"
+    if (
+        "ratio" in expr
+        or "observed_share" in expr
+        or "gpu_samples:1m" in expr
+        or re.search(r"_bytes\b.*/ .*_bytes\b", expr)
+        or re.search(r"_slices\b.*/ .*_slices\b", expr)
+    ):
+        return "percentunit"
+    if "_watts" in expr:
+        return "watt"
+    if "_bytes" in expr:
+        return "bytes"
+    return {"none", "short"}  # counts: processes, XIDs, replays, remapped rows, GPUs
+
+
+def test_every_panel_shows_each_query_in_its_unit() -> None:
+    """Each query of every panel is shown in the unit of what it returns (its override by
+    refId, else the panel's): 62 °C used to read as 6,200 %, kWh and counts as percentages."""
+    dash = json.loads((DEPLOY / "grafana/gpuwise-dashboard.json").read_text())
+    wrong = []
+    for panel in dash["panels"]:
+        if panel.get("type") == "table":
+            continue  # shows labels, not values
+        conf = panel.get("fieldConfig", {})
+        default = conf.get("defaults", {}).get("unit", "none")
+        by_ref = {
+            o["matcher"]["options"]: p["value"]
+            for o in conf.get("overrides", [])
+            if o["matcher"]["id"] == "byFrameRefID"
+            for p in o["properties"]
+            if p["id"] == "unit"
+        }
+        for t in panel["targets"]:
+            shown, want = by_ref.get(t["refId"], default), _unit_of(t["expr"])
+            if shown != want and not (isinstance(want, set) and shown in want):
+                wrong.append((panel["title"], t["refId"], shown, want))
+    assert not wrong, wrong
+
+
+def test_unpriced_gpus_have_an_alert_and_a_panel_beside_every_dollar_figure() -> None:
+    rules = yaml.safe_load((DEPLOY / "prometheus/gpuwise-rules.yml").read_text())
+    alerts = {r["alert"]: r for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    assert "gpuwise:gpu_unpriced:bool" in alerts["GpuwiseGpuUnpriced"]["expr"]
+    dash = json.loads((DEPLOY / "grafana/gpuwise-dashboard.json").read_text())
+    for panel in dash["panels"]:
+        if panel.get("fieldConfig", {}).get("defaults", {}).get("unit") == "currencyUSD":
+            assert any("hours_unpriced" in t["expr"] for t in panel["targets"]), panel["title"]
+    assert any(
+        "hours_unpriced" in t["expr"] and p["type"] == "timeseries"
+        for p in dash["panels"]
+        for t in p["targets"]
+    )

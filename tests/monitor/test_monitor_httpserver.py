@@ -124,3 +124,39 @@ def test_exporter_scrapes_answer_beside_stalled_connections() -> None:
         for s in stalled:
             s.close()
         exp.stop()
+
+
+def test_sixty_four_half_open_slow_loris_clients_do_not_stop_scrapes() -> None:
+    """64 connections each send half a request line and stall (8 workers, 5 s header deadline):
+    three scrapes in a row still answer at once. They used to hold every worker for 5 s each,
+    40 s of queue, and the scrapes timed out."""
+    exp = Exporter(FakeGpuReader.from_scenario("idle"), port=0, interval_s=3600, http_workers=8)
+    exp.start()
+    port = int(exp.server.server_address[1])
+    loris = [_connect(port) for _ in range(64)]
+    try:
+        for s in loris:
+            s.sendall(b"GET /metr")  # half a request line, then nothing
+        for _ in range(3):
+            with urllib.request.urlopen(exp.url + "/metrics", timeout=10) as r:
+                assert b"gpuwise_gpu_up" in r.read()
+    finally:
+        for s in loris:
+            s.close()
+        exp.stop()
+
+
+def test_a_request_split_across_packets_is_served(server: BoundedHTTPServer) -> None:
+    port = server.server_address[1]
+    s = _connect(port)
+    try:
+        for part in (b"GE", b"T / HTTP/1.1\r\nHo", b"st: x\r\n", b"\r\n"):
+            s.sendall(part)
+        data = b""
+        while not data.endswith(b"hello\n"):
+            chunk = s.recv(4096)
+            assert chunk
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200")
+    finally:
+        s.close()

@@ -258,3 +258,29 @@ def test_the_baseline_check_catches_what_the_old_daemonset_did() -> None:
         "hostPath volume pod-logs",
         "privileged: exporter",
     ]
+
+
+def test_monitors_honor_the_exporters_pod_labels() -> None:
+    """honorLabels: the pod-info, per-process and DCGM-compat series keep namespace/pod/container
+    of the pod using the GPU; without it they became exported_* and every GPU "belonged" to the
+    gpuwise namespace. The PodMonitor (not in the kustomization) says the same."""
+    monitor = next(d for d in _monitoring_objects() if d["kind"] == "ServiceMonitor")
+    assert all(e.get("honorLabels") is True for e in monitor["spec"]["endpoints"])
+    pod = yaml.safe_load((K8S / "monitoring/podmonitor.yaml").read_text())
+    assert all(e.get("honorLabels") is True for e in pod["spec"]["podMetricsEndpoints"])
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_network_policy_admits_prometheus_only(overlay: str | None) -> None:
+    objs = _render(overlay)
+    policy, ds = objs["NetworkPolicy"], objs["DaemonSet"]
+    spec = policy["spec"]
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()  # selects the exporter
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    (source,) = rule["from"]  # one source: Prometheus pods, any namespace; no ipBlock
+    assert source["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
+    (port,) = rule["ports"]
+    names = {p["name"] for c in ds["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+    assert port["port"] in names

@@ -59,7 +59,12 @@ def test_report_counts_empty_and_unallocated_slices_as_waste() -> None:
     )
     assert by_name["ivan/notebook"].allocated_hours == pytest.approx(2 * 3 / 7)
     assert by_name["ivan/notebook"].efficiency == 0 and by_name["heidi/train"].efficiency == 1
-    assert sum(w.allocated_hours for w in report.workloads) == pytest.approx(2 * (2 / 7 + 6 / 7))
+    named = [w for w in report.workloads if w.workload != "(unallocated)"]
+    assert sum(w.allocated_hours for w in named) == pytest.approx(2 * (2 / 7 + 6 / 7))
+    # the empty instances and unallocated slices are a row of their own: the table adds up
+    assert by_name["(unallocated)"].active_hours == 0
+    assert sum(w.allocated_hours for w in report.workloads) == pytest.approx(4)
+    assert sum(w.wasted_usd for w in report.workloads) == pytest.approx(report.wasted_usd)
     mig_recs = [r for r in report.recommendations if r.action == "mig"]
     assert {r.gpu_index for r in mig_recs} == {0, 1} and all(r.host == "fake-mig" for r in mig_recs)
 

@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -269,3 +270,28 @@ def test_settings_win_and_off_fetches_nothing(serve: Any) -> None:
         "kubernetes", env={"NODE_NAME": "n1", "GPUWISE_CAPACITY_TYPE": "on-demand"}, api_url=api.url
     )
     assert (facts.instance_type, facts.capacity_type) == ("p5.48xlarge", "on-demand")
+
+
+def test_an_ipv6_api_server_address_is_bracketed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """KUBERNETES_SERVICE_HOST=fd00::1 (an IPv6 cluster) makes https://[fd00::1]:443; the URL used
+    to lack the brackets, and the failure's hint blamed RBAC. A connection failure now points at
+    the address; a 403 still at RBAC."""
+    import urllib.error
+
+    from gpuwise.monitor import node as node_mod
+
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setattr(node_mod, "SERVICE_ACCOUNT", Path("/nonexistent"))
+    urls: list[str] = []
+
+    def refuse(url: str, headers: Any, **kw: Any) -> str:
+        urls.append(url)
+        raise urllib.error.URLError("connection refused")
+
+    monkeypatch.setattr(node_mod, "_get", refuse)
+    assert node_mod.read_kubernetes_node("n1") is None
+    assert urls == ["https://[fd00::1]:443/api/v1/nodes/n1"]
+    assert "KUBERNETES_SERVICE_HOST" in caplog.text and "rbac" not in caplog.text.lower()

@@ -57,9 +57,15 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Exp
     # the shipped rules, evaluated every second instead of every minute so the test need not wait
     rules = (REPO / "deploy/prometheus/gpuwise-rules.yml").read_text()
     assert "    interval: 1m\n" in rules
-    (tmp / "gpuwise-rules.yml").write_text(
-        rules.replace("    interval: 1m\n", "    interval: 1s\n")
-    )
+    # and billing 2.5 s behind the clock, bridging 2 s, instead of 15m30s and 15 min
+    for old, new in (
+        ("    interval: 1m\n", "    interval: 1s\n"),
+        ("[15m30s]", "[2500ms]"),
+        ("offset 15m30s", "offset 2500ms"),
+        ("[15m]", "[2s]"),
+    ):
+        rules = rules.replace(old, new)
+    (tmp / "gpuwise-rules.yml").write_text(rules)
     target = exp.url.removeprefix("http://")
     (tmp / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
@@ -157,7 +163,15 @@ def test_rules_load_and_evaluate(scraped: tuple[str, Exporter, float]) -> None:
 
 def test_report_reads_history_from_prometheus(scraped: tuple[str, Exporter, float]) -> None:
     base, _, started = scraped
-    history = PrometheusHistory(base).read(started, time.time() + 1, step_s=1)
+    from tests.monitor.conftest import wait_for
+
+    # bill through gaps of 2 s instead of 15 min (the server has run for seconds only): wait
+    # until billing, 2.5 s behind the clock, has both GPUs
+    def both() -> Any:
+        h = PrometheusHistory(base, bridge_s=2).read(started, time.time(), step_s=1)
+        return h if len(h.gpus) == 2 else None
+
+    history = wait_for(both, 30, "two billed GPUs")
     assert history.source == f"prometheus:{base}"
     assert {s.index for s in history.gpus} == {0, 1}
     report = build_report(history, PriceBook(price_usd_per_hour=3.0))
@@ -214,6 +228,12 @@ def test_observed_share_and_every_dashboard_query_on_a_real_prometheus(
 
     for r in wait_for(shares, 30, "the observed share of both GPUs"):
         assert float(r["value"][1]) == pytest.approx(1.0)
+
+    def billed() -> Any:  # billing runs 2.5 s (sped up from 15m30s) behind the clock
+        doc = _api(base, "/api/v1/query", query="gpuwise:gpu_cost_usd:1d")
+        return doc and len(doc["data"]["result"]) == 2
+
+    wait_for(billed, 30, "the billed cost of both GPUs")
     groups = _api(base, "/api/v1/rules")["data"]["groups"]
     assert all(r.get("lastError", "") == "" for g in groups for r in g["rules"]), groups
     dash = json.loads((REPO / "deploy/grafana/gpuwise-dashboard.json").read_text())

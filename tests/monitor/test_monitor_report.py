@@ -77,8 +77,15 @@ def test_idle_stretches_say_who_held_the_gpu() -> None:
 
 
 def test_workloads_split_hours_and_cost() -> None:
-    w = {u.workload: u for u in _report(day_trace()).workloads}
-    assert set(w) == {"train/llm", "nb/jupyter", "small/job"}
+    r = _report(day_trace())
+    w = {u.workload: u for u in r.workloads}
+    # the 12 h nothing ran on GPU 0 is a row of its own, so the table adds up to the GPUs
+    assert set(w) == {"train/llm", "nb/jupyter", "small/job", "(unallocated)"}
+    assert (w["(unallocated)"].allocated_hours, w["(unallocated)"].wasted_usd) == pytest.approx(
+        (12, 36)
+    )
+    for field in ("allocated_hours", "active_hours", "idle_hours", "cost_usd", "wasted_usd"):
+        assert sum(getattr(u, field) for u in r.workloads) == pytest.approx(getattr(r, field))
     assert (
         w["nb/jupyter"].allocated_hours,
         w["nb/jupyter"].idle_hours,
@@ -137,13 +144,33 @@ def test_unused_gpu_is_released_with_its_whole_cost() -> None:
 
 
 def test_unknown_price_leaves_dollars_empty_not_zero() -> None:
+    """No instance type anywhere: the hours are unpriced and counted, never priced at the
+    catalog's cheapest offer of the model (the L4 here would be $0.80)."""
     trace = day_trace()
-    for g in trace["gpus"]:
-        g["name"] = "Mystery GPU 9000"
     r = _report(trace, price=None)
     assert r.cost_usd is None and r.wasted_usd is None and r.gpus[0].cost_usd is None
-    assert "unknown GPU model" in r.gpus[0].price_source
+    assert r.gpus[0].price_source.startswith("unknown instance")
     assert r.idle_hours == pytest.approx(16)
+    assert (r.unpriced_hours, r.gpus[0].unpriced_hours) == pytest.approx((48, 24))
+    assert sum(w.unpriced_hours for w in r.workloads) == pytest.approx(48)
+
+
+def test_spot_setting_prices_the_spot_offer_and_bogus_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GPUWISE_CAPACITY_TYPE=spot prices the instance's spot offer, as the exporter does."""
+    from dataclasses import replace
+
+    from gpuwise.errors import InputError
+
+    spot = replace(_offer("A100-80GB", 2.50, instance="a100-1"), spot_usd_per_hour=0.75)
+    monkeypatch.setenv("GPUWISE_INSTANCE_TYPE", "a100-1")
+    monkeypatch.setenv("GPUWISE_CAPACITY_TYPE", "spot")
+    r = _report(day_trace(), price=None, offers=(spot,))
+    assert r.gpus[0].usd_per_hour == pytest.approx(0.75) and "spot" in r.gpus[0].price_source
+    monkeypatch.setenv("GPUWISE_CAPACITY_TYPE", "bogus")
+    with pytest.raises(InputError, match="GPUWISE_CAPACITY_TYPE 'bogus'"):
+        _report(day_trace(), price=None, offers=(spot,))
 
 
 def test_catalog_price_of_the_instance_type() -> None:
@@ -220,3 +247,44 @@ def test_example_trace_gives_its_documented_answer(cli: Any) -> None:
         (24, 8, 16)
     )
     assert (doc["cost_usd"], doc["wasted_usd"]) == pytest.approx((72, 48))
+
+
+def _arch_offer(
+    cloud: str, region: str, instance: str, gpu: str, usd: float, count: float, arch: str
+) -> Offer:
+    from dataclasses import replace
+
+    return replace(
+        _offer(gpu, usd, count, instance), cloud=cloud, region=region, arch=arch, gpu_count=count
+    )
+
+
+def test_advice_stays_in_the_cloud_and_cpu_architecture_and_checks_compute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GPU 1 of the day trace (10 GiB peak, SM-active 10 %) on an x86 AWS p5: the downsize is an
+    AWS x86 L4 (121 TFLOP/s hold the 99 TFLOP/s of work done), not the arm64 g5g's T4 nor the
+    cheaper L4 in another cloud, nor an A10G (70 TFLOP/s: too slow for 10 % of an H100)."""
+    offers = (
+        _arch_offer("aws", "us-east-1", "p5.48xlarge", "H100", 55.04, 8, "x86_64"),
+        _arch_offer("aws", "us-east-1", "g5g.xlarge", "T4", 0.42, 1, "arm64"),
+        _arch_offer("aws", "us-east-1", "g5.xlarge", "A10G", 1.01, 1, "x86_64"),
+        _arch_offer("aws", "us-east-1", "g6.xlarge", "L4", 0.80, 1, "x86_64"),
+        _arch_offer("lambda", "asia-northeast-1", "gpu_1x_l4", "L4", 0.50, 1, "x86_64"),
+    )
+    monkeypatch.setenv("GPUWISE_INSTANCE_TYPE", "p5.48xlarge")
+    monkeypatch.setenv("GPUWISE_CLOUD", "aws")
+    r = _report(day_trace(), price=None, offers=offers)
+    assert (r.gpus[1].cloud, r.gpus[1].cpu_arch) == ("aws", "x86_64")
+    down = next(x for x in r.recommendations if x.action == "downsize")
+    assert down.target == "L4 on aws us-east-1 g6.xlarge", down
+    assert down.saving_usd_per_month == pytest.approx((6.88 - 0.80) * 730)
+
+
+def test_gpu_time_with_nothing_running_gets_an_action() -> None:
+    """GPU 0 of the day trace sat rented 12 h with nothing on it ($36 at $3/h, the biggest waste
+    item): a scale-to-zero recommendation with its monthly saving."""
+    r = _report(day_trace())
+    rec = next(x for x in r.recommendations if x.action == "scale-to-zero")
+    assert rec.gpu_index == 0 and "12.0 h" in rec.reason
+    assert rec.saving_usd_per_month == pytest.approx(12 * 3.0 * 730 / 24)

@@ -1,5 +1,10 @@
 """Accounting through gaps, in promtool: failed scrapes, samples that stop without a stale marker,
-exporter restarts, three days of history, an all-idle MIG GPU, two prices on one host.
+exporter restarts, three days of history, an all-idle MIG GPU, two prices on one host; rented
+time billed through scrape gaps at 15 s to 2 min and a 10-minute crash loop, a GPU seen for 30
+minutes, a doubly scraped exporter and an unpriced GPU.
+
+Billing runs 15 minutes behind the clock (the minute whose middle was 15m30s ago), so a day's
+figures are read at its end + 15 minutes.
 
 Each scenario is written here as input series (a value per scrape: a number, ``None`` for no
 sample, ``STALE`` for the stale marker Prometheus writes when a scrape fails) and the answers a
@@ -21,6 +26,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy/prometheus/gpuwise-rules.yml"
 OLD_RULES = REPO / "tests/monitor/fixtures/rules_instant_vector.yml"
+OBSERVED_RULES = (
+    REPO / "tests/monitor/fixtures/rules_observed_minutes.yml"
+)  # before billing rented time
 PROMTOOL = shutil.which("promtool")
 pytestmark = [
     pytest.mark.slow,
@@ -28,21 +36,25 @@ pytestmark = [
 ]
 STALE = "stale"
 GPU = 'instance="n1:9835",job="gpuwise",gpu="{gpu}",uuid="GPU-{gpu}",model="{model}",host="n1"'
+BILLED = (
+    'gpu="{gpu}",uuid="GPU-{gpu}",model="{model}",host="n1"'  # billing records: per GPU, any job
+)
 TARGET = 'instance="n1:9835",job="gpuwise"'
 Value = float | str | None
 
 
-def _values(values: Sequence[Value]) -> str:
-    """promtool's notation; the first scrape (time 0) is left empty in every scenario, so the
-    minute evaluated at 0, which stands for the minute before the data, holds nothing."""
+def _values(values: Sequence[Value], from_zero: bool = False) -> str:
+    """promtool's notation; the first scrape (time 0) is left empty unless ``from_zero``."""
     return " ".join(
-        "_" if v is None or i == 0 else v if isinstance(v, str) else repr(v)
+        "_" if v is None or (i == 0 and not from_zero) else v if isinstance(v, str) else repr(v)
         for i, v in enumerate(values)
     )
 
 
-def _series(name: str, labels: str, values: Sequence[Value]) -> dict[str, str]:
-    return {"series": f"{name}{{{labels}}}", "values": _values(values)}
+def _series(
+    name: str, labels: str, values: Sequence[Value], from_zero: bool = False
+) -> dict[str, str]:
+    return {"series": f"{name}{{{labels}}}", "values": _values(values, from_zero)}
 
 
 def _gpu_series(
@@ -54,6 +66,7 @@ def _gpu_series(
     util: Sequence[float] | float = 0.9,
     processes: int = 1,
     price_source: str = "configured",
+    from_zero: bool = False,
 ) -> list[dict[str, str]]:
     """One GPU's series: every successful scrape has a sample, a failed one a stale marker."""
     n = len(scrapes_ok)
@@ -63,20 +76,22 @@ def _gpu_series(
         return [x if ok else STALE for x, ok in zip(seq, scrapes_ok, strict=True)]
 
     labels = GPU.format(gpu=gpu, model=model)
+    z = from_zero
     return [
-        _series("gpuwise_gpu_up", labels, per_scrape(1.0)),
-        _series("gpuwise_gpu_processes", labels, per_scrape(float(processes))),
-        _series("gpuwise_gpu_utilization_ratio", labels, per_scrape(util)),
+        _series("gpuwise_gpu_up", labels, per_scrape(1.0), z),
+        _series("gpuwise_gpu_processes", labels, per_scrape(float(processes)), z),
+        _series("gpuwise_gpu_utilization_ratio", labels, per_scrape(util), z),
         _series(
             "gpuwise_gpu_cost_usd_per_hour",
             f'{labels},price_source="{price_source}"',
             per_scrape(price),
+            z,
         ),
     ]
 
 
-def _up(scrapes_ok: Sequence[bool]) -> dict[str, str]:
-    return _series("up", TARGET, [1.0 if ok else 0.0 for ok in scrapes_ok])
+def _up(scrapes_ok: Sequence[bool], from_zero: bool = False) -> dict[str, str]:
+    return _series("up", TARGET, [1.0 if ok else 0.0 for ok in scrapes_ok], from_zero)
 
 
 def _check(expr: str, at: str, value: float, labels: str = "{}") -> dict[str, Any]:
@@ -124,14 +139,14 @@ def test_a_fifth_of_scrapes_failing_costs_nothing_and_shows_80_percent(tmp_path:
             *_gpu_series(ok, util=[0.9] * (half + 1) + [0.0] * half),
         ],
         "promql_expr_test": [
-            _check("abs(gpuwise:cost_usd:1d - 240) / 240 < bool 0.02", "24h", 1),
-            _check("abs(gpuwise:wasted_usd:1d - 120) / 120 < bool 0.02", "24h", 1),
+            _check("abs(gpuwise:cost_usd:1d - 240) / 240 < bool 0.02", "24h15m", 1),
+            _check("abs(gpuwise:wasted_usd:1d - 120) / 120 < bool 0.02", "24h15m", 1),
             _check("abs(gpuwise:observed_share:1d - 0.8) < bool 1e-9", "24h", 1),
             _check(
                 "abs(gpuwise:gpu_observed_share:1d - 0.8) < bool 1e-9",
                 "24h",
                 1,
-                "{" + GPU.format(gpu=0, model="H100") + "}",
+                "{" + BILLED.format(gpu=0, model="H100") + "}",
             ),
         ],
     }
@@ -152,7 +167,7 @@ def test_samples_that_stop_without_a_stale_marker_count_one_minute_at_most(
         "input_series": _gpu_series(ok),
         "promql_expr_test": [
             _check("round(gpuwise:cost_usd:1d, 0.001)", "2h", 5),
-            _check("round(sum(gpuwise:gpu_hours_observed:1d) * 60)", "2h", 30),
+            _check("round(sum(gpuwise:gpu_hours_rented:1d) * 60)", "2h", 30),
         ],
     }
     _assert_passes(tmp_path, test)
@@ -160,10 +175,12 @@ def test_samples_that_stop_without_a_stale_marker_count_one_minute_at_most(
     assert not ok_old and "5.667" in out  # 34 minutes at $10/h
 
 
-def test_exporter_restarts_lose_only_the_minutes_without_any_sample(tmp_path: Path) -> None:
+def test_exporter_restarts_bill_the_rented_day_and_show_the_observed_share(
+    tmp_path: Path,
+) -> None:
     """A day at $10/h with a 30 s restart at 6 h (2 scrapes fail) and a 3-minute outage at 18 h
-    (12 scrapes fail): the restart costs nothing, the outage's 3 minutes are not counted
-    (nothing is extrapolated: $239.50) and the observed share shows both."""
+    (12 scrapes fail): the node was rented throughout, so the day bills $240 (the rules before
+    said $239.50, dropping the outage), and the observed share shows both gaps."""
     ok = [True] * (DAY_15S + 1)
     for i in (6 * 240 + 1, 6 * 240 + 2, *range(18 * 240 + 1, 18 * 240 + 13)):
         ok[i] = False
@@ -171,7 +188,7 @@ def test_exporter_restarts_lose_only_the_minutes_without_any_sample(tmp_path: Pa
         "interval": "15s",
         "input_series": [_up(ok), *_gpu_series(ok)],
         "promql_expr_test": [
-            _check("round(gpuwise:cost_usd:1d, 0.001)", "24h", 239.5),
+            _check("round(gpuwise:cost_usd:1d, 0.001)", "24h15m", 240),
             _check(
                 f"abs(gpuwise:observed_share:1d - {(DAY_15S - 14) / DAY_15S!r}) < bool 1e-9",
                 "24h",
@@ -187,15 +204,15 @@ def test_three_days_of_history_report_the_last_day(tmp_path: Path) -> None:
     at 72 h the last day is $240 spent and $240 wasted, 24 observed hours, not 72."""
     minutes = 3 * 24 * 60
     ok = [True] * (minutes + 1)
-    util = [0.9] * (2 * 24 * 60 + 1) + [0.0] * (24 * 60)
+    util = [0.9] * (2 * 24 * 60) + [0.0] * (24 * 60 + 1)  # the sample at 48 h is idle
     test = {
         "interval": "1m",
         "input_series": [_up(ok), *_gpu_series(ok, util=util)],
         "promql_expr_test": [
-            _check("round(gpuwise:wasted_usd:1d, 0.001)", "48h", 0),
-            _check("round(gpuwise:cost_usd:1d, 0.001)", "72h", 240),
-            _check("round(gpuwise:wasted_usd:1d, 0.001)", "72h", 240),
-            _check("round(sum(gpuwise:gpu_hours_observed:1d), 0.001)", "72h", 24),
+            _check("round(gpuwise:wasted_usd:1d, 0.001)", "48h15m", 0),
+            _check("round(gpuwise:cost_usd:1d, 0.001)", "72h15m", 240),
+            _check("round(gpuwise:wasted_usd:1d, 0.001)", "72h15m", 240),
+            _check("round(sum(gpuwise:gpu_hours_rented:1d), 0.001)", "72h15m", 24),
             _check("gpuwise:observed_share:1d", "72h", 1, "gpuwise:observed_share:1d"),
         ],
     }
@@ -209,24 +226,24 @@ def test_a_mig_gpu_with_every_instance_idle_is_all_waste(tmp_path: Path) -> None
     ok = [True] * (n + 1)
     labels = GPU.format(gpu=0, model="A100")
     series = [
-        _up(ok),
-        *_gpu_series(ok, model="A100", price=7.0, processes=0),
-        _series("gpuwise_mig_gpu_slices", labels, [7.0] * (n + 1)),
+        _up(ok, True),
+        *_gpu_series(ok, model="A100", price=7.0, processes=0, from_zero=True),
+        _series("gpuwise_mig_gpu_slices", labels, [7.0] * (n + 1), True),
     ]
     for k in (1, 2):
         mig = f'{labels},mig_uuid="MIG-{k}",gpu_instance="{k}",profile="3g.40gb"'
         series += [
-            _series("gpuwise_mig_slices", mig, [3.0] * (n + 1)),
-            _series("gpuwise_mig_processes", mig, [0.0] * (n + 1)),
-            _series("gpuwise_mig_sm_active_ratio", mig, [0.0] * (n + 1)),
+            _series("gpuwise_mig_slices", mig, [3.0] * (n + 1), True),
+            _series("gpuwise_mig_processes", mig, [0.0] * (n + 1), True),
+            _series("gpuwise_mig_sm_active_ratio", mig, [0.0] * (n + 1), True),
         ]
     test = {
         "interval": "1m",
         "input_series": series,
         "promql_expr_test": [
-            _check("round(gpuwise:cost_usd:1d, 0.001)", "2h", 14),
-            _check("round(gpuwise:wasted_usd:1d, 0.001)", "2h", 14),
-            _check("sum(gpuwise:gpu_hours_active:1d)", "2h", 0),
+            _check("round(gpuwise:cost_usd:1d, 0.001)", "2h15m", 14),
+            _check("round(gpuwise:wasted_usd:1d, 0.001)", "2h15m", 14),
+            _check("sum(gpuwise:gpu_hours_active:1d)", "2h15m", 0),
             _check("gpuwise:idle_share:ratio", "2h", 1, "gpuwise:idle_share:ratio"),
         ],
     }
@@ -253,13 +270,166 @@ def test_two_prices_on_one_host(tmp_path: Path) -> None:
         "interval": "15s",
         "input_series": series,
         "promql_expr_test": [
-            _check("round(gpuwise:cost_usd:1d, 0.001)", "2h", 18),
+            _check("round(gpuwise:cost_usd:1d, 0.001)", "2h15m", 18),
             _check(
                 'round(gpuwise:gpu_cost_usd:1d{gpu="0"}, 0.001)',
-                "2h",
+                "2h15m",
                 16,
-                "{" + labels + "}",
+                "{" + BILLED.format(gpu=0, model="H100") + "}",
             ),
         ],
     }
     _assert_passes(tmp_path, test)
+
+
+def _failing_at(n: int, share: float, seed: int) -> list[bool]:
+    """``n + 1`` scrapes (0 … n) of which ``share`` fail at random places, never the first or
+    the last (a GPU's rental starts and ends where it is seen)."""
+    bad = set(random.Random(seed).sample(range(1, n), round((n - 1) * share)))
+    return [i not in bad for i in range(n + 1)]
+
+
+def _from_zero(scrapes_ok: Sequence[bool], price: float = 10.0) -> list[dict[str, str]]:
+    """One GPU's series from time 0 (``_gpu_series`` leaves time 0 empty)."""
+    vals = ["1" if ok else STALE for ok in scrapes_ok]
+    cost = [repr(price) if ok else STALE for ok in scrapes_ok]
+    labels = GPU.format(gpu=0, model="H100")
+    return [
+        {"series": f"gpuwise_gpu_up{{{labels}}}", "values": " ".join(vals)},
+        {"series": f"gpuwise_gpu_processes{{{labels}}}", "values": " ".join(vals)},
+        {"series": f"gpuwise_gpu_utilization_ratio{{{labels}}}", "values": " ".join(vals)},
+        {
+            "series": f'gpuwise_gpu_cost_usd_per_hour{{{labels},price_source="configured"}}',
+            "values": " ".join(cost),
+        },
+        {"series": f"up{{{TARGET}}}", "values": " ".join("1" if ok else "0" for ok in scrapes_ok)},
+    ]
+
+
+@pytest.mark.parametrize("interval_s", [15, 30, 60, 120])
+def test_a_fifth_of_scrapes_failing_bills_the_rented_hours_at_any_interval(
+    tmp_path: Path, interval_s: int
+) -> None:
+    """4 hours rented at $10/h, scraped every 15 s to 2 min with 20 % of the scrapes failing:
+    $40, exactly. The rules before billed only minutes with a sample: $32.17 at 60 s, $16.17 at 120 s."""
+    n = 4 * 3600 // interval_s
+    ok = _failing_at(n, 0.2, seed=interval_s)
+    test = {
+        "interval": f"{interval_s}s",
+        "input_series": _from_zero(ok),
+        "promql_expr_test": [_check("round(gpuwise:cost_usd:1d, 0.001)", "4h15m", 40)],
+    }
+    _assert_passes(tmp_path, test)
+    if interval_s >= 60:
+        ok_old, _ = _promtool(tmp_path, OBSERVED_RULES, test)
+        assert not ok_old
+
+
+def test_a_ten_minute_crash_loop_bills_the_rented_hour(tmp_path: Path) -> None:
+    """An hour at $10/h, 15 s scrapes; the exporter crash-loops from 20 to 30 minutes (every
+    scrape fails, up = 0): the node was rented, $10. The rules before said $8.67."""
+    ok = [not (80 <= i < 120) for i in range(241)]
+    test = {
+        "interval": "15s",
+        "input_series": _from_zero(ok),
+        "promql_expr_test": [
+            _check("round(gpuwise:cost_usd:1d, 0.001)", "1h15m", 10),
+            _check("round(gpuwise:observed_share:1d, 0.001)", "1h", round(201 / 241, 3)),
+        ],
+    }
+    _assert_passes(tmp_path, test)
+    ok_old, out = _promtool(tmp_path, OBSERVED_RULES, test)
+    assert not ok_old and "gpuwise:cost_usd:1d" in out
+
+
+def test_a_gpu_seen_for_30_minutes_bills_30(tmp_path: Path) -> None:
+    """Seen from 0 to 30 minutes, scraped every minute (31 samples), then gone: 30 minutes,
+    $5 at $10/h; the rules before billed 31 minutes."""
+    test = {
+        "interval": "1m",
+        "input_series": _from_zero([True] * 31),
+        "promql_expr_test": [
+            _check("round(gpuwise:cost_usd:1d, 0.001)", "2h", 5),
+            _check("round(sum(gpuwise:gpu_hours_rented:1d) * 60)", "2h", 30),
+        ],
+    }
+    _assert_passes(tmp_path, test)
+    ok_old, out = _promtool(tmp_path, OBSERVED_RULES, test)
+    assert not ok_old and "5.167" in out
+
+
+def test_an_exporter_scraped_by_two_jobs_bills_once(tmp_path: Path) -> None:
+    """A ServiceMonitor and a PodMonitor both scrape the exporter (two jobs, the same GPU): one
+    hour at $10/h is $10, not $20.33 as the rules before said."""
+    series = _from_zero([True] * 241)
+    twice = [
+        {
+            "series": x["series"].replace('job="gpuwise"', 'job="gpuwise-pods"'),
+            "values": x["values"],
+        }
+        for x in series
+    ]
+    test = {
+        "interval": "15s",
+        "input_series": series + twice,
+        "promql_expr_test": [
+            _check("round(gpuwise:cost_usd:1d, 0.001)", "1h15m", 10),
+            _check("count(gpuwise:gpu_cost_usd:1d)", "1h15m", 1),
+        ],
+    }
+    _assert_passes(tmp_path, test)
+    ok_old, out = _promtool(tmp_path, OBSERVED_RULES, test)
+    assert not ok_old and "gpuwise:cost_usd:1d" in out
+
+
+def test_an_unpriced_gpu_is_counted_and_alerted_not_free(tmp_path: Path) -> None:
+    """Two GPUs for 2 h: one at $10/h, one whose exporter has no price (an instance type the
+    catalog lacks). The fleet's dollars are the priced GPU's $20; the other's 2 hours are
+    counted as unpriced, and GpuwiseGpuUnpriced fires for it after 30 minutes."""
+    priced = _from_zero([True] * 481)
+    unpriced = [
+        {
+            "series": x["series"].replace('gpu="0",uuid="GPU-0"', 'gpu="1",uuid="GPU-1"'),
+            **{"values": x["values"]},
+        }
+        for x in priced
+        if "cost_usd" not in x["series"] and not x["series"].startswith("up{")
+    ]
+    test = {
+        "interval": "15s",
+        "input_series": priced + unpriced,
+        "promql_expr_test": [
+            _check("round(gpuwise:cost_usd:1d, 0.001)", "2h15m", 20),
+            _check("round(gpuwise:hours_unpriced:1d, 0.001)", "2h15m", 2),
+        ],
+        "alert_rule_test": [
+            {
+                "eval_time": "1h",
+                "alertname": "GpuwiseGpuUnpriced",
+                "exp_alerts": [
+                    {
+                        "exp_labels": {
+                            "severity": "warning",
+                            "gpu": "1",
+                            "uuid": "GPU-1",
+                            "model": "H100",
+                            "host": "n1",
+                        },
+                        "exp_annotations": {
+                            "summary": "GPU 1 on n1 is rented but has no price",
+                            "description": _UNPRICED_DESCRIPTION,
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+    _assert_passes(tmp_path, test)
+
+
+_UNPRICED_DESCRIPTION = next(
+    r["annotations"]["description"]
+    for g in yaml.safe_load(RULES.read_text())["groups"]
+    for r in g["rules"]
+    if r.get("alert") == "GpuwiseGpuUnpriced"
+)

@@ -14,6 +14,7 @@ from gpuwise.monitor.history import replay_history
 from gpuwise.monitor.pricing import PriceBook
 from gpuwise.monitor.report import build_report
 from gpuwise.monitor.store import HistoryStore, default_db_path
+from tests.monitor.test_monitor_report import _offer
 
 T0 = 1_700_000_100.0  # a multiple of the 300 s downsampling bucket
 
@@ -120,3 +121,59 @@ def test_empty_file_and_own_history_still_open(tmp_path: Path) -> None:
         pass
     with HistoryStore(empty) as store:  # reopening its own file passes the schema check
         assert store.path == empty
+
+
+def test_a_long_window_is_folded_in_sql_with_the_same_report(tmp_path: Path) -> None:
+    """Three days of 10 s rows with activity flickering around the 5 % threshold, two workload
+    sets, a lost stretch and two nodes: the report over rows folded in SQL (what a window over
+    two days reads) has the raw rows' hours, active and idle hours, dollars, peak memory and
+    per-workload figures, from a small fraction of the rows."""
+    import random
+
+    from gpuwise.monitor.history import SampleContext
+
+    rng = random.Random(3)
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        gid = store.register_gpu("n1", "GPU-x", 0, "NVIDIA H100 80GB HBM3", 81559)
+        jobs = [None, store._jobset_id(("team/a",)), store._jobset_id(("team/b",))]
+        ctxs = [
+            store._context_id(SampleContext("a100-1", "testcloud", "r1", "on-demand", "p1")),
+            store._context_id(SampleContext("h200-8", "testcloud", "r1", "spot", None)),
+        ]
+        rows = []
+        for k in range(3 * 8640):
+            ts = 1_000_000 + 10 * k
+            rows.append(
+                (
+                    gid,
+                    ts,
+                    10,
+                    rng.choice([None, 0, 40, 49, 50, 51, 300, 900]),
+                    rng.choice([None, None, 20, 60, 700]),
+                    rng.randint(0, 80000),
+                    rng.randint(60, 700),
+                    rng.randint(30, 80),
+                    jobs[(k // 700) % 3],
+                    None,
+                    1 if 20000 <= k < 20100 else None,
+                    "79" if k == 20000 else None,
+                    ctxs[(k // 5000) % 2],
+                )
+            )
+        store.append_rows(rows)
+        start, end = 1_000_000, 1_000_000 + 3 * 86400
+        raw, folded = store.read(start, end, bucket_s=0), store.read(start, end)
+    assert len(folded.gpus[0]) < len(raw.gpus[0]) / 5
+    offers = (_offer("A100-80GB", 2.5, 1, "a100-1"), _offer("H200", 40.0, 8, "h200-8"))
+    a, b = (build_report(h, PriceBook(offers=offers)) for h in (raw, folded))
+    for field in ("allocated_hours", "active_hours", "idle_hours", "cost_usd", "wasted_usd"):
+        assert getattr(b, field) == pytest.approx(getattr(a, field), rel=1e-9), field
+    ga, gb = a.gpus[0], b.gpus[0]
+    assert gb.peak_memory_gib == ga.peak_memory_gib and gb.xid_codes == ga.xid_codes == (79,)
+    assert gb.lost and ga.lost
+    assert {w.workload: round(w.cost_usd or 0, 6) for w in b.workloads} == {
+        w.workload: round(w.cost_usd or 0, 6) for w in a.workloads
+    }
+    assert [(p.plan_id, round(p.cost_usd or 0, 6)) for p in b.plans] == [
+        (p.plan_id, round(p.cost_usd or 0, 6)) for p in a.plans
+    ]

@@ -87,6 +87,7 @@ _PROCESS_TEXT_KEYS = (
     "namespace",
     "pod",
     "container",
+    "plan_id",
 )
 _PROCESS_KEYS = {
     "pid",

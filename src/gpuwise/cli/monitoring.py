@@ -44,6 +44,19 @@ InstanceCloudFlag = Annotated[
 ]
 
 
+NodeInfoFlag = Annotated[
+    str,
+    typer.Option(
+        "--node-info",
+        metavar="<off|kubernetes|metadata|auto>",
+        help="Where to learn this node's instance type, region and capacity type for its "
+        "price: off, kubernetes (the Node's labels through the API server), metadata (the "
+        "cloud's metadata service) or auto (both). Settings (--instance-type, "
+        "GPUWISE_INSTANCE_TYPE) win. An instance not found is left unpriced, never guessed.",
+    ),
+]
+
+
 def _seconds(text: str, what: str) -> float:
     """A duration flag in seconds; it needs a unit (`10s`, `5m`, `2h`): a bare number is an error."""
     from gpuwise.units import parse_duration_seconds
@@ -93,17 +106,7 @@ def exporter(
     price_usd_per_hour: PriceFlag = None,
     instance_type: InstanceFlag = None,
     instance_cloud: InstanceCloudFlag = None,
-    node_info: Annotated[
-        str,
-        typer.Option(
-            "--node-info",
-            metavar="<off|kubernetes|metadata|auto>",
-            help="Where to learn this node's instance type, region and capacity type for its "
-            "price: off, kubernetes (the Node's labels through the API server), metadata (the "
-            "cloud's metadata service) or auto (both). Settings (--instance-type, "
-            "GPUWISE_INSTANCE_TYPE) win. An instance not found is left unpriced, never guessed.",
-        ),
-    ] = "off",
+    node_info: NodeInfoFlag = "off",
     dcgm_compat: Annotated[
         bool,
         typer.Option(
@@ -157,12 +160,15 @@ def exporter(
         instance_type=instance_type,
         cloud=instance_cloud,
         node=node,
-        fallback_cheapest=False,
+        strict=False,  # an instance the catalog lacks is labelled unknown: no crash loop
     )
+    from gpuwise.base import settings
+
     collector = GpuCollector(
         prices,
         process_command=process_command,  # type: ignore[arg-type]
         dcgm_compat=dcgm_compat,
+        plan_id=settings.text("GPUWISE_PLAN_ID"),
     )
     pods = None
     if pod_resources_socket:
@@ -265,13 +271,20 @@ def monitor(
         ),
     ] = "35d",
     fake: FakeFlag = None,
+    node_info: NodeInfoFlag = "off",
     json: JsonFlag = False,
 ) -> None:
-    """Record GPU samples into the local SQLite history (WAL mode, with retention and downsampling)."""
+    """Record GPU samples into the local SQLite history (WAL mode, with retention and downsampling).
+
+    Each sample is recorded with this node's instance type, cloud, region and capacity type
+    (settings, or --node-info) and the plan id of the job on the GPU (its processes'
+    GPUWISE_PLAN_ID, else this process's), so `report` prices it from its own node. A sample
+    stands for the time since the previous read: a stalled monitor catches up without losing
+    or double-counting GPU-seconds."""
     import time
 
     from gpuwise.errors import InputError
-    from gpuwise.monitor import HistoryStore
+    from gpuwise.monitor import HistoryStore, next_read_time, read_duration, sample_context
 
     interval_s = _seconds(interval, "--interval")
     if interval_s < 1:
@@ -288,6 +301,7 @@ def monitor(
         )
     if not json:
         _logging()
+    context = sample_context(node_info)
     reader = _reader(fake)
     written = reads = 0
     started = time.monotonic()
@@ -296,12 +310,14 @@ def monitor(
         store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
         last_maintain = started
         next_t = started
+        last_read: float | None = None
         try:
             while True:
                 snap = reader.read()
-                written += store.append(snap, interval_s)
-                reads += 1
                 now = time.monotonic()
+                written += store.append(snap, read_duration(now, last_read, interval_s), context)
+                last_read = now
+                reads += 1
                 if now - last_maintain > 3600:
                     store.maintain(retention_s=retention_s, downsample_after_s=downsample_s)
                     last_maintain = now
@@ -309,7 +325,7 @@ def monitor(
                     stop_after is not None and now - started >= stop_after
                 ):
                     break
-                next_t += interval_s
+                next_t = next_read_time(next_t, interval_s, time.monotonic())
                 time.sleep(max(0.0, next_t - time.monotonic()))
         except KeyboardInterrupt:
             pass
@@ -476,12 +492,29 @@ def _print_report(rep: Any, html: Path | None) -> None:
         if abs(rep.observed_hours - rep.window_hours) < 0.05 * rep.window_hours
         else f" of the {rep.window_hours:.1f} h asked"
     )
+    unpriced = (
+        f" [yellow](+ {rep.unpriced_hours:.1f} GPU-hours unpriced: no known instance type — "
+        "To fix: give --instance-type or --price-usd-per-hour, or record with --node-info)[/yellow]"
+        if rep.unpriced_hours > 0
+        else ""
+    )
     out.print(
         f"[bold]GPU efficiency[/bold] over {span} observed{asked} ({rep.source}): "
         f"{rep.active_hours:.1f} of {rep.allocated_hours:.1f} GPU-hours active; "
-        f"cost {money(rep.cost_usd)}, wasted {money(rep.wasted_usd)}"
+        f"cost {money(rep.cost_usd)}, wasted {money(rep.wasted_usd)}{unpriced}"
     )
-    t = Table("GPU", "model", "alloc h", "active h", "idle h", "eff.", "peak mem", "cost", "wasted")
+    t = Table(
+        "GPU",
+        "model",
+        "alloc h",
+        "active h",
+        "idle h",
+        "eff.",
+        "peak mem",
+        "cost",
+        "wasted",
+        "unpriced h",
+    )
     for g in rep.gpus:
         flag = (
             " [red]LOST[/red]"
@@ -498,18 +531,22 @@ def _print_report(rep: Any, html: Path | None) -> None:
             number(g.peak_memory_fraction, ".0%"),
             money(g.cost_usd),
             money(g.wasted_usd),
+            number(g.unpriced_hours),
         )
     out.print(t)
-    if rep.workloads:
-        w = Table("workload", "alloc h", "active h", "idle h", "cost", "wasted")
-        for u in rep.workloads:
+    for title, rows in (("workload", rep.workloads), ("plan", rep.plans)):
+        if not rows:
+            continue
+        w = Table(title, "alloc h", "active h", "idle h", "cost", "wasted", "unpriced h")
+        for u in rows:
             w.add_row(
-                u.workload,
+                getattr(u, "workload", None) or getattr(u, "plan_id", ""),
                 number(u.allocated_hours),
                 number(u.active_hours),
                 number(u.idle_hours),
                 money(u.cost_usd),
                 money(u.wasted_usd),
+                number(u.unpriced_hours),
             )
         out.print(w)
     for r in rep.recommendations:

@@ -8,7 +8,7 @@ Modules: ``snapshot`` (data), ``nvml`` (the real reader over :mod:`gpuwise.base.
 records), ``pricing`` ($/GPU-hour), ``metrics`` (the
 exporter's metric table and DCGM names), ``node`` (the node's instance type for its price),
 ``podresources`` (GPU → pod from the kubelet), ``httpserver`` (the exporter's HTTP server),
-``fake_scenarios`` (the scripted scenarios of ``fake``; the fake NVML library and its trace
+``recording`` (what ``gpuwise monitor`` records with each sample), ``fake_scenarios`` (the scripted scenarios of ``fake``; the fake NVML library and its trace
 format are in :mod:`gpuwise.base.nvml_fake` and :mod:`gpuwise.base.nvml_trace`, beside the NVML
 choke point they stand in for).
 Names are imported lazily so ``import gpuwise.monitor`` does not load prometheus-client or numpy.
@@ -23,6 +23,7 @@ from gpuwise.base import lazy
 if TYPE_CHECKING:
     from gpuwise.base.nvml import NvmlSession as NvmlSession
     from gpuwise.base.nvml_trace import Trace as Trace
+    from gpuwise.monitor.accounting import PlanUsage as PlanUsage
     from gpuwise.monitor.exporter import PROCESS_COMMANDS as PROCESS_COMMANDS
     from gpuwise.monitor.exporter import Exporter as Exporter
     from gpuwise.monitor.exporter import GpuCollector as GpuCollector
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from gpuwise.monitor.fake import resolve_fake as resolve_fake
     from gpuwise.monitor.history import GpuSeries as GpuSeries
     from gpuwise.monitor.history import History as History
+    from gpuwise.monitor.history import SampleContext as SampleContext
     from gpuwise.monitor.history import replay_history as replay_history
     from gpuwise.monitor.metrics import GPU_METRICS as GPU_METRICS
     from gpuwise.monitor.metrics import MIG_METRICS as MIG_METRICS
@@ -47,6 +49,9 @@ if TYPE_CHECKING:
     from gpuwise.monitor.podresources import PodResourcesClient as PodResourcesClient
     from gpuwise.monitor.pricing import PriceBook as PriceBook
     from gpuwise.monitor.prometheus import PrometheusHistory as PrometheusHistory
+    from gpuwise.monitor.recording import next_read_time as next_read_time
+    from gpuwise.monitor.recording import read_duration as read_duration
+    from gpuwise.monitor.recording import sample_context as sample_context
     from gpuwise.monitor.report import EfficiencyReport as EfficiencyReport
     from gpuwise.monitor.report import build_report as build_report
     from gpuwise.monitor.report import report_to_dict as report_to_dict
@@ -85,6 +90,11 @@ _LAZY: dict[str, str] = {
     "PrometheusHistory": "gpuwise.monitor.prometheus",
     "History": "gpuwise.monitor.history",
     "GpuSeries": "gpuwise.monitor.history",
+    "SampleContext": "gpuwise.monitor.history",
+    "sample_context": "gpuwise.monitor.recording",
+    "read_duration": "gpuwise.monitor.recording",
+    "next_read_time": "gpuwise.monitor.recording",
+    "PlanUsage": "gpuwise.monitor.accounting",
     "replay_history": "gpuwise.monitor.history",
     "PriceBook": "gpuwise.monitor.pricing",
     "EfficiencyReport": "gpuwise.monitor.report",

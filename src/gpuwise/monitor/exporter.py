@@ -32,7 +32,7 @@ from gpuwise.errors import InputError
 from gpuwise.monitor.httpserver import BoundedHTTPServer
 from gpuwise.monitor.metrics import DCGM_LABELS, DCGM_MIG_LABELS, GPU_METRICS, MIG_METRICS
 from gpuwise.monitor.nvml import GpuReader
-from gpuwise.monitor.podresources import PodDevice, PodResourcesClient
+from gpuwise.monitor.podresources import PodDevice, PodResourcesClient, resolve_devices
 from gpuwise.monitor.pricing import PriceBook
 from gpuwise.monitor.snapshot import GpuSample, ProcessSample, Snapshot
 
@@ -108,7 +108,11 @@ class GpuCollector(Collector):
         process_command: ProcessCommand = "off",
         dcgm_compat: bool = False,
         start_time_s: float | None = None,
+        plan_id: str | None = None,
     ) -> None:
+        """``plan_id``: the plan of the job on this machine (``GPUWISE_PLAN_ID`` where the
+        exporter runs inside the job); a GPU whose processes carry their own is labelled with
+        theirs."""
         if process_command not in PROCESS_COMMANDS:
             raise InputError(
                 f"process command mode must be one of {', '.join(PROCESS_COMMANDS)}, "
@@ -119,6 +123,7 @@ class GpuCollector(Collector):
         self.max_process_series = max_process_series
         self.process_command: ProcessCommand = process_command
         self.dcgm_compat = dcgm_compat
+        self.plan_id = plan_id
         self.start_time_s = time.time() if start_time_s is None else start_time_s
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
@@ -137,9 +142,10 @@ class GpuCollector(Collector):
     ) -> None:
         """Store a new read; ``pods`` maps device ids (GPU or MIG UUIDs) to the pods the kubelet
         assigned them to (None: no pod-resources socket, so no assignment is known)."""
+        resolved = None if pods is None else resolve_devices(pods, snap)
         with self._lock:
             self._snapshot = snap
-            self._pods = pods
+            self._pods = resolved
             self.reads_total += 1
             self.last_read_s = time.time()
             if nvml_errors is not None:
@@ -178,6 +184,7 @@ class GpuCollector(Collector):
         yield from self._mig_families(snap, twins, pods or {})
         yield from twins.values()
         yield from self._process_families(snap)
+        yield from self._plan_families(snap)
         yield from self._assignment_families(snap, pods)
         yield from self._cost_families(snap)
 
@@ -323,6 +330,21 @@ class GpuCollector(Collector):
             dropped.add_metric(lv, max(0, len(ranked) - self.max_process_series))
         yield from (alloc, proc_mem, proc_sm, dropped)
 
+    def _plan_families(self, snap: Snapshot) -> Iterator[Metric]:
+        """Which plan each GPU works for: its processes' GPUWISE_PLAN_ID, else the exporter's."""
+        plan = GaugeMetricFamily(
+            "gpuwise_gpu_plan_info",
+            "1 per GPU running a job with a plan id (GPUWISE_PLAN_ID of its processes, set by "
+            "`gpuwise plan --export`; else the exporter's own); join on uuid to split dollars "
+            "and idle time by plan.",
+            labels=[*GPU_LABELS, "plan_id"],
+        )
+        for g in snap.gpus:
+            plan_id = g.plan_id or self.plan_id
+            if plan_id:
+                plan.add_metric([str(g.index), g.uuid, g.name, snap.host, plan_id], 1.0)
+        yield plan
+
     def _assignment_families(
         self, snap: Snapshot, pods: Mapping[str, tuple[PodDevice, ...]] | None
     ) -> Iterator[Metric]:
@@ -386,8 +408,17 @@ class GpuCollector(Collector):
 
 
 def _dcgm_gpu(g: GpuSample, snap: Snapshot) -> list[str]:
-    """dcgm-exporter's label values for a GPU: gpu, UUID, device, modelName, Hostname, driver."""
-    return [str(g.index), g.uuid, f"nvidia{g.index}", g.name, snap.host, snap.driver_version or ""]
+    """dcgm-exporter's label values for a GPU: gpu, UUID, pci_bus_id, device, modelName,
+    Hostname, driver."""
+    return [
+        str(g.index),
+        g.uuid,
+        g.pci_bus_id or "",
+        f"nvidia{g.index}",
+        g.name,
+        snap.host,
+        snap.driver_version or "",
+    ]
 
 
 def _dcgm_label_sets(base: list[str], held: tuple[PodDevice, ...]) -> list[list[str]]:

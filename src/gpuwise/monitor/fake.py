@@ -82,6 +82,7 @@ class FakeGpuReader(NvmlGpuReader):
             p.get("namespace"),
             p.get("pod"),
             p.get("container"),
+            p.get("plan_id"),
         )
 
     @classmethod

@@ -19,6 +19,24 @@ WorkloadShares = tuple[tuple[str, float, bool], ...]
 
 
 @dataclass(frozen=True)
+class SampleContext:
+    """What a sample ran on and for: recorded by ``gpuwise monitor`` with each sample (the
+    ``contexts`` table of the history database), so a report prices every sample from its own
+    node and splits dollars by plan. None where not known."""
+
+    instance_type: str | None = None
+    """Cloud instance type, e.g. ``p5.48xlarge``."""
+    cloud: str | None = None
+    """gpuwise's cloud name (aws, gcp, azure, ...)."""
+    region: str | None = None
+    """Cloud region."""
+    capacity_type: str | None = None
+    """``on-demand``, ``spot`` or ``reserved``."""
+    plan_id: str | None = None
+    """The plan id of the job on the GPU (``GPUWISE_PLAN_ID``, set by ``plan --export``)."""
+
+
+@dataclass(frozen=True)
 class GpuSeries:
     """One GPU's samples in time order. Float arrays hold NaN where a value was not read."""
 
@@ -59,9 +77,39 @@ class GpuSeries:
     """MIG GPUs: per sample, (workload, share of the GPU, active) for each workload in an instance
     (share = instance slices / GPU slices, split among the instance's workloads); None per sample
     where the GPU is not in MIG mode (then a sample is split evenly among its workloads)."""
+    usd_per_hour: np.ndarray | None = None
+    """Per sample, the price per GPU-hour the source itself carried (the exporter's
+    ``gpuwise_gpu_cost_usd_per_hour`` read from Prometheus); NaN where it had none. None: the
+    source carries no prices (the report prices the samples itself)."""
+    context_index: np.ndarray | None = None
+    """Per sample, an index into :attr:`contexts` (-1: nothing recorded); None without any."""
+    contexts: tuple[SampleContext, ...] = ()
+    """The distinct contexts (node, plan) the samples were recorded with."""
 
     def __len__(self) -> int:
         return int(self.timestamp_s.size)
+
+    def _most_hours(self, field: str) -> str | None:
+        if self.context_index is None:
+            return None
+        hours: dict[str, float] = {}
+        for ci, ctx in enumerate(self.contexts):
+            value = getattr(ctx, field)
+            if value:
+                rows = self.context_index == ci
+                hours[value] = hours.get(value, 0.0) + float(self.duration_s[rows].sum())
+        return max(hours, key=lambda k: hours[k]) if hours else None
+
+    @property
+    def capacity_type(self) -> str | None:
+        """The capacity type recorded for most of this GPU's hours (``spot``, ``on-demand``,
+        ``reserved``); None where none was recorded. Per sample: :attr:`contexts`."""
+        return self._most_hours("capacity_type")
+
+    @property
+    def plan_id(self) -> str | None:
+        """The plan id recorded for most of this GPU's hours; None where none was."""
+        return self._most_hours("plan_id")
 
     @property
     def activity_ratio(self) -> np.ndarray:
@@ -96,6 +144,9 @@ class SeriesBuilder:
         self.workloads: list[tuple[str, ...]] = []
         self.shares: list[WorkloadShares | None] = []
         self.xids: set[int] = set()
+        self.prices: list[float] = []
+        self.context_ids: list[int] = []
+        self.contexts: dict[SampleContext, int] = {}
 
     def add(
         self,
@@ -112,8 +163,14 @@ class SeriesBuilder:
         lost: bool = False,
         xids: tuple[int, ...] = (),
         shares: WorkloadShares | None = None,
+        usd_per_hour: float | None = None,
+        context: SampleContext | None = None,
     ) -> None:
         nan = float("nan")
+        self.prices.append(nan if usd_per_hour is None else usd_per_hour)
+        self.context_ids.append(
+            -1 if context is None else self.contexts.setdefault(context, len(self.contexts))
+        )
         self.rows.append(
             (
                 ts,
@@ -154,6 +211,11 @@ class SeriesBuilder:
             lost=a[:, 8],
             xid_codes=tuple(sorted(self.xids)),
             workload_shares=tuple(self.shares[i] for i in order) if any(self.shares) else None,
+            usd_per_hour=np.array(self.prices, dtype=float)[order]
+            if not np.isnan(np.array(self.prices, dtype=float)).all()
+            else None,
+            context_index=np.array(self.context_ids, dtype=int)[order] if self.contexts else None,
+            contexts=tuple(self.contexts),
         )
 
 
@@ -175,7 +237,10 @@ def mig_workload_shares(g: GpuSample) -> WorkloadShares | None:
 
 
 def add_snapshot(
-    builders: dict[tuple[str, str], SeriesBuilder], snap: Snapshot, duration_s: float
+    builders: dict[tuple[str, str], SeriesBuilder],
+    snap: Snapshot,
+    duration_s: float,
+    context: SampleContext | None = None,
 ) -> None:
     """Append one snapshot to per-GPU builders (keyed by host and UUID)."""
     for g in snap.gpus:
@@ -199,6 +264,7 @@ def add_snapshot(
             lost=g.lost,
             xids=tuple(code for code, _ in g.xid_counts),
             shares=mig_workload_shares(g),
+            context=context,
         )
 
 

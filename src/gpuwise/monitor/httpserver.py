@@ -2,15 +2,19 @@
 
 The standard library's ``ThreadingHTTPServer`` starts a thread per connection and waits for its
 request without a deadline: 2,000 connections that never send a byte held 2,000 threads. Here one
-selector thread holds every idle connection (accepted, or kept alive between scrapes) and hands a
-connection to a bounded pool of workers only once request bytes have arrived. A worker reads the
-request line and headers with a per-read timeout and a total deadline, answers, and gives the
-connection back to the selector. Idle connections are closed after ``idle_timeout_s``, and past
-``max_connections`` the oldest idle one is dropped. So stalled connections cost a file descriptor
-each, never a worker, and a scrape always finds a free worker.
+selector thread holds every connection that has no complete request yet (accepted, kept alive
+between scrapes, or sending its headers), reads what arrives without blocking, and hands a
+connection to a bounded pool of workers only once its request line and headers are complete
+(the blank line is in). So a client that sends half a request line and stops (slow-loris) costs
+a file descriptor and a buffer, never a worker: 64 of them used to hold all 8 workers for 5 s
+each and time out every scrape. A request whose headers do not complete within
+``header_timeout_s`` of its first byte, or exceed :data:`MAX_HEADER_BYTES`, is dropped; idle
+connections are closed after ``idle_timeout_s``, and past ``max_connections`` the oldest idle
+one is dropped. A worker only answers (a request body, which scrapers never send, is read with
+the same deadline) and gives the connection back.
 
-HTTP/1.1 keep-alive works (Prometheus reuses its connection); pipelined requests do not (no
-scraper pipelines: a second request already buffered waits for the idle timeout).
+HTTP/1.1 keep-alive works (Prometheus reuses its connection); bytes of a pipelined request that
+arrived with the previous one are kept for the next.
 """
 
 from __future__ import annotations
@@ -29,11 +33,19 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+MAX_HEADER_BYTES = 64 * 1024
+"""Request line and headers larger than this are refused (a scrape sends a few hundred bytes)."""
+
+
 class _Conn:
-    __slots__ = ("handler", "last_s", "sock")
+    __slots__ = ("buf", "handler", "last_s", "request_s", "sock")
 
     def __init__(self, sock: socket.socket, handler: BaseHTTPRequestHandler) -> None:
         self.sock, self.handler, self.last_s = sock, handler, time.monotonic()
+        self.buf = b""
+        """Bytes received and not yet handled (the request being read)."""
+        self.request_s: float | None = None
+        """When the first byte of the request being read arrived (its header deadline)."""
 
 
 class BoundedHTTPServer:
@@ -127,12 +139,37 @@ class BoundedHTTPServer:
 
     def _park(self, conn: _Conn) -> None:
         conn.last_s = time.monotonic()
+        if b"\r\n\r\n" in conn.buf:  # a pipelined request already complete
+            self._hand_over(conn)
+            return
+        conn.request_s = conn.last_s if conn.buf else None
         self._idle[conn.sock] = conn
         self._sel.register(conn.sock, selectors.EVENT_READ, conn)
 
     def _dispatch(self, conn: _Conn) -> None:
-        self._sel.unregister(conn.sock)
-        del self._idle[conn.sock]
+        """Bytes arrived: read them without blocking; hand the connection to a worker once its
+        request line and headers are complete."""
+        try:
+            data = conn.sock.recv(MAX_HEADER_BYTES, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the client closed (or reset) the connection
+            self._close(conn)
+            return
+        conn.last_s = time.monotonic()
+        if conn.request_s is None:
+            conn.request_s = conn.last_s
+        conn.buf += data
+        if b"\r\n\r\n" in conn.buf:
+            self._sel.unregister(conn.sock)
+            del self._idle[conn.sock]
+            self._hand_over(conn)
+        elif len(conn.buf) > MAX_HEADER_BYTES:
+            self._close(conn)
+
+    def _hand_over(self, conn: _Conn) -> None:
         try:
             self._pool.submit(self._serve_one, conn)
         except RuntimeError:  # the pool is shut down: we are stopping
@@ -150,8 +187,13 @@ class BoundedHTTPServer:
             self._park(conn)
 
     def _expire_idle(self) -> None:
-        cutoff = time.monotonic() - self.idle_timeout_s
-        for conn in [c for c in self._idle.values() if c.last_s < cutoff]:
+        now = time.monotonic()
+        cutoff, header_cutoff = now - self.idle_timeout_s, now - self.header_timeout_s
+        for conn in [
+            c
+            for c in self._idle.values()
+            if c.last_s < cutoff or (c.request_s is not None and c.request_s < header_cutoff)
+        ]:
             self._close(conn)
 
     def _close(self, conn: _Conn, *, registered: bool = True) -> None:
@@ -167,10 +209,13 @@ class BoundedHTTPServer:
         keep = False
         try:
             deadline = time.monotonic() + self.header_timeout_s
-            h.rfile = _Deadline(h.rfile, conn.sock, deadline)  # type: ignore[assignment]
+            raw = h.rfile
+            reader = _Buffered(conn.buf, _Deadline(raw, conn.sock, deadline))
+            h.rfile = reader  # type: ignore[assignment]
             h.handle_one_request()
             h.wfile.flush()
-            h.rfile = h.rfile.raw  # type: ignore[attr-defined]
+            h.rfile = raw
+            conn.buf = reader.rest()
             keep = not h.close_connection
         except (OSError, TimeoutError) as exc:
             log.debug("connection from %s dropped: %s", h.client_address, exc)
@@ -208,6 +253,36 @@ class BoundedHTTPServer:
         for s in (self.socket, self._wake_r, self._wake_w):
             s.close()
         self._sel.close()
+
+
+class _Buffered:
+    """The request bytes the selector already read, then the socket (a body, rarely)."""
+
+    def __init__(self, head: bytes, more: Any) -> None:
+        self._head, self._pos, self._more = head, 0, more
+
+    def rest(self) -> bytes:
+        return self._head[self._pos :]
+
+    def readline(self, size: int = -1) -> bytes:
+        end = self._head.find(b"\n", self._pos)
+        if end < 0:
+            line = self._head[self._pos :]
+            self._pos = len(self._head)
+            left = -1 if size < 0 else size - len(line)
+            return line + (self._more.readline(left) if left != 0 else b"")
+        stop = end + 1 if size < 0 else min(end + 1, self._pos + size)
+        line, self._pos = self._head[self._pos : stop], stop
+        return bytes(line)
+
+    def read(self, size: int = -1) -> bytes:
+        part = self._head[self._pos :] if size < 0 else self._head[self._pos : self._pos + size]
+        self._pos += len(part)
+        left = -1 if size < 0 else size - len(part)
+        return bytes(part) + (self._more.read(left) if left != 0 else b"")
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        return getattr(self._more, name)  # type: ignore[no-any-return]
 
 
 class _Deadline:

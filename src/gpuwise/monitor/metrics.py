@@ -23,7 +23,7 @@ Kind = Literal["gauge", "counter"]
 Samples = Iterable[tuple[tuple[str, ...], float]]
 """What a reader yields: (values of the row's extra labels, value) pairs; nothing = no sample."""
 
-DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
+DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 """dcgm-exporter's per-GPU labels (NVIDIA/dcgm-exporter internal/pkg/rendermetrics)."""
 DCGM_MIG_LABELS = ("GPU_I_ID", "GPU_I_PROFILE")
 _MIB = 1024.0**2
@@ -285,6 +285,16 @@ GPU_METRICS: tuple[MetricDef, ...] = (
         "starts from 0: see gpuwise_exporter_start_time_seconds).",
         lambda g: [((str(code),), float(n)) for code, n in g.xid_counts],
         labels=("xid",),
+    ),
+    MetricDef(
+        "gpuwise_gpu_last_xid",
+        "gauge",
+        "1",
+        "The latest XID code this exporter process saw on the GPU, 0 before any (the value "
+        "dcgm-exporter's DCGM_FI_DEV_XID_ERRORS holds, so existing XID alerts keep working; count "
+        "events with gpuwise_gpu_xid_errors_total instead).",
+        _one(lambda g: g.last_xid or 0),
+        dcgm=(_same("DCGM_FI_DEV_XID_ERRORS", "1"),),
     ),
     MetricDef(
         "gpuwise_gpu_processes",

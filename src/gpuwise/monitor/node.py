@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 
 NodeInfoMode = Literal["off", "kubernetes", "metadata", "auto"]
 NODE_INFO_MODES: tuple[str, ...] = ("off", "kubernetes", "metadata", "auto")
-CapacityType = Literal["on-demand", "spot"]
+CapacityType = Literal["on-demand", "spot", "reserved"]
+CAPACITY_TYPES: tuple[str, ...] = ("on-demand", "spot", "reserved")
 METADATA_URL = "http://169.254.169.254"
 GCP_METADATA_URL = "http://metadata.google.internal"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -62,7 +63,7 @@ class NodeFacts:
     region: str | None = None
     """Cloud region, e.g. ``us-east-1``."""
     capacity_type: CapacityType | None = None
-    """``on-demand`` or ``spot`` (preemptible)."""
+    """``on-demand``, ``spot`` (preemptible) or ``reserved`` (committed use, capacity blocks)."""
     cloud: str | None = None
     """gpuwise's cloud name (aws, gcp, azure), where known."""
     source: str = "none"
@@ -77,8 +78,11 @@ def parse_capacity_type(raw: str | None, what: str) -> CapacityType | None:
         return "spot"
     if value in ("on-demand", "ondemand", "regular", "standard"):
         return "on-demand"
+    if value in ("reserved", "committed", "capacity-block"):
+        return "reserved"
     raise InputError(
-        f"cannot read {what} {raw!r} as a capacity type", hint="give on-demand or spot"
+        f"cannot read {what} {raw!r} as a capacity type",
+        hint="give on-demand, spot or reserved",
     )
 
 
@@ -136,6 +140,12 @@ def _get(
         return str(resp.read(1 << 20).decode("utf-8", "replace"))
 
 
+def _bracket(host: str) -> str:
+    """A host for a URL: an IPv6 address in brackets (``KUBERNETES_SERVICE_HOST=fd00::1`` on an
+    IPv6 cluster gives ``https://[fd00::1]:443``)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def read_kubernetes_node(
     node_name: str,
     *,
@@ -152,7 +162,7 @@ def read_kubernetes_node(
         )
         if not host:
             return None
-        api_url = f"https://{host}:{port}"
+        api_url = f"https://{_bracket(host)}:{port}"
         token_file, ca = SERVICE_ACCOUNT / "token", SERVICE_ACCOUNT / "ca.crt"
         if token is None and token_file.is_file():
             token = token_file.read_text().strip()
@@ -168,11 +178,15 @@ def read_kubernetes_node(
         )
         return facts_from_node(json.loads(body))
     except (OSError, ValueError, urllib.error.URLError) as exc:
+        denied = isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403)
         log.warning(
-            "cannot read node %s from the Kubernetes API (%s); To fix: give the "
-            "service account `get` on nodes (deploy/kubernetes/base/rbac.yaml)",
+            "cannot read node %s from the Kubernetes API at %s (%s); To fix: %s",
             node_name,
+            api_url,
             exc,
+            "give the service account `get` on nodes (deploy/kubernetes/base/rbac.yaml)"
+            if denied
+            else "check the API server address (KUBERNETES_SERVICE_HOST) and the network policy",
         )
         return None
 

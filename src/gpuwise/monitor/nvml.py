@@ -77,6 +77,21 @@ class ProcInfo:
     namespace: str | None = None
     pod: str | None = None
     container: str | None = None
+    plan_id: str | None = None
+
+
+PLAN_ID_VAR = b"GPUWISE_PLAN_ID="
+_PLAN_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
+
+
+def parse_plan_id(environ: bytes) -> str | None:
+    """``GPUWISE_PLAN_ID`` from the NUL-separated text of ``/proc/<pid>/environ``; nothing else
+    of the environment is kept (it can hold credentials). None when unset or not a plain id."""
+    for entry in environ.split(b"\0"):
+        if entry.startswith(PLAN_ID_VAR):
+            value = entry[len(PLAN_ID_VAR) :].decode(errors="replace")
+            return value if _PLAN_ID.fullmatch(value) else None
+    return None
 
 
 _POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
@@ -137,10 +152,12 @@ def read_proc_info(
         command = raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200] or None
     with contextlib.suppress(OSError):
         container, pod = parse_cgroup((base / "cgroup").read_text())
-    ns = pod_name = ctr_name = None
+    ns = pod_name = ctr_name = plan_id = None
     if pod:
         ns, pod_name, ctr_name = lookup_pod(pod, pod_root)
-    return ProcInfo(user, command, container, pod, ns, pod_name, ctr_name)
+    with contextlib.suppress(OSError):  # readable by the process's owner (or root, hostPID)
+        plan_id = parse_plan_id((base / "environ").read_bytes())
+    return ProcInfo(user, command, container, pod, ns, pod_name, ctr_name, plan_id)
 
 
 def read_proc_start(pid: int, proc_root: Path = Path("/proc")) -> int | None:
@@ -222,6 +239,10 @@ class NvmlGpuReader:
         )
         self._lost: set[int] = set()
         self._xid: list[dict[int, int]] = [{} for _ in self._handles]
+        self._last_xid: list[int | None] = [None for _ in self._handles]
+        self._pci: list[str | None] = [
+            self._bus_id(i, h) if h is not None else None for i, h in enumerate(self._handles)
+        ]
         self._event_set = self._register_xid_events()
         self._gpm_prev: dict[tuple[int, int | None], Any] = {}
         self._gpm_ok = [
@@ -300,6 +321,8 @@ class NvmlGpuReader:
             mig_enabled=False,
             mig_devices=(),
             processes=(),
+            pci_bus_id=self._pci[i],
+            last_xid=self._last_xid[i],
         )
 
     def _read_live(self, i: int, h: Any, uuid: str, name: str) -> GpuSample:
@@ -350,6 +373,8 @@ class NvmlGpuReader:
             ecc_corrected_total=None if ecc_c is None else int(ecc_c),
             ecc_uncorrected_total=None if ecc_u is None else int(ecc_u),
             xid_counts=tuple(sorted(self._xid[i].items())),
+            pci_bus_id=self._pci[i],
+            last_xid=self._last_xid[i],
             mig_enabled=mig_on,
             mig_devices=self._mig_devices(i, h, processes) if mig_on else (),
             processes=processes,
@@ -443,6 +468,7 @@ class NvmlGpuReader:
                     namespace=info.namespace,
                     pod=info.pod,
                     container=info.container,
+                    plan_id=info.plan_id,
                 )
             )
         if len(self._proc_cache) > 4096:  # forget exited processes now and then
@@ -556,6 +582,12 @@ class NvmlGpuReader:
             if index is not None:
                 code = int(data.eventData)
                 self._xid[index][code] = self._xid[index].get(code, 0) + 1
+                self._last_xid[index] = code
+
+    def _bus_id(self, i: int, h: Any) -> str | None:
+        """The GPU's PCI bus id (static), None where NVML does not say."""
+        bus = getattr(self.session.call("pci", "nvmlDeviceGetPciInfo", h, gpu=i), "busId", None)
+        return None if bus is None else _text(bus)
 
     def _index_of(self, device: Any) -> int | None:
         for i, h in enumerate(self._handles):

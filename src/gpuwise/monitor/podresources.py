@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuwise.errors import InputError
+from gpuwise.monitor.snapshot import GpuSample, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +219,46 @@ def by_device(devices: tuple[PodDevice, ...]) -> dict[str, tuple[PodDevice, ...]
     for d in devices:
         if d.resource.startswith(GPU_RESOURCES):
             out.setdefault(d.device_id, []).append(d)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+_REPLICA = re.compile(r"::\d+$")  # NVIDIA time-slicing / MPS replicas: GPU-…::3, MIG-…::0
+_GKE = re.compile(r"^nvidia(\d+)(?:/gi(\d+))?$")  # GKE's plugin: nvidia0, nvidia0/gi3 (MIG)
+_OLD_MIG = re.compile(r"^MIG-(GPU-[^/]+)/(\d+)/\d+$")  # MIG-GPU-<uuid>/<gi>/<ci> (R450)
+
+
+def resolve_devices(
+    by_id: Mapping[str, tuple[PodDevice, ...]], snap: Snapshot
+) -> dict[str, tuple[PodDevice, ...]]:
+    """The kubelet's device ids turned into the UUIDs NVML reports (GPU or MIG), for every
+    device plugin's naming: NVIDIA's UUIDs (``GPU-…``, ``MIG-…``), its time-slicing and MPS
+    replicas (``GPU-…::N``, ``MIG-…::N``: each replica is the same device), GKE's device names
+    (``nvidiaN`` = the GPU whose index is N; ``nvidiaN/giM`` = its MIG instance M) and the old
+    MIG form ``MIG-GPU-<uuid>/<gi>/<ci>``. Ids that match no GPU here are dropped."""
+    gpus = {g.uuid: g for g in snap.gpus}
+    by_index = {g.index: g for g in snap.gpus}
+    migs = {m.uuid for g in snap.gpus for m in g.mig_devices}
+
+    def mig_of(gpu: GpuSample | None, gi: int) -> str | None:
+        hit = [m.uuid for m in (gpu.mig_devices if gpu else ()) if m.gpu_instance_id == gi]
+        return hit[0] if hit else None
+
+    out: dict[str, list[PodDevice]] = {}
+    for raw, held in by_id.items():
+        dev = _REPLICA.sub("", raw)
+        key: str | None = dev if dev in gpus or dev in migs else None
+        if key is None and (m := _GKE.match(dev)):
+            gpu = by_index.get(int(m.group(1)))
+            key = (
+                (gpu.uuid if gpu else None) if m.group(2) is None else mig_of(gpu, int(m.group(2)))
+            )
+        elif key is None and (m := _OLD_MIG.match(dev)):
+            key = mig_of(gpus.get(m.group(1)), int(m.group(2)))
+        if key is not None:
+            for d in held:  # replicas of one device held by one container count once
+                d = replace(d, device_id=key)
+                if d not in out.setdefault(key, []):
+                    out[key].append(d)
     return {k: tuple(v) for k, v in out.items()}
 
 

@@ -1,13 +1,16 @@
 """What one GPU-hour costs on this machine: a configured price, or the catalog's.
 
-Order: an explicit price (``--price-usd-per-hour`` / ``GPUWISE_GPU_PRICE_USD_PER_HOUR``), then the
-instance type (``--instance-type`` / ``GPUWISE_INSTANCE_TYPE``, or the node facts the exporter
-detected: see :mod:`gpuwise.monitor.node`) looked up in the offers catalog, in its region and at
-its capacity type (spot or on-demand) where the catalog has them. Without an instance type,
-``report`` may fall back to the catalog's cheapest on-demand price for the GPU model (labelled as
-such: you may pay more); the exporter never does (``fallback_cheapest=False``): a machine it
-cannot identify is labelled unknown and left unpriced. No network here: detection is the
-caller's.
+One path for the exporter, ``report`` (``--db``, ``--prometheus``, ``--fake``) and ``fleet``:
+an explicit price (``--price-usd-per-hour`` / ``GPUWISE_GPU_PRICE_USD_PER_HOUR``) wins; else
+the node's instance type (``--instance-type`` / ``GPUWISE_INSTANCE_TYPE``, the node facts the
+exporter detected, see :mod:`gpuwise.monitor.node`, or the facts ``gpuwise monitor`` recorded
+with each sample) looked up in the offers catalog, in its region and at its capacity type
+(``GPUWISE_CAPACITY_TYPE`` or the node's: spot on spot nodes). A machine nobody identified is
+never priced as the catalog's cheapest offer of its GPU model (that was 57 % low on an EKS p5
+fleet): its GPU-hours are *unpriced*, counted and shown beside every total. An instance type the
+catalog lacks is unpriced too when it was detected or set in the environment (an exporter keeps
+serving, its price labelled unknown); only an explicit ``--instance-type`` flag is refused. No
+network here: detection is the caller's.
 
 A long-running exporter picks up a refreshed catalog store (``gpuwise catalog update --fetch`` on
 a schedule, see ``deploy/``): the store's manifest is checked at most every
@@ -16,6 +19,7 @@ a schedule, see ``deploy/``): the store's manifest is checked at most every
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,8 +27,10 @@ from dataclasses import dataclass
 from gpuwise.base import settings
 from gpuwise.catalog import Offer
 from gpuwise.errors import InputError
-from gpuwise.monitor.node import NodeFacts
+from gpuwise.monitor.node import NodeFacts, parse_capacity_type
 from gpuwise.units import parse_money_usd
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,8 @@ class GpuPrice:
     region: str | None = None
     """The region priced."""
     capacity_type: str | None = None
-    """``on-demand`` or ``spot``: which catalog price was used."""
+    """``on-demand``, ``spot`` or ``reserved``: the node's capacity type; the price is the
+    catalog's for it where the catalog has one (see ``source``)."""
 
 
 def canonical_gpu(model: str) -> str | None:
@@ -76,10 +83,18 @@ class PriceBook:
         instance_type: str | None = None,
         cloud: str | None = None,
         region: str | None = None,
+        capacity_type: str | None = None,
         offers: Sequence[Offer] | None = None,
         node: NodeFacts | None = None,
-        fallback_cheapest: bool = True,
+        fallback_cheapest: bool = False,
+        strict: bool | None = None,
     ) -> None:
+        """Flags (the keyword arguments) win over ``GPUWISE_*`` settings, which win over ``node``.
+        ``fallback_cheapest`` (off everywhere gpuwise prices a bill) prices an unidentified
+        machine at the catalog's cheapest offer of its GPU model, labelled as such. ``strict``
+        (default: an instance type was given, as ``instance_type`` or ``GPUWISE_INSTANCE_TYPE``)
+        refuses an instance type the catalog lacks (the exporter passes False);
+        otherwise it is priced unknown and logged once, with a did-you-mean."""
         env_price = settings.text("GPUWISE_GPU_PRICE_USD_PER_HOUR")
         raw = price_usd_per_hour if price_usd_per_hour is not None else env_price
         # name where a bad value came from: an environment variable is easy to forget
@@ -89,19 +104,24 @@ class PriceBook:
             else "GPUWISE_GPU_PRICE_USD_PER_HOUR"
         )
         self.configured = None if raw in (None, "") else parse_money_usd(raw, what)
-        self.instance_type = instance_type or settings.text("GPUWISE_INSTANCE_TYPE")
+        env_it = settings.text("GPUWISE_INSTANCE_TYPE")
+        self.instance_type = instance_type or env_it
         self._instance_type_from = "" if instance_type else " (from GPUWISE_INSTANCE_TYPE)"
+        # an instance type the user gave and the catalog lacks is an error for a report; a
+        # detected node (or an exporter: strict=False) leaves the price unknown instead, so an
+        # exporter does not crash-loop over a gap in the catalog
+        self._strict = bool(self.instance_type) if strict is None else strict
         self.cloud = cloud or settings.text("GPUWISE_CLOUD")
         self.region = region or settings.text("GPUWISE_REGION")
-        self.capacity_type: str | None = None
-        # detected facts: an instance the catalog does not know is labelled, not an error
-        self._detected = False
+        self.capacity_type = parse_capacity_type(capacity_type, "--capacity-type") or (
+            parse_capacity_type(settings.text("GPUWISE_CAPACITY_TYPE"), "GPUWISE_CAPACITY_TYPE")
+        )
         if node is not None and not self.instance_type and node.instance_type:
-            self.instance_type, self._detected = node.instance_type, True
+            self.instance_type = node.instance_type
             self._instance_type_from = f" (from {node.source})"
             self.cloud = self.cloud or node.cloud
             self.region = self.region or node.region
-        if node is not None:
+        if node is not None and self.capacity_type is None:
             self.capacity_type = node.capacity_type
         self.fallback_cheapest = fallback_cheapest
         self._offers = offers
@@ -110,6 +130,33 @@ class PriceBook:
         self._checked = 0.0
         self.store_check_s = STORE_CHECK_S
         self._cache: dict[str, GpuPrice] = {}
+        self._for_node: dict[NodeFacts, PriceBook] = {}
+
+    @property
+    def explicit(self) -> bool:
+        """A price or an instance type was given as a flag: it prices every sample, whatever
+        the history recorded."""
+        return self.configured is not None or self._strict
+
+    def for_node(self, node: NodeFacts) -> PriceBook:
+        """This book for a machine ``node`` describes (e.g. what ``gpuwise monitor`` recorded
+        with a sample): a configured price or an instance-type flag still wins; the node's facts
+        fill in what flags and settings left open. Shares the catalog; cached per node."""
+        if self.configured is not None or self._strict or not node.instance_type:
+            return self
+        hit = self._for_node.get(node)
+        if hit is None:
+            hit = PriceBook.__new__(PriceBook)
+            hit.__dict__.update(self.__dict__)
+            hit.instance_type = node.instance_type
+            hit._instance_type_from = f" (from {node.source})"
+            hit.cloud = node.cloud or self.cloud
+            hit.region = node.region or self.region
+            hit.capacity_type = node.capacity_type or self.capacity_type
+            hit._cache, hit._for_node = {}, {}
+            hit._offers, hit._own_catalog = self.offers, False  # a report's book: no reload
+            self._for_node[node] = hit
+        return hit
 
     @property
     def offers(self) -> Sequence[Offer]:
@@ -147,7 +194,14 @@ class PriceBook:
         if self.instance_type:
             return self._instance_price()
         if not self.fallback_cheapest:
-            return GpuPrice(None, "unknown instance: give --price-usd-per-hour or --instance-type")
+            return GpuPrice(
+                None,
+                "unknown instance: give --instance-type (or GPUWISE_INSTANCE_TYPE, "
+                "--node-info) or --price-usd-per-hour",
+                None,
+                self.region,
+                self.capacity_type,
+            )
         name = canonical_gpu(model)
         if name is None:
             return GpuPrice(None, "unknown GPU model: give --price-usd-per-hour")
@@ -159,6 +213,47 @@ class PriceBook:
         return GpuPrice(
             cheapest.usd_per_gpu_hour,
             f"catalog cheapest on-demand {name}: {cheapest.cloud} {cheapest.region} {cheapest.instance_type}",
+        )
+
+    def _unknown_instance(self) -> GpuPrice:
+        """The instance type is not in the catalog (for this cloud): an error for a flag the
+        user typed, an unknown price otherwise. The suggestions never repeat the name itself."""
+        from gpuwise.errors import did_you_mean
+
+        it = self.instance_type or ""
+        clouds = sorted({o.cloud for o in self.offers if o.instance_type == it})
+        known = {
+            o.instance_type
+            for o in self.offers
+            if (self.cloud is None or o.cloud == self.cloud) and o.instance_type != it
+        }
+        where = f" for cloud {self.cloud}" if self.cloud else ""
+        if clouds:  # the name exists, in another cloud: the cloud is what is wrong
+            where += f" (it is a {', '.join(clouds)} instance type)"
+        suggestions = did_you_mean(it, known)
+        if not self._strict:
+            log.warning(
+                "instance type %s%s is not in the catalog%s; its GPUs are unpriced%s",
+                it,
+                self._instance_type_from,
+                where,
+                f" (did you mean {', '.join(suggestions)}?)" if suggestions else "",
+            )
+            mean = f" (did you mean {', '.join(suggestions)}?)" if suggestions else ""
+            return GpuPrice(
+                None,
+                f"unknown instance type {it}{self._instance_type_from}: not in the catalog"
+                f"{where}{mean}",
+                it,
+                self.region,
+                self.capacity_type,
+            )
+        raise InputError(
+            f"instance type {it!r}{self._instance_type_from} is not in the catalog{where}",
+            hint="give the cloud it runs in (--instance-cloud)"
+            if clouds
+            else "give --price-usd-per-hour instead, or check `gpuwise offers`",
+            suggestions=suggestions,
         )
 
     def _instance_price(self) -> GpuPrice:
@@ -173,22 +268,7 @@ class PriceBook:
             and o.on_demand_usd_per_gpu_hour is not None
         ]
         if not same:
-            if self._detected:
-                return GpuPrice(
-                    None,
-                    f"unknown instance type {it}{self._instance_type_from}: not in the catalog",
-                    it,
-                    self.region,
-                    self.capacity_type,
-                )
-            from gpuwise.errors import did_you_mean
-
-            raise InputError(
-                f"instance type {it!r}{self._instance_type_from} is not in the catalog"
-                + (f" for cloud {self.cloud}" if self.cloud else ""),
-                hint="give --price-usd-per-hour instead, or check `gpuwise offers`",
-                suggestions=did_you_mean(it or "", {o.instance_type for o in self.offers}),
-            )
+            return self._unknown_instance()
         here = [o for o in same if self.region is None or o.region == self.region]
         where = ""
         if not here:
@@ -203,12 +283,12 @@ class PriceBook:
         else:
             best = min(here, key=lambda o: o.on_demand_usd_per_gpu_hour or 0.0)
             usd, kind = best.on_demand_usd_per_gpu_hour, "on-demand"
-            if spot:
-                where += " (no spot price in the catalog: on-demand)"
+            if self.capacity_type in ("spot", "reserved"):
+                where += f" (no {self.capacity_type} price in the catalog: on-demand)"
         return GpuPrice(
             usd,
             f"catalog {kind}: {best.cloud} {best.region} {best.instance_type}{where}",
             best.instance_type,
             best.region,
-            kind,
+            self.capacity_type or kind,
         )

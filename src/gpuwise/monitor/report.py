@@ -22,6 +22,7 @@ GPU at low activity → the smallest MIG profile that fits; a GPU idle all windo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -34,6 +35,16 @@ import numpy as np
 from gpuwise.base.xid import XID_MEANINGS
 from gpuwise.catalog import Offer, cheapest_per_gpu
 from gpuwise.errors import HardwareError
+from gpuwise.monitor.accounting import UNALLOCATED as UNALLOCATED
+from gpuwise.monitor.accounting import PlanUsage as PlanUsage
+from gpuwise.monitor.accounting import WorkloadUsage as WorkloadUsage
+from gpuwise.monitor.accounting import (
+    _activity,
+    plan_usage,
+    sample_prices,
+    where_it_ran,
+    workload_usage,
+)
 from gpuwise.monitor.history import GpuSeries, History
 from gpuwise.monitor.pricing import PriceBook, canonical_gpu
 from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD
@@ -55,6 +66,7 @@ Action = Literal[
     "upsize",
     "drain-and-reset",
     "fix-memory-leak",
+    "scale-to-zero",
 ]
 
 
@@ -122,28 +134,13 @@ class GpuUsage:
     """MIG GPUs: duration-weighted share of the slices in active instances (None: not in MIG mode)."""
     memory_leak: str | None = None
     """Why memory looks like it leaked (grew steadily, then fell as a process died), if it does."""
-
-
-@dataclass(frozen=True)
-class WorkloadUsage:
-    """One workload (pod, container, or user/executable) over the window."""
-
-    workload: str
-    """Its name."""
-    gpus: tuple[str, ...]
-    """UUIDs of the GPUs it used."""
-    allocated_hours: float
-    """GPU-hours it held (shared samples split evenly)."""
-    active_hours: float
-    """Of which the GPU was active."""
-    idle_hours: float
-    """Of which the GPU was idle."""
-    efficiency: float | None
-    """active / allocated."""
-    cost_usd: float | None
-    """Its share of the GPU cost."""
-    wasted_usd: float | None
-    """Its share of the idle cost."""
+    unpriced_hours: float = 0.0
+    """Allocated hours with no known price (an unidentified node, an instance type the catalog
+    lacks): left out of ``cost_usd`` and ``wasted_usd``, never priced at $0 silently."""
+    cloud: str | None = None
+    """The cloud it ran in, where known (recorded node, settings, or its instance type)."""
+    cpu_arch: str | None = None
+    """The CPU architecture of its instance (``x86_64``, ``arm64``), where known."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +204,10 @@ class EfficiencyReport:
     warnings: tuple[str, ...] = ()
     """Problems with the data itself, e.g. a GPU with more allocated hours than observed hours
     (overlapping samples: two monitors writing one history), which overstates every dollar."""
+    unpriced_hours: float = 0.0
+    """GPU-hours with no known price, left out of ``cost_usd`` (shown beside every total)."""
+    plans: tuple[PlanUsage, ...] = ()
+    """Per plan id, where the history recorded one (``GPUWISE_PLAN_ID``)."""
 
 
 OVERLAP_TOLERANCE = 0.01
@@ -235,12 +236,6 @@ def overlap_warnings(history: History, usages: Sequence[GpuUsage]) -> tuple[str,
 
 def _mul(a: float, b: float | None) -> float | None:
     return None if b is None else a * b
-
-
-def _activity(s: GpuSeries) -> tuple[np.ndarray, np.ndarray]:
-    act = s.activity_ratio
-    held = np.array([bool(w) for w in s.workloads], dtype=bool)
-    return act, held
 
 
 def _stretches(s: GpuSeries, idle: np.ndarray, min_hours: float) -> tuple[IdleStretch, ...]:
@@ -304,8 +299,9 @@ def gpu_usage(
     *,
     active_threshold: float = ACTIVE_THRESHOLD,
     min_idle_stretch_hours: float = 0.5,
+    priced: tuple[np.ndarray, str] | None = None,
 ) -> GpuUsage:
-    """Hours, peaks and dollars for one GPU series."""
+    """Hours, peaks and dollars for one GPU series (``priced``: :func:`sample_prices`)."""
     dur_h = s.duration_s / 3600
     act, held = _activity(s)
     active = np.where(np.isnan(act), held, act >= active_threshold)
@@ -330,7 +326,11 @@ def gpu_usage(
     mem = s.memory_used_bytes[~np.isnan(s.memory_used_bytes)]
     peak = float(mem.max()) if mem.size else None
     total = s.memory_total_bytes if not math.isnan(s.memory_total_bytes) else None
-    price = prices.price(s.model)
+    usd, source = priced if priced is not None else sample_prices(s, prices)
+    known_price = ~np.isnan(usd)
+    priced_h = float(dur_h[known_price].sum())
+    cost = float((dur_h * usd)[known_price].sum()) if known_price.any() else None
+    wasted = float((dur_h * (1 - share) * usd)[known_price].sum()) if known_price.any() else None
     idle_h = allocated - active_h
     return GpuUsage(
         host=s.host,
@@ -347,10 +347,10 @@ def gpu_usage(
         peak_memory_fraction=peak / total if peak is not None and total else None,
         peak_memory_gib=None if peak is None else peak / BYTES_PER_GIB,
         memory_headroom_gib=(total - peak) / BYTES_PER_GIB if peak is not None and total else None,
-        usd_per_hour=price.usd_per_gpu_hour,
-        price_source=price.source,
-        cost_usd=_mul(allocated, price.usd_per_gpu_hour),
-        wasted_usd=_mul(idle_h, price.usd_per_gpu_hour),
+        usd_per_hour=cost / priced_h if cost is not None and priced_h else None,
+        price_source=source,
+        cost_usd=cost,
+        wasted_usd=wasted,
         idle_stretches=_stretches(s, ~active, min_idle_stretch_hours),
         lost=bool((lost > 0).any()),
         xid_codes=s.xid_codes,
@@ -358,64 +358,34 @@ def gpu_usage(
         if is_mig.any() and dur_h[is_mig].sum()
         else None,
         memory_leak=_leak(s, total),
+        unpriced_hours=float(dur_h[~known_price].sum()),
     )
-
-
-def workload_usage(
-    history: History, prices: PriceBook, active_threshold: float = ACTIVE_THRESHOLD
-) -> tuple[WorkloadUsage, ...]:
-    acc: dict[str, list[float]] = {}
-    gpus: dict[str, set[str]] = {}
-    priced: dict[str, bool] = {}
-    for s in history.gpus:
-        act, held = _activity(s)
-        price = prices.price(s.model).usd_per_gpu_hour
-        for k, names in enumerate(s.workloads):
-            if not names:
-                continue
-            hours = float(s.duration_s[k]) / 3600
-            mig = s.workload_shares[k] if s.workload_shares is not None else None
-            if mig is not None:  # MIG: each workload's instance slices, active as its instance is
-                entries = [(w, hours * share, active) for w, share, active in mig]
-            else:
-                a = act[k]
-                is_active = bool(held[k]) if math.isnan(a) else bool(a >= active_threshold)
-                entries = [(w, hours / len(names), is_active) for w in names]
-            for w, share, is_active in entries:
-                row = acc.setdefault(w, [0.0, 0.0, 0.0, 0.0])
-                row[0] += share
-                row[1] += share if is_active else 0.0
-                row[2] += share * (price or 0.0)
-                row[3] += 0.0 if is_active else share * (price or 0.0)
-                gpus.setdefault(w, set()).add(s.uuid)
-                priced[w] = priced.get(w, True) and price is not None
-    out = []
-    for w, (alloc, active, cost, wasted) in acc.items():
-        ok = priced[w]
-        out.append(
-            WorkloadUsage(
-                w,
-                tuple(sorted(gpus[w])),
-                alloc,
-                active,
-                alloc - active,
-                active / alloc if alloc else None,
-                cost if ok else None,
-                wasted if ok else None,
-            )
-        )
-    return tuple(sorted(out, key=lambda u: -(u.wasted_usd or 0.0)))
 
 
 _MIG = re.compile(r"^(\d)g\.(\d+)gb$")
 
 
-def _candidates(offers: Sequence[Offer]) -> list[tuple[float, str, float, str]]:
-    """(price per GPU-hour, model, memory GiB, where) of the cheapest on-demand offer per NVIDIA model."""
+Candidate = tuple[float, str, float, str, float | None]
+"""(price per GPU-hour, model, memory GiB, where, peak dense 16-bit TFLOP/s or None)."""
+
+
+def _tflops(spec: object) -> float | None:
+    """A GPU's peak 16-bit tensor throughput (bf16, else fp16), the figure compute is compared by."""
+    return getattr(spec, "peak_bf16_tflops", None) or getattr(spec, "peak_fp16_tflops", None)
+
+
+def _candidates(
+    offers: Sequence[Offer], cloud: str | None = None, arch: str | None = None
+) -> list[Candidate]:
+    """The cheapest on-demand offer per NVIDIA model a person could move this job to: in the
+    same cloud (where known: another cloud is a migration, not a right-sizing) and with the
+    same CPU architecture (an x86 image does not run on an arm64 host; unknown: x86_64)."""
     from gpuwise.hardware import find_gpu
 
-    out = []
-    for name, cheapest in cheapest_per_gpu(offers, spot=False).items():
+    arch = arch or "x86_64"
+    pool = [o for o in offers if o.arch == arch and (cloud is None or o.cloud == cloud)]
+    out: list[Candidate] = []
+    for name, cheapest in cheapest_per_gpu(pool, spot=False).items():
         try:
             spec = find_gpu(name)
         except HardwareError:
@@ -428,9 +398,21 @@ def _candidates(offers: Sequence[Offer]) -> list[tuple[float, str, float, str]]:
                 spec.name,
                 spec.memory_gib,
                 f"{cheapest.cloud} {cheapest.region} {cheapest.instance_type}",
+                _tflops(spec),
             )
         )
-    return sorted(out)
+    return sorted(out, key=lambda c: (c[0], c[1]))
+
+
+def _own_tflops(u: GpuUsage) -> float | None:
+    from gpuwise.hardware import find_gpu
+
+    if u.gpu is None:
+        return None
+    try:
+        return _tflops(find_gpu(u.gpu))
+    except HardwareError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -439,7 +421,7 @@ class _Advice:
 
     u: GpuUsage
     window_hours: float
-    candidates: Callable[[], Sequence[tuple[float, str, float, str]]]
+    candidates: Callable[[], Sequence[Candidate]]
 
     @property
     def price(self) -> float | None:
@@ -530,6 +512,24 @@ def _held_idle(a: _Advice) -> Recommendation | None:
     )
 
 
+def _unallocated_idle(a: _Advice) -> Recommendation | None:
+    """Stretches of an hour or more with nothing running on a rented GPU: release the node then."""
+    u = a.u
+    empty_h = sum(st.hours for st in u.idle_stretches if not st.held_by)
+    if empty_h < 1.0:
+        return None
+    per_month = empty_h * HOURS_PER_MONTH / a.window_hours if a.window_hours else None
+    return a.rec(
+        "scale-to-zero",
+        f"GPU {u.index} sat rented with nothing running for {empty_h:.1f} h of "
+        f"{u.allocated_hours:.1f} h: let the node go when no job needs it (a cluster autoscaler "
+        "scale-down or a node pool with a minimum of 0; outside Kubernetes, stop the instance "
+        "between jobs), or run the work on a smaller node",
+        None,
+        None if per_month is None else _mul(per_month, a.price),
+    )
+
+
 def _mig_in_use(a: _Advice) -> Recommendation | None:
     """A GPU already in MIG mode with idle slices."""
     u, price = a.u, a.price
@@ -550,10 +550,13 @@ def _memory(a: _Advice, low: bool) -> list[Recommendation]:
     u, price, out = a.u, a.price, []
     peak = u.peak_memory_fraction
     if peak is not None and peak > MEMORY_FULL:
+        own = _own_tflops(u)
         bigger = [
             c
             for c in a.candidates()
-            if u.peak_memory_gib and c[2] > u.peak_memory_gib * MEMORY_BUFFER
+            if u.peak_memory_gib
+            and c[2] > u.peak_memory_gib * MEMORY_BUFFER
+            and (own is None or c[4] is None or c[4] >= own)  # more memory, not a slower GPU
         ]
         target = (
             f"{bigger[0][1]} ({bigger[0][2]:g} GiB, ${bigger[0][0]:.2f}/GPU-h on {bigger[0][3]})"
@@ -581,15 +584,31 @@ def _memory(a: _Advice, low: bool) -> list[Recommendation]:
     ):
         return out
     need = u.peak_memory_gib * MEMORY_BUFFER
-    fits = [c for c in a.candidates() if c[2] >= need and c[0] < price * 0.95 and c[1] != u.gpu]
+    # compute too: the work done (mean activity × this GPU's peak) plus 15 % must fit the target
+    own = _own_tflops(u)
+    work = None if own is None or u.mean_activity_ratio is None else own * u.mean_activity_ratio
+    fits = [
+        c
+        for c in a.candidates()
+        if c[2] >= need
+        and c[0] < price * 0.95
+        and c[1] != u.gpu
+        and (work is None or (c[4] is not None and c[4] >= work * MEMORY_BUFFER))
+    ]
     if fits:
-        p, name, mem, where = fits[0]
+        p, name, mem, where, tflops = fits[0]
+        compute = (
+            f" and its {tflops:g} TFLOP/s hold the {work:.0f} TFLOP/s of work done"
+            if work is not None and tflops is not None
+            else ""
+        )
         out.append(
             a.rec(
                 "downsize",
                 f"GPU {u.index} peaked at {u.peak_memory_gib:.1f} GiB ({peak:.0%}) with mean activity "
-                f"{u.mean_activity_ratio:.0%}: a {name} ({mem:g} GiB) holds the peak plus 15 % for "
-                f"${p:.2f}/GPU-h instead of ${price:.2f}",
+                f"{u.mean_activity_ratio:.0%}: a {name} ({mem:g} GiB) holds the peak plus 15 %"
+                f"{compute}, for ${p:.2f}/GPU-h instead of ${price:.2f} (same cloud and CPU "
+                "architecture)",
                 f"{name} on {where}",
                 (price - p) * a.month,
             )
@@ -636,7 +655,7 @@ def _share(a: _Advice) -> Recommendation | None:
 def recommend(
     u: GpuUsage,
     window_hours: float,
-    candidates: Callable[[], Sequence[tuple[float, str, float, str]]],
+    candidates: Callable[[], Sequence[Candidate]],
 ) -> list[Recommendation]:
     """Right-sizing advice for one GPU (see the module docstring for the rules).
 
@@ -653,7 +672,7 @@ def recommend(
     idle = _idle(a)
     if idle is not None:
         return [*recs, idle]
-    recs += [r for r in (_held_idle(a),) if r is not None]
+    recs += [r for r in (_held_idle(a), _unallocated_idle(a)) if r is not None]
     if u.mig_active_share is not None:  # already in MIG mode: the other rules do not apply
         return recs + [r for r in (_mig_in_use(a),) if r is not None]
     low = u.mean_activity_ratio is not None and u.mean_activity_ratio < LOW_ACTIVITY
@@ -683,6 +702,7 @@ def build_report(
         observed_h,
         max((float(s.duration_s.max()) / 3600 for s in history.gpus if len(s)), default=0.0),
     )
+    priced = {id(s): sample_prices(s, prices) for s in history.gpus}
     usages = tuple(
         sorted(
             (
@@ -691,16 +711,27 @@ def build_report(
                     prices,
                     active_threshold=active_threshold,
                     min_idle_stretch_hours=min_idle_stretch_hours,
+                    priced=priced[id(s)],
                 )
                 for s in history.gpus
             ),
             key=lambda u: (u.host, u.index),
         )
     )
-    candidates = functools.cache(
-        lambda: _candidates(prices.offers)
-    )  # once per report, not per GPU and rule
-    recs = [r for u in usages for r in recommend(u, observed_h, candidates)]
+    by_uuid = {(s.host, s.uuid): s for s in history.gpus}
+    placed = {k: where_it_ran(v, prices) for k, v in by_uuid.items()}
+    usages = tuple(
+        dataclasses.replace(
+            u, cloud=placed[(u.host, u.uuid)][0], cpu_arch=placed[(u.host, u.uuid)][1]
+        )
+        for u in usages
+    )
+    pool = functools.cache(lambda cloud, arch: _candidates(prices.offers, cloud, arch))
+    recs = [
+        r
+        for u in usages
+        for r in recommend(u, observed_h, functools.partial(pool, u.cloud, u.cpu_arch))
+    ]
     recs.sort(key=lambda r: -(r.saving_usd_per_month or 0.0))
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     wastes = [u.wasted_usd for u in usages if u.wasted_usd is not None]
@@ -715,7 +746,7 @@ def build_report(
         observed_hours=observed_h,
         source=history.source,
         gpus=usages,
-        workloads=workload_usage(history, prices, active_threshold),
+        workloads=workload_usage(history, prices, active_threshold, priced),
         recommendations=tuple(recs),
         allocated_hours=sum(u.allocated_hours for u in usages),
         active_hours=sum(u.active_hours for u in usages),
@@ -725,6 +756,8 @@ def build_report(
         waste_fraction=wasted / cost if cost and wasted is not None else None,
         active_threshold=active_threshold,
         warnings=overlap_warnings(history, usages),
+        unpriced_hours=sum(u.unpriced_hours for u in usages),
+        plans=plan_usage(history, priced, usages),
     )
 
 

@@ -45,6 +45,9 @@ class ProcessSample:
     """Kubernetes pod name, if known (``pod_uid`` is always tried first)."""
     container: str | None = None
     """Kubernetes container name, if known."""
+    plan_id: str | None = None
+    """The plan id the process runs (its ``GPUWISE_PLAN_ID``, from ``/proc/<pid>/environ``;
+    ``plan --export`` sets it), if known."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,19 @@ class GpuSample:
     """Video encoder utilization (``utilization.encoder``/100; DCGM ``DCGM_FI_DEV_ENC_UTIL``)."""
     decoder_utilization_ratio: float | None = None
     """Video decoder utilization (``utilization.decoder``/100; DCGM ``DCGM_FI_DEV_DEC_UTIL``)."""
+    pci_bus_id: str | None = None
+    """PCI bus id (``--query-gpu=pci.bus_id``, e.g. ``00000000:18:00.0``; dcgm-exporter's
+    ``pci_bus_id`` label)."""
+    last_xid: int | None = None
+    """The latest XID code this reader saw (DCGM ``DCGM_FI_DEV_XID_ERRORS``: the value of the last
+    XID); None before any."""
+
+    @property
+    def plan_id(self) -> str | None:
+        """The plan id of the job on this GPU: its processes' ``GPUWISE_PLAN_ID`` (the first, in
+        PID order, where several plans share a GPU), None where none has one."""
+        ids = sorted((p.pid, p.plan_id) for p in self.processes if p.plan_id)
+        return ids[0][1] if ids else None
 
     @property
     def memory_used_ratio(self) -> float | None:

@@ -4,9 +4,17 @@ Layout (small integers keep 30 days × 8 GPUs × 10 s under 100 MB, see benchmar
 
 * ``gpus(id, host, uuid, idx, model, memory_total_mib)``
 * ``jobsets(id, names)``: each distinct set of workloads on a GPU, stored once (JSON list)
-* ``samples(gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, lost, xids)``,
-  ``WITHOUT ROWID`` keyed by (gpu, ts); ``*_pm`` are per-mille (0–1000), NULL = not read;
-  ``mig_pm`` is the active share of a MIG GPU's slices, ``xids`` the XID codes seen (``79,48``).
+* ``contexts(id, instance_type, cloud, region, capacity_type, plan_id)``: what a sample ran on
+  and for (the node's facts and the job's ``GPUWISE_PLAN_ID``), each distinct one stored once;
+  ``''`` = not known
+* ``samples(gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, lost, xids,
+  ctx)``, ``WITHOUT ROWID`` keyed by (gpu, ts); ``*_pm`` are per-mille (0–1000), NULL = not read;
+  ``mig_pm`` is the active share of a MIG GPU's slices, ``xids`` the XID codes seen (``79,48``),
+  ``ctx`` the context id (NULL: recorded before contexts existed). A second row for the same GPU
+  and second (a monitor catching up after a stall) adds its duration to the first, never
+  replaces it.
+* view ``gpu_samples``: one row per sample with its GPU, context and workloads spelled out (for
+  other tools, e.g. ``fleet --demand-from-history``); docs/monitoring.md lists its columns.
 
 One process writes a file at a time: the first :meth:`HistoryStore.append` takes an exclusive
 ``flock`` on the database file itself, so a second ``gpuwise monitor`` reaching the same file by
@@ -30,8 +38,14 @@ from pathlib import Path
 
 from gpuwise.base.paths import data_dir
 from gpuwise.errors import StorageError
-from gpuwise.monitor.history import History, SeriesBuilder, WorkloadShares, mig_workload_shares
-from gpuwise.monitor.snapshot import Snapshot
+from gpuwise.monitor.history import (
+    History,
+    SampleContext,
+    SeriesBuilder,
+    WorkloadShares,
+    mig_workload_shares,
+)
+from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD, Snapshot
 
 _MIB = 1024**2
 _SCHEMA = """
@@ -42,12 +56,38 @@ CREATE TABLE IF NOT EXISTS samples (gpu INTEGER NOT NULL, ts INTEGER NOT NULL, d
     util_pm INTEGER, sm_pm INTEGER, mem_mib INTEGER, power_w INTEGER, temp_c INTEGER, jobset INTEGER,
     mig_pm INTEGER, lost INTEGER, xids TEXT,
     PRIMARY KEY (gpu, ts)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS contexts (id INTEGER PRIMARY KEY, instance_type TEXT NOT NULL,
+    cloud TEXT NOT NULL, region TEXT NOT NULL, capacity_type TEXT NOT NULL, plan_id TEXT NOT NULL,
+    UNIQUE(instance_type, cloud, region, capacity_type, plan_id));
+"""
+_VIEW = """
+CREATE VIEW IF NOT EXISTS gpu_samples AS
+SELECT g.host AS host, g.uuid AS uuid, g.idx AS gpu_index, g.model AS model,
+    g.memory_total_mib AS memory_total_mib, s.ts AS ts, s.dur AS dur,
+    s.util_pm / 1000.0 AS utilization_ratio, s.sm_pm / 1000.0 AS sm_active_ratio,
+    s.mem_mib AS memory_used_mib, s.mig_pm / 1000.0 AS mig_active_share,
+    COALESCE(s.lost, 0) AS lost, COALESCE(j.names, '[]') AS workloads,
+    NULLIF(c.instance_type, '') AS instance_type, NULLIF(c.cloud, '') AS cloud,
+    NULLIF(c.region, '') AS region, NULLIF(c.capacity_type, '') AS capacity_type,
+    NULLIF(c.plan_id, '') AS plan_id
+FROM samples s JOIN gpus g ON g.id = s.gpu
+LEFT JOIN jobsets j ON j.id = s.jobset LEFT JOIN contexts c ON c.id = s.ctx;
 """
 # Columns added after the first release, added to an older file on open (NULL in old rows).
-_ADDED_COLUMNS = (("mig_pm", "INTEGER"), ("lost", "INTEGER"), ("xids", "TEXT"))
+_ADDED_COLUMNS = (("mig_pm", "INTEGER"), ("lost", "INTEGER"), ("xids", "TEXT"), ("ctx", "INTEGER"))
+# a second row for (gpu, ts) is the same second read again: keep both durations, newest values
 _INSERT = (
-    "INSERT OR REPLACE INTO samples (gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, "
-    "lost, xids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    "INSERT INTO samples (gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, "
+    "lost, xids, ctx) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (gpu, ts) DO UPDATE SET "
+    "dur = dur + excluded.dur, util_pm = excluded.util_pm, sm_pm = excluded.sm_pm, "
+    "mem_mib = MAX(COALESCE(mem_mib, 0), COALESCE(excluded.mem_mib, 0)), "
+    "power_w = excluded.power_w, temp_c = excluded.temp_c, jobset = excluded.jobset, "
+    "mig_pm = excluded.mig_pm, lost = excluded.lost, xids = excluded.xids, ctx = excluded.ctx"
+)
+# downsampling writes a bucket row in place of the rows it folded (deleted first)
+_REPLACE = (
+    "INSERT OR REPLACE INTO samples (gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, "
+    "jobset, mig_pm, lost, xids, ctx) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 Row = tuple[
     int,
@@ -62,6 +102,7 @@ Row = tuple[
     int | None,
     int | None,
     str | None,
+    int | None,
 ]
 
 # The columns each table must have (the schema above); checked before a file is used.
@@ -70,6 +111,14 @@ _COLUMNS = {
     "jobsets": ("id", "names"),
     "samples": ("gpu", "ts", "dur", "util_pm", "sm_pm", "mem_mib", "power_w", "temp_c", "jobset"),
 }
+
+
+FOLD_AFTER_S = 2 * 86400
+"""Reports over windows longer than this read rows folded in SQL (see :meth:`HistoryStore.read`)."""
+FOLD_BUCKET_S = 300
+"""The folded rows' length: 5 minutes, as downsampling's."""
+MAX_BUCKETS = 10_000
+"""At most this many folded rows per GPU and class (longer buckets for longer windows)."""
 
 
 def default_db_path() -> Path:
@@ -108,6 +157,7 @@ class HistoryStore:
             for name, kind in _ADDED_COLUMNS:
                 if name not in have:
                     self._db.execute(f"ALTER TABLE samples ADD COLUMN {name} {kind}")
+            self._db.executescript(_VIEW)
         except sqlite3.DatabaseError as exc:
             raise StorageError(
                 f"cannot open the history database {self.path}: {exc}",
@@ -120,6 +170,7 @@ class HistoryStore:
             ) from exc
         self._gpu_ids: dict[tuple[str, str], int] = {}
         self._jobset_ids: dict[str, int] = {}
+        self._context_ids: dict[SampleContext, int] = {}
         self._lock_fd: int | None = None
         self._spare_fds: list[int] = []
 
@@ -227,11 +278,45 @@ class HistoryStore:
             )
         return jid
 
-    def append(self, snap: Snapshot, duration_s: float) -> int:
-        """Store one snapshot whose samples stand for ``duration_s`` each; returns rows written."""
+    def _context_id(self, ctx: SampleContext | None) -> int | None:
+        if ctx is None or ctx == SampleContext():
+            return None
+        cid = self._context_ids.get(ctx)
+        if cid is None:
+            key = (
+                ctx.instance_type or "",
+                ctx.cloud or "",
+                ctx.region or "",
+                ctx.capacity_type or "",
+                ctx.plan_id or "",
+            )
+            self._db.execute(
+                "INSERT OR IGNORE INTO contexts(instance_type, cloud, region, capacity_type, "
+                "plan_id) VALUES (?,?,?,?,?)",
+                key,
+            )
+            cid = self._context_ids[ctx] = int(
+                self._db.execute(
+                    "SELECT id FROM contexts WHERE instance_type=? AND cloud=? AND region=? "
+                    "AND capacity_type=? AND plan_id=?",
+                    key,
+                ).fetchone()[0]
+            )
+        return cid
+
+    def append(
+        self, snap: Snapshot, duration_s: float, context: SampleContext | None = None
+    ) -> int:
+        """Store one snapshot whose samples stand for ``duration_s`` each; returns rows written.
+        ``context``: the node (and plan) the samples ran on; a GPU whose processes carry a
+        ``GPUWISE_PLAN_ID`` is recorded with theirs."""
         self.lock_writer()
         rows = []
+        from dataclasses import replace
+
         for g in snap.gpus:
+            plan = g.plan_id
+            ctx = context if plan is None else replace(context or SampleContext(), plan_id=plan)
             total = None if g.memory_total_bytes is None else g.memory_total_bytes // _MIB
             gid = self._gpu_id(snap.host, g.uuid, g.index, g.name, total)
             rows.append(
@@ -250,6 +335,7 @@ class HistoryStore:
                     _pm(g.mig_active_share),
                     1 if g.lost else None,
                     ",".join(str(code) for code, _ in g.xid_counts) or None,
+                    self._context_id(ctx),
                 )
             )
         self.append_rows(rows)
@@ -272,10 +358,10 @@ class HistoryStore:
             ]
         ],
     ) -> None:
-        """Insert raw rows (used by :meth:`append` and the benchmark; 9-column rows leave the MIG
-        and health columns NULL). Takes the writer lock first."""
+        """Insert raw rows (used by :meth:`append` and the benchmark; 9-column rows leave the MIG,
+        health and context columns NULL). Takes the writer lock first."""
         self.lock_writer()
-        full = [r if len(r) == 12 else (*r, None, None, None) for r in rows]
+        full = [r if len(r) == 13 else (*r, *(None,) * (13 - len(r))) for r in rows]
         try:
             with self._db:
                 self._db.executemany(_INSERT, full)
@@ -312,7 +398,7 @@ class HistoryStore:
                 " CAST(ROUND(SUM(power_w * dur) * 1.0 / NULLIF(SUM(CASE WHEN power_w IS NOT NULL THEN dur END), 0)) AS INTEGER),"
                 " MAX(temp_c), MAX(jobset),"
                 " CAST(ROUND(SUM(mig_pm * dur) * 1.0 / NULLIF(SUM(CASE WHEN mig_pm IS NOT NULL THEN dur END), 0)) AS INTEGER),"
-                " MAX(lost), MAX(xids), COUNT(*) "
+                " MAX(lost), MAX(xids), MAX(ctx), COUNT(*) "
                 "FROM samples WHERE ts < ? AND dur < ? GROUP BY gpu, ts / ? HAVING COUNT(*) > 1",
                 (bucket_s, bucket_s, cutoff, bucket_s, bucket_s),
             )
@@ -323,13 +409,54 @@ class HistoryStore:
                     "DELETE FROM samples WHERE gpu=? AND ts >= ? AND ts < ? AND dur < ?",
                     (gpu, start, start + bucket_s, bucket_s),
                 ).rowcount
-            self._db.executemany(_INSERT, [tuple(b[:12]) for b in buckets])
+            self._db.executemany(_REPLACE, [tuple(b[:13]) for b in buckets])
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return deleted, folded
 
     # -- reading -------------------------------------------------------------------------
-    def read(self, start_s: float, end_s: float) -> History:
-        """Every GPU's samples with ``start_s <= ts < end_s``."""
+    def _select(self, start_s: float, end_s: float, bucket_s: int) -> sqlite3.Cursor:
+        """Rows of the window, raw (``bucket_s`` 0) or folded in SQL into ``bucket_s`` buckets
+        per GPU, workload set, context, health and activity class (active, idle, unknown), so
+        the report's hours, dollars, active and idle hours and peaks stay exact: a bucket row's
+        mean activity has the class of every row in it, memory keeps the peak."""
+        if not bucket_s:
+            return self._db.execute(
+                "SELECT gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, "
+                "lost, xids, ctx FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts",
+                (start_s, end_s),
+            )
+
+        def mean(col: str) -> str:
+            return (
+                f"CAST(ROUND(SUM({col} * dur) * 1.0 / NULLIF(SUM(CASE WHEN {col} IS NOT NULL "
+                f"THEN dur END), 0)) AS INTEGER)"
+            )
+
+        active = round(ACTIVE_THRESHOLD * 1000)
+        return self._db.execute(
+            f"SELECT gpu, MIN(ts), SUM(dur), {mean('util_pm')}, {mean('sm_pm')}, MAX(mem_mib), "
+            f"{mean('power_w')}, MAX(temp_c), jobset, {mean('mig_pm')}, MAX(lost), "
+            "GROUP_CONCAT(DISTINCT xids), ctx FROM samples WHERE ts >= ? AND ts < ? "
+            "GROUP BY gpu, ts / ?, jobset, ctx, COALESCE(lost, 0), "
+            "CASE WHEN COALESCE(sm_pm, util_pm) IS NULL THEN -1 "
+            f"WHEN COALESCE(sm_pm, util_pm) >= {active} THEN 1 ELSE 0 END "
+            "ORDER BY gpu, 2",
+            (start_s, end_s, bucket_s),
+        )
+
+    def read(self, start_s: float, end_s: float, bucket_s: int | None = None) -> History:
+        """Every GPU's samples with ``start_s <= ts < end_s``. ``bucket_s``: fold rows into
+        buckets of this many seconds in SQL (0: raw rows); by default windows longer than
+        :data:`FOLD_AFTER_S` are folded into :data:`FOLD_BUCKET_S` (or more, for at most
+        :data:`MAX_BUCKETS` per GPU), so a 30-day report reads thousands of rows, not millions.
+        Idle stretches and leak detection then work at the bucket's resolution."""
+        if bucket_s is None:
+            window = end_s - start_s
+            bucket_s = (
+                0
+                if window <= FOLD_AFTER_S
+                else max(FOLD_BUCKET_S, -(-int(window) // MAX_BUCKETS // 60) * 60)
+            )
         jobsets: dict[int, tuple[tuple[str, ...], WorkloadShares | None]] = {}
         for jid, text in self._db.execute("SELECT id, names FROM jobsets"):
             items = json.loads(text)
@@ -342,12 +469,28 @@ class HistoryStore:
             gid: (host, uuid, idx, model, total)
             for gid, host, uuid, idx, model, total in self._db.execute("SELECT * FROM gpus")
         }
+        contexts = {
+            cid: SampleContext(*(v or None for v in rest))
+            for cid, *rest in self._db.execute(
+                "SELECT id, instance_type, cloud, region, capacity_type, plan_id FROM contexts"
+            )
+        }
         builders: dict[int, SeriesBuilder] = {}
-        for gid, ts, dur, util, sm, mem, power, temp, jobset, mig, lost, xids in self._db.execute(
-            "SELECT gpu, ts, dur, util_pm, sm_pm, mem_mib, power_w, temp_c, jobset, mig_pm, lost, xids "
-            "FROM samples WHERE ts >= ? AND ts < ? ORDER BY gpu, ts",
-            (start_s, end_s),
-        ):
+        for (
+            gid,
+            ts,
+            dur,
+            util,
+            sm,
+            mem,
+            power,
+            temp,
+            jobset,
+            mig,
+            lost,
+            xids,
+            ctx,
+        ) in self._select(start_s, end_s, bucket_s):
             b = builders.get(gid)
             if b is None:
                 host, uuid, idx, model, total = gpus[gid]
@@ -367,6 +510,7 @@ class HistoryStore:
                 mig_share=None if mig is None else mig / 1000,
                 lost=bool(lost),
                 xids=tuple(int(x) for x in xids.split(",") if x.isdigit()) if xids else (),
+                context=contexts.get(ctx),
             )
         return History(
             start_s,
