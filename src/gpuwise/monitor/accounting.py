@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,9 +18,6 @@ from gpuwise.monitor.history import GpuSeries, History
 from gpuwise.monitor.node import NodeFacts
 from gpuwise.monitor.pricing import PriceBook
 from gpuwise.monitor.snapshot import ACTIVE_THRESHOLD
-
-if TYPE_CHECKING:
-    from gpuwise.monitor.report import GpuUsage
 
 
 def _activity(s: GpuSeries) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +201,7 @@ def workload_usage(
 
 
 def plan_usage(
-    history: History, priced: dict[int, tuple[np.ndarray, str]], usages: Sequence[GpuUsage]
+    history: History, priced: dict[int, tuple[np.ndarray, str]], usages: Sequence[object]
 ) -> tuple[PlanUsage, ...]:
     """Dollars and idle per plan id, from the plan recorded with each sample. A sample's active
     share is its GPU's (MIG: the share of active slices), as in :func:`gpu_usage`."""
