@@ -279,7 +279,10 @@ def test_an_exported_8_gpu_plan_on_2_ranks_is_refused(venv: Path, tmp_path: Path
 def test_an_exported_plan_runs_its_global_batch_with_nothing_retyped(
     venv: Path, tmp_path: Path
 ) -> None:
-    task, workdir, ckpt = _exported(tmp_path, "--max-gpus", "2", steps=2)
+    # the fastest plan on at most 2 GPUs: the cheapest would be one GPU
+    task, workdir, ckpt = _exported(
+        tmp_path, "--max-gpus", "2", "--max-nodes", "1", "--objective", "time", steps=2
+    )
     plan = json.loads((workdir / str(dict(task["envs"])["GPUWISE_PLAN"])).read_text())  # type: ignore[call-overload]
     recipe = plan["recipe"]
     assert recipe["world_size"] == 2 and "--nproc-per-node 2" in str(task["run"])
