@@ -134,7 +134,7 @@ def test_a_closed_rendezvous_is_joined_again_without_counting_a_failure(tmp_path
         ["--restart-delay", "30", "--", "python", "x.py"],  # a duration needs its unit
         ["--", "/nonexistent/train-cmd"],  # not found: refused up front, not restarted N times
         ["--", "python", "/nonexistent/train.py"],  # script not found: same
-        ["--", "python", "-c", "print(1)"],  # torchrun needs a script file
+        ["--", "python", "-u"],  # an interpreter flag but no script
         ["--nnodes", "2", "--", "python", "-m", "json.tool"],  # several nodes need an endpoint
         [
             "--nnodes",

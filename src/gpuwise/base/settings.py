@@ -155,6 +155,12 @@ SETTINGS: dict[str, Setting] = dict(
         ),
         _s("GPUWISE_RUN_DIR", "path", "train", "set by `gpuwise run` for its ranks"),
         _s(
+            "GPUWISE_PARENT_PID",
+            "count",
+            "train",
+            "set by `gpuwise run` and its torchrun: the process a worker dies with",
+        ),
+        _s(
             "GPUWISE_LOCAL_CHECKPOINT_DIR",
             "path",
             "train",

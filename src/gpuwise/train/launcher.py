@@ -68,6 +68,7 @@ from typing import Any, Literal
 
 from gpuwise.errors import InputError, MissingExtraError
 from gpuwise.train._torchrun import FAILURES_FILE, RENDEZVOUS_CLOSED_MARKER
+from gpuwise.train._worker import PARENT_ENV, USAGE_ERROR_FILE
 from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED, EXIT_USAGE
 
 log = logging.getLogger(__name__)
@@ -134,21 +135,12 @@ class LaunchSpec:
                 f"command not found: {self.command[0]!r}",
                 hint="check the spelling and PATH, or give the program's full path",
             )
-        if os.path.basename(self.command[0]).startswith("python"):
-            rest = self.command[1:]
-            if self.torchrun and rest and rest[0] == "-c":
+        python = split_python(self.command)
+        if python is not None:
+            worker_command(self.command)  # raises when it names no script
+            if python.target[0] not in ("-m", "-c") and not os.path.isfile(python.target[0]):
                 raise InputError(
-                    "torchrun runs a script or a module, not `python -c`",
-                    hint="put the code in a file (gpuwise run -- python train.py), or add --no-torchrun",
-                )
-            if (
-                rest
-                and rest[0] != "-m"
-                and not rest[0].startswith("-")
-                and not os.path.isfile(rest[0])
-            ):
-                raise InputError(
-                    f"script not found: {rest[0]!r}",
+                    f"script not found: {python.target[0]!r}",
                     hint="check the path (relative to the current folder)",
                 )
         if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
@@ -218,7 +210,7 @@ def build_argv(spec: LaunchSpec) -> list[str]:
     """The argv of one attempt."""
     cmd = list(spec.command)
     if not spec.torchrun:
-        return cmd
+        return worker_command(cmd)
     if importlib.util.find_spec("torch") is None:
         raise MissingExtraError("torch", "train")
     run = [
@@ -228,7 +220,7 @@ def build_argv(spec: LaunchSpec) -> list[str]:
         f"--nproc-per-node={spec.nproc_per_node}",
         "--max-restarts=0",
     ]
-    if spec.nnodes == 1 and not spec.rdzv_endpoint:
+    if spec.nnodes == 1:  # a free port for the rendezvous: two jobs on one machine both run
         run.append("--standalone")
     else:
         endpoint = spec.rdzv_endpoint or f"127.0.0.1:{DEFAULT_RDZV_PORT}"
@@ -242,14 +234,95 @@ def build_argv(spec: LaunchSpec) -> list[str]:
             f"--rdzv-id={spec.rdzv_id}",
             f"--rdzv-conf=is_host={'true' if spec.node_rank == 0 else 'false'}",
         ]
-    if os.path.basename(cmd[0]).startswith("python"):
-        rest = cmd[1:]
-        if not rest:
-            raise InputError("`python` without a script", hint="gpuwise run -- python train.py ...")
-        if rest[0] == "-m":
-            return [*run, "-m", *rest[1:]]
-        return [*run, *rest]
-    return [*run, "--no-python", *cmd]
+    return [*run, "--no-python", *worker_command(cmd)]
+
+
+@dataclass(frozen=True)
+class PythonCommand:
+    """A command line that starts a Python interpreter, taken apart as the interpreter reads it."""
+
+    interpreter: str
+    """``python``, ``python3.11``, ``/other/venv/bin/python`` ... (as given)."""
+    flags: tuple[str, ...]
+    """The interpreter's own options: ``-u``, ``-O``, ``-X dev``, ``-W error`` ..."""
+    target: tuple[str, ...]
+    """``(script,)``, ``("-m", module)``, ``("-c", code)``, ``("-",)`` (stdin) or ``()`` (none)."""
+    args: tuple[str, ...]
+    """The script's own arguments."""
+
+
+_PY_OPTIONS_WITH_VALUE = ("X", "W")
+_PY_LONG_OPTIONS_WITH_VALUE = ("--check-hash-based-pycs",)
+
+
+def split_python(command: tuple[str, ...] | list[str]) -> PythonCommand | None:
+    """``python -u -X dev train.py --lr 3`` → interpreter, flags, target, args; None when the
+    command is not a Python interpreter (its name does not start with ``python``)."""
+    if not command or not os.path.basename(command[0]).startswith("python"):
+        return None
+    interpreter, rest = command[0], list(command[1:])
+    flags: list[str] = []
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        if token == "--":  # the end of the options: the script follows
+            return PythonCommand(
+                interpreter, tuple(flags), tuple(rest[i + 1 : i + 2]), tuple(rest[i + 2 :])
+            )
+        if token == "-" or not token.startswith("-"):
+            return PythonCommand(interpreter, tuple(flags), (token,), tuple(rest[i + 1 :]))
+        if token.startswith("--"):
+            takes = token in _PY_LONG_OPTIONS_WITH_VALUE
+            flags += rest[i : i + 1 + takes]
+            i += 1 + takes
+            continue
+        letters = token[1:]  # grouped short options: -uB, -Xdev, -uc CODE
+        for j, letter in enumerate(letters):
+            value = letters[j + 1 :]
+            if letter in ("m", "c"):
+                if j:
+                    flags.append("-" + letters[:j])
+                if value:
+                    return PythonCommand(
+                        interpreter, tuple(flags), (f"-{letter}", value), tuple(rest[i + 1 :])
+                    )
+                target = (f"-{letter}", *rest[i + 1 : i + 2])
+                return PythonCommand(interpreter, tuple(flags), target, tuple(rest[i + 2 :]))
+            if letter in _PY_OPTIONS_WITH_VALUE and not value:  # -X dev: the value follows
+                flags += rest[i : i + 2]
+                i += 2
+                break
+            if letter in _PY_OPTIONS_WITH_VALUE:  # -Xdev: the rest of the token is the value
+                flags.append(token)
+                i += 1
+                break
+        else:
+            flags.append(token)
+            i += 1
+    return PythonCommand(interpreter, tuple(flags), (), ())
+
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
+"""The file every worker starts through (:mod:`gpuwise.train._worker`)."""
+
+
+def worker_command(command: tuple[str, ...] | list[str]) -> list[str]:
+    """What each rank runs for ``command``: the command's own interpreter and flags, with
+    :mod:`._worker` before the script (it dies with its parent and turns a gpuwise usage error
+    into exit 2); a command that is not Python through ``_worker.py --exec``."""
+    python = split_python(command)
+    if python is None:
+        return [sys.executable, WORKER, "--exec", *command]
+    if (
+        not python.target
+        or python.target[0] == "-"
+        or len(python.target) < (2 if python.target[0] in ("-m", "-c") else 1)
+    ):
+        raise InputError(
+            f"`{' '.join(command)}` names no script",
+            hint="gpuwise run -- python [flags] train.py [args] (or -m module, -c code); not stdin",
+        )
+    return [python.interpreter, *python.flags, WORKER, *python.target, *python.args]
 
 
 def _read_progress(run_dir: str) -> list[dict[str, Any]]:
@@ -336,6 +409,16 @@ def _read_failures(path: str) -> dict[int, int] | None:
     return {first: codes.pop(first), **codes}
 
 
+def _read_usage_error(path: str) -> str | None:
+    """The line a worker's gpuwise usage error left (:mod:`._worker`), None when there is none."""
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return text.removeprefix("error: ") or None
+
+
 def _what(code: int) -> str:
     if code >= 0:
         return f"exited with {code}"
@@ -406,7 +489,7 @@ def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def _rendezvous_endpoint(spec: LaunchSpec) -> tuple[str, int] | None:
-    if spec.nnodes == 1 and not spec.rdzv_endpoint:
+    if spec.nnodes == 1:
         return None  # --standalone: torchrun picks a free port itself
     endpoint = spec.rdzv_endpoint or f"127.0.0.1:{DEFAULT_RDZV_PORT}"
     host, _, port = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "")
@@ -599,13 +682,19 @@ def launch(
     }
     try:
         with tempfile.TemporaryDirectory(prefix="gpuwise-run-") as run_dir:
-            child_env = {**os.environ, **(env or {}), "GPUWISE_RUN_DIR": run_dir}
+            child_env = {
+                **os.environ,
+                **(env or {}),
+                "GPUWISE_RUN_DIR": run_dir,
+                PARENT_ENV: str(os.getpid()),  # its children die with this process (._worker)
+            }
             while True:
                 for path in glob.glob(os.path.join(run_dir, "progress-rank*.json")):
                     os.remove(path)
                 closed_marker = os.path.join(run_dir, RENDEZVOUS_CLOSED_MARKER)
                 failures_file = os.path.join(run_dir, FAILURES_FILE)
-                for marker in (closed_marker, failures_file):
+                usage_file = os.path.join(run_dir, USAGE_ERROR_FILE)
+                for marker in (closed_marker, failures_file, usage_file):
                     with contextlib.suppress(FileNotFoundError):
                         os.remove(marker)
                 number = len(attempts) + 1
@@ -617,6 +706,10 @@ def launch(
                 failures = _read_failures(failures_file)
                 if not spec.torchrun and code < 0:  # the command itself, killed by a signal
                     failures = {0: code}
+                usage = _read_usage_error(usage_file)
+                if usage is not None and not received:  # a worker's gpuwise usage error: the
+                    say(f"a worker stopped on a usage error: {usage}")  # others were stopped
+                    code = EXIT_USAGE
                 outcome = _classify(
                     code,
                     progress,

@@ -16,9 +16,11 @@ fp16), gradient accumulation, the optimizer/scheduler step and decides whether t
 interval from the measured save stall (``interval.py``), with a first save right after the first
 step (a kill without notice early on must not lose everything); and at once on a notice. After a
 preemption notice it commits a checkpoint and the loop ends. The code after the ``with`` block
-(eval, cleanup) still runs; the process then exits with :data:`EXIT_PREEMPTED` (75) when the
-interpreter shuts down (``exit_on_preemption="at_exit"``, the default; ``True`` exits at the end of
-the block, ``False`` leaves it to ``sys.exit(run.exit_code)``).
+(eval, cleanup) still runs. Under ``gpuwise run`` the process then ends as the script ends: the
+launcher reads the preemption from the rank's progress file. Without it, the process exits with
+:data:`EXIT_PREEMPTED` (75) when the interpreter shuts down, after every exit handler ran
+(``exit_on_preemption="at_exit"``, the default; ``True`` exits at the end of the block, ``False``
+leaves it to ``sys.exit(run.exit_code)``). Importing this module registers nothing.
 
 Under ``torch.distributed`` every rank takes the same decisions at the same step: one small
 ``all_reduce`` per optimizer step carries "stop", "notice", "time to save" and "my shard write is
@@ -52,6 +54,7 @@ from gpuwise.train.exitcodes import EXIT_PREEMPTED
 from gpuwise.train.interval import DEFAULT_MAX_INTERVAL_S, DEFAULT_MTBF_HOURS, checkpoint_interval_s
 from gpuwise.train.preemption import PreemptionWatcher
 from gpuwise.train.progress import write_progress
+from gpuwise.train.runlock import RunLock
 from gpuwise.train.sampler import ResumableSampler, install_worker_seeding
 from gpuwise.train.writers import WriteHooks
 
@@ -167,6 +170,7 @@ class Run:
         self._run_dir = settings.text("GPUWISE_RUN_DIR")
         self._last_progress_write = 0.0
         self._saves = 0
+        self._lock: RunLock | None = None
         for module in model.modules():
             if activation_checkpointing and isinstance(module, activation_checkpointing):
                 module.forward = functools.partial(_checkpointed, module.forward)  # type: ignore[attr-defined]
@@ -174,6 +178,7 @@ class Run:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def open(self) -> Run:
+        self._lock = _take_lock(self.checkpointer, self.rank, self.world_size)
         self.checkpointer.start_writer()  # forked before the watcher thread exists
         restored = self._restore()
         if restored is not None:
@@ -260,6 +265,8 @@ class Run:
         finally:
             if self.watcher is not None and self._own_watcher:
                 self.watcher.stop()
+            if self._lock is not None:
+                self._lock.release()
             if self.preempted:
                 reason = "preempted"
             elif exc is None and self.global_step >= self.max_steps:
@@ -549,13 +556,18 @@ def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
         raise
     run.close()
     if run.preempted and run.exit_on_preemption == "at_exit":
+        if settings.text("GPUWISE_RUN_DIR"):  # gpuwise run reads it from the progress file
+            log.warning(
+                "preempted after committing step %s: gpuwise run restarts or hands over",
+                run.committed_step,
+            )
+            return
         log.warning(
             "preempted after committing step %s: the process exits with code %d once it ends",
             run.committed_step,
             EXIT_PREEMPTED,
         )
-        global _exit_code
-        _exit_code = EXIT_PREEMPTED
+        _exit_at_shutdown(EXIT_PREEMPTED)
     elif run.preempted and run.exit_on_preemption:
         log.warning(
             "exiting with code %d (preempted) after committing step %s",
@@ -568,22 +580,28 @@ def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
 _exit_code: int | None = None
 
 
-def _exit_with_code() -> None:
-    """At interpreter exit, after the user's code after the ``with`` block ran: exit 75.
+def _exit_at_shutdown(code: int) -> None:
+    """After a preemption without ``gpuwise run``: the process exits with ``code`` once the
+    user's code after the ``with`` block ran. Registered then, never at import; the handler runs
+    every other exit handler first (those registered before it too), then ``os._exit`` (the only
+    way an exit handler can set the exit status)."""
+    global _exit_code
+    if _exit_code is None:
+        atexit.register(_exit_with_code)
+    _exit_code = code
 
-    Registered when this module is imported, so handlers registered later (most libraries'
-    own, e.g. loggers' flush) run before it; it flushes stdio and logging, then ``os._exit``
-    (the only way an atexit handler can set the exit status)."""
+
+def _exit_with_code() -> None:
     if _exit_code is None or sys.exc_info()[0] is not None:
         return
+    atexit.unregister(_exit_with_code)
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()  # every other handler, once (the list is cleared after)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     logging.shutdown()
     os._exit(_exit_code)
-
-
-atexit.register(_exit_with_code)
 
 
 def _checkpointed(forward: Any, *args: Any, **kwargs: Any) -> Any:
@@ -692,6 +710,26 @@ def _exit_hard_at_shutdown(code: int) -> None:
         return
     with contextlib.suppress(RuntimeError):
         register(_exit_with_code)
+
+
+def _take_lock(checkpointer: Checkpointer, rank: int, world_size: int) -> RunLock | None:
+    """Rank 0 locks a local checkpoint folder (:mod:`.runlock`); every rank raises the same
+    :class:`InputError` when another live run holds it (collective under torch.distributed)."""
+    storage = checkpointer.storage
+    lock: RunLock | None = None
+    refused: list[tuple[str, str] | None] = [None]
+    if rank == 0 and storage.is_local:
+        lock = RunLock(storage.root)
+        try:
+            lock.acquire()
+        except InputError as exc:
+            lock, refused[0] = None, (exc.message, exc.hint)
+    if world_size > 1:
+        torch.distributed.broadcast_object_list(refused, src=0)
+    if refused[0] is not None:
+        message, hint = refused[0]
+        raise InputError(message, hint=hint)
+    return lock
 
 
 def _local_checkpointer(
