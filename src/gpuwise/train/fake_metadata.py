@@ -8,15 +8,26 @@ Endpoints (shapes from each cloud's documentation):
 
 - AWS IMDSv2: ``PUT /latest/api/token`` with ``X-aws-ec2-metadata-token-ttl-seconds`` → token;
   ``GET /latest/meta-data/spot/instance-action`` with ``X-aws-ec2-metadata-token`` → 404, or 200
-  ``{"action": "terminate", "time": "<UTC>"}``; ``GET /latest/meta-data/events/recommendations/rebalance``
-  → 404 or 200 ``{"noticeTime": "<UTC>"}``. A GET without a valid token gets 401.
+  ``{"action": "terminate"|"stop"|"hibernate", "time": "<UTC>"}``;
+  ``GET /latest/meta-data/events/recommendations/rebalance`` → 404 or 200
+  ``{"noticeTime": "<UTC>"}``. A GET without a valid token gets 401 (``imdsv1=True``: served).
+  ``token_delay_s`` holds the token's answer back, as a container behind a PUT hop limit of 1
+  never gets it.
 - GCP: ``GET /computeMetadata/v1/instance/preempted`` with ``Metadata-Flavor: Google`` →
-  ``FALSE`` / ``TRUE``; ``?wait_for_change=true`` hangs until it changes (or ``timeout_sec``).
+  ``FALSE`` / ``TRUE``; ``?wait_for_change=true`` hangs until it changes (or ``timeout_sec``);
+  ``instance/maintenance-event`` → ``NONE`` or the event (``TERMINATE_ON_HOST_MAINTENANCE``).
 - Azure: ``GET /metadata/scheduledevents?api-version=2020-07-01`` with ``Metadata: true`` →
-  ``{"DocumentIncarnation": n, "Events": [{"EventType": "Preempt", "NotBefore": ...}]}``.
+  ``{"DocumentIncarnation": n, "Events": [{"EventType": "Preempt", "Resources": [vm], ...}]}``;
+  ``GET /metadata/instance/compute/name?api-version=...&format=text`` → this VM's name
+  (``vm_name``). An event may name other VMs (``resources=``): Azure sends every VM of an
+  availability set or scale-set placement group the events of all of them.
 - Control (for tests and rehearsals from another process):
-  ``POST /_gpuwise/preempt?notice_s=30[&clear_after_s=5]``,
+  ``POST /_gpuwise/preempt?notice_s=30[&clear_after_s=5][&action=stop][&event=Terminate]
+  [&resources=vm1,vm2]``, ``POST /_gpuwise/maintenance[?event=TERMINATE_ON_HOST_MAINTENANCE]``,
   ``POST /_gpuwise/rebalance``, ``POST /_gpuwise/clear``.
+
+The shapes follow the clouds' documented answers, recorded with their sources in
+``tests/train/data/metadata_answers.json``.
 """
 
 from __future__ import annotations
@@ -44,12 +55,27 @@ def _http_date(ts: float) -> str:
 class FakeMetadataServer:
     """``with FakeMetadataServer() as md: md.preempt(notice_s=30)``; ``md.url`` is the base URL."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        vm_name: str = "fakevm",
+        imdsv1: bool = False,
+        token_delay_s: float = 0.0,
+    ) -> None:
         self._lock = threading.Condition()
         self._tokens: set[str] = set()
+        self.vm_name = vm_name
+        self.imdsv1 = imdsv1
+        self.token_delay_s = token_delay_s
         self.preempt_at: float | None = None
         self.notice_at: float | None = None
         self.rebalance_at: float | None = None
+        self.aws_action = "terminate"
+        self.azure_event = "Preempt"
+        self.azure_resources: list[str] | None = None
+        self.maintenance_event = "NONE"
         self.incarnation = 1
         self.event_id = str(uuid.uuid4())
         self.requests: dict[str, int] = {"aws": 0, "gcp": 0, "azure": 0}
@@ -101,11 +127,22 @@ class FakeMetadataServer:
 
     # -- control -------------------------------------------------------------------------------
 
-    def preempt(self, notice_s: float = 30.0, clear_after_s: float | None = None) -> None:
+    def preempt(
+        self,
+        notice_s: float = 30.0,
+        clear_after_s: float | None = None,
+        *,
+        action: str = "terminate",
+        event: str = "Preempt",
+        resources: list[str] | None = None,
+    ) -> None:
         """Announce a preemption ``notice_s`` seconds from now, on all three protocols.
 
         ``clear_after_s``: withdraw it after that long, as the replacement machine's metadata
-        server would (rehearse a preempt → restart → resume cycle on one machine)."""
+        server would (rehearse a preempt → restart → resume cycle on one machine).
+        ``action``: AWS's ``terminate``, ``stop`` or ``hibernate``. ``event``: Azure's event type
+        (``Preempt``, ``Terminate``, ``Reboot`` ...); ``resources``: the VMs it names (default:
+        this one, ``vm_name``)."""
         if clear_after_s is not None:
             timer = threading.Timer(clear_after_s, self.clear)
             timer.daemon = True
@@ -113,8 +150,16 @@ class FakeMetadataServer:
         with self._lock:
             now = time.time()
             self.notice_at, self.preempt_at = now, now + notice_s
+            self.aws_action, self.azure_event = action, event
+            self.azure_resources = None if resources is None else list(resources)
             self.incarnation += 1
             self.event_id = str(uuid.uuid4())
+            self._lock.notify_all()
+
+    def maintenance(self, event: str = "TERMINATE_ON_HOST_MAINTENANCE") -> None:
+        """GCP ``maintenance-event`` (``NONE`` withdraws it)."""
+        with self._lock:
+            self.maintenance_event = event
             self._lock.notify_all()
 
     def rebalance(self) -> None:
@@ -126,6 +171,7 @@ class FakeMetadataServer:
         """Back to "no notice" (the replacement machine's metadata server)."""
         with self._lock:
             self.preempt_at = self.notice_at = self.rebalance_at = None
+            self.maintenance_event = "NONE"
             self.incarnation += 1
             self._lock.notify_all()
 
@@ -139,9 +185,16 @@ class FakeMetadataServer:
             if path.startswith("/_gpuwise/") and method == "POST":
                 if path == "/_gpuwise/preempt":
                     clear = q.get("clear_after_s", [None])[0]
+                    names = q.get("resources", [None])[0]
                     self.preempt(
-                        float(q.get("notice_s", ["30"])[0]), float(clear) if clear else None
+                        float(q.get("notice_s", ["30"])[0]),
+                        float(clear) if clear else None,
+                        action=q.get("action", ["terminate"])[0],
+                        event=q.get("event", ["Preempt"])[0],
+                        resources=names.split(",") if names is not None else None,
                     )
+                elif path == "/_gpuwise/maintenance":
+                    self.maintenance(q.get("event", ["TERMINATE_ON_HOST_MAINTENANCE"])[0])
                 elif path == "/_gpuwise/rebalance":
                     self.rebalance()
                 elif path == "/_gpuwise/clear":
@@ -155,6 +208,8 @@ class FakeMetadataServer:
                 return self._gcp(h, method, path, q)
             if path == "/metadata/scheduledevents":
                 return self._azure(h, method, q)
+            if path == "/metadata/instance/compute/name":
+                return self._azure(h, method, q, name=True)
             return self._send(h, 404, "Not Found")
         except (BrokenPipeError, ConnectionResetError):
             return None
@@ -184,21 +239,25 @@ class FakeMetadataServer:
                 return self._send(h, 405, "Method Not Allowed")
             if not h.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
                 return self._send(h, 400, "Missing TTL header")
+            if self.token_delay_s:  # the answer a PUT hop limit of 1 drops in a container
+                time.sleep(self.token_delay_s)
             token = secrets.token_urlsafe(24)
             with self._lock:
                 self._tokens.add(token)
             return self._send(h, 200, token)
-        if h.headers.get("X-aws-ec2-metadata-token") not in self._tokens:
+        given = h.headers.get("X-aws-ec2-metadata-token")
+        if given not in self._tokens and not (given is None and self.imdsv1):
             return self._send(h, 401, "Unauthorized")
         with self._lock:
             preempt_at, rebalance_at = self.preempt_at, self.rebalance_at
+            action = self.aws_action
         if path == "/latest/meta-data/spot/instance-action":
             if preempt_at is None:
                 return self._send(h, 404, "Not Found")
             return self._send(
                 h,
                 200,
-                json.dumps({"action": "terminate", "time": _utc(preempt_at)}),
+                json.dumps({"action": action, "time": _utc(preempt_at)}),
                 "application/json",
             )
         if path == "/latest/meta-data/events/recommendations/rebalance":
@@ -218,6 +277,10 @@ class FakeMetadataServer:
             self.requests["gcp"] += 1
         if h.headers.get("Metadata-Flavor") != "Google":
             return self._send(h, 403, "Missing Metadata-Flavor:Google header.")
+        if path == "/computeMetadata/v1/instance/maintenance-event":
+            with self._lock:
+                event = self.maintenance_event
+            return self._send(h, 200, event, headers={"Metadata-Flavor": "Google"})
         if path != "/computeMetadata/v1/instance/preempted":
             return self._send(h, 404, "Not Found")
         if q.get("wait_for_change", ["false"])[0].lower() == "true":
@@ -231,7 +294,9 @@ class FakeMetadataServer:
             value = "TRUE" if self.preempt_at is not None else "FALSE"
         return self._send(h, 200, value, headers={"Metadata-Flavor": "Google"})
 
-    def _azure(self, h: BaseHTTPRequestHandler, method: str, q: dict[str, list[str]]) -> None:
+    def _azure(
+        self, h: BaseHTTPRequestHandler, method: str, q: dict[str, list[str]], name: bool = False
+    ) -> None:
         with self._lock:
             self.requests["azure"] += 1
         if h.headers.get("Metadata", "").lower() != "true":
@@ -248,18 +313,21 @@ class FakeMetadataServer:
                 json.dumps({"error": "Bad request. api-version was not specified"}),
                 "application/json",
             )
+        if name:
+            return self._send(h, 200, self.vm_name)
         with self._lock:
             events = []
             if self.preempt_at is not None:
+                resources = self.azure_resources
                 events.append(
                     {
                         "EventId": self.event_id,
-                        "EventType": "Preempt",
+                        "EventType": self.azure_event,
                         "ResourceType": "VirtualMachine",
-                        "Resources": ["fakevm"],
+                        "Resources": [self.vm_name] if resources is None else resources,
                         "EventStatus": "Scheduled",
                         "NotBefore": _http_date(self.preempt_at),
-                        "Description": "spot eviction",
+                        "Description": f"{self.azure_event} (gpuwise fake)",
                         "EventSource": "Platform",
                         "DurationInSeconds": -1,
                     }
