@@ -18,7 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpuwise.train.launcher import LaunchSpec, build_argv, split_python, worker_command
+from gpuwise.train.commandline import split_python, worker_command
+from gpuwise.train.launcher import LaunchSpec, build_argv
 from tests.train.conftest import NO_CLOUD_ENV
 
 GPUWISE_RUN = [sys.executable, "-m", "gpuwise", "run", "--restart-delay", "0s"]

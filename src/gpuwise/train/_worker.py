@@ -27,7 +27,9 @@ import os
 import sys
 
 PARENT_ENV = "GPUWISE_PARENT_PID"
-"""Declared in :mod:`gpuwise.base.settings`; read directly here (see the module docstring)."""
+RUN_DIR_ENV = "GPUWISE_RUN_DIR"
+"""Both declared in :mod:`gpuwise.base.settings`; read directly here, since this file cannot
+import gpuwise (module docstring)."""
 USAGE_ERROR_FILE = "usage-error"
 EXIT_USAGE = 2
 RETRIED_ERRORS = ("StorageError", "DeviceError", "CheckpointError")
@@ -64,7 +66,7 @@ def _report(exc: BaseException) -> None:
     text = "error: " + (one_line() if callable(one_line) else str(exc))
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
-    run_dir = os.environ.get("GPUWISE_RUN_DIR")
+    run_dir = os.environ.get(RUN_DIR_ENV)
     if run_dir:
         try:
             with open(os.path.join(run_dir, USAGE_ERROR_FILE), "w") as f:
