@@ -283,3 +283,36 @@ def test_training_goes_on_through_another_vms_azure_eviction_and_stops_on_its_ow
     assert "azure preemption notice (Preempt) is still up" in text
     committed = sorted((tmp_path / "ck").glob("step-*/COMMIT.json"))
     assert committed, text[-2000:]
+
+
+@pytest.mark.slow
+def test_a_rehearsal_withdrawn_once_read_restarts_and_finishes(tmp_path: Path) -> None:
+    """``clear_after_reads=1``: the workers see the notice, save and stop; the launcher then
+    finds it withdrawn (the replacement machine) and restarts, whatever the save took."""
+    log = tmp_path / "out.txt"
+    with FakeMetadataServer() as md:
+        env = {
+            **os.environ,
+            "GPUWISE_CLOUD": "gcp",
+            "GPUWISE_METADATA_URL": md.url,
+            "GPUWISE_POLL_INTERVAL_S": "0.2",
+        }
+        cmd = [
+            *(sys.executable, "-m", "gpuwise", "run", "--restart-delay", "0s", "--json", "--"),
+            *(sys.executable, str(EXAMPLE), "--steps", "300", "--hidden", "32"),
+            *("--step-delay", "0.02", "--checkpoint-dir", str(tmp_path / "ck")),
+        ]
+        with open(log, "w") as err:
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+            try:
+                assert _wait_for(lambda: "loss 5 " in log.read_text(), timeout_s=240)
+                md.preempt(notice_s=30, clear_after_reads=1)
+                out, _ = proc.communicate(timeout=300)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    doc = json.loads(out)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    assert [a["outcome"] for a in doc["attempts"]] == ["preempted", "done"]
+    assert md.preempt_at is None  # withdrawn after the one read

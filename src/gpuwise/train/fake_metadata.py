@@ -22,8 +22,8 @@ Endpoints (shapes from each cloud's documentation):
   (``vm_name``). An event may name other VMs (``resources=``): Azure sends every VM of an
   availability set or scale-set placement group the events of all of them.
 - Control (for tests and rehearsals from another process):
-  ``POST /_gpuwise/preempt?notice_s=30[&clear_after_s=5][&action=stop][&event=Terminate]
-  [&resources=vm1,vm2]``, ``POST /_gpuwise/maintenance[?event=TERMINATE_ON_HOST_MAINTENANCE]``,
+  ``POST /_gpuwise/preempt?notice_s=30[&clear_after_s=5|&clear_after_reads=1][&action=stop]
+  [&event=Terminate][&resources=vm1,vm2]``, ``POST /_gpuwise/maintenance[?event=TERMINATE_ON_HOST_MAINTENANCE]``,
   ``POST /_gpuwise/rebalance``, ``POST /_gpuwise/clear``.
 
 The shapes follow the clouds' documented answers, recorded with their sources in
@@ -76,6 +76,7 @@ class FakeMetadataServer:
         self.azure_event = "Preempt"
         self.azure_resources: list[str] | None = None
         self.maintenance_event = "NONE"
+        self.reads_left: int | None = None
         self.incarnation = 1
         self.event_id = str(uuid.uuid4())
         self.requests: dict[str, int] = {"aws": 0, "gcp": 0, "azure": 0}
@@ -135,6 +136,7 @@ class FakeMetadataServer:
         action: str = "terminate",
         event: str = "Preempt",
         resources: list[str] | None = None,
+        clear_after_reads: int | None = None,
     ) -> None:
         """Announce a preemption ``notice_s`` seconds from now, on all three protocols.
 
@@ -142,7 +144,10 @@ class FakeMetadataServer:
         server would (rehearse a preempt → restart → resume cycle on one machine).
         ``action``: AWS's ``terminate``, ``stop`` or ``hibernate``. ``event``: Azure's event type
         (``Preempt``, ``Terminate``, ``Reboot`` ...); ``resources``: the VMs it names (default:
-        this one, ``vm_name``)."""
+        this one, ``vm_name``). ``clear_after_reads``: withdraw it once it was served that many
+        times: a rehearsal of preempt → restart → resume whatever the save takes (with
+        ``clear_after_s`` a save that ends sooner finds the notice still up, and ``gpuwise run``
+        rightly exits 75 instead of restarting)."""
         if clear_after_s is not None:
             timer = threading.Timer(clear_after_s, self.clear)
             timer.daemon = True
@@ -152,6 +157,7 @@ class FakeMetadataServer:
             self.notice_at, self.preempt_at = now, now + notice_s
             self.aws_action, self.azure_event = action, event
             self.azure_resources = None if resources is None else list(resources)
+            self.reads_left = clear_after_reads
             self.incarnation += 1
             self.event_id = str(uuid.uuid4())
             self._lock.notify_all()
@@ -167,11 +173,21 @@ class FakeMetadataServer:
         with self._lock:
             self.rebalance_at = time.time()
 
+    def _served(self) -> None:
+        """A preemption notice was answered: count it towards ``clear_after_reads``."""
+        with self._lock:
+            if self.reads_left is None:
+                return
+            self.reads_left -= 1
+            if self.reads_left <= 0:
+                self.clear()
+
     def clear(self) -> None:
         """Back to "no notice" (the replacement machine's metadata server)."""
         with self._lock:
             self.preempt_at = self.notice_at = self.rebalance_at = None
             self.maintenance_event = "NONE"
+            self.reads_left = None
             self.incarnation += 1
             self._lock.notify_all()
 
@@ -192,6 +208,9 @@ class FakeMetadataServer:
                         action=q.get("action", ["terminate"])[0],
                         event=q.get("event", ["Preempt"])[0],
                         resources=names.split(",") if names is not None else None,
+                        clear_after_reads=int(reads)
+                        if (reads := q.get("clear_after_reads", [None])[0])
+                        else None,
                     )
                 elif path == "/_gpuwise/maintenance":
                     self.maintenance(q.get("event", ["TERMINATE_ON_HOST_MAINTENANCE"])[0])
@@ -254,12 +273,13 @@ class FakeMetadataServer:
         if path == "/latest/meta-data/spot/instance-action":
             if preempt_at is None:
                 return self._send(h, 404, "Not Found")
-            return self._send(
+            self._send(
                 h,
                 200,
                 json.dumps({"action": action, "time": _utc(preempt_at)}),
                 "application/json",
             )
+            return self._served()
         if path == "/latest/meta-data/events/recommendations/rebalance":
             if rebalance_at is None:
                 return self._send(h, 404, "Not Found")
@@ -292,7 +312,8 @@ class FakeMetadataServer:
                 )
         with self._lock:
             value = "TRUE" if self.preempt_at is not None else "FALSE"
-        return self._send(h, 200, value, headers={"Metadata-Flavor": "Google"})
+        self._send(h, 200, value, headers={"Metadata-Flavor": "Google"})
+        return self._served() if value == "TRUE" else None
 
     def _azure(
         self, h: BaseHTTPRequestHandler, method: str, q: dict[str, list[str]], name: bool = False
@@ -333,7 +354,8 @@ class FakeMetadataServer:
                     }
                 )
             doc = {"DocumentIncarnation": self.incarnation, "Events": events}
-        return self._send(h, 200, json.dumps(doc), "application/json")
+        self._send(h, 200, json.dumps(doc), "application/json")
+        return self._served() if events else None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -350,13 +372,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--clear-after", type=float, default=None, help="withdraw the notice after N seconds"
     )
+    ap.add_argument(
+        "--clear-after-reads",
+        type=int,
+        default=None,
+        help="withdraw the notice once it was served N times (rehearse a restart: 1)",
+    )
     args = ap.parse_args(argv)
     server = FakeMetadataServer(port=args.port).start()
     print(f"fake metadata server on {server.url}  (GPUWISE_METADATA_URL={server.url})", flush=True)
     try:
         if args.preempt_after is not None:
             time.sleep(args.preempt_after)
-            server.preempt(args.notice, args.clear_after)
+            server.preempt(args.notice, args.clear_after, clear_after_reads=args.clear_after_reads)
             print("preemption announced", flush=True)
         while True:
             time.sleep(3600)
