@@ -280,7 +280,7 @@ def test_training_goes_on_through_another_vms_azure_eviction_and_stops_on_its_ow
                 proc.wait()
     text = log.read_text()
     assert code == 75, text[-3000:]
-    assert "azure preemption notice (Preempt) is still up" in text
+    assert "azure preemption notice is still up (Preempt;" in text
     committed = sorted((tmp_path / "ck").glob("step-*/COMMIT.json"))
     assert committed, text[-2000:]
 

@@ -670,9 +670,9 @@ def launch(
                     if notice is not None:  # the cloud announced this machine's end: no restart
                         left = notice.seconds_left
                         say(
-                            f"the {notice.source} preemption notice"
-                            + (f" ({notice.action})" if notice.action else "")
-                            + " is still up (this machine "
+                            f"the {notice.source} preemption notice is still up ("
+                            + (f"{notice.action}; " if notice.action else "")
+                            + "this machine "
                             + (f"goes in {left:.0f} s" if left is not None else "is going away")
                             + f"): not restarting; exiting with {EXIT_PREEMPTED} so the scheduler "
                             "can recover the job elsewhere"
