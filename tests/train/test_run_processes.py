@@ -437,3 +437,35 @@ def test_two_single_node_jobs_on_one_box_both_run(tmp_path: Path) -> None:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_the_run_lock_refuses_a_live_holder_and_takes_over_a_dead_ones(tmp_path: Path) -> None:
+    """Record locks belong to processes: a child process holds it, this one is refused; once
+    the child is gone its file is stale and taken over."""
+    from gpuwise.errors import InputError
+    from gpuwise.train.runlock import LOCK_FILE, RunLock
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from gpuwise.train.runlock import RunLock; "
+            "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(InputError, match="in use by another run"):
+            RunLock(str(tmp_path)).acquire(orphan_wait_s=0)
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    lock = RunLock(str(tmp_path))
+    lock.acquire(orphan_wait_s=0)  # the holder died: its file is stale
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+    lock.release()

@@ -69,8 +69,12 @@ class RunLock:
         """Take the lock or raise :class:`InputError` naming the run that holds it."""
         import fcntl
 
-        os.makedirs(self.folder, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:  # a read-only folder: the save reports it, not the lock
+            log.warning("cannot lock the checkpoint folder %s: %s", self.folder, exc)
+            return
         deadline = time.monotonic() + orphan_wait_s
         while True:
             try:
