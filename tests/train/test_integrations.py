@@ -237,3 +237,52 @@ def test_lightning_after_a_sigkill_resumes_from_lightnings_last_ckpt(tmp_path: P
         again.kill()
         again.wait()
     assert line.split() == ["start", str(saved)]  # not "start 0"
+
+
+@pytest.mark.slow
+def test_lightning_mid_epoch_resume_replays_the_epoch_from_its_first_batch(tmp_path: Path) -> None:
+    """What docs/train.md says of Lightning 2.6: a checkpoint saved mid-epoch (as the callback
+    saves it) resumes the loop counters, but a plain DataLoader starts the epoch again from its
+    first batch (shuffle=False, no workers): the step after the save sees batch 0, not batch 6.
+    Pinned so that a Lightning that changes it fails here and the docs get updated."""
+    lightning = pytest.importorskip("lightning")
+
+    seen: list[tuple[int, int]] = []
+
+    class Model(lightning.LightningModule):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, index: int) -> Any:
+            x, y = batch
+            seen.append((int(self.global_step), int(x[0, 0].item()) // 4))  # step, batch
+            return ((self.layer(x) - y) ** 2).mean() * 1e-6
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    class SaveAt6(lightning.Callback):  # type: ignore[misc,name-defined]
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            if trainer.global_step == 6 and not trainer.ckpt_path:
+                trainer.save_checkpoint(str(tmp_path / "mid.ckpt"))
+                trainer.should_stop = True
+
+    x = torch.arange(64, dtype=torch.float32).repeat(4, 1).T.contiguous()
+    data = torch.utils.data.TensorDataset(x, torch.ones(64, 1))
+    loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=False)
+    options: dict[str, Any] = {
+        "logger": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "enable_checkpointing": False,
+        "accelerator": "cpu",
+        "devices": 1,
+        "max_steps": 10,
+        "callbacks": [SaveAt6()],
+    }
+    lightning.Trainer(**options).fit(Model(), loader)
+    assert seen == [(s, s) for s in range(6)]
+    seen.clear()
+    lightning.Trainer(**options).fit(Model(), loader, ckpt_path=str(tmp_path / "mid.ckpt"))
+    assert seen == [(6, 0), (7, 1), (8, 2), (9, 3)]  # the epoch again, from its first batch

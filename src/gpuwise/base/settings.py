@@ -204,6 +204,12 @@ SETTINGS: dict[str, Setting] = dict(
             "optimizer steps a pilot runs before it measures (default 2)",
         ),
         _s(
+            "GPUWISE_PARENT_PID",
+            "count",
+            "train",
+            "set by `gpuwise run` and its torchrun: the process a worker dies with",
+        ),
+        _s(
             "GPUWISE_LOCAL_CHECKPOINT_DIR",
             "path",
             "train",

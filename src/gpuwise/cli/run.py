@@ -156,7 +156,9 @@ def run(
     """Run a training command resiliently: torchrun, restarts after crashes and preemptions.
 
     Exit codes: 0 finished; 75 preempted (put it in SkyPilot's recover_on_exit_codes);
-    76 the command kept failing; 2 bad usage (also when the script exits 2: not retried).
+    76 the command kept failing; 2 bad usage (also when the script exits 2 or a worker stops on a
+    gpuwise usage error: not retried). Every rank runs the command's own interpreter and flags
+    (python -u, -X dev, another venv's python); workers end when gpuwise run ends.
     Example: gpuwise run --nproc-per-node 8 --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29500 -- python train.py
     """
     import sys

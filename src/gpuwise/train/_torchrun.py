@@ -29,6 +29,10 @@ FAILURES_FILE = "failures.json"
 
 
 def main(argv: list[str]) -> int:
+    from gpuwise.train._worker import PARENT_ENV, die_with_parent
+
+    die_with_parent()  # gpuwise run died (even of SIGKILL): so do we, and so our workers
+    os.environ[PARENT_ENV] = str(os.getpid())  # the workers' parent is this process
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousClosedError

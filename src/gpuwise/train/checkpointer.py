@@ -201,6 +201,8 @@ class Checkpointer:
         if isinstance(w, ShardedWriter):
             w.poll()
             return _newest(w.committed_step, self._restored_step)
+        if w is not None:
+            w.poll()  # collect a finished background write (never raises, never waits)
         report = w.last_report if w is not None else None
         return _newest(report.step if report else None, self._restored_step)
 

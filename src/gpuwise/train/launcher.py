@@ -70,6 +70,8 @@ from typing import Any, Literal
 
 from gpuwise.errors import InputError, MissingExtraError
 from gpuwise.train._torchrun import FAILURES_FILE, RENDEZVOUS_CLOSED_MARKER
+from gpuwise.train._worker import PARENT_ENV, USAGE_ERROR_FILE
+from gpuwise.train.commandline import split_python, worker_command
 from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED, EXIT_USAGE
 from gpuwise.train.records import job_run_id
 
@@ -161,21 +163,12 @@ class LaunchSpec:
             )
         if shutil.which(self.command[0]) is None:  # restarting a typo would only fail N more times
             raise _not_runnable(self.command[0])
-        if os.path.basename(self.command[0]).startswith("python"):
-            rest = self.command[1:]
-            if self.torchrun and rest and rest[0] == "-c":
+        python = split_python(self.command)
+        if python is not None:
+            worker_command(self.command)  # raises when it names no script
+            if python.target[0] not in ("-m", "-c") and not os.path.isfile(python.target[0]):
                 raise InputError(
-                    "torchrun runs a script or a module, not `python -c`",
-                    hint="put the code in a file (gpuwise run -- python train.py), or add --no-torchrun",
-                )
-            if (
-                rest
-                and rest[0] != "-m"
-                and not rest[0].startswith("-")
-                and not os.path.isfile(rest[0])
-            ):
-                raise InputError(
-                    f"script not found: {rest[0]!r}",
+                    f"script not found: {python.target[0]!r}",
                     hint="check the path (relative to the current folder)",
                 )
         if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
@@ -249,7 +242,7 @@ def build_argv(spec: LaunchSpec) -> list[str]:
     """The argv of one attempt."""
     cmd = list(spec.command)
     if not spec.torchrun:
-        return cmd
+        return worker_command(cmd)
     if importlib.util.find_spec("torch") is None:
         raise MissingExtraError("torch", "train")
     run = [
@@ -259,7 +252,7 @@ def build_argv(spec: LaunchSpec) -> list[str]:
         f"--nproc-per-node={spec.nproc_per_node}",
         "--max-restarts=0",
     ]
-    if spec.nnodes == 1 and not spec.rdzv_endpoint:
+    if spec.nnodes == 1:  # a free port for the rendezvous: two jobs on one machine both run
         run.append("--standalone")
     else:
         endpoint = spec.rdzv_endpoint or f"127.0.0.1:{DEFAULT_RDZV_PORT}"
@@ -273,14 +266,7 @@ def build_argv(spec: LaunchSpec) -> list[str]:
             f"--rdzv-id={spec.rdzv_id}",
             f"--rdzv-conf=is_host={'true' if spec.node_rank == 0 else 'false'}",
         ]
-    if os.path.basename(cmd[0]).startswith("python"):
-        rest = cmd[1:]
-        if not rest:
-            raise InputError("`python` without a script", hint="gpuwise run -- python train.py ...")
-        if rest[0] == "-m":
-            return [*run, "-m", *rest[1:]]
-        return [*run, *rest]
-    return [*run, "--no-python", *cmd]
+    return [*run, "--no-python", *worker_command(cmd)]
 
 
 def _read_progress(run_dir: str) -> list[dict[str, Any]]:
@@ -376,6 +362,16 @@ def _read_failures(path: str) -> dict[int, int] | None:
     return {first: codes.pop(first), **codes}
 
 
+def _read_usage_error(path: str) -> str | None:
+    """The line a worker's gpuwise usage error left (:mod:`._worker`), None when there is none."""
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return text.removeprefix("error: ") or None
+
+
 def _what(code: int) -> str:
     if code >= 0:
         return f"exited with {code}"
@@ -446,7 +442,7 @@ def from_environment(env: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def _rendezvous_endpoint(spec: LaunchSpec) -> tuple[str, int] | None:
-    if spec.nnodes == 1 and not spec.rdzv_endpoint:
+    if spec.nnodes == 1:
         return None  # --standalone: torchrun picks a free port itself
     endpoint = spec.rdzv_endpoint or f"127.0.0.1:{DEFAULT_RDZV_PORT}"
     host, _, port = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "")
@@ -639,14 +635,20 @@ def launch(
     }
     try:
         with tempfile.TemporaryDirectory(prefix="gpuwise-run-") as run_dir:
-            child_env = {**os.environ, **(env or {}), "GPUWISE_RUN_DIR": run_dir}
+            child_env = {
+                **os.environ,
+                **(env or {}),
+                "GPUWISE_RUN_DIR": run_dir,
+                PARENT_ENV: str(os.getpid()),  # its children die with this process (._worker)
+            }
             child_env["GPUWISE_RUN_ID"] = job_run_id()  # names the run's records
             while True:
                 for path in glob.glob(os.path.join(run_dir, "progress-rank*.json")):
                     os.remove(path)
                 closed_marker = os.path.join(run_dir, RENDEZVOUS_CLOSED_MARKER)
                 failures_file = os.path.join(run_dir, FAILURES_FILE)
-                for marker in (closed_marker, failures_file):
+                usage_file = os.path.join(run_dir, USAGE_ERROR_FILE)
+                for marker in (closed_marker, failures_file, usage_file):
                     with contextlib.suppress(FileNotFoundError):
                         os.remove(marker)
                 number = len(attempts) + 1
@@ -659,6 +661,10 @@ def launch(
                 failures = _read_failures(failures_file)
                 if not spec.torchrun and code < 0:  # the command itself, killed by a signal
                     failures = {0: code}
+                usage = _read_usage_error(usage_file)
+                if usage is not None and not received:  # a worker's gpuwise usage error: the
+                    say(f"a worker stopped on a usage error: {usage}")  # others were stopped
+                    code = EXIT_USAGE
                 outcome = _classify(
                     code,
                     progress,
@@ -709,7 +715,9 @@ def launch(
                     if notice is not None:  # the cloud announced this machine's end: no restart
                         left = notice.seconds_left
                         say(
-                            f"the {notice.source} preemption notice is still up (this machine "
+                            f"the {notice.source} preemption notice is still up ("
+                            + (f"{notice.action}; " if notice.action else "")
+                            + "this machine "
                             + (f"goes in {left:.0f} s" if left is not None else "is going away")
                             + f"): not restarting; exiting with {EXIT_PREEMPTED} so the scheduler "
                             "can recover the job elsewhere"

@@ -16,9 +16,11 @@ fp16), gradient accumulation, the optimizer/scheduler step and decides whether t
 interval from the measured save stall (``interval.py``), with a first save right after the first
 step (a kill without notice early on must not lose everything); and at once on a notice. After a
 preemption notice it commits a checkpoint and the loop ends. The code after the ``with`` block
-(eval, cleanup) still runs; the process then exits with :data:`EXIT_PREEMPTED` (75) when the
-interpreter shuts down (``exit_on_preemption="at_exit"``, the default; ``True`` exits at the end of
-the block, ``False`` leaves it to ``sys.exit(run.exit_code)``).
+(eval, cleanup) still runs. Under ``gpuwise run`` the process then ends as the script ends: the
+launcher reads the preemption from the rank's progress file. Without it, the process exits with
+:data:`EXIT_PREEMPTED` (75) when the interpreter shuts down, after every exit handler ran
+(``exit_on_preemption="at_exit"``, the default; ``True`` exits at the end of the block, ``False``
+leaves it to ``sys.exit(run.exit_code)``). Importing this module registers nothing.
 
 Under ``torch.distributed`` every rank takes the same decisions at the same step: one small
 ``all_reduce`` per optimizer step carries "stop", "notice", "time to save" and "my shard write is
@@ -52,6 +54,7 @@ from gpuwise.errors import InputError
 from gpuwise.train._torch import torch
 from gpuwise.train.checkpointer import Checkpointer, CheckpointWriteError, Progress
 from gpuwise.train.commit import Compression
+from gpuwise.train.dataparallel import data_parallel
 from gpuwise.train.exitcodes import EXIT_PREEMPTED
 from gpuwise.train.interval import DEFAULT_MAX_INTERVAL_S, DEFAULT_MTBF_HOURS, checkpoint_interval_s
 from gpuwise.train.preemption import PreemptionWatcher
@@ -59,12 +62,13 @@ from gpuwise.train.progress import write_progress
 from gpuwise.train.recipe_apply import (
     PlanMismatchError,
     check_micro_batch,
-    exit_refused,
     local_gpu_name,
     mismatch_allowed,
     plan_for_run,
+    record_refusal,
 )
 from gpuwise.train.records import RunLog, end_record
+from gpuwise.train.runlock import RunLock
 from gpuwise.train.sampler import ResumableSampler, install_worker_seeding
 from gpuwise.train.writers import WriteHooks
 
@@ -158,7 +162,7 @@ class Run:
         self._own_watcher = watcher is True
         rank, world = _dist()
         self.rank, self.world_size = rank, world
-        self.dp_rank, self.dp_size = _data_parallel(dp_rank, dp_size, mesh, rank, world)
+        self.dp_rank, self.dp_size = data_parallel(dp_rank, dp_size, mesh, rank, world)
         """This rank's data-parallel replica and the number of replicas: ranks of one replica
         (tensor, pipeline or context parallel peers) consume the same samples."""
         nodes = max(world // int(os.environ.get("LOCAL_WORLD_SIZE", world) or 1), 1)
@@ -192,6 +196,7 @@ class Run:
         self._run_dir = settings.text("GPUWISE_RUN_DIR")
         self._last_progress_write = 0.0
         self._saves = 0
+        self._lock: RunLock | None = None
         for module in model.modules():
             if activation_checkpointing and isinstance(module, activation_checkpointing):
                 module.forward = functools.partial(_checkpointed, module.forward)  # type: ignore[attr-defined]
@@ -199,6 +204,7 @@ class Run:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def open(self) -> Run:
+        self._lock = _take_lock(self.checkpointer, self.rank, self.world_size)
         self.checkpointer.start_writer()  # forked before the watcher thread exists
         restored = self._restore()
         if restored is not None:
@@ -301,6 +307,8 @@ class Run:
         finally:
             if self.watcher is not None and self._own_watcher:
                 self.watcher.stop()
+            if self._lock is not None:
+                self._lock.release()
             if self.preempted:
                 reason = "preempted"
             elif exc is None and self.global_step >= self.max_steps:
@@ -596,23 +604,29 @@ def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
     try:
         run = Run(model, optimizer, **kwargs).open()
     except PlanMismatchError as err:
-        exit_refused(err)
+        record_refusal(err)
+        raise
     try:
         yield run
     except BaseException as exc:
         run.close(exc)
         if isinstance(exc, PlanMismatchError):
-            exit_refused(exc)
+            record_refusal(exc)
         raise
     run.close()
     if run.preempted and run.exit_on_preemption == "at_exit":
+        if settings.text("GPUWISE_RUN_DIR"):  # gpuwise run reads it from the progress file
+            log.warning(
+                "preempted after committing step %s: gpuwise run restarts or hands over",
+                run.committed_step,
+            )
+            return
         log.warning(
             "preempted after committing step %s: the process exits with code %d once it ends",
             run.committed_step,
             EXIT_PREEMPTED,
         )
-        global _exit_code
-        _exit_code = EXIT_PREEMPTED
+        _exit_at_shutdown(EXIT_PREEMPTED)
     elif run.preempted and run.exit_on_preemption:
         log.warning(
             "exiting with code %d (preempted) after committing step %s",
@@ -625,22 +639,28 @@ def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
 _exit_code: int | None = None
 
 
-def _exit_with_code() -> None:
-    """At interpreter exit, after the user's code after the ``with`` block ran: exit 75.
+def _exit_at_shutdown(code: int) -> None:
+    """After a preemption without ``gpuwise run``: the process exits with ``code`` once the
+    user's code after the ``with`` block ran. Registered then, never at import; the handler runs
+    every other exit handler first (those registered before it too), then ``os._exit`` (the only
+    way an exit handler can set the exit status)."""
+    global _exit_code
+    if _exit_code is None:
+        atexit.register(_exit_with_code)
+    _exit_code = code
 
-    Registered when this module is imported, so handlers registered later (most libraries'
-    own, e.g. loggers' flush) run before it; it flushes stdio and logging, then ``os._exit``
-    (the only way an atexit handler can set the exit status)."""
+
+def _exit_with_code() -> None:
     if _exit_code is None or sys.exc_info()[0] is not None:
         return
+    atexit.unregister(_exit_with_code)
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()  # every other handler, once (the list is cleared after)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     logging.shutdown()
     os._exit(_exit_code)
-
-
-atexit.register(_exit_with_code)
 
 
 def _checkpointed(forward: Any, *args: Any, **kwargs: Any) -> Any:
@@ -667,49 +687,6 @@ def _batch_size(loader: Any) -> int:
         getattr(loader, "batch_sampler", None), "batch_size", None
     )
     return int(size or 1)
-
-
-DP_MESH_DIMS = ("dp", "dp_replicate", "dp_shard", "fsdp", "ddp", "hsdp")
-"""Device-mesh dimension names taken as data parallel (torchtitan's and PyTorch's tutorials'
-names). Tensor, pipeline and context parallel peers (``tp``, ``pp``, ``cp``) see the same
-samples, so they do not count. A flattened ``dp`` dimension wins over its parts."""
-
-
-def _data_parallel(
-    dp_rank: int | None, dp_size: int | None, mesh: Any, rank: int, world: int
-) -> tuple[int, int]:
-    """(rank, size) of data parallelism: given, from a DeviceMesh, else every rank a replica."""
-    if mesh is not None:
-        if dp_rank is not None or dp_size is not None:
-            raise InputError(
-                "pass either mesh or dp_rank/dp_size, not both", hint="the mesh has both"
-            )
-        names = tuple(getattr(mesh, "mesh_dim_names", None) or ())
-        dims = ["dp"] if "dp" in names else [n for n in names if n in DP_MESH_DIMS]
-        if not names or (not dims and mesh.ndim > 1):
-            raise InputError(
-                f"cannot tell the data-parallel dimension of a mesh with dims {names or '(unnamed)'}",
-                hint=f"name it one of {', '.join(DP_MESH_DIMS)} (init_device_mesh(..., "
-                "mesh_dim_names=...)), or pass dp_rank and dp_size",
-            )
-        if not dims:  # a 1-D mesh named otherwise (e.g. tp only): one replica
-            return 0, 1
-        size, local = 1, 0
-        for name in dims:  # row-major over the DP dims, like DeviceMesh's own flattening
-            sub = mesh[name]
-            local = local * sub.size() + sub.get_local_rank()
-            size *= sub.size()
-        return local, size
-    if dp_rank is None and dp_size is None:
-        return rank, world
-    if dp_rank is None or dp_size is None:
-        raise InputError("pass dp_rank and dp_size together", hint="e.g. dp_rank=0, dp_size=2")
-    if not (dp_size >= 1 and 0 <= dp_rank < dp_size and world % dp_size == 0):
-        raise InputError(
-            f"dp_rank={dp_rank}, dp_size={dp_size} do not fit {world} process(es)",
-            hint="dp_size divides the world size; 0 <= dp_rank < dp_size",
-        )
-    return dp_rank, dp_size
 
 
 _PEER_LOST = (
@@ -749,6 +726,26 @@ def _exit_hard_at_shutdown(code: int) -> None:
         return
     with contextlib.suppress(RuntimeError):
         register(_exit_with_code)
+
+
+def _take_lock(checkpointer: Checkpointer, rank: int, world_size: int) -> RunLock | None:
+    """Rank 0 locks a local checkpoint folder (:mod:`.runlock`); every rank raises the same
+    :class:`InputError` when another live run holds it (collective under torch.distributed)."""
+    storage = checkpointer.storage
+    lock: RunLock | None = None
+    refused: list[tuple[str, str] | None] = [None]
+    if rank == 0 and storage.is_local:
+        lock = RunLock(storage.root)
+        try:
+            lock.acquire()
+        except InputError as exc:
+            lock, refused[0] = None, (exc.message, exc.hint)
+    if world_size > 1:
+        torch.distributed.broadcast_object_list(refused, src=0)
+    if refused[0] is not None:
+        message, hint = refused[0]
+        raise InputError(message, hint=hint)
+    return lock
 
 
 def _local_checkpointer(

@@ -29,9 +29,6 @@ from gpuwise.errors import InputError
 
 log = logging.getLogger(__name__)
 
-EXIT_PLAN_MISMATCH = 2
-"""Exit code of a worker (and of ``gpuwise run``) that refused to run a job unlike its plan."""
-
 
 class PlanMismatchError(InputError):
     """The job differs from the plan it was started with (and mismatches are not allowed)."""
@@ -168,9 +165,11 @@ def same_gpu(device_name: str, planned: str) -> bool:
         return squash.sub("", planned.lower()) in squash.sub("", device_name.lower())
 
 
-def exit_refused(err: PlanMismatchError) -> NoReturn:
-    """End a worker that refused its plan: the one line, then exit code 2 (``gpuwise run`` does
-    not retry it)."""
+def record_refusal(err: PlanMismatchError) -> None:
+    """Leave a refused plan's line in this rank's progress file, so ``gpuwise run`` ends the run
+    with exit code 2 (a usage error, not retried) whichever rank refused first. The caller raises
+    the error on: the worker bootstrap (:mod:`gpuwise.train._worker`) prints it as one line and
+    exits 2; a library never ends the process itself."""
     from gpuwise.train.progress import global_rank, run_dir, write_progress
 
     write_progress(
@@ -181,8 +180,6 @@ def exit_refused(err: PlanMismatchError) -> NoReturn:
         exit_reason="usage",
         error=err.one_line(),
     )
-    log.error("error: %s", err.one_line())
-    raise SystemExit(EXIT_PLAN_MISMATCH) from err
 
 
 def plan_for_run(

@@ -63,6 +63,12 @@ AsyncMode = Literal["thread", "process", "sync"]
 TRAIN_STATE = "train_state.pt"
 
 
+def _newer(known: int | None, step: int | None) -> int | None:
+    """The newer of two committed steps, None meaning "none yet" (step 0 is a step)."""
+    steps = [s for s in (known, step) if s is not None]
+    return max(steps) if steps else None
+
+
 def _dist() -> Any:
     return torch.distributed
 
@@ -250,7 +256,7 @@ class MarkerCommitter:
         """True once ``step`` (or a newer one) is committed; False at the timeout."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
-            while (self.confirmed_step or -1) < step:
+            while self.confirmed_step is None or self.confirmed_step < step:
                 if self._closed and self._want is None and self._busy is None:
                     return False  # stopped: nothing more will be written
                 left = None if deadline is None else deadline - time.monotonic()
@@ -321,7 +327,7 @@ class MarkerCommitter:
             seal.step, seal.folder, sum(int(i["bytes"]) for i in seal.files.values()), 0.0, t, ()
         )
         with self._cond:
-            self.confirmed_step = max(self.confirmed_step or -1, seal.step)
+            self.confirmed_step = _newer(self.confirmed_step, seal.step)
             self.last_report = report
             self.last_error = None
             self._cond.notify_all()
@@ -413,7 +419,7 @@ class ShardedWriter:
 
     def poll(self) -> WriteReport | None:
         if _dist().is_initialized() and _dist().get_rank() == 0:
-            self.committed_step = max(self.committed_step or -1, self._marker.confirmed_step or -1)
+            self.committed_step = _newer(self.committed_step, self._marker.confirmed_step)
         return self._marker.last_report
 
     def save(self, request: SaveRequest) -> Literal["async", "sync"]:
@@ -518,7 +524,7 @@ class ShardedWriter:
         self.pending = None
         known = gathered[0][2]
         if known is not None:
-            self.committed_step = max(self.committed_step or -1, known)
+            self.committed_step = _newer(self.committed_step, known)
         errors = [f"rank {r}: {e}" for r, (e, _, _) in enumerate(gathered) if e]
         files: dict[str, dict[str, Any]] = {}
         for _, f, _ in gathered:
@@ -573,7 +579,7 @@ class ShardedWriter:
         dist.broadcast_object_list(told, src=0)
         self._told_step = step
         if told[0] is None:
-            self.committed_step = max(self.committed_step or -1, step)
+            self.committed_step = _newer(self.committed_step, step)
         return step, told[0]
 
     def close(self, timeout_s: float | None) -> None:
