@@ -67,11 +67,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     "purpose",
     ("train/fake_metadata.py", "print"): "`python -m gpuwise.train.fake_metadata` is a small "
     "server program; its main() prints the URL to use",
-    # Being removed by another branch of issue 36 (train/loop.py: the process exit moves to the
-    # launcher). Delete these three entries when that lands.
-    ("train/loop.py", "sys.exit"): "resilient() exits with the preempted code (being removed)",
-    ("train/loop.py", "os._exit"): "the exit-code handler (being removed)",
-    ("train/loop.py", "atexit"): "the exit-code handler registered at import (being removed)",
+    ("train/_worker.py", "sys.exit"): "the worker bootstrap is each rank's `__main__` under "
+    "`gpuwise run`: a gpuwise usage error becomes exit 2 there (issue 35)",
+    ("train/_worker.py", "os._exit"): "the worker bootstrap dies at once when its launcher died "
+    "before PR_SET_PDEATHSIG was set (no orphan may train on)",
+    # resilient(exit_on_preemption=True | "at_exit") is the caller's documented request to end the
+    # process with 75 after a preemption; nothing is registered at import (issue 35)
+    ("train/loop.py", "sys.exit"): "exit_on_preemption=True: the caller asked for exit 75",
+    ("train/loop.py", "os._exit"): "exit_on_preemption='at_exit', registered at the preemption",
+    ("train/loop.py", "atexit"): "exit_on_preemption='at_exit', registered at the preemption",
 }
 
 

@@ -603,6 +603,18 @@ def _final_exit_code(
     return None
 
 
+def _notice_still_up(notice: Any) -> str:
+    left = notice.seconds_left
+    return (
+        f"the {notice.source} preemption notice is still up ("
+        + (f"{notice.action}; " if notice.action else "")
+        + "this machine "
+        + (f"goes in {left:.0f} s" if left is not None else "is going away")
+        + f"): not restarting; exiting with {EXIT_PREEMPTED} so the scheduler "
+        "can recover the job elsewhere"
+    )
+
+
 def launch(
     spec: LaunchSpec,
     *,
@@ -713,15 +725,7 @@ def launch(
                 if outcome in ("preempted", "peer-lost", "crashed"):
                     notice = _notice_up(child_env, progress)
                     if notice is not None:  # the cloud announced this machine's end: no restart
-                        left = notice.seconds_left
-                        say(
-                            f"the {notice.source} preemption notice is still up ("
-                            + (f"{notice.action}; " if notice.action else "")
-                            + "this machine "
-                            + (f"goes in {left:.0f} s" if left is not None else "is going away")
-                            + f"): not restarting; exiting with {EXIT_PREEMPTED} so the scheduler "
-                            "can recover the job elsewhere"
-                        )
+                        say(_notice_still_up(notice))
                         return LaunchResult(EXIT_PREEMPTED, tuple(attempts))
                 # consecutive closed-rendezvous attempts: since the first one started
                 closed_since = (closed_since or started) if outcome == "rendezvous-closed" else None
