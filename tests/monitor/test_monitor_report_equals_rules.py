@@ -178,3 +178,19 @@ def test_report_prometheus_equals_the_recording_rules(backfilled: str) -> None:
     assert by_uuid["GPU-b"].usd_per_hour == pytest.approx(1.28)  # the exporter's spot price
     (plan,) = rep.plans  # dollars per plan: GPU-a's job, counted once though scraped twice
     assert (plan.plan_id, plan.cost_usd) == ("plan-q", pytest.approx(HOURS * 6.88))
+
+
+@pytest.mark.slow
+def test_fleet_takes_its_demand_from_the_same_prometheus(backfilled: str, cli: Any) -> None:
+    """`fleet --demand-from-prometheus`: the GPUs the exporter served, each once however many
+    jobs scrape it, with what monitoring saw of them (issue 30)."""
+    r = cli("fleet", "--demand-from-prometheus", backfilled, "--since", "8h", "--json")
+    assert r.code == 0, r.stderr
+    (h100,) = r.json()["history"]
+    assert h100["gpu"] == "H100" and h100["gpus_seen"] == 3  # GPU-a twice scraped, counted once
+    # the rented hours the rules bill on the same data (crash loop and failed scrapes bridged)
+    assert h100["rented_gpu_hours"] == pytest.approx(6.0)
+    # no job held these GPUs (no allocation series): all idle, so nothing is reserved for them
+    assert h100["allocated_gpu_hours"] == 0 and h100["idle_share"] == 1.0
+    assert r.json()["commitments"] == []
+    assert r.json()["demand"]["source"].startswith("history prometheus:")
