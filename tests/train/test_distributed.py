@@ -143,7 +143,12 @@ def test_every_rank_leaves_knowing_the_last_step_is_committed(tmp_path: Path, la
     ]
     env = {**ENV, "GPUWISE_RUN_DIR": str(run_dir)}
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
-    assert r.returncode == 0, r.stderr[-4000:]
+    # torch's own teardown sometimes aborts a finished rank ("terminate called without an active
+    # exception", exit -6) after training and the progress file are done; `gpuwise run` reads the
+    # progress files for exactly that reason (tests/train/test_launcher_rules.py), and so does this
+    # test: what it checks is what every rank reported, not how torch's teardown went
+    teardown_abort = "terminate called without an active exception" in r.stderr
+    assert r.returncode == 0 or teardown_abort, r.stderr[-4000:]
     reports = [json.loads(p.read_text()) for p in sorted(run_dir.glob("progress-rank*.json"))]
     assert [(p["rank"], p["exit"], p["step"], p["committed_step"]) for p in reports] == [
         (0, "done", 6, 6),
