@@ -195,3 +195,47 @@ def test_mypy_strict_flags_misuse_and_accepts_correct_use(
     }
     assert lines_with_errors == expected, proc.stdout
     assert "Too many positional arguments" in proc.stdout
+
+
+_RESILIENT_TYPO = """
+import torch
+from gpuwise.train import resilient
+
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with resilient(model, opt, checkpoint_dirr="x", max_step=10) as run:
+    run.step(model(torch.ones(1, 2)).sum())
+"""
+
+_RESILIENT_CORRECT = """
+import torch
+from gpuwise.train import Run, resilient
+
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with resilient(model, opt, checkpoint_dir="x", max_steps=10, async_mode="process") as run:
+    checked: Run = run
+    run.step(model(torch.ones(1, 2)).sum())
+"""
+
+
+@pytest.mark.slow
+def test_mypy_strict_flags_a_misspelt_resilient_option(
+    tmp_path: Path, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resilient`` takes ``Run``'s keyword options, typed: both typos are errors."""
+    api = pytest.importorskip("mypy.api")
+    typo, correct = tmp_path / "typo.py", tmp_path / "correct.py"
+    typo.write_text(textwrap.dedent(_RESILIENT_TYPO))
+    correct.write_text(textwrap.dedent(_RESILIENT_CORRECT))
+    store = getattr(pytestconfig, "cache", None)  # absent under `-p no:cacheprovider`
+    cache = store.mkdir("mypy") if store is not None else tmp_path / "cache"
+    monkeypatch.setenv("MYPYPATH", str(SRC.parent))  # this checkout's gpuwise
+    common = ["--strict", "--follow-imports=silent", "--no-error-summary"]
+    common += ["--config-file", os.devnull, "--cache-dir", str(cache)]
+    out, err, status = api.run([*common, str(typo)])
+    assert status == 1, out + err
+    assert 'Unexpected keyword argument "checkpoint_dirr"' in out, out
+    assert 'Unexpected keyword argument "max_step"' in out, out
+    out, err, status = api.run([*common, str(correct)])
+    assert status == 0, out + err

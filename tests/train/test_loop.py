@@ -133,6 +133,7 @@ def test_notice_saves_and_exits_with_the_preemption_code(tmp_path: Path) -> None
         ({"max_steps": 5, "grad_accum": 0}, "grad_accum"),
         ({"max_steps": 5, "precision": "fp8"}, "precision"),
         ({"max_steps": 5, "every_minutes": float("nan")}, "every_minutes"),
+        ({"max_steps": 5, "async_mode": "proc"}, "async_mode"),
     ],
 )
 def test_bad_options_are_input_errors(kw: dict[str, Any], match: str, tmp_path: Path) -> None:
@@ -142,6 +143,15 @@ def test_bad_options_are_input_errors(kw: dict[str, Any], match: str, tmp_path: 
         resilient(model, opt, checkpoint_dir=str(tmp_path), **kw),
     ):
         pass
+
+
+def test_async_mode_reaches_the_checkpointer(tmp_path: Path) -> None:
+    """The process writer is an option of ``resilient`` too, not only of ``Checkpointer``."""
+    model, opt, *_ = _setup()
+    with resilient(
+        model, opt, checkpoint_dir=str(tmp_path), max_steps=5, async_mode="process", watcher=False
+    ) as run:
+        assert run.checkpointer.async_mode == "process"
 
 
 def test_without_torch_the_error_names_the_extra(tmp_path: Path) -> None:

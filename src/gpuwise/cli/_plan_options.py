@@ -1,15 +1,34 @@
-"""The option declarations of ``gpuwise plan`` that are its own (constraints, spot model, fixed
-costs, output and export); the workload options are shared with ``estimate`` (:mod:`._workload`).
+"""The options of ``gpuwise plan`` that are its own (constraints, spot model, fixed costs,
+calibration, output and export), defined once; the workload options are shared with ``estimate``
+(:mod:`._workload`).
 
-Declared as ``Annotated`` aliases so the command's signature stays one line per option.
+Each flag's name, help and panel is an ``Annotated`` alias below; :class:`PlanFlags` is the table
+(one field per flag, in ``--help`` order, with its default) and :meth:`PlanFlags.request` the one
+place that turns the flags into a :class:`~gpuwise.planner.PlanRequest` (``--gpu`` →
+``PlanRequest.gpus``). :func:`plan_flags` gives the command every field as a flag, the way
+:func:`~gpuwise.cli._workload.workload_options` does for the workload table.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+
+from gpuwise.cli._output import split_list
+from gpuwise.cli._runs import CalibrationFileOpt, NoCalibrationOpt, RunsOpt
+
+if TYPE_CHECKING:
+    from gpuwise.planner import PlanRequest
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _C = "Constraints and objective"
 _S = "Spot model"
@@ -303,3 +322,147 @@ PvcOpt = Annotated[
         rich_help_panel=_O,
     ),
 ]
+
+
+@dataclass(frozen=True)
+class PlanFlags:
+    """Every flag of ``gpuwise plan`` that is its own, in ``--help`` order: the field is the
+    command's parameter, its alias the flag, help and panel, its default the flag's default."""
+
+    # -- constraints and objective ---------------------------------------------------------
+    gpu: GpuOpt = None
+    deadline: DeadlineOpt = None
+    budget: BudgetOpt = None
+    max_gpus: MaxGpusOpt = None
+    max_nodes: MaxNodesOpt = 8
+    cloud: CloudOpt = None
+    region: RegionOpt = None
+    billing: BillingOpt = None
+    objective: ObjectiveOpt = "cost"
+    prefer_faster_within: PreferFasterOpt = None
+    deadline_confidence: DeadlineConfidenceOpt = "0.9"
+    memory_headroom: MemoryHeadroomOpt = "8%"
+    confidence: ConfidenceOpt = "0.9"
+    # -- spot model --------------------------------------------------------------------------
+    spot_mtbf: SpotMtbfOpt = None
+    checkpoint_size: CheckpointSizeOpt = None
+    checkpoint_bandwidth: CheckpointBandwidthOpt = None
+    restart_time: RestartTimeOpt = None
+    max_zero: MaxZeroOpt = None
+    search: SearchOpt = True
+    max_batch: MaxBatchOpt = None
+    allow_zone_outliers: AllowZoneOutliersOpt = False
+    provision_time: ProvisionTimeOpt = None
+    startup_time: StartupTimeOpt = None
+    download_gbps: DownloadGbpsOpt = None
+    # -- calibration and history (cli/_runs.py) ---------------------------------------------
+    calibration_file: CalibrationFileOpt = None
+    no_calibration: NoCalibrationOpt = False
+    runs: RunsOpt = None
+    # -- output and export ----------------------------------------------------------------------
+    limit: LimitOpt = 15
+    export: ExportOpt = None
+    output: OutputOpt = None
+    save: SaveOpt = None
+    run_cmd: RunCmdOpt = "python train.py"
+    name: NameOpt = None
+    bucket: BucketOpt = None
+    workdir: WorkdirOpt = Path(".")
+    network_tier: NetworkTierOpt = "best"
+    aws_efa_interfaces: AwsEfaOpt = "one"
+    sky_candidates: SkyCandidatesOpt = "ordered"
+    image: ImageOpt = None
+    pvc: PvcOpt = None
+
+    def request(self, *, spot_mtbf: str | None, inter_node_gbps: float | None) -> PlanRequest:
+        """The plan's constraints, spot model and fixed costs (bad input → InputError, exit 2).
+
+        ``spot_mtbf``: ``--spot-mtbf`` as the calibration head resolved it (``auto`` → None);
+        ``inter_node_gbps``: the workload table's ``--inter-node-gbps``."""
+        from gpuwise.catalog import BILLINGS
+        from gpuwise.planner import PlanRequest
+        from gpuwise.units import (
+            check_finite,
+            parse_bandwidth_gb_s,
+            parse_duration_hours,
+            parse_fraction,
+            parse_money_usd,
+            parse_size_gib,
+        )
+
+        def hours(value: str | None, flag: str) -> float | None:
+            return parse_duration_hours(value, flag) if value else None
+
+        for value, flag in (
+            (inter_node_gbps, "--inter-node-gbps"),
+            (self.download_gbps, "--download-gbps"),
+        ):
+            if value is not None:
+                check_finite(value, flag, strict=True)
+        return PlanRequest(
+            deadline_hours=hours(self.deadline, "--deadline"),
+            budget_usd=parse_money_usd(self.budget, "--budget") if self.budget else None,
+            max_gpus=self.max_gpus,
+            max_nodes=self.max_nodes,
+            clouds=tuple(c.lower() for c in split_list(self.cloud)),
+            regions=tuple(split_list(self.region)),
+            gpus=tuple(split_list(self.gpu)),
+            billings=tuple(b.lower() for b in split_list(self.billing)) or BILLINGS,  # type: ignore[misc]
+            objective=self.objective.lower(),  # type: ignore[arg-type]
+            prefer_faster_within=parse_fraction(self.prefer_faster_within, "--prefer-faster-within")
+            if self.prefer_faster_within
+            else None,
+            deadline_confidence=parse_fraction(self.deadline_confidence, "--deadline-confidence"),
+            memory_headroom=parse_fraction(self.memory_headroom, "--memory-headroom"),
+            confidence=parse_fraction(self.confidence, "--confidence"),
+            spot_mtbf_hours=hours(spot_mtbf, "--spot-mtbf"),
+            checkpoint_gib=parse_size_gib(self.checkpoint_size, "--checkpoint-size")
+            if self.checkpoint_size
+            else None,
+            checkpoint_bandwidth_gb_s=(
+                parse_bandwidth_gb_s(self.checkpoint_bandwidth, "--checkpoint-bandwidth")
+                if self.checkpoint_bandwidth
+                else None
+            ),
+            restart_hours=hours(self.restart_time, "--restart-time"),
+            inter_node_gbit_s=inter_node_gbps,
+            network_tier=self.network_tier.strip().lower(),  # type: ignore[arg-type]
+            aws_efa_interfaces=self.aws_efa_interfaces.strip().lower(),  # type: ignore[arg-type]
+            search_settings=self.search,
+            max_zero=self.max_zero,
+            max_batch=self.max_batch,
+            allow_zone_outliers=self.allow_zone_outliers,
+            provision_hours=hours(self.provision_time, "--provision-time"),
+            startup_hours=hours(self.startup_time, "--startup-time"),
+            download_gbit_s=self.download_gbps,
+        )
+
+
+def plan_flags(func: F) -> F:
+    """Give a command every :class:`PlanFlags` field as a flag, in the table's order, where the
+    command has its ``flags: PlanFlags`` parameter; the command receives them as that argument."""
+    sig = inspect.signature(func, eval_str=True)
+    hints = typing.get_type_hints(PlanFlags, include_extras=True)
+    names = [f.name for f in dataclasses.fields(PlanFlags)]
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    table = [
+        inspect.Parameter(f.name, keyword, default=f.default, annotation=hints[f.name])
+        for f in dataclasses.fields(PlanFlags)
+    ]
+    params: list[inspect.Parameter] = []
+    for p in sig.parameters.values():
+        params += table if p.name == _FLAGS else [p.replace(kind=keyword)]
+
+    @functools.wraps(func)
+    def command(**kwargs: Any) -> Any:
+        flags = PlanFlags(**{name: kwargs.pop(name) for name in names})
+        return func(**{_FLAGS: flags}, **kwargs)
+
+    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params} | {
+        "return": sig.return_annotation
+    }
+    return command  # type: ignore[return-value]
+
+
+_FLAGS = "flags"

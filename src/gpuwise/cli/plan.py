@@ -9,109 +9,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuwise.cli._output import CatalogFlag, JsonFlag, emit_json, money, split_list
-from gpuwise.cli._plan_options import (
-    AllowZoneOutliersOpt,
-    AwsEfaOpt,
-    BillingOpt,
-    BucketOpt,
-    BudgetOpt,
-    CheckpointBandwidthOpt,
-    CheckpointSizeOpt,
-    CloudOpt,
-    ConfidenceOpt,
-    DeadlineConfidenceOpt,
-    DeadlineOpt,
-    DownloadGbpsOpt,
-    ExportOpt,
-    GpuOpt,
-    ImageOpt,
-    LimitOpt,
-    MaxBatchOpt,
-    MaxGpusOpt,
-    MaxNodesOpt,
-    MaxZeroOpt,
-    MemoryHeadroomOpt,
-    NameOpt,
-    NetworkTierOpt,
-    ObjectiveOpt,
-    OutputOpt,
-    PreferFasterOpt,
-    ProvisionTimeOpt,
-    PvcOpt,
-    RegionOpt,
-    RestartTimeOpt,
-    RunCmdOpt,
-    SaveOpt,
-    SearchOpt,
-    SkyCandidatesOpt,
-    SpotMtbfOpt,
-    StartupTimeOpt,
-    WorkdirOpt,
-)
+from gpuwise.cli._output import CatalogFlag, JsonFlag, emit_json, money
+from gpuwise.cli._plan_options import PlanFlags, plan_flags
 from gpuwise.cli._prices import MaxPriceAgeFlag, prices_age, print_price_age
-from gpuwise.cli._runs import CalibrationFileOpt, NoCalibrationOpt, RunsOpt
 from gpuwise.cli._workload import WorkloadRequest, workload_options
 
 if TYPE_CHECKING:
     from gpuwise.base.recipe import PlanFile
     from gpuwise.catalog import PriceAge
-    from gpuwise.planner import Plan, PlanOption, PlanRequest
+    from gpuwise.planner import Plan, PlanOption
 
 EXIT_NO_OPTION = 3
-_C = "Constraints and objective"
-_S = "Spot model"
-_O = "Output and export"
-_F = "Fixed costs"
 
 
 @workload_options(setup=("inter_node_gbps",))  # the flags shared with `estimate`: options.py
+@plan_flags  # plan's own flags: the PlanFlags table in cli/_plan_options.py
 def plan_command(
     workload_request: WorkloadRequest,
-    gpu: GpuOpt = None,
-    # -- constraints and objective ---------------------------------------------------------
-    deadline: DeadlineOpt = None,
-    budget: BudgetOpt = None,
-    max_gpus: MaxGpusOpt = None,
-    max_nodes: MaxNodesOpt = 8,
-    cloud: CloudOpt = None,
-    region: RegionOpt = None,
-    billing: BillingOpt = None,
-    objective: ObjectiveOpt = "cost",
-    prefer_faster_within: PreferFasterOpt = None,
-    deadline_confidence: DeadlineConfidenceOpt = "0.9",
-    memory_headroom: MemoryHeadroomOpt = "8%",
-    confidence: ConfidenceOpt = "0.9",
-    # -- spot model --------------------------------------------------------------------------
-    spot_mtbf: SpotMtbfOpt = None,
-    checkpoint_size: CheckpointSizeOpt = None,
-    checkpoint_bandwidth: CheckpointBandwidthOpt = None,
-    restart_time: RestartTimeOpt = None,
-    max_zero: MaxZeroOpt = None,
-    search: SearchOpt = True,
-    max_batch: MaxBatchOpt = None,
-    allow_zone_outliers: AllowZoneOutliersOpt = False,
-    provision_time: ProvisionTimeOpt = None,
-    startup_time: StartupTimeOpt = None,
-    download_gbps: DownloadGbpsOpt = None,
-    # -- calibration and history (cli/_runs.py) ---------------------------------------------
-    calibration_file: CalibrationFileOpt = None,
-    no_calibration: NoCalibrationOpt = False,
-    runs: RunsOpt = None,
-    # -- output and export ----------------------------------------------------------------------
-    limit: LimitOpt = 15,
-    export: ExportOpt = None,
-    output: OutputOpt = None,
-    save: SaveOpt = None,
-    run_cmd: RunCmdOpt = "python train.py",
-    name: NameOpt = None,
-    bucket: BucketOpt = None,
-    workdir: WorkdirOpt = Path("."),
-    network_tier: NetworkTierOpt = "best",
-    aws_efa_interfaces: AwsEfaOpt = "one",
-    sky_candidates: SkyCandidatesOpt = "ordered",
-    image: ImageOpt = None,
-    pvc: PvcOpt = None,
+    flags: PlanFlags,
     catalog: CatalogFlag = None,
     max_price_age: MaxPriceAgeFlag = "30d",
     json: JsonFlag = False,
@@ -122,185 +37,69 @@ def plan_command(
     """
     from gpuwise.cli._runs import PlanHead
 
-    head = PlanHead.read(calibration_file, no_calibration, spot_mtbf, runs)  # cli/_runs.py
-    calibration, spot_mtbf = head.calibration, head.spot_mtbf
+    f = flags
+    head = PlanHead.read(f.calibration_file, f.no_calibration, f.spot_mtbf, f.runs)  # cli/_runs.py
+    calibration = head.calibration
     workload = workload_request.workload(calibration)
-    inter_node_gbps = workload_request.setup("inter_node_gbps")  # read by _plan_request
     from gpuwise.errors import InputError, check_choice, did_you_mean
     from gpuwise.planner import plan
 
-    if export is not None:
-        check_choice(export, EXPORTS, "--export")
-    if limit < 0:
+    if f.export is not None:
+        check_choice(f.export, EXPORTS, "--export")
+    if f.limit < 0:
         raise InputError(
-            f"--limit must be ≥ 0, got {limit}", hint="give 0 for all rows, or a positive count"
+            f"--limit must be ≥ 0, got {f.limit}", hint="give 0 for all rows, or a positive count"
         )
-    sky_mode = sky_candidates.strip().lower().replace("-", "_")
+    sky_mode = f.sky_candidates.strip().lower().replace("-", "_")
     if sky_mode not in ("ordered", "any_of"):
         raise InputError(
-            f"unknown --skypilot-candidates {sky_candidates!r}",
+            f"unknown --skypilot-candidates {f.sky_candidates!r}",
             hint="use ordered or any_of",
             suggestions=did_you_mean(sky_mode, ("ordered", "any_of")),
         )
-    opts = locals()
-    request = head.spot(_plan_request(**{k: opts[k] for k in _REQUEST_OPTIONS}))
+    request = head.spot(
+        f.request(
+            spot_mtbf=head.spot_mtbf, inter_node_gbps=workload_request.setup("inter_node_gbps")
+        )
+    )
     from gpuwise.catalog import load_catalog
 
     prices_age((), max_price_age)  # a bad --max-price-age fails before planning
     offers = load_catalog(catalog or ()).offers
     result = head.plan(plan, workload, workload_request, request, offers)
     # the age of the prices behind the options shown (all considered offers when none is)
-    shown = {(o.cloud, o.instance_type) for o in result.options[: limit or None]}
+    shown = {(o.cloud, o.instance_type) for o in result.options[: f.limit or None]}
     age = prices_age(
         [o for o in offers if (o.cloud, o.instance_type) in shown] if shown else offers,
         max_price_age,
     )
     recipe = None
-    if (save is not None or export is not None) and result.options:
+    if (f.save is not None or f.export is not None) and result.options:
         from gpuwise.planner import plan_file
 
         runs_used = head.runs_used(result, workload)
         recipe = plan_file(result, workload, calibration=calibration, calibration_runs=runs_used)
-        if save is not None:
-            _write(save, recipe.to_json(), flag="--save")
+        if f.save is not None:
+            _write(f.save, recipe.to_json(), flag="--save")
     return _emit(
         result,
         age,
         head=(head.lines, head.doc),
         plan_file=recipe,
-        saved=save,
-        limit=limit,
-        export=export,
-        output=output,
+        saved=f.save,
+        limit=f.limit,
+        export=f.export,
+        output=f.output,
         json=json,
         export_options={
-            "name": name,
-            "run_cmd": run_cmd,
-            "bucket": bucket,
-            "image": image,
-            "pvc": pvc,
+            "name": f.name,
+            "run_cmd": f.run_cmd,
+            "bucket": f.bucket,
+            "image": f.image,
+            "pvc": f.pvc,
             "mode": sky_mode,
-            "workdir": workdir,
+            "workdir": f.workdir,
         },
-    )
-
-
-_REQUEST_OPTIONS = (
-    "deadline",
-    "budget",
-    "max_gpus",
-    "max_nodes",
-    "cloud",
-    "region",
-    "gpu",
-    "billing",
-    "objective",
-    "prefer_faster_within",
-    "deadline_confidence",
-    "memory_headroom",
-    "confidence",
-    "spot_mtbf",
-    "checkpoint_size",
-    "checkpoint_bandwidth",
-    "restart_time",
-    "inter_node_gbps",
-    "network_tier",
-    "aws_efa_interfaces",
-    "search",
-    "max_zero",
-    "max_batch",
-    "allow_zone_outliers",
-    "provision_time",
-    "startup_time",
-    "download_gbps",
-)
-"""The plan_command options that make the :class:`~gpuwise.planner.PlanRequest`."""
-
-
-def _plan_request(
-    *,
-    deadline: str | None,
-    budget: str | None,
-    max_gpus: int | None,
-    max_nodes: int,
-    cloud: list[str] | None,
-    region: list[str] | None,
-    gpu: list[str] | None,
-    billing: list[str] | None,
-    objective: str,
-    prefer_faster_within: str | None,
-    deadline_confidence: str,
-    memory_headroom: str,
-    confidence: str,
-    spot_mtbf: str | None,
-    checkpoint_size: str | None,
-    checkpoint_bandwidth: str | None,
-    restart_time: str | None,
-    inter_node_gbps: float | None,
-    network_tier: str,
-    aws_efa_interfaces: str,
-    search: bool,
-    max_zero: int | None,
-    max_batch: int | None,
-    allow_zone_outliers: bool,
-    provision_time: str | None,
-    startup_time: str | None,
-    download_gbps: float | None,
-) -> PlanRequest:
-    """The plan's constraints, spot model and fixed costs from the command line (bad input → exit 2)."""
-    from gpuwise.catalog import BILLINGS
-    from gpuwise.planner import PlanRequest
-    from gpuwise.units import (
-        check_finite,
-        parse_bandwidth_gb_s,
-        parse_duration_hours,
-        parse_fraction,
-        parse_money_usd,
-        parse_size_gib,
-    )
-
-    def hours(value: str | None, flag: str) -> float | None:
-        return parse_duration_hours(value, flag) if value else None
-
-    for value, flag in ((inter_node_gbps, "--inter-node-gbps"), (download_gbps, "--download-gbps")):
-        if value is not None:
-            check_finite(value, flag, strict=True)
-    return PlanRequest(
-        deadline_hours=hours(deadline, "--deadline"),
-        budget_usd=parse_money_usd(budget, "--budget") if budget else None,
-        max_gpus=max_gpus,
-        max_nodes=max_nodes,
-        clouds=tuple(c.lower() for c in split_list(cloud)),
-        regions=tuple(split_list(region)),
-        gpus=tuple(split_list(gpu)),
-        billings=tuple(b.lower() for b in split_list(billing)) or BILLINGS,  # type: ignore[misc]
-        objective=objective.lower(),  # type: ignore[arg-type]
-        prefer_faster_within=parse_fraction(prefer_faster_within, "--prefer-faster-within")
-        if prefer_faster_within
-        else None,
-        deadline_confidence=parse_fraction(deadline_confidence, "--deadline-confidence"),
-        memory_headroom=parse_fraction(memory_headroom, "--memory-headroom"),
-        confidence=parse_fraction(confidence, "--confidence"),
-        spot_mtbf_hours=hours(spot_mtbf, "--spot-mtbf"),
-        checkpoint_gib=parse_size_gib(checkpoint_size, "--checkpoint-size")
-        if checkpoint_size
-        else None,
-        checkpoint_bandwidth_gb_s=(
-            parse_bandwidth_gb_s(checkpoint_bandwidth, "--checkpoint-bandwidth")
-            if checkpoint_bandwidth
-            else None
-        ),
-        restart_hours=hours(restart_time, "--restart-time"),
-        inter_node_gbit_s=inter_node_gbps,
-        network_tier=network_tier.strip().lower(),  # type: ignore[arg-type]
-        aws_efa_interfaces=aws_efa_interfaces.strip().lower(),  # type: ignore[arg-type]
-        search_settings=search,
-        max_zero=max_zero,
-        max_batch=max_batch,
-        allow_zone_outliers=allow_zone_outliers,
-        provision_hours=hours(provision_time, "--provision-time"),
-        startup_hours=hours(startup_time, "--startup-time"),
-        download_gbit_s=download_gbps,
     )
 
 

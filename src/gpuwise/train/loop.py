@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 from gpuwise.base import settings
 from gpuwise.base.recipe import Recipe
+from gpuwise.base.signatures import signature_of
 from gpuwise.errors import InputError
 from gpuwise.train._torch import torch
 from gpuwise.train.checkpointer import Checkpointer, CheckpointWriteError, Progress
@@ -70,6 +71,7 @@ from gpuwise.train.recipe_apply import (
 from gpuwise.train.records import RunLog, end_record
 from gpuwise.train.runlock import RunLock
 from gpuwise.train.sampler import ResumableSampler, install_worker_seeding
+from gpuwise.train.sharded import AsyncMode
 from gpuwise.train.writers import WriteHooks
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,7 @@ class Run:
         keep_every: int | None = None,
         compress: Compression = "none",
         async_write: bool = True,
+        async_mode: AsyncMode | None = None,
         storage_options: dict[str, Any] | None = None,
         watcher: PreemptionWatcher | bool = True,
         activation_checkpointing: tuple[type, ...] = (),
@@ -149,6 +152,7 @@ class Run:
             keep_every=keep_every,
             compress=compress,
             async_write=async_write,
+            async_mode=async_mode,
             hooks=checkpoint_hooks,
         )
         self.local_checkpointer = _local_checkpointer(
@@ -598,6 +602,7 @@ class Run:
         )
 
 
+@signature_of(Run)  # typed with Run's options: mypy flags a misspelt keyword
 @contextlib.contextmanager
 def resilient(model: Any, optimizer: Any, **kwargs: Any) -> Iterator[Run]:
     """Restore, train, save on time and on notice; see :class:`Run` for the options."""
