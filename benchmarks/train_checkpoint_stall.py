@@ -20,15 +20,25 @@ together). Per save, the time the loop is blocked by: ``torch.save`` of the rank
 including ``get_state_dict``, as a real save pays it — and gpuwise ``Checkpointer.save`` (DCP
 async_save + our train state; checksums taken while writing, marker by rank 0's background
 thread); the time until the save is durable (gpuwise: marker written); and the extra peak RSS
-of each rank over its share of the state. Each method runs in its own processes (peak RSS is a
-per-process high-water mark, so methods must not share one), after one warm-up save; the
-methods are interleaved over ``--rounds`` rounds because this kind of machine is often shared.
-Goals (issue: cheaper saves): blocked ≤ 1.5x DCP async_save, extra RSS ≤ 1x the share.
+of each rank over its share of the state. ``--fsdp-ranks 1`` runs a plain model on one rank:
+gpuwise then saves through its writer process (``gpuwise-exec``: that process exec'd, not
+forked). ``--methods`` picks the methods.
+
+RSS is sampled from the parent every 2 ms, per process: each rank and every child process it
+starts (a writer), from just before the warm-up save (included) to the end of the last save.
+A rank's extra RSS is the highest sum of its own RSS and its children's at one sample, minus
+the rank's RSS just before the warm-up save, over its share; per method the min / median /
+max over the rounds of the worst rank. Shared pages (the snapshot buffer both processes map,
+pages a forked child shares copy-on-write) count once per process that maps them, as any
+outside per-process RSS sampler counts them. Each method runs in its own processes, the
+methods interleaved over ``--rounds`` rounds because this kind of machine is often shared.
+Goals (issue 35): blocked ≤ 1.5x DCP async_save, extra RSS ≤ 1.5x the share.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -67,18 +77,87 @@ def sync_save(state: dict, path: str) -> float:
     return time.perf_counter() - t0
 
 
-def _rss_gib() -> float:
-    import resource
+def _rss_bytes(pid: int | str = "self") -> int:
+    """Current RSS of one process (``/proc/<pid>/statm``: resident pages), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+class RssSampler:
+    """Samples the RSS of every process under ``root_pid`` every ``period_s`` (2 ms), from
+    outside the measured processes: each rank and each child it starts (a writer process) is
+    read on its own, and a rank's footprint at one instant is its RSS plus its descendants'.
+    The process tree is re-listed every 50 ms (psutil); the RSS itself is read from /proc."""
+
+    def __init__(self, root_pid: int, period_s: float = 0.002) -> None:
+        import threading
+
+        self.root_pid, self.period_s = root_pid, period_s
+        self.sweeps: list[tuple[float, dict[int, int]]] = []
+        self.parent: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        pids: list[int] = []
+        listed = 0.0
+        while not self._stop.is_set():
+            now = time.time()
+            if now - listed > 0.05:
+                listed = now
+                try:
+                    kids = psutil.Process(self.root_pid).children(recursive=True)
+                except psutil.Error:
+                    kids = []
+                for k in kids:
+                    with contextlib.suppress(psutil.Error):
+                        self.parent.setdefault(k.pid, k.ppid())
+                pids = [k.pid for k in kids]
+            self.sweeps.append((now, {p: _rss_bytes(p) for p in pids}))
+            time.sleep(self.period_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def peak(self, pid: int, t0: float, t1: float, part: str = "all") -> int:
+        """Highest RSS of ``pid`` plus its descendants between ``t0`` and ``t1`` (``part``:
+        ``"self"`` only the process, ``"children"`` only its descendants)."""
+
+        def under(p: int) -> bool:
+            while p in self.parent:
+                if p == pid:
+                    return True
+                p = self.parent[p]
+            return p == pid
+
+        best = 0
+        for t, rss in self.sweeps:
+            if t0 <= t <= t1:
+                best = max(
+                    best,
+                    sum(
+                        v
+                        for p, v in rss.items()
+                        if under(p) and (part == "all" or (p == pid) == (part == "self"))
+                    ),
+                )
+        return best
 
 
-FSDP_METHODS = ("gpuwise", "dcp-async", "dcp-sync", "torch-save")
+FSDP_METHODS = ("gpuwise", "gpuwise-exec", "dcp-async", "dcp-sync", "torch-save")
 FSDP_LABELS = {
     "torch-save": "torch.save own shards (sync)",
     "dcp-sync": "DCP save (sync)",
     "dcp-async": "DCP async_save (thread)",
     "gpuwise": "gpuwise Checkpointer.save",
+    "gpuwise-exec": "gpuwise, writer_start=exec",
 }
 
 
@@ -99,16 +178,20 @@ def fsdp_worker(gib: float, repeats: int, root: str, method: str) -> None:
     width = 1024
     layers = max(1, params // (width * width))
     model = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(layers)])
-    for layer in model:
-        fully_shard(layer)
-    fully_shard(model)
+    if world > 1:  # one rank: a plain model (gpuwise then uses its writer process)
+        for layer in model:
+            fully_shard(layer)
+        fully_shard(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     opt.step()
     opt.zero_grad()
-    local_bytes = sum(p.to_local().numel() * 4 * 3 for p in model.parameters())  # type: ignore[attr-defined]
-    rss_before = _rss_gib()
+    local_bytes = sum(
+        getattr(p, "to_local", lambda p=p: p)().numel() * 4 * 3 for p in model.parameters()
+    )
+    rss_before = _rss_bytes()
+    t_first = time.time()  # the warm-up save is measured too
     stalls: list[float] = []
     durable: list[float] = []
     pg = dist.new_group(backend="gloo")
@@ -118,11 +201,15 @@ def fsdp_worker(gib: float, repeats: int, root: str, method: str) -> None:
             return {k: local(v) for k, v in obj.items()}
         return obj.to_local() if hasattr(obj, "to_local") else obj
 
-    ck = Checkpointer(os.path.join(root, "ck"), keep_last=2)
+    ck = Checkpointer(
+        os.path.join(root, "ck"),
+        keep_last=2,
+        writer_start="exec" if method == "gpuwise-exec" else None,
+    )
     for i in range(repeats + 1):  # every method pays for get_state_dict, as a user's save would
         dist.barrier()
         t0 = time.perf_counter()
-        if method == "gpuwise":
+        if method.startswith("gpuwise"):
             stats = ck.save(i + 1, model=model, optimizer=opt)
             stall = stats.stall_s
             ck.wait()  # sealed by every rank and the marker written
@@ -160,7 +247,9 @@ def fsdp_worker(gib: float, repeats: int, root: str, method: str) -> None:
         statistics.median(durable),
         local_bytes,
         rss_before,
-        _rss_gib(),
+        os.getpid(),
+        t_first,
+        time.time(),
     )
     rows: list = [None] * world
     dist.all_gather_object(rows, row)
@@ -169,18 +258,22 @@ def fsdp_worker(gib: float, repeats: int, root: str, method: str) -> None:
     dist.destroy_process_group()
 
 
-def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int) -> None:
+def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int, methods: list[str]) -> None:
     """Each method in its own torchrun, the methods interleaved over ``rounds`` rounds (this
-    machine is shared: interleaving spreads the noise over all of them); median of the rounds."""
+    machine is shared: interleaving spreads the noise over all of them). RSS is sampled from
+    this process every 2 ms, per process (each rank and its writer child, if any), from just
+    before the warm-up save to the end of the last one."""
     import subprocess
     import sys
 
-    found: dict[str, list[list]] = {m: [] for m in FSDP_METHODS}
+    found: dict[str, list[list]] = {m: [] for m in methods}
+    extra: dict[str, list[float]] = {m: [] for m in methods}
+    split: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}
     for _ in range(rounds):
-        for method in FSDP_METHODS:
+        for method in methods:
             root = tempfile.mkdtemp(prefix="gpuwise-stall-fsdp-")
             try:
-                out = subprocess.run(
+                proc = subprocess.Popen(
                     [
                         sys.executable,
                         "-m",
@@ -197,42 +290,60 @@ def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int) -> None:
                         "--dir",
                         root,
                     ],
-                    check=True,
-                    capture_output=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
                     text=True,
-                ).stdout
+                )
+                sampler = RssSampler(proc.pid)
+                out, err = proc.communicate()
+                sampler.stop()
+                if proc.returncode:
+                    raise SystemExit(f"{method} failed ({proc.returncode}):\n{err[-3000:]}")
             finally:
                 shutil.rmtree(root, ignore_errors=True)
             line = next(ln for ln in out.splitlines() if ln.startswith("ROW "))
-            found[method].append(json.loads(line[4:])["rows"])
+            rows = json.loads(line[4:])["rows"]
+            found[method].append(rows)
+            extra[method].append(max((sampler.peak(r[4], r[5], r[6]) - r[3]) / r[2] for r in rows))
+            split[method].append(
+                max(
+                    (
+                        (sampler.peak(r[4], r[5], r[6], "self") - r[3]) / r[2],
+                        sampler.peak(r[4], r[5], r[6], "children") / r[2],
+                    )
+                    for r in rows
+                )
+            )
     print(
-        f"FSDP2, {ranks} gloo ranks, {gib:.2f} GiB state in total; per method: median over "
-        f"{rounds} rounds of the slowest rank's median of {repeats} saves (after a warm-up)"
+        f"FSDP2, {ranks} gloo rank(s), {gib:.2f} GiB state in total; blocked/durable: median "
+        f"over {rounds} rounds of the slowest rank's median of {repeats} saves (after a "
+        f"warm-up); extra RSS / share: min / median / max over the rounds of the worst rank"
     )
     print(
         f"{'method':<34}{'blocked s':>10}{'vs DCP async':>13}{'durable s':>10}"
-        f"{'extra RSS / share':>19}"
+        f"{'extra RSS / share (min med max)':>33}{'rank + children':>17}"
     )
 
     def stat(method: str, i: int) -> float:
         return statistics.median(max(r[i] for r in rows) for rows in found[method])
 
-    def extra_rss(method: str) -> float:
-        return statistics.median(
-            max((r[4] - r[3]) / (r[2] / 2**30) for r in rows) for rows in found[method]
-        )
-
-    base = stat("dcp-async", 0)
-    for method in FSDP_METHODS:
+    base = stat("dcp-async", 0) if "dcp-async" in found else float("nan")
+    for method in methods:
         blocked = stat(method, 0)
+        e = extra[method]
         print(
             f"{FSDP_LABELS[method]:<34}{blocked:>10.3f}{blocked / base:>13.2f}"
-            f"{stat(method, 1):>10.3f}{extra_rss(method):>18.2f}x"
+            f"{stat(method, 1):>10.3f}"
+            f"{min(e):>15.2f}x{statistics.median(e):>8.2f}x{max(e):>8.2f}x"
+            f"{statistics.median(a for a, _ in split[method]):>9.2f}x"
+            f" + {statistics.median(b for _, b in split[method]):.2f}x"
         )
-    share = statistics.median(r[2] / 2**30 for r in found["gpuwise"][0])
+    share = statistics.median(r[2] / 2**30 for r in found[methods[0]][0])
     print(
-        f"rank share of the state: {share:.3f} GiB; extra RSS = peak RSS of the process minus "
-        "its RSS before the first save, over the share (worst rank)"
+        f"rank share of the state: {share:.3f} GiB; extra RSS = highest RSS of the rank plus "
+        "its child processes, sampled every 2 ms from the start of the warm-up save to the "
+        "end of the last save, minus the rank's RSS just before it, over the share; "
+        "rank + children: the rank's own peak and its child processes' peak (medians)"
     )
 
 
@@ -252,6 +363,9 @@ def main() -> None:
     ap.add_argument(
         "--rounds", type=int, default=3, help="FSDP2: interleaved rounds of every method"
     )
+    ap.add_argument(
+        "--methods", nargs="*", choices=FSDP_METHODS, default=None, help="FSDP2: which methods"
+    )
     ap.add_argument("--fsdp-worker", choices=FSDP_METHODS, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.fsdp_worker:
@@ -260,7 +374,7 @@ def main() -> None:
         return
     if args.fsdp_ranks:
         for n in args.fsdp_ranks:
-            fsdp_table(n, args.gib, args.repeats, args.rounds)
+            fsdp_table(n, args.gib, args.repeats, args.rounds, args.methods or list(FSDP_METHODS))
         return
     torch.set_num_threads(1)
     root = args.dir or tempfile.mkdtemp(prefix="gpuwise-stall-")

@@ -392,3 +392,31 @@ def test_leaving_a_with_block_on_an_error_runs_no_collective(
             with ck:
                 pass
         assert dist.collectives == collectives
+
+
+@pytest.mark.slow  # starts a fresh interpreter for the writer
+def test_exec_writer_commits_tensors_of_several_dtypes_from_the_shared_buffer(
+    tmp_path: Path,
+) -> None:
+    """The exec'd writer's answers reach the trainer (they once pickled as ``__main__``
+    classes, so its results thread died and the save never completed), and the writer
+    serializes straight from the shared buffer: float, bfloat16, int64, bool and empty
+    tensors, one buffer, each back with its dtype, shape and values."""
+    model, opt, _, _ = _model()
+    extras = {
+        "ids": torch.arange(7),
+        "mask": torch.tensor([True, False, True]),
+        "half": torch.randn(3, 2).to(torch.bfloat16),
+        "empty": torch.empty(0, 4),
+        "scalar": torch.tensor(2.5, dtype=torch.float64),
+    }
+    with Checkpointer(tmp_path / "ck", writer_start="exec") as ck:
+        ck.save(3, model=model, optimizer=opt, extras=extras, block=True, timeout_s=120)
+        assert ck.committed_step == 3
+        m2, o2, _, _ = _fresh()
+        restored = ck.restore(model=m2, optimizer=o2)
+    assert restored is not None and restored.step == 3
+    assert _same(model, m2)
+    for name, t in extras.items():
+        back = restored.extras[name]
+        assert back.dtype == t.dtype and back.shape == t.shape and torch.equal(back, t), name

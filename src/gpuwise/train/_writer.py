@@ -102,9 +102,34 @@ def receive(stream: BinaryIO) -> Any:
 
 
 def map_buffer(path: str, nbytes: int) -> Any:
+    """Map the shared snapshot buffer (read-write, shared: the same pages as the parent's)."""
+    import mmap
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        return mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED)
+    finally:
+        os.close(fd)
+
+
+def tensors_in(buffer: Any, layout: tuple[Any, ...]) -> list[Any]:
+    """One tensor per slot of ``layout``, each with a storage of its own over the mapped
+    ``buffer`` (no copy: torch.save refuses views of one storage with several dtypes, and a
+    copy would cost this process the whole state once more). The parent copies the next
+    snapshot in only after this write has finished."""
     from gpuwise.train._torch import torch
 
-    return torch.from_file(path, shared=True, size=max(nbytes, 1), dtype=torch.uint8)
+    out = []
+    for s in layout:
+        if s.nbytes == 0:  # an empty slot may share its offset with the next one
+            out.append(torch.empty(s.shape, dtype=s.dtype))
+            continue
+        itemsize = torch.empty((), dtype=s.dtype).element_size()
+        flat = torch.frombuffer(
+            buffer, dtype=s.dtype, count=s.nbytes // itemsize, offset=s.offset_bytes
+        )
+        out.append(flat.view(s.shape))
+    return out
 
 
 def serve(jobs: BinaryIO, results: BinaryIO, parent: int) -> None:
@@ -116,7 +141,7 @@ def serve(jobs: BinaryIO, results: BinaryIO, parent: int) -> None:
     if os.getppid() != parent:
         return
     from gpuwise.train.commit import write_checkpoint
-    from gpuwise.train.snapshot import unflatten, views
+    from gpuwise.train.snapshot import unflatten
 
     buffers: dict[str, Any] = {}
     send(results, WriterResult("ready", -1))
@@ -135,9 +160,7 @@ def serve(jobs: BinaryIO, results: BinaryIO, parent: int) -> None:
                 continue
             if not isinstance(job, WriteJob):
                 raise TypeError(f"unknown message {type(job).__name__}")
-            # one storage per tensor (torch.save refuses views of one buffer with several dtypes);
-            # the copy costs this process, not the training loop
-            tensors = [v.clone() for v in views(buffers[job.path], job.layout)]
+            tensors = tensors_in(buffers[job.path], job.layout)
             state = unflatten(job.skeleton, tensors)
             del tensors
             report = write_checkpoint(
@@ -230,4 +253,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # run the module's copy imported under its own name, so the results it pickles name
+    # ``gpuwise.train._writer.WriterResult``, not ``__main__.WriterResult`` (which the
+    # training process cannot unpickle: its results thread died and wait() never returned)
+    from gpuwise.train._writer import main as _main
+
+    _main()
