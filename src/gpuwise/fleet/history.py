@@ -67,7 +67,7 @@ class HistoryUsage:
 
 def series_capacity_type(series: GpuSeries) -> str:
     """The capacity type the history recorded for ``series`` (``unknown`` where it recorded none)."""
-    return str(getattr(series, "capacity_type", None) or "unknown")
+    return series.capacity_type or "unknown"
 
 
 def demand_from_history(
