@@ -71,14 +71,28 @@ def test_a_history_with_no_known_gpu_is_refused() -> None:
         demand_from_history(History(T0, T0 + H, (odd,)))
 
 
-def _recorded_day(path: Path) -> None:
+def _recorded_day(path: Path, context: Any = None) -> None:
     """The `idle` scenario (one busy GPU, one idle) read every 10 minutes over the last day."""
     start = time.time() - 86_400 + 600
     clock = iter(start + k * 600 for k in range(143))
     reader = FakeGpuReader(scenario("idle"), clock=lambda: next(clock))
     with HistoryStore(path) as store:
         for _ in range(143):
-            store.append(reader.read(), 600)
+            store.append(reader.read(), 600, context)
+
+
+def test_work_the_monitor_recorded_on_a_spot_node_is_interruptible(
+    cli: Any, tmp_path: Path
+) -> None:
+    from gpuwise.monitor.history import SampleContext
+
+    db = tmp_path / "spot.sqlite"
+    _recorded_day(db, SampleContext(instance_type="p5.48xlarge", cloud="aws", capacity_type="spot"))
+    r = cli("fleet", "--demand-from-history", db, "--since", "2d", "--json")
+    assert r.code == 0, r.stderr
+    (h,) = r.json()["history"]
+    assert h["allocated_gpu_hours"] > 0
+    assert h["interruptible_gpu_hours"] == pytest.approx(h["allocated_gpu_hours"])
 
 
 def test_fleet_plans_from_the_monitor_database(cli: Any, tmp_path: Path) -> None:
