@@ -257,6 +257,10 @@ def test_two_nodes_on_loopback_restart_together_after_one_node_is_lost(
         outs[0][0] + outs[1][0]
     )  # global rank 0 prints; the rendezvous decides which node holds it
     assert re.search(r"^resumed \d+$", out, re.M)  # the restart resumed from a committed step
+    # a worker that ended without its digest line: its node's stderr says why
+    assert tiny_digest(out), "\n".join(
+        f"node {i} stderr:\n{e[-2500:]}" for i, (_, e) in enumerate(outs)
+    )
     assert _digest(out) == _digest(ref.stdout)
     assert tiny_losses(out).items() <= tiny_losses(ref.stdout).items()
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuwise.errors import CheckpointError, StorageError
-from gpuwise.train._torch import torch
+from gpuwise.train._torch import settle_gloo_at_exit, torch
 from gpuwise.train.commit import (
     FORMAT_VERSION,
     MARKER,
@@ -386,6 +386,7 @@ class ShardedWriter:
         self._marker = MarkerCommitter(storage, retention)
         self._group: Any = None
         self._stager: Any = None
+        settle_gloo_at_exit()  # the writes' collectives run on gloo (a group of their own)
 
     @property
     def last_report(self) -> WriteReport | None:
