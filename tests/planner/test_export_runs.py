@@ -29,6 +29,7 @@ from gpuwise.catalog import Offer
 from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
 from gpuwise.planner.export import WHEEL_DIR, skypilot_task
 from gpuwise.planner.wheel import write_wheel
+from tests.train.conftest import run_records
 
 from .toy import NO_STARTUP, ToyModel
 
@@ -294,9 +295,8 @@ def test_an_exported_plan_runs_its_global_batch_with_nothing_retyped(
         recipe["global_batch"],
     )
     assert f"batch {micro} {accumulation} {global_batch}" in out
-    from gpuwise.train.records import read_run_records
 
-    (record,) = read_run_records(str(ckpt))
+    (record,) = run_records(str(ckpt))
     assert (record.outcome, record.plan_id, record.step_end) == ("done", plan["plan_id"], 2)
     assert (record.micro_batch, record.accumulation, record.global_batch) == (
         micro,

@@ -39,6 +39,15 @@ def tiny_digest(text: str, kind: str = "digest") -> str | None:
     return str(found[-1]) if found else None
 
 
+def run_records(
+    checkpoint_dir: str | Path, storage_options: dict[str, Any] | None = None
+) -> list[Any]:
+    """The run records under a checkpoint folder, oldest first, read as ``report --runs`` reads them."""
+    from gpuwise.base.runlog import read_runs
+
+    return [r.record for r in read_runs(checkpoint_dir, storage_options=storage_options).runs]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

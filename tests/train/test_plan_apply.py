@@ -18,9 +18,10 @@ from gpuwise.train.recipe_apply import (
     check_micro_batch,
     same_gpu,
 )
-from gpuwise.train.records import RunLog, plan_name, read_run_records, record_name
+from gpuwise.train.records import RunLog, plan_name, record_name
 from gpuwise.train.storage import Storage
 from tests.base.test_recipe import PLAN
+from tests.train.conftest import run_records
 
 
 def plan_for(world: int, micro: int = 4, accumulation: int = 2, seq_len: int = 32) -> PlanFile:
@@ -139,7 +140,7 @@ def test_attempts_never_overwrite_each_other(
     assert plan is not None  # the run keeps the plan it ran beside its records, once
     assert names == [record_name("job-1", 0), record_name("job-1", 1), plan_name(plan.plan_id)]
     assert load_plan_file(tmp_path / RUNS_FOLDER / plan_name(plan.plan_id)) == plan
-    got = read_run_records(str(tmp_path))
+    got = run_records(str(tmp_path))
     assert [(r.attempt, r.step_start, r.outcome, r.restarts) for r in got] == [
         (0, 0, "running", 0),
         (1, 5, "running", 1),
@@ -204,7 +205,7 @@ def test_records_go_to_s3(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     log = _log(storage, monkeypatch, GPUWISE_RUN_ID="s3-job", GPUWISE_ATTEMPT="3")
     log.begin(7)
     log.write(log.record(outcome="done", step=9, ended=True, committed=9))
-    (got,) = read_run_records("s3://ckpt/run", s3.options)
+    (got,) = run_records("s3://ckpt/run", s3.options)
     assert (got.run_id, got.attempt, got.step_start, got.step_end, got.outcome) == (
         "s3-job",
         3,
@@ -252,6 +253,7 @@ def _train(ckpt: Path, max_steps: int) -> tuple[Any, list[int]]:
     return run, sizes
 
 
+@pytest.mark.slow  # about 3 s: two short trainings (torch on the CPU)
 def test_resilient_applies_the_plans_batch_and_a_pilot_stops_after_its_steps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -260,7 +262,7 @@ def test_resilient_applies_the_plans_batch_and_a_pilot_stops_after_its_steps(
     run, sizes = _train(ckpt, max_steps=50)
     # warm-up 2 + 2 measured optimizer steps, each of 3 micro-batches of the planned 4
     assert run.accumulation == 3 and run.global_step == 4 and sizes == [4] * 12
-    (rec,) = read_run_records(str(ckpt))
+    (rec,) = run_records(str(ckpt))
     assert (rec.outcome, rec.pilot, rec.steps_measured, rec.step_end) == ("pilot", True, 2, 4)
     assert (rec.micro_batch, rec.accumulation, rec.global_batch) == (4, 3, 12)
     assert rec.tokens_per_step == plan.recipe.tokens_per_step == 12 * 32  # global batch × seq_len
@@ -271,7 +273,7 @@ def test_resilient_applies_the_plans_batch_and_a_pilot_stops_after_its_steps(
     monkeypatch.setenv("GPUWISE_ATTEMPT", "1")
     run, _ = _train(ckpt, max_steps=6)  # the real run: resumes from the pilot, to its end
     assert run.resumed_from == 4 and run.global_step == 6
-    first, second = read_run_records(str(ckpt))
+    first, second = run_records(str(ckpt))
     assert first == rec
     assert (second.outcome, second.pilot, second.step_start, second.step_end) == (
         "done",
@@ -300,7 +302,7 @@ def test_an_allowed_mismatch_runs_and_is_recorded(
     ckpt = _planned(tmp_path, monkeypatch, plan, GPUWISE_ALLOW_PLAN_MISMATCH="1")
     run, sizes = _train(ckpt, max_steps=2)
     assert run.accumulation == 4 and sizes == [4] * 8  # one rank runs the planned global batch
-    (rec,) = read_run_records(str(ckpt))
+    (rec,) = run_records(str(ckpt))
     assert rec.global_batch == 16 and rec.plan_mismatch == (
         "world size 1 is not the plan's 4 (1 node(s) × 4 A100-80GB)",
     )
@@ -345,7 +347,7 @@ def test_a_preempted_and_a_failed_attempt_leave_their_records(
             run.step(torch.nn.functional.mse_loss(model(x), y))
             if run.global_step == 7:
                 raise RuntimeError("boom")
-    preempted, failed = read_run_records(ckpt)
+    preempted, failed = run_records(ckpt)
     assert (preempted.outcome, preempted.notices, preempted.preemptions) == ("preempted", 1, 1)
     assert (preempted.step_end, preempted.steps_lost, preempted.restarts) == (4, 0, 0)
     assert (failed.outcome, failed.attempt, failed.restarts) == ("failed", 1, 1)

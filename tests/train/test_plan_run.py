@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwise.train.records import read_run_records
-
-from .conftest import EXAMPLE, NO_CLOUD_ENV, tiny_losses
+from .conftest import EXAMPLE, NO_CLOUD_ENV, run_records, tiny_losses
 from .test_plan_apply import plan_for
 
 pytestmark = pytest.mark.slow
@@ -54,7 +52,7 @@ def test_a_pilot_measures_and_records_then_the_run_goes_to_its_end(tmp_path: Pat
     assert r.returncode == 0, r.stderr
     assert sorted(tiny_losses(r.stderr)) == [1, 2, 3, 4]  # warm-up 1 + 3 measured, not 50
     assert "batch 8 2 32" in r.stderr  # the plan's micro-batch and accumulation, 2 replicas
-    (pilot,) = read_run_records(str(ckpt))
+    (pilot,) = run_records(str(ckpt))
     assert (pilot.outcome, pilot.pilot, pilot.plan_id) == ("pilot", True, planned.plan_id)
     assert (pilot.warmup_steps, pilot.steps_measured, pilot.step_end) == (1, 3, 4)
     assert (pilot.world_size, pilot.global_batch) == (2, planned.recipe.global_batch)
@@ -77,7 +75,7 @@ def test_a_pilot_measures_and_records_then_the_run_goes_to_its_end(tmp_path: Pat
     r = _run(plan, ckpt, steps=6)  # to the end: resumes from the pilot's last step
     assert r.returncode == 0, r.stderr
     assert sorted(tiny_losses(r.stderr)) == [5, 6]
-    first, done = read_run_records(str(ckpt))
+    first, done = run_records(str(ckpt))
     assert first == pilot and done.run_id != pilot.run_id
     assert (done.outcome, done.pilot, done.step_start, done.step_end) == ("done", False, 4, 6)
     assert done.ended is not None and done.steps_lost == 0 and done.global_batch == 32
@@ -122,7 +120,7 @@ def test_each_attempt_of_a_restarted_run_has_its_record(tmp_path: Path) -> None:
         (0, "crashed", 1),  # reached 3, committed 2
         (1, "done", 0),
     ]
-    first, second = read_run_records(str(ckpt))
+    first, second = run_records(str(ckpt))
     assert first.run_id == second.run_id  # one run, two attempts
     assert (first.attempt, first.outcome, first.step_end, first.steps_lost) == (0, "failed", 3, 1)
     assert (second.attempt, second.outcome, second.restarts, second.step_start) == (1, "done", 1, 2)

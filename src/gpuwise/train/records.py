@@ -37,7 +37,6 @@ from gpuwise.base.recipe import (
     CapacityType,
     PlanFile,
     RunRecord,
-    parse_run_record,
 )
 from gpuwise.errors import GpuwiseError, StorageError
 from gpuwise.train.storage import Storage
@@ -48,7 +47,6 @@ DEFAULT_WARMUP_STEPS = 2
 """Optimizer steps of an attempt that are not timed (``GPUWISE_PILOT_WARMUP`` overrides)."""
 RECORD_AFTER_NOTICE_S = 2.0
 """How long the end of a preempted attempt waits for its record on remote storage."""
-_NAME = re.compile(r"^(?P<run>.+)-attempt(?P<attempt>\d{3,})\.json$")
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -79,22 +77,6 @@ def plan_name(plan_id: str) -> str:
     the records and the figures they are judged against travel together (``report --runs``,
     ``calibrate --from-runs`` find it by its ``.plan.json`` ending)."""
     return f"{plan_id}.plan.json"
-
-
-def read_run_records(
-    checkpoint_dir: str, storage_options: dict[str, Any] | None = None
-) -> list[RunRecord]:
-    """Every run record under ``checkpoint_dir``'s :data:`RUNS_FOLDER`, oldest first.
-
-    InputError names a record that does not parse; StorageError when the storage fails."""
-    storage = Storage(str(checkpoint_dir), dict(storage_options or {}))
-    folder = storage.join(RUNS_FOLDER)
-    out = []
-    for name in storage.list_names(folder):
-        if _NAME.match(name):
-            path = storage.join(RUNS_FOLDER, name)
-            out.append(parse_run_record(storage.get(path), storage.url_of(path)))
-    return sorted(out, key=lambda r: (r.started, r.run_id, r.attempt))
 
 
 def _utc(wall: float) -> str:
