@@ -315,3 +315,17 @@ def test_report_window_and_savings_come_from_the_data_observed(tmp_path: Path) -
         assert [a for a, _ in other] == [a for a, _ in savings[0]]
         assert [v for _, v in other] == pytest.approx([v for _, v in savings[0]], rel=1e-9)
     assert json.dumps(savings[0])
+
+
+def test_a_history_that_is_not_a_database_names_the_flag_that_gave_it(
+    cli: Any, tmp_path: Path
+) -> None:
+    notdb = tmp_path / "notes.sqlite"
+    notdb.write_text("these are my notes, not a database\n" * 100)
+    r = cli("fleet", "--demand-from-history", notdb)
+    assert r.code == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "another --demand-from-history path" in r.stderr and "--db path" not in r.stderr
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    r = cli("fleet", "--demand-from-history", empty)
+    assert r.code == 2 and "give --demand-from-history the file" in r.stderr, r.stderr

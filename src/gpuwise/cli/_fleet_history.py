@@ -47,7 +47,7 @@ def history_demand(
                 f"no monitor history at {db}",
                 hint="give the SQLite file `gpuwise monitor --db` writes",
             )
-        with HistoryStore(db, create=False) as store:
+        with HistoryStore(db, create=False, flag="--demand-from-history") as store:
             history = store.read(end - window_s, end)
     return demand_from_history(history)
 

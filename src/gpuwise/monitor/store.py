@@ -133,12 +133,16 @@ def _pm(x: float | None) -> int | None:
 class HistoryStore:
     """Append snapshots, read windows back, keep the file small. Not thread-safe: one per thread."""
 
-    def __init__(self, path: Path | str | None = None, *, create: bool = True) -> None:
+    def __init__(
+        self, path: Path | str | None = None, *, create: bool = True, flag: str = "--db"
+    ) -> None:
         """Open (``create=True``: or start) the history at ``path``.
 
         ``create=False`` is for readers (``gpuwise report --db``): a file without gpuwise's
-        tables, an empty one included, is refused and left exactly as it was.
+        tables, an empty one included, is refused and left exactly as it was. ``flag``: the
+        option that named the file, for the hints (``fleet --demand-from-history``).
         """
+        self._flag = flag
         self.path = Path(path) if path is not None else default_db_path()
         try:
             if create:
@@ -146,7 +150,7 @@ class HistoryStore:
             elif not self.path.is_file():
                 raise StorageError(
                     f"no history database at {self.path}",
-                    hint="give the --db file `gpuwise monitor` writes",
+                    hint=f"give {flag} the file that `gpuwise monitor --db` writes",
                 )
             self._db = sqlite3.connect(self.path, timeout=10)
             self._check_schema(create)  # first: WAL mode would persist in another program's file
@@ -161,7 +165,7 @@ class HistoryStore:
         except sqlite3.DatabaseError as exc:
             raise StorageError(
                 f"cannot open the history database {self.path}: {exc}",
-                hint="give another --db path, or move the broken file away",
+                hint=f"give another {flag} path, or move the broken file away",
             ) from exc
         except OSError as exc:
             raise StorageError(
@@ -225,9 +229,10 @@ class HistoryStore:
             self._db.close()
             raise StorageError(
                 f"{self.path} is not a gpuwise history database ({problem})",
-                hint="give another --db path (gpuwise creates the file when it does not exist)"
+                hint=f"give another {self._flag} path (gpuwise creates the file when it does "
+                "not exist)"
                 if create
-                else "give the --db file `gpuwise monitor` writes",
+                else f"give {self._flag} the file that `gpuwise monitor --db` writes",
             )
 
     def close(self) -> None:
