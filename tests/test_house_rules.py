@@ -76,6 +76,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("train/loop.py", "sys.exit"): "exit_on_preemption=True: the caller asked for exit 75",
     ("train/loop.py", "os._exit"): "exit_on_preemption='at_exit', registered at the preemption",
     ("train/loop.py", "atexit"): "exit_on_preemption='at_exit', registered at the preemption",
+    ("train/_torch.py", "atexit"): "settle_gloo_at_exit: a sharded checkpointer, once made, "
+    "lets gloo's threads finish before finalization (a torch abort otherwise); nothing at import",
 }
 
 
