@@ -47,9 +47,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from gpuwise.cli.estimate import estimate_inputs
+from gpuwise.estimate.efficiency import THIN_GPU_ROWS, UNIT_EFFICIENCY
 from gpuwise.estimate.measured import (
-    THIN_GPU_ROWS,
-    UNIT_EFFICIENCY,
     MeasuredRun,
     estimate_with,
     fit_efficiency,

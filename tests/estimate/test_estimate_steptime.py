@@ -10,8 +10,8 @@ import pytest
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import estimate_workload
+from gpuwise.estimate.efficiency import UNIT_EFFICIENCY
 from gpuwise.estimate.measured import (
-    UNIT_EFFICIENCY,
     default_efficiency,
     fit_efficiency,
     load_measured_runs,

@@ -15,7 +15,7 @@ import gc
 import pytest
 
 from gpuwise.errors import GpuwiseError
-from gpuwise.estimate.estimator import estimate_workload
+from gpuwise.estimate.api import estimate_workload
 from gpuwise.estimate.workload import Workload, workload_from_options
 from gpuwise.hardware import find_gpu
 from gpuwise.planner import EstimatorModel, PlanRequest, load_spot_defaults, plan_offers

@@ -9,12 +9,14 @@ Pure library (no torch, no network). The pieces:
   for ``benchmarks/estimate_gpu_hours.py``);
 - :mod:`.steptime`: step time from named parts (achievable matmul rate, attention, memory-bound
   work, recompute, dequantisation) and goodput;
+- :mod:`.efficiency`: the framework-factor model (:class:`EfficiencyModel`) the estimator applies;
 - :mod:`.measured`: the measured per-step runs the framework factor and the error bars are fitted to;
 - :mod:`.calibration`: the ``calibration.json`` schema: definition, validation and the atomic write
   (``gpuwise bench --calibrate`` hands it values);
 - :mod:`.from_runs`: run records (``gpuwise calibrate --from-runs``) turned into calibration;
-- :mod:`.estimator`: :func:`estimate_workload` → :class:`Estimate`;
-- :mod:`.suggest`: fixes for a workload that does not fit, ranked by speed cost.
+- :mod:`.estimator`: a workload, a GPU setup and the factors given → :class:`Estimate`;
+- :mod:`.suggest`: fixes for a workload that does not fit, ranked by speed cost;
+- :mod:`.api`: :func:`estimate_workload`, the estimator with the fitted factors and the fix search.
 
 The library call is :func:`estimate_workload` (``gpuwise.estimate_workload(workload, "H100", 8)``);
 ``gpuwise.estimate`` is this package, a plain module.
@@ -22,6 +24,7 @@ The library call is :func:`estimate_workload` (``gpuwise.estimate_workload(workl
 
 from __future__ import annotations
 
+from gpuwise.estimate.api import estimate_workload
 from gpuwise.estimate.calibration import (
     Calibration,
     GpuCalibration,
@@ -30,13 +33,7 @@ from gpuwise.estimate.calibration import (
     write_run_entries,
 )
 from gpuwise.estimate.capacity import gpu_memory
-from gpuwise.estimate.estimator import (
-    Estimate,
-    InferenceEstimate,
-    MemoryEstimate,
-    Suggestion,
-    estimate_workload,
-)
+from gpuwise.estimate.estimator import Estimate, InferenceEstimate, MemoryEstimate, Suggestion
 from gpuwise.estimate.from_runs import RunsCalibration, calibrate_from_runs
 from gpuwise.estimate.hf_config import parse_hf_config, resolve_model
 from gpuwise.estimate.model import ModelConfig, get_preset, preset_names

@@ -1,20 +1,26 @@
-"""``estimate_workload``: memory, FLOPs, MFU, time and fixes for one workload on one GPU setup.
+"""``compute_estimate``: memory, FLOPs, MFU, time and fixes for one workload on one GPU setup.
 
 Values in, values out: a :class:`~gpuwise.estimate.workload.Workload` and a GPU name or spec go
 in, a frozen :class:`Estimate` comes out. Formulas live in :mod:`.memory` and :mod:`.throughput`;
-this module puts them together, applies a calibration when there is one, and, when the workload
-does not fit, tries the fixes and ranks those that fit by the speed they cost.
+this module puts them together, applies a calibration when there is one and the framework factors
+it is given, and, when the workload does not fit, asks the fix search it is given for the fixes.
+
+The fitted framework factors (:mod:`.measured`) and the fix search (:mod:`.suggest`) both run this
+estimator, so they come in as parameters; :func:`gpuwise.estimate.api.estimate_workload`, the
+library call, fills in the defaults.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gpuwise.errors import EstimateError, InputError
 from gpuwise.estimate.calibration import Calibration, GpuCalibration, load_calibration
 from gpuwise.estimate.capacity import gpu_memory
+from gpuwise.estimate.efficiency import EfficiencyModel, workload_class
 from gpuwise.estimate.memory import (
     Overheads,
     memory_breakdown_bytes_cached,
@@ -51,10 +57,8 @@ from gpuwise.estimate.workload import AUTO_RECOMPUTE, Workload
 from gpuwise.hardware import GpuSpec, find_gpu
 from gpuwise.units import BYTES_PER_GIB
 
-if TYPE_CHECKING:
-    from gpuwise.estimate.measured import EfficiencyModel
-
-_NO_CALIBRATION = object()
+USER_CALIBRATION: Any = object()
+"""``calibration=`` default: the user's ``calibration.json`` when it exists."""
 _NO_HOURS = (
     "does not fit: no wall-clock or GPU-hours (it would not run); the fixes list settings that fit "
     "and what they cost in speed"
@@ -65,45 +69,66 @@ WHOLE_RUN_GPU_HOURS = 3000.0
 
 
 __all__ = [
+    "USER_CALIBRATION",
     "Estimate",
+    "FixSearch",
     "InferenceEstimate",
     "MemoryEstimate",
     "Suggestion",
-    "estimate_workload",
+    "compute_estimate",
     "quick_estimate",
 ]
+
+
+class FixSearch(Protocol):
+    """The search for changes that make a workload fit
+    (:func:`~gpuwise.estimate.suggest.suggest_fixes`): called with the setup the estimator
+    estimated, its tokens/s, and the framework factors to estimate each candidate with (by
+    :func:`quick_estimate`)."""
+
+    def __call__(
+        self,
+        wl: Workload,
+        spec: GpuSpec,
+        gpus: int,
+        gpn: int,
+        inter_gbit: float,
+        cal: GpuCalibration | None,
+        base_tps: float,
+        eff: EfficiencyModel,
+    ) -> Iterable[Suggestion]: ...
+
 
 # ------------------------------------------------------------------------------------------
 
 
 def _resolve_calibration(calibration: Any) -> Calibration | None:
-    if calibration is _NO_CALIBRATION:
+    if calibration is USER_CALIBRATION:
         return load_calibration()
     if calibration is None or isinstance(calibration, Calibration):
         return calibration
     return load_calibration(calibration)
 
 
-def estimate_workload(
+def compute_estimate(
     workload: Workload,
     gpu: str | GpuSpec,
     gpus: int = 1,
     *,
     gpus_per_node: int | None = None,
     inter_node_gbit_s: float | None = None,
-    calibration: Calibration | str | Any = _NO_CALIBRATION,
-    suggest: bool = True,
-    efficiency: EfficiencyModel | None = None,
+    calibration: Calibration | str | Any = USER_CALIBRATION,
+    efficiency: EfficiencyModel,
+    fixes: FixSearch | None = None,
 ) -> Estimate:
-    """Estimate ``workload`` on ``gpus`` GPUs of model ``gpu``.
+    """Estimate ``workload`` on ``gpus`` GPUs of model ``gpu`` with the framework factors
+    ``efficiency``, asking ``fixes`` (when given) for the changes that make it fit when it does not.
 
     ``gpus_per_node`` defaults to ``min(gpus, 8)`` (GB200: its 72-GPU NVLink domain); ``inter_node_gbit_s`` is the network bandwidth
     per node (default: the GPU's usual instance, :func:`~gpuwise.estimate.throughput.default_inter_node`,
     and a note says so). ``calibration``: a :class:`Calibration`, a path, or
-    None for none; by default the user's ``calibration.json`` when it exists. ``suggest=False``
-    skips the search for fixes (the planner calls this for many setups). ``efficiency``: the
-    framework factors and error bars (:class:`~gpuwise.estimate.measured.EfficiencyModel`); None =
-    fitted to the bundled measured runs.
+    None for none; by default the user's ``calibration.json`` when it exists. ``efficiency``: the
+    framework factors and error bars (:class:`~gpuwise.estimate.efficiency.EfficiencyModel`).
     Raises EstimateError/HardwareError/InputError for impossible setups (fp8 on a GPU without it,
     more tensor-parallel GPUs than GPUs, ...).
     """
@@ -139,7 +164,7 @@ def estimate_workload(
         )
     cal_doc = _resolve_calibration(calibration)
     cal = cal_doc.for_gpu(spec.name) if cal_doc else None
-    return _estimate(workload, spec, gpus, gpn, inter_node_gbit_s, cal, suggest, efficiency)
+    return _estimate(workload, spec, gpus, gpn, inter_node_gbit_s, cal, fixes, efficiency)
 
 
 def _overheads(cal: GpuCalibration | None) -> Overheads:
@@ -241,14 +266,14 @@ def _estimate(
     gpn: int,
     inter_gbit: float,
     cal: GpuCalibration | None,
-    suggest: bool,
-    eff: EfficiencyModel | None = None,
+    fixes: FixSearch | None,
+    eff: EfficiencyModel,
 ) -> Estimate:
     if wl.grad_ckpt == "auto":
         wl = _least_recompute(wl, spec, gpus, gpn, inter_gbit, cal, eff)
     if wl.is_training:
-        return _estimate_training(wl, spec, gpus, gpn, inter_gbit, cal, suggest, eff)
-    return _estimate_inference(wl, spec, gpus, gpn, inter_gbit, cal, suggest, eff)
+        return _estimate_training(wl, spec, gpus, gpn, inter_gbit, cal, fixes, eff)
+    return _estimate_inference(wl, spec, gpus, gpn, inter_gbit, cal, fixes, eff)
 
 
 def _least_recompute(
@@ -258,7 +283,7 @@ def _least_recompute(
     gpn: int,
     inter_gbit: float,
     cal: GpuCalibration | None,
-    eff: EfficiencyModel | None,
+    eff: EfficiencyModel,
 ) -> Workload:
     """``grad_ckpt="auto"``: the least of :data:`AUTO_RECOMPUTE` under which the configuration fits
     or is tight (over only by the assumed fragmentation allowance) — how a configuration that ran is
@@ -267,7 +292,7 @@ def _least_recompute(
         return wl.with_changes(grad_ckpt="none")
     for mode in AUTO_RECOMPUTE:
         candidate = wl.with_changes(grad_ckpt=mode)
-        est = _estimate(candidate, spec, gpus, gpn, inter_gbit, cal, False, eff)
+        est = _estimate(candidate, spec, gpus, gpn, inter_gbit, cal, None, eff)
         if est.memory.verdict != "does not fit":
             break
     note = f"--grad-ckpt auto: {mode} recompute, the least that fits or is tight"
@@ -282,13 +307,12 @@ def _suggestions(
     inter_gbit: float,
     cal: GpuCalibration | None,
     memory: MemoryEstimate,
-    suggest: bool,
+    fixes: FixSearch | None,
     tps: float,
+    eff: EfficiencyModel,
 ) -> tuple[Suggestion, ...]:
-    if suggest and not memory.fits:
-        from gpuwise.estimate.suggest import suggest_fixes
-
-        return tuple(suggest_fixes(wl, spec, gpus, gpn, inter_gbit, cal, tps))
+    if fixes is not None and not memory.fits:
+        return tuple(fixes(wl, spec, gpus, gpn, inter_gbit, cal, tps, eff))
     return ()
 
 
@@ -299,11 +323,9 @@ def _estimate_training(
     gpn: int,
     inter_gbit: float,
     cal: GpuCalibration | None,
-    suggest: bool,
-    eff: EfficiencyModel | None,
+    fixes: FixSearch | None,
+    eff: EfficiencyModel,
 ) -> Estimate:
-    from gpuwise.estimate.measured import default_efficiency, workload_class
-
     notes = list(wl.notes)
     wl, dp, memory, _, net, nodes, interconnect = _setup(
         wl, spec, gpus, gpn, inter_gbit, cal, notes
@@ -320,7 +342,7 @@ def _estimate_training(
         else peak_flops(spec, wl.precision)
     )
     fpt = training_flops_per_token(m, seq, wl.task, adapter)
-    model = eff or default_efficiency()
+    model = eff
     klass = workload_class(wl)
     factor, factor_basis = model.factor(spec.name, klass, wl.stack)
     parts, gb, basis = train_parts(
@@ -427,7 +449,7 @@ def _estimate_training(
         total_tokens=total,
         wall_hours=wall,
         gpu_hours=wall * gpus if wall is not None else None,
-        suggestions=_suggestions(wl, spec, gpus, gpn, inter_gbit, cal, memory, suggest, tps),
+        suggestions=_suggestions(wl, spec, gpus, gpn, inter_gbit, cal, memory, fixes, tps, eff),
         inference=None,
         notes=tuple(notes),
         goodput=gput,
@@ -470,11 +492,9 @@ def _estimate_inference(
     gpn: int,
     inter_gbit: float,
     cal: GpuCalibration | None,
-    suggest: bool,
-    eff: EfficiencyModel | None,
+    fixes: FixSearch | None,
+    eff: EfficiencyModel,
 ) -> Estimate:
-    from gpuwise.estimate.measured import default_efficiency, workload_class
-
     notes = list(wl.notes)
     wl, dp, memory, breakdown_b, net, nodes, interconnect = _setup(
         wl, spec, gpus, gpn, inter_gbit, cal, notes
@@ -488,7 +508,7 @@ def _estimate_inference(
         if prec == "tf32" and spec.peak_tf32_tflops
         else peak_flops(spec, wl.precision)
     )
-    model = eff or default_efficiency()
+    model = eff
     klass = workload_class(wl)
     factor, factor_basis = model.factor(spec.name, klass)
     ach = achievable_matmul(spec, prec)
@@ -588,7 +608,7 @@ def _estimate_inference(
         total_tokens=total,
         wall_hours=wall,
         gpu_hours=wall * gpus if wall is not None else None,
-        suggestions=_suggestions(wl, spec, gpus, gpn, inter_gbit, cal, memory, suggest, tps),
+        suggestions=_suggestions(wl, spec, gpus, gpn, inter_gbit, cal, memory, fixes, tps, eff),
         inference=inference,
         notes=tuple(notes),
         goodput=1.0,
@@ -598,7 +618,13 @@ def _estimate_inference(
 
 
 def quick_estimate(
-    wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float, cal: GpuCalibration | None
+    wl: Workload,
+    spec: GpuSpec,
+    gpus: int,
+    gpn: int,
+    inter_gbit: float,
+    cal: GpuCalibration | None,
+    eff: EfficiencyModel,
 ) -> Estimate:
     """An estimate without suggestions (used by the fix search)."""
-    return _estimate(wl, spec, gpus, gpn, inter_gbit, cal, suggest=False)
+    return _estimate(wl, spec, gpus, gpn, inter_gbit, cal, None, eff)

@@ -217,7 +217,7 @@ def fit_run(
         gbit = network(rec.cloud, rec.instance_type)
 
     def estimate(mfu: float | None) -> Estimate:
-        from gpuwise.estimate.estimator import estimate_workload
+        from gpuwise.estimate.api import estimate_workload
 
         cal = replace(gpu_base or GpuCalibration(gpu=spec.name), from_runs=())
         if mfu is not None:

@@ -6,10 +6,10 @@ shapes they ran. :func:`load_measured_runs` turns each row into a :class:`Worklo
 
 Two things are fitted to them, nothing else:
 
-- the **framework factor** (:class:`EfficiencyModel`): measured step time ÷ the named parts of
-  :mod:`.steptime`, averaged in log space per workload class (shrunk toward the overall mean), and
-  one **attention factor** (what the FlashAttention efficiency figures miss; each row's kernel
-  generation is data, the ``attention`` column);
+- the **framework factor** (:class:`~gpuwise.estimate.efficiency.EfficiencyModel`): measured
+  step time ÷ the named parts of :mod:`.steptime`, averaged in log space per workload class (shrunk
+  toward the overall mean), and one **attention factor** (what the FlashAttention efficiency
+  figures miss; each row's kernel generation is data, the ``attention`` column);
 - the **whole-run efficiency** of published pretraining runs (``data/published_runs.csv``):
   reported GPU-hours ÷ the hours the step-time and failure models give for the run as it ran
   (its published layout and kernels, ``options``), geometric mean over the runs that publish them;
@@ -24,24 +24,22 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from gpuwise.base.datafiles import commented_csv
+from gpuwise.estimate.efficiency import UNIT_EFFICIENCY, EfficiencyModel, workload_class
+from gpuwise.estimate.estimator import compute_estimate
 from gpuwise.estimate.model import ModelConfig
 from gpuwise.estimate.workload import STACKS, Workload
 
 if TYPE_CHECKING:
-    from gpuwise.estimate.estimator import Estimate
+    from gpuwise.estimate.result import Estimate
     from gpuwise.estimate.throughput import PublishedRun
 
 # Pseudo-rows a GPU's (or class's) mean is shrunk toward its parent with.
 SHRINK_ROWS = 2.0
-# A GPU with fewer measured rows than this gets the wider range (the 90th percentile of the held-out
-# errors instead of the 80th): the fitted factor has not been checked on it (B200, GB200, H200, L4,
-# L40S, A10G today).
-THIN_GPU_ROWS = 5
 _TASKS = {
     "pretrain": "pretrain",
     "sft": "finetune",
@@ -220,99 +218,11 @@ def load_measured_runs(
     return tuple(runs)
 
 
-def workload_class(wl: Workload) -> str:
-    """``transformer-train``, ``transformer-infer``, ``cnn-train``, ``cnn-infer``, or
-    ``transformer-moe-train`` for mixture-of-experts training: token routing, grouped GEMMs over small
-    per-expert matrices and the dispatch all-to-alls make its framework factor its own."""
-    kind = "transformer" if wl.model.is_transformer else "cnn"
-    if wl.model.experts and wl.is_training:
-        kind = "transformer-moe"
-    return f"{kind}-{'train' if wl.is_training else 'infer'}"
-
-
-@dataclass(frozen=True)
-class EfficiencyModel:
-    """Framework factors (measured ÷ named-parts step time) and error bars per workload class."""
-
-    by_class: dict[str, tuple[float, int]] = field(default_factory=dict)
-    """class → (central log factor, rows): the mean over the measured stacks of each stack's mean
-    (each shrunk toward the overall mean by :data:`SHRINK_ROWS` pseudo-rows; every stack counts
-    once, however many rows it has) — what a stack gpuwise has not measured gets."""
-    by_stack: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
-    """stack → class → (log factor, rows): the stack's own mean, shrunk toward the central one."""
-    overall: float = 0.0
-    """Mean log factor over all rows."""
-    rows: int = 0
-    """Measured rows fitted."""
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """class → (p10, p90) multipliers of a predicted time (cross-validated residual quantiles)."""
-    attention_factor: float = 1.0
-    """Multiplies the FlashAttention-2-based attention time (one figure for all GPUs)."""
-    run_efficiency: float = 1.0
-    """Whole pretraining runs: share of the failure-model goodput that published runs reached
-    (evaluation, checkpoint stalls, slower stacks than the benchmark tables); 1.0 = not fitted."""
-    layer_overhead_s: float = 0.0
-    """Inference: seconds every forward pass (prefill, each decode step) adds per layer beyond the
-    compute and bandwidth rooflines (kernel launches, small kernels), fitted to measured serving rows
-    (:func:`fit_layer_overhead`); 0 = none fitted."""
-    gpu_rows: dict[str, int] = field(default_factory=dict)
-    """GPU → measured rows fitted (a GPU below :data:`THIN_GPU_ROWS` gets the wider range)."""
-    whole_run_gpu_hours: float | None = None
-    """Stepping GPU-hours from which a pretraining job counts as a whole run (None: the estimator's
-    ``WHOLE_RUN_GPU_HOURS``). The published runs are whole runs by definition, so
-    :func:`run_gpu_hours` sets 0: their prediction must not jump by ``1 / run_efficiency`` when a
-    refit moves a run's stepping estimate across the threshold."""
-
-    def factor(self, gpu: str, klass: str, stack: str = "unknown") -> tuple[float, str]:
-        """(factor, where it comes from)."""
-        if not self.rows:
-            return 1.0, "none fitted"
-        if klass in self.by_stack.get(stack, {}):
-            lf, n = self.by_stack[stack][klass]
-            return math.exp(lf), f"fitted to {n} measured {stack} {klass} runs"
-        if klass in self.by_class:
-            lf, n = self.by_class[klass]
-            return math.exp(lf), (
-                f"central of the measured stacks' {klass} runs ({n}); "
-                + ("no measured row from this stack" if stack != "unknown" else "--stack not given")
-            )
-        return math.exp(
-            self.overall
-        ), f"no measured {klass} run: mean of all {self.rows} measured runs"
-
-    def interval(
-        self, klass: str, gpu: str = "", stack: str = "unknown"
-    ) -> tuple[float, float] | None:
-        """(p10, p90) multipliers of a predicted time for ``klass`` (``pretraining-run`` or a
-        workload class; every workload class uses the ``throughput`` range — that of a stack the fit
-        never saw — widened to ``throughput-thin-gpu`` on a GPU with few measured rows, narrowed to
-        ``throughput-known-stack`` for a stack with measured rows of that class)."""
-        if klass in self.intervals:
-            return self.intervals[klass]
-        if gpu and self.gpu_rows.get(gpu, 0) < THIN_GPU_ROWS:
-            return self.intervals.get("throughput-thin-gpu") or self.intervals.get("throughput")
-        if klass in self.by_stack.get(stack, {}) and "throughput-known-stack" in self.intervals:
-            return self.intervals["throughput-known-stack"]
-        if gpu:
-            from gpuwise.hardware import find_gpu
-
-            arch = find_gpu(gpu).architecture
-            if f"throughput:{arch}" in self.intervals:
-                return self.intervals[f"throughput:{arch}"]
-        return self.intervals.get("throughput")
-
-
-UNIT_EFFICIENCY = EfficiencyModel()
-"""No framework factor (1.0) and no error bars: the named parts alone."""
-
-
 def estimate_with(
     run: MeasuredRun, efficiency: EfficiencyModel, inter_node_gbit_s: float | None = None
 ) -> Estimate:
     """The estimate of one measured row on its own setup (GPUs per node and network when given)."""
-    from gpuwise.estimate.estimator import estimate_workload
-
-    return estimate_workload(
+    return compute_estimate(
         run.workload,
         run.gpu,
         run.gpus,
@@ -321,7 +231,6 @@ def estimate_with(
         if inter_node_gbit_s is not None
         else run.inter_node_gbit_s,
         calibration=None,
-        suggest=False,
         efficiency=efficiency,
     )
 
@@ -448,7 +357,6 @@ def run_gpu_hours(run: PublishedRun, efficiency: EfficiencyModel) -> tuple[float
     pipelined run that does not publish its interleaving the fastest of V = 1, 2, 4, 8 chunks per GPU,
     and one that states model parallelism but not its degree the fastest tensor-parallel degree of
     1, 2, 4, 8 (its team tuned what it does not publish; the benchmark prints the range over V)."""
-    from gpuwise.estimate.estimator import estimate_workload
     from gpuwise.estimate.workload import workload_from_options
 
     stated = dict(run.options)
@@ -476,12 +384,11 @@ def run_gpu_hours(run: PublishedRun, efficiency: EfficiencyModel) -> tuple[float
             seq_len=str(run.seq_len),
             **{**layout, **stated},
         )
-        est = estimate_workload(
+        est = compute_estimate(
             wl,
             run.gpu,
             run.gpus or RUN_DEFAULT_GPUS,
             calibration=None,
-            suggest=False,
             efficiency=replace(efficiency, whole_run_gpu_hours=0.0),
             inter_node_gbit_s=RUN_INTER_NODE_GBIT_S,
         )
@@ -591,14 +498,10 @@ def fit_layer_overhead(
     """Seconds per layer per forward pass: the median over ``runs`` of (measured time − the roofline
     estimate's time) ÷ (layers × forward passes), at least 0. Measured time: batch × output ÷
     tokens/s for throughput rows, the latency itself for first-token rows."""
-    from gpuwise.estimate.estimator import estimate_workload
-
     base = replace(efficiency, layer_overhead_s=0.0)
     per_layer = []
     for run in runs:
-        est = estimate_workload(
-            run.workload, run.gpu, run.gpus, calibration=None, suggest=False, efficiency=base
-        )
+        est = compute_estimate(run.workload, run.gpu, run.gpus, calibration=None, efficiency=base)
         pred = run.predicted(est)
         if run.metric == "ttft_ms":
             gap = (run.value - pred) / 1000

@@ -13,6 +13,9 @@ from typing import Any
 
 from gpuwise.errors import GpuwiseError
 from gpuwise.estimate.calibration import GpuCalibration
+from gpuwise.estimate.efficiency import EfficiencyModel
+from gpuwise.estimate.estimator import quick_estimate
+from gpuwise.estimate.result import Suggestion
 from gpuwise.estimate.workload import Workload
 from gpuwise.hardware import GpuSpec, gpu_table
 
@@ -143,10 +146,10 @@ def suggest_fixes(
     inter_gbit: float,
     cal: GpuCalibration | None,
     base_tps: float,
+    eff: EfficiencyModel,
 ) -> list[Any]:
-    """Suggestions that fit, fastest first; a combination when no single change fits."""
-    from gpuwise.estimate.estimator import Suggestion, quick_estimate
-
+    """Suggestions that fit, fastest first; a combination when no single change fits (each
+    candidate estimated with the framework factors ``eff``)."""
     base_time = 1.0 / base_tps
     found: list[Suggestion] = []
     tried: list[tuple[float, str, dict[str, Any], float]] = []
@@ -156,7 +159,7 @@ def suggest_fixes(
             continue
         try:
             new_wl = wl.with_changes(**changes)
-            est = quick_estimate(new_wl, spec, gpus, gpn, inter_gbit, cal)
+            est = quick_estimate(new_wl, spec, gpus, gpn, inter_gbit, cal, eff)
         except GpuwiseError:
             continue
         slow = (1.0 / est.tokens_per_second) / base_time
@@ -176,9 +179,9 @@ def suggest_fixes(
             )
     # LoRA/QLoRA change what is trained: they do not stand in for a fix that keeps the recipe
     software_fits = any(s.fits and "task" not in s.changes for s in found)
-    found.extend(_hardware_fixes(wl, spec, gpus, gpn, inter_gbit))
+    found.extend(_hardware_fixes(wl, spec, gpus, gpn, inter_gbit, eff))
     if not software_fits and tried:  # no single setting fits on this hardware: combine them
-        combo = _combine(wl, spec, gpus, gpn, inter_gbit, cal, tried, base_time)
+        combo = _combine(wl, spec, gpus, gpn, inter_gbit, cal, tried, base_time, eff)
         if combo is not None:
             found.append(combo)
     # the cheapest change on the GPUs given comes first; a bigger GPU or more GPUs after
@@ -194,15 +197,13 @@ def suggest_fixes(
 
 
 def _hardware_fixes(
-    wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float
+    wl: Workload, spec: GpuSpec, gpus: int, gpn: int, inter_gbit: float, eff: EfficiencyModel
 ) -> list[Any]:
     """The smallest bigger GPU that fits, and the fewest more GPUs (with ZeRO-3 for training)."""
-    from gpuwise.estimate.estimator import Suggestion, quick_estimate
-
     out: list[Suggestion] = []
     # the base tokens/s is recomputed on the original setup so both sides use the same clock
     try:
-        base = quick_estimate(wl, spec, gpus, gpn, inter_gbit, None)
+        base = quick_estimate(wl, spec, gpus, gpn, inter_gbit, None, eff)
         base_tps = base.tokens_per_second
     except GpuwiseError:
         return out
@@ -216,7 +217,7 @@ def _hardware_fixes(
     )
     for other in bigger:
         try:
-            est = quick_estimate(wl, other, gpus, gpn, inter_gbit, None)
+            est = quick_estimate(wl, other, gpus, gpn, inter_gbit, None, eff)
         except GpuwiseError:
             continue
         if est.memory.fits:
@@ -247,7 +248,7 @@ def _hardware_fixes(
             inf_changes = {"tensor_parallel": tp}
         try:
             cand = new_wl.with_changes(**inf_changes) if inf_changes else new_wl
-            est = quick_estimate(cand, spec, n, min(n, max(gpn, 8)), inter_gbit, None)
+            est = quick_estimate(cand, spec, n, min(n, max(gpn, 8)), inter_gbit, None, eff)
         except GpuwiseError:
             n *= 2
             continue
@@ -281,13 +282,12 @@ def _combine(
     cal: GpuCalibration | None,
     tried: list[tuple[float, str, dict[str, Any], float]],
     base_time: float,
+    eff: EfficiencyModel,
 ) -> Any:
     """Apply the single changes cheapest-first until the workload fits; CPU offload (PCIe traffic,
     host memory) comes after the on-GPU changes, and switching to LoRA/QLoRA changes what is
     trained, so it comes last. A stronger setting of an option already chosen (full recompute after
     selective) replaces it when it saves memory."""
-    from gpuwise.estimate.estimator import Suggestion, quick_estimate
-
     merged: dict[str, Any] = {}
     steps: list[tuple[str, dict[str, Any]]] = []
     mb_options = sorted(
@@ -310,7 +310,9 @@ def _combine(
         for _, opt_fix, opt_changes, _s in options:
             trial = {**merged, **opt_changes}
             try:
-                est = quick_estimate(wl.with_changes(**trial), spec, gpus, gpn, inter_gbit, cal)
+                est = quick_estimate(
+                    wl.with_changes(**trial), spec, gpus, gpn, inter_gbit, cal, eff
+                )
             except GpuwiseError:
                 continue
             chosen = (opt_fix, trial, est)
@@ -326,7 +328,7 @@ def _combine(
         steps = [(f, ch) for f, ch in steps if not set(ch) & keys]  # the one it replaces goes
         steps.append((fix_text, {k: merged[k] for k in keys}))
         if est.memory.fits:
-            steps, est = _prune(wl, spec, gpus, gpn, inter_gbit, cal, steps, est)
+            steps, est = _prune(wl, spec, gpus, gpn, inter_gbit, cal, steps, est, eff)
             merged = {k: v for _, ch in steps for k, v in ch.items()}
             slow = (1 / est.tokens_per_second) / base_time
             return Suggestion(
@@ -359,15 +361,16 @@ def _prune(
     cal: GpuCalibration | None,
     steps: list[tuple[str, dict[str, Any]]],
     est: Any,
+    eff: EfficiencyModel,
 ) -> tuple[list[tuple[str, dict[str, Any]]], Any]:
     """Drop combined changes the fit does not need and that do not speed it up (latest first)."""
-    from gpuwise.estimate.estimator import quick_estimate
-
     for i in range(len(steps) - 2, -1, -1):  # the last step made it fit: keep it
         rest = steps[:i] + steps[i + 1 :]
         changes = {k: v for _, ch in rest for k, v in ch.items()}
         try:
-            trial = quick_estimate(wl.with_changes(**changes), spec, gpus, gpn, inter_gbit, cal)
+            trial = quick_estimate(
+                wl.with_changes(**changes), spec, gpus, gpn, inter_gbit, cal, eff
+            )
         except GpuwiseError:
             continue
         if (

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.errors import EstimateError
+from gpuwise.estimate.api import estimate_workload
 from gpuwise.estimate.capacity import gpu_memory
-from gpuwise.estimate.estimator import Estimate, estimate_workload
+from gpuwise.estimate.estimator import Estimate
 from gpuwise.estimate.memory import memory_breakdown_bytes
 from gpuwise.estimate.workload import RECOMPUTE_SEARCH, GradCkpt, Workload
 from gpuwise.hardware import GpuSpec
