@@ -207,7 +207,8 @@ def test_a_rendezvous_wait_says_what_it_waits_for(tmp_path: Path) -> None:
     script.write_text("print('never run')\n")
     code = (
         "import sys\n"
-        "from gpuwise.train.launcher import LaunchSpec, launch\n"
+        "from gpuwise.train.launch_spec import LaunchSpec\n"
+        "from gpuwise.train.launcher import launch\n"
         f"spec = LaunchSpec(command=(sys.executable, {str(script)!r}), nnodes=2, node_rank=1,\n"
         f"                  rdzv_endpoint='127.0.0.1:{port}')\n"
         "launch(spec, say=lambda t: print(t, flush=True), rendezvous_log_s=1.0)\n"

@@ -359,7 +359,8 @@ def test_multi_node_settings_from_skypilot_and_pytorchjob(
 
 
 def test_multi_node_argv_uses_c10d_with_node_0_as_host(tmp_path: Path) -> None:
-    from gpuwise.train.launcher import LaunchSpec, build_argv
+    from gpuwise.train.launch_spec import LaunchSpec
+    from gpuwise.train.launcher import build_argv
 
     script = tmp_path / "train.py"
     script.write_text("")

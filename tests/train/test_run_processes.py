@@ -19,7 +19,8 @@ import psutil
 import pytest
 
 from gpuwise.train.commandline import split_python, worker_command
-from gpuwise.train.launcher import LaunchSpec, build_argv
+from gpuwise.train.launch_spec import LaunchSpec
+from gpuwise.train.launcher import build_argv
 from tests.train.conftest import NO_CLOUD_ENV
 
 GPUWISE_RUN = [sys.executable, "-m", "gpuwise", "run", "--restart-delay", "0s"]

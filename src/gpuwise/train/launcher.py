@@ -57,7 +57,6 @@ import importlib.util
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -65,14 +64,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from gpuwise.errors import InputError, MissingExtraError
 from gpuwise.train._torchrun import FAILURES_FILE, RENDEZVOUS_CLOSED_MARKER
 from gpuwise.train._worker import PARENT_ENV, USAGE_ERROR_FILE
-from gpuwise.train.commandline import split_python, worker_command
+from gpuwise.train.commandline import worker_command
 from gpuwise.train.exitcodes import EXIT_OK, EXIT_PREEMPTED, EXIT_RESTARTS_EXHAUSTED, EXIT_USAGE
+from gpuwise.train.launch_spec import LaunchSpec
 from gpuwise.train.records import job_run_id
 
 log = logging.getLogger(__name__)
@@ -102,96 +101,6 @@ STOPPED_BY_TORCHRUN = (-signal.SIGTERM, -signal.SIGKILL)
 """Exit codes of workers that torchrun stopped because another one failed."""
 NOT_RETRIED_EXIT_CODES = (EXIT_USAGE,)
 """Worker exit codes that a retry cannot change (module docstring)."""
-
-
-def _not_runnable(program: str) -> InputError:
-    """Why ``program`` cannot be started: a file without the execute bit is not a typo."""
-    path = Path(program)
-    if path.is_dir():
-        return InputError(
-            f"{program!r} is a folder, not a program",
-            hint="give the script or program to run, e.g. gpuwise run -- python train.py",
-        )
-    if path.is_file():
-        chmod = "" if os.access(path, os.X_OK) else f"chmod +x {program}, then "
-        if "/" not in program:  # the file is here, but a bare name is looked up on PATH only
-            return InputError(
-                f"command not found: {program!r} (a file of that name is in this folder, "
-                "and a bare name is looked up on PATH)",
-                hint=f"{chmod}write ./{program}",
-            )
-        return InputError(
-            f"{program!r} is not executable",
-            hint=f"chmod +x {program}, or run it through its interpreter "
-            f"(gpuwise run -- bash {program}, or -- python {program})",
-        )
-    return InputError(
-        f"command not found: {program!r}",
-        hint="check the spelling and PATH, or give the program's full path",
-    )
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """What ``gpuwise run`` runs and how often it may restart it."""
-
-    command: tuple[str, ...]
-    """The training command, e.g. ``("python", "train.py", "--lr", "3e-4")``."""
-    nproc_per_node: int = 1
-    """Worker processes (GPUs) on this machine."""
-    max_restarts: int = 3
-    """Restarts after crashes (non-preemption failures) before giving up with exit code 76."""
-    max_preemptions: int = 10
-    """Restarts after preemption exits before handing over with exit code 75."""
-    torchrun: bool = True
-    """Launch through torchrun; False runs the command as is (one process)."""
-    restart_delay_s: float = 1.0
-    """Pause before a restart."""
-    nnodes: int = 1
-    """Machines in the job; more than 1 uses c10d rendezvous at ``rdzv_endpoint``."""
-    node_rank: int = 0
-    """This machine's index, 0 .. nnodes-1 (node 0 hosts the rendezvous store)."""
-    rdzv_endpoint: str | None = None
-    """``HOST[:PORT]`` of the rendezvous (node 0); the port defaults to 29500."""
-    rdzv_id: str = "gpuwise"
-    """Job id shared by every node's rendezvous."""
-
-    def __post_init__(self) -> None:
-        if not self.command:
-            raise InputError(
-                "no command to run", hint="put it after --, e.g. gpuwise run -- python train.py"
-            )
-        if shutil.which(self.command[0]) is None:  # restarting a typo would only fail N more times
-            raise _not_runnable(self.command[0])
-        python = split_python(self.command)
-        if python is not None:
-            worker_command(self.command)  # raises when it names no script
-            if python.target[0] not in ("-m", "-c") and not os.path.isfile(python.target[0]):
-                raise InputError(
-                    f"script not found: {python.target[0]!r}",
-                    hint="check the path (relative to the current folder)",
-                )
-        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
-            raise InputError(
-                f"node rank {self.node_rank} of {self.nnodes} node(s) is not usable",
-                hint="nnodes at least 1; node rank from 0 to nnodes-1",
-            )
-        if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise InputError(
-                f"{self.nnodes} nodes need a rendezvous endpoint",
-                hint="give node 0's address as rdzv_endpoint (HOST:PORT)",
-            )
-        if self.nproc_per_node < 1:
-            raise InputError(
-                f"--nproc-per-node {self.nproc_per_node} must be at least 1",
-                hint="e.g. 8 on an 8-GPU machine",
-            )
-        if self.max_restarts < 0 or self.max_preemptions < 0:
-            raise InputError(
-                "--max-restarts and --max-preemptions must be 0 or more", hint="e.g. 3"
-            )
-        if not (self.restart_delay_s >= 0 and self.restart_delay_s < 3600):
-            raise InputError(f"restart delay {self.restart_delay_s} s is not usable", hint="e.g. 1")
 
 
 @dataclass(frozen=True)
@@ -625,9 +534,11 @@ def launch(
 ) -> LaunchResult:
     """Run ``spec`` until it finishes or runs out of restarts; see the module docstring.
 
+    ``env``: variables for the workers, over :meth:`LaunchSpec.worker_env` (the plan and pilot).
     ``stdout``: a file descriptor for the command's output (``--json`` sends it to stderr).
     ``rendezvous_log_s``: how often a multi-node attempt says what its rendezvous waits for."""
     say = say or (lambda text: log.info("%s", text))
+    env = {**spec.worker_env(), **(env or {})}  # a bad plan file stops here, before any worker
     argv = build_argv(spec)
     check_rendezvous_port(spec)
     attempts: list[AttemptResult] = []
@@ -649,7 +560,7 @@ def launch(
         with tempfile.TemporaryDirectory(prefix="gpuwise-run-") as run_dir:
             child_env = {
                 **os.environ,
-                **(env or {}),
+                **env,
                 "GPUWISE_RUN_DIR": run_dir,
                 PARENT_ENV: str(os.getpid()),  # its children die with this process (._worker)
             }
