@@ -5,7 +5,8 @@ calibration, output and export), defined once; the workload options are shared w
 Each flag's name, help and panel is an ``Annotated`` alias below; :class:`PlanFlags` is the table
 (one field per flag, in ``--help`` order, with its default) and :meth:`PlanFlags.request` the one
 place that turns the flags into a :class:`~gpuwise.planner.PlanRequest` (``--gpu`` →
-``PlanRequest.gpus``). :func:`plan_flags` gives the command every field as a flag, the way
+``PlanRequest.gpus``); :meth:`PlanFlags.validate` the one place that refuses a bad value or
+combination of them (run as the table is made). :func:`plan_flags` gives the command every field as a flag, the way
 :func:`~gpuwise.cli._workload.workload_options` does for the workload table.
 """
 
@@ -374,6 +375,47 @@ class PlanFlags:
     image: ImageOpt = None
     pvc: PvcOpt = None
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def skypilot_mode(self) -> str:
+        """``--skypilot-candidates`` as the export reads it (``any-of`` → ``any_of``)."""
+        return self.sky_candidates.strip().lower().replace("-", "_")
+
+    def validate(self) -> None:
+        """Refuse an unusable value or combination of plan's own flags (InputError with a
+        one-line hint, exit 2), before anything is read or planned: the one place they are
+        checked. The constraints' values are checked where :meth:`request` parses them."""
+        from gpuwise.errors import InputError, check_choice, did_you_mean
+
+        if self.calibration_file is not None and self.no_calibration:
+            raise InputError(
+                "--calibration and --no-calibration contradict each other",
+                hint="give --calibration FILE to use a file, or --no-calibration to use none",
+            )
+        auto = self.spot_mtbf is not None and self.spot_mtbf.strip().lower() == "auto"
+        if self.runs is not None and not auto:
+            raise InputError("--runs is read by --spot-mtbf auto", hint="add --spot-mtbf auto")
+        if auto and self.runs is None:
+            raise InputError(
+                "--spot-mtbf auto needs run history",
+                hint="add --runs DIR: the folder (or s3://, gs:// URL) above your runs' gpuwise-runs/",
+            )
+        if self.export is not None:
+            check_choice(self.export, EXPORTS, "--export")
+        if self.limit < 0:
+            raise InputError(
+                f"--limit must be ≥ 0, got {self.limit}",
+                hint="give 0 for all rows, or a positive count",
+            )
+        if self.skypilot_mode not in ("ordered", "any_of"):
+            raise InputError(
+                f"unknown --skypilot-candidates {self.sky_candidates!r}",
+                hint="use ordered or any_of",
+                suggestions=did_you_mean(self.skypilot_mode, ("ordered", "any_of")),
+            )
+
     def request(self, *, spot_mtbf: str | None, inter_node_gbps: float | None) -> PlanRequest:
         """The plan's constraints, spot model and fixed costs (bad input → InputError, exit 2).
 
@@ -466,3 +508,5 @@ def plan_flags(func: F) -> F:
 
 
 _FLAGS = "flags"
+EXPORTS = ("skypilot", "k8s")
+"""What ``--export`` writes."""

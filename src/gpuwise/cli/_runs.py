@@ -64,15 +64,9 @@ RunsOpt = Annotated[
 
 def plan_calibration(path: Path | None, ignore: bool) -> tuple[Calibration | None, Path | None]:
     """(the calibration ``plan`` uses, the file ``--no-calibration`` set aside) for its flags."""
-    from gpuwise.errors import InputError
     from gpuwise.estimate import default_calibration_path, load_calibration
 
-    if ignore and path is not None:
-        raise InputError(
-            "--calibration and --no-calibration contradict each other",
-            hint="give --calibration FILE to use a file, or --no-calibration to use none",
-        )
-    if ignore:
+    if ignore:  # with --calibration too: refused by PlanFlags.validate
         default = default_calibration_path()
         return None, default if default.is_file() else None
     return load_calibration(path), None
@@ -134,22 +128,13 @@ def calibration_head(
     return doc, lines
 
 
-def observed_spot(
-    request: PlanRequest, runs: str | None, auto: bool
-) -> tuple[PlanRequest, dict[str, Any], list[str]]:
-    """``--spot-mtbf auto``: the request with the observed per-site rates, their JSON, their lines."""
+def observed_spot(request: PlanRequest, runs: str) -> tuple[PlanRequest, dict[str, Any], list[str]]:
+    """``--spot-mtbf auto --runs``: the request with the observed per-site rates, their JSON, their
+    lines."""
     from dataclasses import replace
 
-    from gpuwise.errors import InputError
     from gpuwise.planner import SPOT_MIN_PREEMPTIONS, observed_sites, spot_history
 
-    if not auto:
-        raise InputError("--runs is read by --spot-mtbf auto", hint="add --spot-mtbf auto")
-    if runs is None:
-        raise InputError(
-            "--spot-mtbf auto needs run history",
-            hint="add --runs DIR: the folder (or s3://, gs:// URL) above your runs' gpuwise-runs/",
-        )
     history = spot_history(r.record for r in read_history(runs, None).runs)
     used = observed_sites(history)
     doc = {
@@ -351,9 +336,9 @@ class PlanHead:
 
     def spot(self, request: PlanRequest) -> PlanRequest:
         """``request`` with the observed spot rates of ``--spot-mtbf auto --runs``."""
-        if not (self.auto or self.runs is not None):
+        if not self.auto or self.runs is None:  # one without the other: PlanFlags.validate
             return request
-        request, self.doc["spot_history"], lines = observed_spot(request, self.runs, self.auto)
+        request, self.doc["spot_history"], lines = observed_spot(request, self.runs)
         self.lines += lines
         return request
 

@@ -37,26 +37,12 @@ def plan_command(
     """
     from gpuwise.cli._runs import PlanHead
 
-    f = flags
+    f = flags  # validated as it was made: PlanFlags.validate
     head = PlanHead.read(f.calibration_file, f.no_calibration, f.spot_mtbf, f.runs)  # cli/_runs.py
     calibration = head.calibration
     workload = workload_request.workload(calibration)
-    from gpuwise.errors import InputError, check_choice, did_you_mean
     from gpuwise.planner import plan
 
-    if f.export is not None:
-        check_choice(f.export, EXPORTS, "--export")
-    if f.limit < 0:
-        raise InputError(
-            f"--limit must be ≥ 0, got {f.limit}", hint="give 0 for all rows, or a positive count"
-        )
-    sky_mode = f.sky_candidates.strip().lower().replace("-", "_")
-    if sky_mode not in ("ordered", "any_of"):
-        raise InputError(
-            f"unknown --skypilot-candidates {f.sky_candidates!r}",
-            hint="use ordered or any_of",
-            suggestions=did_you_mean(sky_mode, ("ordered", "any_of")),
-        )
     request = head.spot(
         f.request(
             spot_mtbf=head.spot_mtbf, inter_node_gbps=workload_request.setup("inter_node_gbps")
@@ -97,13 +83,10 @@ def plan_command(
             "bucket": f.bucket,
             "image": f.image,
             "pvc": f.pvc,
-            "mode": sky_mode,
+            "mode": f.skypilot_mode,
             "workdir": f.workdir,
         },
     )
-
-
-EXPORTS = ("skypilot", "k8s")
 
 
 def _emit(

@@ -53,6 +53,16 @@ def _restart_delay_s(text: str) -> float:
     return parse_duration_seconds(text, "--restart-delay", allow_zero=True)
 
 
+_LEAST_HINTS = {
+    "--nproc-per-node": "e.g. 8 on an 8-GPU machine",
+    "--nnodes": "e.g. --nnodes 2, with --node-rank and --rdzv-endpoint",
+    "--max-restarts": "e.g. 3",
+    "--max-preemptions": "e.g. 10",
+    "--pilot": "e.g. --pilot 20",
+    "--pilot-warmup": "e.g. 2",
+}
+
+
 def flag_fields() -> list[tuple[dataclasses.Field[Any], RunFlag]]:
     """The :class:`LaunchSpec` fields that are flags, in ``--help`` order, with their flags."""
     return [(f, f.metadata[FLAG]) for f in dataclasses.fields(LaunchSpec) if FLAG in f.metadata]
@@ -203,8 +213,48 @@ class LaunchSpec:
         self.validate()
 
     def validate(self) -> None:
-        """Refuse an unusable value or combination (InputError with a hint): the one place where
-        ``gpuwise run``'s options are checked."""
+        """Refuse an unusable value or combination (InputError with a one-line hint): the one
+        place where ``gpuwise run``'s options are checked (the flag is named; a Python caller
+        knows it by its field)."""
+        self._check_command()
+        for value, least, flag in (
+            (self.nproc_per_node, 1, "--nproc-per-node"),
+            (self.nnodes, 1, "--nnodes"),
+            (self.max_restarts, 0, "--max-restarts"),
+            (self.max_preemptions, 0, "--max-preemptions"),
+            (self.pilot, 1, "--pilot"),
+            (self.pilot_warmup, 0, "--pilot-warmup"),
+        ):
+            if value is not None and value < least:
+                raise InputError(
+                    f"{flag} {value} must be {'at least 1' if least else '0 or more'}",
+                    hint=_LEAST_HINTS[flag],
+                )
+        if not (self.restart_delay_s >= 0 and self.restart_delay_s < 3600):
+            raise InputError(
+                f"restart delay {self.restart_delay_s} s is not usable",
+                hint="give --restart-delay from 0s to under 1h, e.g. 1s",
+            )
+        # combinations
+        if not 0 <= self.node_rank < self.nnodes:
+            raise InputError(
+                f"--node-rank {self.node_rank} is not a machine of --nnodes {self.nnodes}",
+                hint=f"give --node-rank from 0 to {self.nnodes - 1}",
+            )
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise InputError(
+                f"--nnodes {self.nnodes} needs a rendezvous endpoint",
+                hint="give node 0's address with --rdzv-endpoint HOST:PORT on every node",
+            )
+        if self.nnodes > 1 and self.rdzv_endpoint:
+            port = self.rdzv_endpoint.rpartition(":")[2] if ":" in self.rdzv_endpoint else "1"
+            if not (port.isdigit() and 0 < int(port) < 65536):
+                raise InputError(
+                    f"rendezvous endpoint {self.rdzv_endpoint!r} has no usable port",
+                    hint="give it as HOST:PORT with a port from 1 to 65535, e.g. 10.0.0.1:29500",
+                )
+
+    def _check_command(self) -> None:
         if not self.command:
             raise InputError(
                 "no command to run", hint="put it after --, e.g. gpuwise run -- python train.py"
@@ -219,31 +269,6 @@ class LaunchSpec:
                     f"script not found: {python.target[0]!r}",
                     hint="check the path (relative to the current folder)",
                 )
-        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
-            raise InputError(
-                f"node rank {self.node_rank} of {self.nnodes} node(s) is not usable",
-                hint="nnodes at least 1; node rank from 0 to nnodes-1",
-            )
-        if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise InputError(
-                f"{self.nnodes} nodes need a rendezvous endpoint",
-                hint="give node 0's address as rdzv_endpoint (HOST:PORT)",
-            )
-        if self.nproc_per_node < 1:
-            raise InputError(
-                f"--nproc-per-node {self.nproc_per_node} must be at least 1",
-                hint="e.g. 8 on an 8-GPU machine",
-            )
-        if self.max_restarts < 0 or self.max_preemptions < 0:
-            raise InputError(
-                "--max-restarts and --max-preemptions must be 0 or more", hint="e.g. 3"
-            )
-        if not (self.restart_delay_s >= 0 and self.restart_delay_s < 3600):
-            raise InputError(f"restart delay {self.restart_delay_s} s is not usable", hint="e.g. 1")
-        if self.pilot is not None and self.pilot < 1:
-            raise InputError(f"--pilot {self.pilot} must be at least 1", hint="e.g. --pilot 20")
-        if self.pilot_warmup is not None and self.pilot_warmup < 0:
-            raise InputError(f"--pilot-warmup {self.pilot_warmup} must be 0 or more", hint="e.g. 2")
 
     def worker_env(self) -> dict[str, str]:
         """The variables that hand ``plan``, ``pilot``, ``pilot_warmup`` and

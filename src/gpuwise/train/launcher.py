@@ -355,13 +355,7 @@ def _rendezvous_endpoint(spec: LaunchSpec) -> tuple[str, int] | None:
         return None  # --standalone: torchrun picks a free port itself
     endpoint = spec.rdzv_endpoint or f"127.0.0.1:{DEFAULT_RDZV_PORT}"
     host, _, port = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "")
-    try:
-        return host, int(port) if port else DEFAULT_RDZV_PORT
-    except ValueError as exc:
-        raise InputError(
-            f"rendezvous endpoint {endpoint!r} has no usable port",
-            hint="give it as HOST:PORT, e.g. 10.0.0.1:29500",
-        ) from exc
+    return host, int(port) if port else DEFAULT_RDZV_PORT  # LaunchSpec.validate checked it
 
 
 def check_rendezvous_port(spec: LaunchSpec) -> None:
