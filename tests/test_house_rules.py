@@ -258,24 +258,71 @@ def test_the_train_extra_keeps_a_gpu_images_torch() -> None:
 # --- import circles ------------------------------------------------------------------------------
 
 
+def import_circles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other through imports (strongly connected
+    components of more than one module, Tarjan): a pair that imports each other, or a longer ring."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(imports.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(imports):
+        if module not in index:
+            visit(module)
+    return found
+
+
 def test_no_import_circle_between_modules() -> None:
-    # Modules that import each other, at any depth of a function (grimp reads function-local and
-    # TYPE_CHECKING imports too, so a deferred import does not hide a circle). catalog
-    # cache↔sources, doctor nvml/nvsmi↔probe and cli estimate↔main were broken with a small types
-    # module (doctor/facts.py) or by moving one function where both sides need it; estimate
-    # estimator↔measured/suggest by handing the estimator its factors and fix search as parameters
-    # (estimate/efficiency.py holds the factor type, estimate/api.py fills in the defaults).
+    # Modules that reach each other through imports, at any depth of a function (grimp reads
+    # function-local and TYPE_CHECKING imports too, so a deferred import does not hide a circle).
+    # catalog cache↔sources, doctor nvml/nvsmi↔probe and cli estimate↔main were broken with a
+    # small types module (doctor/facts.py) or by moving one function where both sides need it;
+    # estimate estimator↔measured/suggest by handing the estimator its factors and fix search as
+    # parameters (estimate/efficiency.py holds the factor type, estimate/api.py fills in the
+    # defaults); planner/wheel.py and train/writers.py find the package folder from their own
+    # file instead of importing the `gpuwise` facade that re-exports them.
     import grimp
 
     graph = grimp.build_graph("gpuwise", include_external_packages=False)
-    circles = {
-        tuple(sorted((a, b)))
-        for a in graph.modules
-        for b in graph.find_modules_directly_imported_by(a)
+    imports = {
         # a module importing itself (a `__main__` that re-imports its own name) is no circle
-        if a != b and a in graph.find_modules_directly_imported_by(b)
+        m: graph.find_modules_directly_imported_by(m) - {m}
+        for m in graph.modules
     }
-    assert not circles, sorted(circles)
+    assert import_circles(imports) == []
+
+
+@pytest.mark.parametrize(
+    ("imports", "circles"),
+    [
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),  # a ring of three
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+    ],
+)
+def test_the_circle_check_sees_rings_of_any_length(
+    imports: dict[str, set[str]], circles: list[list[str]]
+) -> None:
+    assert import_circles(imports) == circles
 
 
 # --- one helper for each small job ----------------------------------------------------------------

@@ -21,7 +21,6 @@ from email.message import Message
 from importlib import metadata
 from pathlib import Path
 
-import gpuwise
 from gpuwise.base.version import __version__
 from gpuwise.errors import InputError, PlanError, StorageError
 
@@ -62,7 +61,7 @@ def _from_pyproject(path: Path) -> tuple[str, str, str]:
 
 def _metadata() -> tuple[str, str, str]:
     """(version, METADATA, entry_points.txt) of the gpuwise being imported."""
-    package = Path(gpuwise.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # gpuwise/, as gpuwise.__file__'s parent
     checkout = package.parents[1] / "pyproject.toml"  # src/gpuwise -> the repository root
     if checkout.is_file() and 'name = "gpuwise"' in checkout.read_text("utf-8"):
         return _from_pyproject(checkout)
@@ -103,7 +102,7 @@ def write_wheel(workdir: Path, folder: str = ".gpuwise-dist") -> Path:
 
 def _write_wheel(workdir: Path, folder: str) -> Path:
     version, meta, entry = _metadata()
-    package = Path(gpuwise.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # gpuwise/, as gpuwise.__file__'s parent
     out_dir = workdir / folder
     out_dir.mkdir(exist_ok=True)
     path = out_dir / f"gpuwise-{version}-py3-none-any.whl"

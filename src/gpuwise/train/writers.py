@@ -288,7 +288,6 @@ class ProcessWriter:
             self._snapshot.release()
         import subprocess
 
-        import gpuwise
         from gpuwise.train._writer import ForkedWriter
         from gpuwise.train.snapshot import remove_stale_buffers
 
@@ -299,7 +298,8 @@ class ProcessWriter:
             self._forked = True
             self._proc = ForkedWriter()
         else:  # a replacement after a crash is exec'd: threads may be running now
-            src = os.path.dirname(os.path.dirname(os.path.abspath(gpuwise.__file__)))
+            package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # gpuwise/
+            src = os.path.dirname(package)
             env = dict(
                 os.environ,
                 PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p),
