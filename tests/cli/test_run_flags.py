@@ -57,12 +57,12 @@ def test_run_takes_exactly_the_launch_spec_table_as_flags() -> None:
     import typer.main
 
     from gpuwise.cli.main import app
-    from gpuwise.train.launch_spec import flag_fields
+    from gpuwise.train import LaunchSpec
 
     command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     flags = [p for p in command.params if p.param_type_name == "option"]
     options = [p.opts[0] for p in flags]
-    table = [flag.decls.split("/")[0] for _, flag in flag_fields()]
+    table = [flag.decls.split("/")[0] for _, flag in LaunchSpec.flags()]
     assert options == [*table, "--json"]
     # the table's defaults are the flags' (text flags show their text; environment ones none)
     defaults = {p.name: p.default for p in flags}

@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from gpuwise.train.launch_spec import LaunchSpec, RunFlag, flag_fields
+from gpuwise.train import LaunchSpec, RunFlag
 
 F = TypeVar("F", bound=Callable[..., Any])
 _FLAGS = "flags"
@@ -39,7 +39,7 @@ class RunFlags:
 
         env = from_environment()
         fields: dict[str, Any] = {}
-        for f, flag in flag_fields():
+        for f, flag in LaunchSpec.flags():
             value = self.values[f.name]
             if flag.from_environment and value is None:
                 value = env.get(f.name, f.default)
@@ -71,7 +71,7 @@ def run_flags(func: F) -> F:
     argument."""
     sig = inspect.signature(func, eval_str=True)
     hints = typing.get_type_hints(LaunchSpec)
-    table = [_option(f, flag, hints[f.name]) for f, flag in flag_fields()]
+    table = [_option(f, flag, hints[f.name]) for f, flag in LaunchSpec.flags()]
     names = [p.name for p in table]
     keyword = inspect.Parameter.KEYWORD_ONLY
     params: list[inspect.Parameter] = []

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gpuwise.train.interval import daly_interval_s as daly_interval_s
     from gpuwise.train.interval import young_interval_s as young_interval_s
     from gpuwise.train.launch_spec import LaunchSpec as LaunchSpec
+    from gpuwise.train.launch_spec import RunFlag as RunFlag
     from gpuwise.train.launcher import from_environment as from_environment
     from gpuwise.train.launcher import launch as launch
     from gpuwise.train.loop import Run as Run
@@ -65,6 +66,7 @@ _LAZY: dict[str, str] = {
     "EXIT_PREEMPTED": "gpuwise.train.exitcodes",
     "Storage": "gpuwise.train.storage",
     "LaunchSpec": "gpuwise.train.launch_spec",
+    "RunFlag": "gpuwise.train.launch_spec",
     "from_environment": "gpuwise.train.launcher",
     "launch": "gpuwise.train.launcher",
     "WriteHooks": "gpuwise.train.writers",

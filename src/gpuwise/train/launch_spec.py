@@ -63,11 +63,6 @@ _LEAST_HINTS = {
 }
 
 
-def flag_fields() -> list[tuple[dataclasses.Field[Any], RunFlag]]:
-    """The :class:`LaunchSpec` fields that are flags, in ``--help`` order, with their flags."""
-    return [(f, f.metadata[FLAG]) for f in dataclasses.fields(LaunchSpec) if FLAG in f.metadata]
-
-
 def _not_runnable(program: str) -> InputError:
     """Why ``program`` cannot be started: a file without the execute bit is not a typo."""
     path = Path(program)
@@ -211,6 +206,11 @@ class LaunchSpec:
 
     def __post_init__(self) -> None:
         self.validate()
+
+    @classmethod
+    def flags(cls) -> list[tuple[dataclasses.Field[Any], RunFlag]]:
+        """The fields that are flags of ``gpuwise run``, in ``--help`` order, with their flags."""
+        return [(f, f.metadata[FLAG]) for f in dataclasses.fields(cls) if FLAG in f.metadata]
 
     def validate(self) -> None:
         """Refuse an unusable value or combination (InputError with a one-line hint): the one
