@@ -47,7 +47,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gpuwise.cli.estimate import estimate_inputs
-from gpuwise.estimate.efficiency import THIN_GPU_ROWS, UNIT_EFFICIENCY
+from gpuwise.estimate.efficiency import THIN_GPU_ROWS, UNIT_EFFICIENCY, workload_class
 from gpuwise.estimate.measured import (
     MeasuredRun,
     estimate_with,
@@ -57,7 +57,6 @@ from gpuwise.estimate.measured import (
     log_residual,
     measured_model_config,
     run_gpu_hours,
-    workload_class,
 )
 from gpuwise.estimate.options import OPTIONS
 from gpuwise.estimate.throughput import PublishedRun, load_published_runs
