@@ -115,9 +115,14 @@ def remove_stale_buffers() -> None:
 
 class SharedSnapshot:
     """One reusable shared-memory buffer (a file in /dev/shm) that holds a copy of the state's
-    tensors. The file is unlinked once the writer has mapped it; the mappings keep it alive."""
+    tensors. The file is unlinked once the writer has mapped it; the mappings keep it alive.
 
-    def __init__(self) -> None:
+    ``in_process=True`` (a writer thread): an anonymous mapping of this process instead, no
+    file; :attr:`memory` is the mapping to rebuild the tensors from."""
+
+    def __init__(self, in_process: bool = False) -> None:
+        self.in_process = in_process
+        self.memory: Any = None
         self.buffer: Any = None
         self.path: str | None = None
         self.nbytes = 0
@@ -132,17 +137,23 @@ class SharedSnapshot:
         if fresh:
             self.release()
             size = (layout[-1].offset_bytes + layout[-1].nbytes) if layout else 0
-            self._count += 1
-            self.path = os.path.join(_shm_dir(), f"gpuwise-snap-{os.getpid()}-{self._count}")
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
-            try:
-                os.ftruncate(fd, max(size, 1))
-            finally:
-                os.close(fd)
             self.nbytes = max(size, 1)
-            self.buffer = torch.from_file(
-                self.path, shared=True, size=self.nbytes, dtype=torch.uint8
-            )
+            if self.in_process:
+                import mmap
+
+                self.memory = mmap.mmap(-1, self.nbytes)
+                self.buffer = torch.frombuffer(self.memory, dtype=torch.uint8)
+            else:
+                self._count += 1
+                self.path = os.path.join(_shm_dir(), f"gpuwise-snap-{os.getpid()}-{self._count}")
+                fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
+                try:
+                    os.ftruncate(fd, self.nbytes)
+                finally:
+                    os.close(fd)
+                self.buffer = torch.from_file(
+                    self.path, shared=True, size=self.nbytes, dtype=torch.uint8
+                )
             self.layout = layout
             self._views = views(self.buffer, layout)
         with torch.no_grad():
@@ -160,6 +171,7 @@ class SharedSnapshot:
     def release(self) -> None:
         self.unlink()
         self.buffer, self.path, self.layout, self._views = None, None, (), []
+        self.memory = None  # unmapped once the last tensor over it is gone
 
 
 def detach_shared(obj: Any) -> Any:
