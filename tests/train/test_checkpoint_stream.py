@@ -190,3 +190,26 @@ def test_abandon_leaves_the_thread_write_uncommitted(
     assert ck.abandon() == 4
     assert ck.in_flight is None and ck.committed_steps() == []
     go.set()  # let the thread end (its write may still commit: the process would be exiting)
+
+
+def test_freed_tensor_memory_is_handed_back_to_the_os() -> None:
+    """What a save frees (staging, DCP's write path) must leave RSS: glibc keeps freed
+    tensor-sized heap blocks resident once its mmap threshold has risen."""
+    from gpuwise.train.snapshot import _malloc_trim, return_free_heap
+
+    if _malloc_trim() is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        pytest.skip("no glibc malloc_trim here, or a fixed mmap threshold (nothing to hand back)")
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    first = torch.ones(2**19)
+    del first  # a freed mmapped block raises glibc's mmap threshold
+    blocks = [torch.ones(2**19) for _ in range(64)]  # 2 MiB each, now from the heap
+    above = torch.ones(2**19)  # keeps them below the top of the heap (no automatic trim)
+    del blocks
+    before = rss()
+    return_free_heap()
+    assert before - rss() >= 64 * 2**20  # at least half of the 128 MiB freed
+    del above

@@ -10,7 +10,9 @@ writer reads it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -90,6 +92,32 @@ def views(buffer: Any, layout: tuple[Slot, ...]) -> list[Any]:
         buffer[s.offset_bytes : s.offset_bytes + s.nbytes].view(s.dtype).view(s.shape)
         for s in layout
     ]
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None (another libc, another OS)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def return_free_heap() -> None:
+    """Hand the whole free pages of the C heap back to the OS (glibc ``malloc_trim(0)``).
+
+    A save frees many tensor-sized blocks (staging, DCP's write path). glibc raises its mmap
+    threshold after the first large block is freed, so later blocks of that size come from the
+    heap and, once freed, stay resident: measured, 0.4-0.8x the rank's share of the state kept
+    in RSS after a save on 2 FSDP2 ranks, gone with this call (or with a fixed
+    ``MALLOC_MMAP_THRESHOLD_``). It changes no allocation policy; a few ms."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def _shm_dir() -> str:
