@@ -33,6 +33,13 @@ pages a forked child shares copy-on-write) count once per process that maps them
 outside per-process RSS sampler counts them. Each method runs in its own processes, the
 methods interleaved over ``--rounds`` rounds because this kind of machine is often shared.
 Goals (issue 35): blocked ≤ 1.5x DCP async_save, extra RSS ≤ 1.5x the share.
+
+Does a background write slow the loop (the writer thread holds the GIL at times)?
+
+    PYTHONPATH=src python benchmarks/train_checkpoint_stall.py --step-during-write --gib 0.25
+
+times a training step with no write in flight and while the writer thread (the default) or
+the writer process (``async_mode="process"``) writes.
 """
 
 from __future__ import annotations
@@ -358,6 +365,47 @@ def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int, methods: list[
     )
 
 
+def step_table(gib: float, repeats: int, rounds: int) -> None:
+    """Does the background write slow the loop? One process, a training step (8 layers
+    forward + backward, one thread) timed with no write in flight and while each writer
+    (thread: the default; process: ``async_mode="process"``) writes; the modes alternate over
+    ``rounds`` rounds (the machine is shared)."""
+    torch.set_num_threads(1)
+    model, opt = build(gib, "cpu")
+    x = torch.randn(64, 4096)
+
+    def step() -> float:
+        t0 = time.perf_counter()
+        y = x
+        for layer in list(model)[:8]:
+            y = layer(y)
+        y.sum().backward()
+        model.zero_grad(set_to_none=True)
+        return time.perf_counter() - t0
+
+    quiet: dict[str, list[float]] = {"thread": [], "process": []}
+    busy: dict[str, list[float]] = {"thread": [], "process": []}
+    root = tempfile.mkdtemp(prefix="gpuwise-step-")
+    try:
+        for _ in range(rounds):
+            for mode in ("thread", "process"):
+                with Checkpointer(os.path.join(root, mode), async_mode=mode) as ck:  # type: ignore[arg-type]
+                    ck.start_writer()
+                    ck.save(1, model=model, optimizer=opt, block=True)  # warm-up
+                    quiet[mode] += [step() for _ in range(20)]
+                    for i in range(repeats):
+                        ck.save(i + 2, model=model, optimizer=opt)
+                        while ck.in_flight is not None:
+                            busy[mode].append(step())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"one process, {gib:.2f} GiB state; step time, median over {rounds} rounds")
+    print(f"{'writer':<26}{'no write ms':>12}{'during write ms':>17}{'ratio':>7}{'steps':>7}")
+    for mode in ("thread", "process"):
+        q, b = statistics.median(quiet[mode]) * 1e3, statistics.median(busy[mode]) * 1e3
+        print(f"{mode:<26}{q:>12.1f}{b:>17.1f}{b / q:>7.2f}{len(busy[mode]):>7}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gib", type=float, default=1.0)
@@ -378,7 +426,15 @@ def main() -> None:
         "--methods", nargs="*", choices=FSDP_METHODS, default=None, help="FSDP2: which methods"
     )
     ap.add_argument("--fsdp-worker", choices=FSDP_METHODS, default=None, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--step-during-write",
+        action="store_true",
+        help="one process: step time while the writer thread / writer process writes",
+    )
     args = ap.parse_args()
+    if args.step_during_write:
+        step_table(args.gib, args.repeats, args.rounds)
+        return
     if args.fsdp_worker:
         torch.set_num_threads(1)
         fsdp_worker(args.gib, args.repeats, args.dir, args.fsdp_worker)
