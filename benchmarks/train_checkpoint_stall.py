@@ -5,7 +5,7 @@
 State: an MLP whose fp32 parameters + AdamW moments total ``--gib`` GiB (1 GiB by default).
 Baseline: ``torch.save`` to a temporary name, fsync, rename (what a careful synchronous
 checkpoint costs; page cache cannot be dropped without root, so every write is fsynced).
-gpuwise: ``Checkpointer.save`` (copy into the shared host buffer; the writer process serializes,
+gpuwise: ``Checkpointer.save`` (copy into a host buffer; the writer thread streams the file,
 fsyncs and commits in the background); the stall is the time ``save`` blocks. Median of
 ``--repeats`` saves, each after the previous one committed. Prints a table; on a GPU machine
 ``--device cuda`` measures the device→host copy the same way.
@@ -21,8 +21,8 @@ including ``get_state_dict``, as a real save pays it — and gpuwise ``Checkpoin
 async_save + our train state; checksums taken while writing, marker by rank 0's background
 thread); the time until the save is durable (gpuwise: marker written); and the extra peak RSS
 of each rank over its share of the state. ``--fsdp-ranks 1`` runs a plain model on one rank:
-gpuwise then saves through its writer process (``gpuwise-exec``: that process exec'd, not
-forked). ``--methods`` picks the methods.
+gpuwise then saves through its writer thread (``gpuwise-process``: the opt-in writer process,
+forked; ``gpuwise-exec``: that process exec'd). ``--methods`` picks the methods.
 
 RSS is sampled from the parent every 2 ms, per process: each rank and every child process it
 starts (a writer), from just before the warm-up save (included) to the end of the last save.
@@ -33,6 +33,13 @@ pages a forked child shares copy-on-write) count once per process that maps them
 outside per-process RSS sampler counts them. Each method runs in its own processes, the
 methods interleaved over ``--rounds`` rounds because this kind of machine is often shared.
 Goals (issue 35): blocked ≤ 1.5x DCP async_save, extra RSS ≤ 1.5x the share.
+
+Does a background write slow the loop (the writer thread holds the GIL at times)?
+
+    PYTHONPATH=src python benchmarks/train_checkpoint_stall.py --step-during-write --gib 0.25
+
+times a training step with no write in flight and while the writer thread (the default) or
+the writer process (``async_mode="process"``) writes.
 """
 
 from __future__ import annotations
@@ -151,8 +158,9 @@ class RssSampler:
         return best
 
 
-FSDP_METHODS = ("gpuwise", "gpuwise-exec", "dcp-async", "dcp-sync", "torch-save")
+FSDP_METHODS = ("gpuwise", "gpuwise-process", "gpuwise-exec", "dcp-async", "dcp-sync", "torch-save")
 FSDP_LABELS = {
+    "gpuwise-process": "gpuwise, async_mode=process",
     "torch-save": "torch.save own shards (sync)",
     "dcp-sync": "DCP save (sync)",
     "dcp-async": "DCP async_save (thread)",
@@ -205,6 +213,7 @@ def fsdp_worker(gib: float, repeats: int, root: str, method: str) -> None:
         os.path.join(root, "ck"),
         keep_last=2,
         writer_start="exec" if method == "gpuwise-exec" else None,
+        async_mode="process" if method in ("gpuwise-process", "gpuwise-exec") else None,
     )
     for i in range(repeats + 1):  # every method pays for get_state_dict, as a user's save would
         dist.barrier()
@@ -241,6 +250,8 @@ def fsdp_worker(gib: float, repeats: int, root: str, method: str) -> None:
         if i:  # the first is the warm-up
             stalls.append(stall)
             durable.append(time.perf_counter() - t0)
+        else:
+            t_warm = time.time()  # end of the warm-up save
     ck.close()
     row = (
         statistics.median(stalls),
@@ -250,6 +261,7 @@ def fsdp_worker(gib: float, repeats: int, root: str, method: str) -> None:
         os.getpid(),
         t_first,
         time.time(),
+        t_warm,
     )
     rows: list = [None] * world
     dist.all_gather_object(rows, row)
@@ -269,6 +281,7 @@ def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int, methods: list[
     found: dict[str, list[list]] = {m: [] for m in methods}
     extra: dict[str, list[float]] = {m: [] for m in methods}
     split: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}
+    after: dict[str, list[float]] = {m: [] for m in methods}  # the saves after the warm-up
     for _ in range(rounds):
         for method in methods:
             root = tempfile.mkdtemp(prefix="gpuwise-stall-fsdp-")
@@ -305,6 +318,7 @@ def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int, methods: list[
             rows = json.loads(line[4:])["rows"]
             found[method].append(rows)
             extra[method].append(max((sampler.peak(r[4], r[5], r[6]) - r[3]) / r[2] for r in rows))
+            after[method].append(max((sampler.peak(r[4], r[7], r[6]) - r[3]) / r[2] for r in rows))
             split[method].append(
                 max(
                     (
@@ -322,6 +336,7 @@ def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int, methods: list[
     print(
         f"{'method':<34}{'blocked s':>10}{'vs DCP async':>13}{'durable s':>10}"
         f"{'extra RSS / share (min med max)':>33}{'rank + children':>17}"
+        f"{'after warm-up (max)':>21}"
     )
 
     def stat(method: str, i: int) -> float:
@@ -337,14 +352,58 @@ def fsdp_table(ranks: int, gib: float, repeats: int, rounds: int, methods: list[
             f"{min(e):>15.2f}x{statistics.median(e):>8.2f}x{max(e):>8.2f}x"
             f"{statistics.median(a for a, _ in split[method]):>9.2f}x"
             f" + {statistics.median(b for _, b in split[method]):.2f}x"
+            f"{max(after[method]):>12.2f}x"
         )
     share = statistics.median(r[2] / 2**30 for r in found[methods[0]][0])
     print(
         f"rank share of the state: {share:.3f} GiB; extra RSS = highest RSS of the rank plus "
         "its child processes, sampled every 2 ms from the start of the warm-up save to the "
         "end of the last save, minus the rank's RSS just before it, over the share; "
-        "rank + children: the rank's own peak and its child processes' peak (medians)"
+        "rank + children: the rank's own peak and its child processes' peak (medians); "
+        "after warm-up: the same extra RSS counting only samples after the warm-up save "
+        "(worst round)"
     )
+
+
+def step_table(gib: float, repeats: int, rounds: int) -> None:
+    """Does the background write slow the loop? One process, a training step (8 layers
+    forward + backward, one thread) timed with no write in flight and while each writer
+    (thread: the default; process: ``async_mode="process"``) writes; the modes alternate over
+    ``rounds`` rounds (the machine is shared)."""
+    torch.set_num_threads(1)
+    model, opt = build(gib, "cpu")
+    x = torch.randn(64, 4096)
+
+    def step() -> float:
+        t0 = time.perf_counter()
+        y = x
+        for layer in list(model)[:8]:
+            y = layer(y)
+        y.sum().backward()
+        model.zero_grad(set_to_none=True)
+        return time.perf_counter() - t0
+
+    quiet: dict[str, list[float]] = {"thread": [], "process": []}
+    busy: dict[str, list[float]] = {"thread": [], "process": []}
+    root = tempfile.mkdtemp(prefix="gpuwise-step-")
+    try:
+        for _ in range(rounds):
+            for mode in ("thread", "process"):
+                with Checkpointer(os.path.join(root, mode), async_mode=mode) as ck:  # type: ignore[arg-type]
+                    ck.start_writer()
+                    ck.save(1, model=model, optimizer=opt, block=True)  # warm-up
+                    quiet[mode] += [step() for _ in range(20)]
+                    for i in range(repeats):
+                        ck.save(i + 2, model=model, optimizer=opt)
+                        while ck.in_flight is not None:
+                            busy[mode].append(step())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"one process, {gib:.2f} GiB state; step time, median over {rounds} rounds")
+    print(f"{'writer':<26}{'no write ms':>12}{'during write ms':>17}{'ratio':>7}{'steps':>7}")
+    for mode in ("thread", "process"):
+        q, b = statistics.median(quiet[mode]) * 1e3, statistics.median(busy[mode]) * 1e3
+        print(f"{mode:<26}{q:>12.1f}{b:>17.1f}{b / q:>7.2f}{len(busy[mode]):>7}")
 
 
 def main() -> None:
@@ -367,7 +426,15 @@ def main() -> None:
         "--methods", nargs="*", choices=FSDP_METHODS, default=None, help="FSDP2: which methods"
     )
     ap.add_argument("--fsdp-worker", choices=FSDP_METHODS, default=None, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--step-during-write",
+        action="store_true",
+        help="one process: step time while the writer thread / writer process writes",
+    )
     args = ap.parse_args()
+    if args.step_during_write:
+        step_table(args.gib, args.repeats, args.rounds)
+        return
     if args.fsdp_worker:
         torch.set_num_threads(1)
         fsdp_worker(args.gib, args.repeats, args.dir, args.fsdp_worker)

@@ -17,8 +17,9 @@ process's memory).
 
 Two layouts, chosen by the number of processes:
 
-- **one process**: one ``state.pt`` per step, written by the background writer process (above).
-  Right for one process: nothing to shard, and a forked writer keeps the GIL free.
+- **one process**: one ``state.pt`` per step, written by a background writer thread (streamed
+  from one host buffer, as DCP's ``async_save`` does; ``async_mode="process"``: a writer
+  process instead). Right for one process: nothing to shard.
 - **more than one process** (DDP, FSDP1, FSDP2, FSDP2 + TP): ``torch.distributed.checkpoint``,
   every rank writes its own shards, our ``COMMIT.json`` last, written by rank 0 off the calling
   thread (:mod:`gpuwise.train.sharded`). Every rank calls ``save``/``commit``/``wait``/``close``/
@@ -67,6 +68,7 @@ from gpuwise.train.writers import (
     InlineWriter,
     ProcessWriter,
     SaveRequest,
+    ThreadWriter,
     WriteHooks,
     WriteStrategy,
 )
@@ -154,8 +156,11 @@ class Checkpointer:
         self.retention = Retention(keep_last, keep_every)
         self.compress: Compression = compress
         self.async_write = async_write and self.storage.shared_across_processes
+        if async_mode is None and writer_start is not None and async_write:
+            async_mode = "process"  # a writer start method only means something for a process
         self.async_mode: AsyncMode = async_mode or ("thread" if async_write else "sync")
-        """Sharded saves: ``thread`` (DCP async_save, default), ``process`` (opt-in), ``sync``."""
+        """``thread`` (default: DCP async_save when sharded, else a writer thread), ``process``
+        (opt-in: DCP's process saver when sharded, else the writer process), ``sync``."""
         if self.async_mode not in ("thread", "process", "sync"):
             raise InputError(
                 f"unknown async_mode {async_mode!r}", hint="use 'thread', 'process' or 'sync'"
@@ -171,18 +176,21 @@ class Checkpointer:
     @property
     def writer(self) -> WriteStrategy:
         """The write strategy, chosen once, at first use (torch.distributed may start after the
-        checkpointer is made): sharded with more than one process, else a writer process (or
-        inline writes for ``async_write=False`` and ``memory://``)."""
+        checkpointer is made): sharded with more than one process, else a writer thread (a
+        writer process with ``async_mode="process"``; inline writes for ``async_write=False``
+        and ``memory://``)."""
         if self._writer is None:
             w: WriteStrategy
             if _dist()[1] > 1:
                 sharded = ShardedWriter(self.storage, self.retention, self.async_mode, self.hooks)
                 sharded.committed_step = self._restored_step
                 w = sharded
-            elif self.async_write:
+            elif self.async_write and self.async_mode == "process":
                 w = ProcessWriter(
                     self.storage, self.retention, self.compress, self.hooks, self.writer_start
                 )
+            elif self.async_write and self.async_mode == "thread":
+                w = ThreadWriter(self.storage, self.retention, self.compress, self.hooks)
             else:
                 w = InlineWriter(self.storage, self.retention, self.compress, self.hooks)
             self._writer = w

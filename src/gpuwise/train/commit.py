@@ -7,7 +7,8 @@ Layout under the root::
                                      of every shard, compression, format version
 
 A folder counts only once ``COMMIT.json`` exists and every checksum in it matches (torchtitan's
-``.metadata`` rule). Local files go to a temporary name, are fsynced and renamed; object stores
+``.metadata`` rule). Local files are streamed to a temporary name (the checksum taken on the
+way, the file never whole in memory), fsynced and renamed; object stores
 get one PUT per object, shards first and the marker last. Re-saving a step first deletes its
 marker, so a half-rewritten folder is never taken for a committed one. Pruning deletes the
 marker first for the same reason.
@@ -23,7 +24,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal, cast
 
 from gpuwise.errors import CheckpointError, StorageError
 from gpuwise.train.storage import Storage
@@ -52,9 +53,10 @@ class WriteReport:
     bytes_written: int
     """Size of the shards after compression."""
     serialize_s: float
-    """Seconds spent in torch.save (+ compression)."""
+    """Seconds spent in torch.save (+ compression); a local file is streamed to its temporary
+    name meanwhile, so this includes writing it (not its fsync)."""
     write_s: float
-    """Seconds spent writing shards and marker (includes fsync)."""
+    """Seconds spent making the shard durable and writing the marker (includes fsync)."""
     pruned_steps: tuple[int, ...]
     """Older checkpoints deleted by retention after this commit."""
 
@@ -89,6 +91,7 @@ class Retention:
 
 
 def serialize(state: Any, compress: Compression) -> bytes | memoryview:
+    """The whole checkpoint file in memory (object stores, which take one PUT per object)."""
     from gpuwise.train._torch import torch
 
     buf = io.BytesIO()
@@ -101,13 +104,53 @@ def serialize(state: Any, compress: Compression) -> bytes | memoryview:
     return data
 
 
+class HashingFile:
+    """A write-only stream over ``raw`` that takes the sha256 and size of what passes through:
+    ``torch.save`` streams a checkpoint file through it, so the checksum costs no second pass
+    and the file is never held in memory (torch hands over each tensor's bytes as a view)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.sha256 = hashlib.sha256()
+        self.nbytes = 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.sha256.update(view)
+        self.raw.write(view)
+        self.nbytes += view.nbytes
+        return view.nbytes
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+
+def serialize_into(state: Any, compress: Compression, out: BinaryIO) -> tuple[str, int]:
+    """``torch.save`` of ``state`` streamed into ``out`` (zstd-compressed on the way when asked);
+    the sha256 (hex) and size of the bytes written to ``out``."""
+    from gpuwise.train._torch import torch
+
+    hashing = HashingFile(out)
+    stream = cast(BinaryIO, hashing)  # write and flush are all torch.save and zstd use
+    if compress == "zstd":
+        import zstandard
+
+        with zstandard.ZstdCompressor(level=3).stream_writer(stream, closefd=False) as z:
+            torch.save(state, z)
+    else:
+        torch.save(state, stream)
+    hashing.flush()
+    return hashing.sha256.hexdigest(), hashing.nbytes
+
+
 def deserialize(data: bytes, compress: str, weights_only: bool) -> Any:
     from gpuwise.train._torch import torch
 
     if compress == "zstd":
         import zstandard
 
-        data = zstandard.ZstdDecompressor().decompress(data)
+        # a streamed frame does not record its size, which decompress() needs: stream it back
+        data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=weights_only)
 
 
@@ -126,17 +169,22 @@ def write_checkpoint(
     ``before_marker``: a test hook run between the shard and the marker (a rehearsal of slow
     storage, so crash tests can land in that window)."""
     t0 = time.perf_counter()
-    data = serialize(state, compress)
-    t1 = time.perf_counter()
-    if not storage.is_local:
-        data = bytes(data)  # object-store clients want bytes
     folder = storage.join(step_dir(step))
     shard = "state.pt" + (".zst" if compress == "zstd" else "")
     storage.makedirs(folder)
     storage.remove(
         f"{folder}/{MARKER}"
     )  # an older commit of this step must not vouch for new bytes
-    storage.put_durable(f"{folder}/{shard}", data)
+    if storage.is_local:  # streamed to a temporary file, hashed on the way: never all in memory
+        with storage.open_durable(f"{folder}/{shard}") as out:
+            sha256, nbytes = serialize_into(state, compress, out)
+            t1 = time.perf_counter()
+    else:  # object-store clients want the object's bytes
+        data = bytes(serialize(state, compress))
+        t1 = time.perf_counter()
+        sha256, nbytes = hashlib.sha256(data).hexdigest(), len(data)
+        storage.put_durable(f"{folder}/{shard}", data)
+        del data
     if before_marker is not None:
         before_marker()
     marker = {
@@ -145,7 +193,7 @@ def write_checkpoint(
         "step": step,
         "compression": compress,
         "created_unix": time.time(),
-        "files": {shard: {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}},
+        "files": {shard: {"sha256": sha256, "bytes": nbytes}},
         "meta": meta or {},
     }
     storage.put_durable(f"{folder}/{MARKER}", json.dumps(marker, sort_keys=True).encode())
@@ -153,7 +201,7 @@ def write_checkpoint(
     pruned: tuple[int, ...] = ()
     if retention is not None:
         pruned = prune(storage, retention)  # never raises: a failed prune does not fail the commit
-    return WriteReport(step, folder, len(data), t1 - t0, t2 - t1, pruned)
+    return WriteReport(step, folder, nbytes, t1 - t0, t2 - t1, pruned)
 
 
 def listed_steps(storage: Storage) -> list[int]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import gc
 import hashlib
 import io
 import json
@@ -54,6 +55,7 @@ from gpuwise.train.commit import (
     read_marker,
     step_dir,
 )
+from gpuwise.train.snapshot import return_free_heap
 from gpuwise.train.storage import Storage
 from gpuwise.train.writers import SaveRequest, WriteHooks
 
@@ -471,6 +473,7 @@ class ShardedWriter:
                     pending.error or f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
                 )
             finally:
+                return_free_heap()  # what the write freed (before the next save allocates)
                 pending.hashed.set()
 
         if self.async_mode == "sync":
@@ -489,6 +492,7 @@ class ShardedWriter:
                 if self.async_mode == "process"
                 else AsyncCheckpointerType.THREAD
             )
+            return_free_heap()  # room for the staging copy: freed blocks back to the OS first
             result = async_save(
                 request.app_state,
                 storage_writer=writer,
@@ -496,6 +500,7 @@ class ShardedWriter:
                 process_group=group,
                 async_stager=self._staging(),
             )
+            return_free_heap()  # what the staging freed
             future = getattr(result, "upload_completion", result)
             pending.future = future
             if isinstance(future, concurrent.futures.Future):
@@ -651,6 +656,11 @@ def _cached_stager() -> Any:
             self.state_dict_cache = _create_cpu_state_dict(
                 state_dict, pin_memory=torch.cuda.is_available()
             )
+            # DCP builds each DTensor's cache entry from a deep copy of it (a full copy of its
+            # shard, dropped at once but freed only by the cycle collector): free them and hand
+            # their pages back before the copy below touches the cache's own pages
+            gc.collect()
+            return_free_heap()
             return _copy_state_dict(state_dict, self.state_dict_cache)
 
     return CachedStager(cache_staged_state_dict=True)

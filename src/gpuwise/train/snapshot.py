@@ -10,7 +10,9 @@ writer reads it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +94,32 @@ def views(buffer: Any, layout: tuple[Slot, ...]) -> list[Any]:
     ]
 
 
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None (another libc, another OS)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def return_free_heap() -> None:
+    """Hand the whole free pages of the C heap back to the OS (glibc ``malloc_trim(0)``).
+
+    A save frees many tensor-sized blocks (staging, DCP's write path). glibc raises its mmap
+    threshold after the first large block is freed, so later blocks of that size come from the
+    heap and, once freed, stay resident: measured, 0.4-0.8x the rank's share of the state kept
+    in RSS after a save on 2 FSDP2 ranks, gone with this call (or with a fixed
+    ``MALLOC_MMAP_THRESHOLD_``). It changes no allocation policy; a few ms."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 def _shm_dir() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
@@ -115,9 +143,14 @@ def remove_stale_buffers() -> None:
 
 class SharedSnapshot:
     """One reusable shared-memory buffer (a file in /dev/shm) that holds a copy of the state's
-    tensors. The file is unlinked once the writer has mapped it; the mappings keep it alive."""
+    tensors. The file is unlinked once the writer has mapped it; the mappings keep it alive.
 
-    def __init__(self) -> None:
+    ``in_process=True`` (a writer thread): an anonymous mapping of this process instead, no
+    file; :attr:`memory` is the mapping to rebuild the tensors from."""
+
+    def __init__(self, in_process: bool = False) -> None:
+        self.in_process = in_process
+        self.memory: Any = None
         self.buffer: Any = None
         self.path: str | None = None
         self.nbytes = 0
@@ -132,17 +165,23 @@ class SharedSnapshot:
         if fresh:
             self.release()
             size = (layout[-1].offset_bytes + layout[-1].nbytes) if layout else 0
-            self._count += 1
-            self.path = os.path.join(_shm_dir(), f"gpuwise-snap-{os.getpid()}-{self._count}")
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
-            try:
-                os.ftruncate(fd, max(size, 1))
-            finally:
-                os.close(fd)
             self.nbytes = max(size, 1)
-            self.buffer = torch.from_file(
-                self.path, shared=True, size=self.nbytes, dtype=torch.uint8
-            )
+            if self.in_process:
+                import mmap
+
+                self.memory = mmap.mmap(-1, self.nbytes)
+                self.buffer = torch.frombuffer(self.memory, dtype=torch.uint8)
+            else:
+                self._count += 1
+                self.path = os.path.join(_shm_dir(), f"gpuwise-snap-{os.getpid()}-{self._count}")
+                fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
+                try:
+                    os.ftruncate(fd, self.nbytes)
+                finally:
+                    os.close(fd)
+                self.buffer = torch.from_file(
+                    self.path, shared=True, size=self.nbytes, dtype=torch.uint8
+                )
             self.layout = layout
             self._views = views(self.buffer, layout)
         with torch.no_grad():
@@ -160,6 +199,7 @@ class SharedSnapshot:
     def release(self) -> None:
         self.unlink()
         self.buffer, self.path, self.layout, self._views = None, None, (), []
+        self.memory = None  # unmapped once the last tensor over it is gone
 
 
 def detach_shared(obj: Any) -> Any:

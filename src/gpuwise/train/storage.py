@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
-from gpuwise.base.paths import write_bytes_atomic
+from gpuwise.base.paths import fsync_folder, write_bytes_atomic
 from gpuwise.errors import StorageError
 
 
@@ -106,6 +107,45 @@ class Storage:
             else:
                 fs = self.fs()
                 fs.pipe_file(path, data)
+
+    @contextlib.contextmanager
+    def open_durable(self, path: str) -> Iterator[BinaryIO]:
+        """Local storage only: a file to stream ``path``'s bytes into. They go to a temporary
+        name beside it; when the block ends without an error the file is fsynced, renamed over
+        ``path`` and the folder fsynced (as :meth:`put_durable`), else the temporary is removed
+        and nothing appears at ``path``. An OSError inside the block becomes a StorageError."""
+        if not self.is_local:
+            raise StorageError(
+                f"cannot stream {path} to {self.protocol}://",
+                hint="use put_durable for object stores",
+            )
+        folder = os.path.dirname(path) or "."
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:16]}.tmp")
+        with storage_errors(f"writing {path}"):
+            os.makedirs(folder, exist_ok=True)
+            # O_EXCL: never write into another writer's file; 0o666: the kernel applies the umask
+            fh = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb")
+        try:
+            try:
+                yield fh
+            except OSError as exc:
+                raise StorageError(
+                    f"writing {path}: {type(exc).__name__}: {exc}",
+                    hint="check that the storage is writable and not full",
+                ) from exc
+            with storage_errors(f"writing {path}"):
+                fh.flush()
+                os.fsync(fh.fileno())
+                fh.close()
+                os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                fh.close()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        with storage_errors(f"writing {path}"):
+            fsync_folder(folder)
 
     def get(self, path: str) -> bytes:
         with storage_errors(f"reading {path}"):

@@ -5,8 +5,11 @@
 
 - :class:`InlineWriter`: one ``state.pt`` written in the calling thread (``async_write=False``,
   and ``memory://``, which a writer process could not see).
+- :class:`ThreadWriter`: one ``state.pt`` written by a background *thread* (the default for one
+  process, as DCP's ``async_save``); the loop pays only for a copy into a host buffer.
 - :class:`ProcessWriter`: one ``state.pt`` written by a background writer *process*
-  (:mod:`gpuwise.train._writer`); the loop pays only for a copy into a shared buffer.
+  (:mod:`gpuwise.train._writer`, ``async_mode="process"``); the loop pays only for a copy into
+  a shared buffer.
 - :class:`~gpuwise.train.sharded.ShardedWriter`: more than one process trains; every rank writes
   its shards through ``torch.distributed.checkpoint`` and rank 0 commits off the training thread.
 
@@ -147,6 +150,133 @@ class InlineWriter:
 
     def abandon(self) -> int | None:
         return None
+
+
+class ThreadWriter:
+    """One ``state.pt`` per step, written by a background thread; at most one write in flight.
+
+    The state's tensors are copied into one reusable host buffer (the only time the loop is
+    blocked); the thread streams ``torch.save`` from that buffer to a temporary file, hashing
+    it on the way, then commits. Extra host memory: the buffer, once (a writer process would
+    map it too, and a forked one counts the trainer's pages again). The GIL: the thread's
+    bulk work (file writes, sha256, zstd) runs with the GIL released; what holds it is
+    pickling the small non-tensor part and torch.save's per-tensor bookkeeping. A failed write
+    is raised on the next call, never dropped."""
+
+    sharded = False
+
+    def __init__(
+        self, storage: Storage, retention: Retention, compress: Compression, hooks: WriteHooks
+    ) -> None:
+        self.storage, self.retention, self.compress, self.hooks = (
+            storage,
+            retention,
+            compress,
+            hooks,
+        )
+        self.last_report: WriteReport | None = None
+        self._snapshot = SharedSnapshot(in_process=True)
+        self._thread: threading.Thread | None = None
+        self._step: int | None = None  # the step in flight
+        self._outcome: tuple[str, Any] | None = None  # ("ok", report) or ("error", message)
+        self._failed: str | None = None
+
+    def start(self) -> None:
+        return None
+
+    def in_flight(self) -> int | None:
+        self._collect(0.0)
+        return self._step
+
+    def write_done(self) -> bool:
+        return self.in_flight() is None
+
+    def save(self, request: SaveRequest) -> Literal["async", "sync"]:
+        self._raise_failed()
+        if _rank() != 0:
+            return "async"
+        skeleton, tensors = flatten(request.train_state)
+        self._snapshot.copy_in(tensors)
+        del tensors
+        self._step, self._outcome = request.step, None
+        self._thread = threading.Thread(
+            target=self._write,
+            args=(request, skeleton, self._snapshot.memory, self._snapshot.layout),
+            name="gpuwise-ckpt-writer",
+            daemon=True,  # a hung store must not keep the process alive at exit
+        )
+        self._thread.start()
+        return "async"
+
+    def _write(self, request: SaveRequest, skeleton: Any, memory: Any, layout: Any) -> None:
+        from gpuwise.train._writer import tensors_in
+        from gpuwise.train.snapshot import unflatten
+
+        try:
+            state = unflatten(skeleton, tensors_in(memory, layout))
+            self._outcome = (
+                "ok",
+                write_checkpoint(
+                    self.storage,
+                    request.step,
+                    state,
+                    compress=self.compress,
+                    meta=request.meta,
+                    retention=self.retention,
+                    before_marker=self.hooks.before_marker,
+                ),
+            )
+        except BaseException as exc:  # reported to the trainer on its next call
+            detail = getattr(exc, "message", None) or str(exc)
+            self._outcome = ("error", f"{type(exc).__name__}: {detail}")
+
+    def wait(self, timeout_s: float | None) -> WriteReport | None:
+        report = self._collect(timeout_s)
+        self._raise_failed()
+        return report
+
+    def poll(self) -> WriteReport | None:
+        return self._collect(0.0)
+
+    def close(self, timeout_s: float | None) -> None:
+        try:
+            self._collect(timeout_s)
+        finally:
+            if self._step is None:
+                self._snapshot.release()
+        self._raise_failed()
+
+    def abandon(self) -> int | None:
+        left = self.in_flight()
+        # mid-write on a store that may hang: leave the daemon thread; its folder has no marker
+        # until it finishes, and the process is about to exit
+        self._step, self._thread = None, None
+        return left
+
+    def _collect(self, timeout_s: float | None) -> WriteReport | None:
+        thread, step = self._thread, self._step
+        if thread is None or step is None:
+            return None
+        thread.join(timeout_s)
+        if thread.is_alive():
+            return None
+        outcome = self._outcome
+        self._thread, self._step, self._outcome = None, None, None
+        if outcome is not None and outcome[0] == "ok":
+            self.last_report = outcome[1]
+            return outcome[1]  # type: ignore[no-any-return]
+        message = outcome[1] if outcome is not None else "the writer thread ended without a result"
+        self._failed = f"checkpoint {step_dir(step)} was not written: {message}"
+        return None
+
+    def _raise_failed(self) -> None:
+        if self._failed is not None:
+            message, self._failed = self._failed, None
+            raise CheckpointError(
+                message,
+                hint="check the storage (space, credentials, network); "
+                "the previous committed checkpoint is still valid",
+            )
 
 
 class ProcessWriter:
@@ -384,6 +514,7 @@ __all__ = [
     "InlineWriter",
     "ProcessWriter",
     "SaveRequest",
+    "ThreadWriter",
     "WriteHooks",
     "WriteStrategy",
 ]
