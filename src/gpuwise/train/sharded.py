@@ -643,7 +643,7 @@ class ShardedWriter:
 def _cached_stager() -> Any:
     """DCP's ``BlockingAsyncStager`` with its cache, pinned only where there is a GPU (its own
     cached path pins unconditionally, which fails on a machine without one)."""
-    from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+    from torch.distributed._state_dict_utils import _copy_state_dict
     from torch.distributed.checkpoint.staging import BlockingAsyncStager
 
     class CachedStager(BlockingAsyncStager):
@@ -653,17 +653,58 @@ def _cached_stager() -> Any:
                     return _copy_state_dict(state_dict, self.state_dict_cache)
                 except Exception:  # the state changed shape (e.g. optimizer state appeared)
                     self.state_dict_cache = None
-            self.state_dict_cache = _create_cpu_state_dict(
-                state_dict, pin_memory=torch.cuda.is_available()
-            )
-            # DCP builds each DTensor's cache entry from a deep copy of it (a full copy of its
-            # shard, dropped at once but freed only by the cycle collector): free them and hand
-            # their pages back before the copy below touches the cache's own pages
-            gc.collect()
-            return_free_heap()
+                    gc.collect()
+            return_free_heap()  # the old cache's pages, before the new one is allocated
+            self.state_dict_cache = host_cache(state_dict, pin_memory=torch.cuda.is_available())
             return _copy_state_dict(state_dict, self.state_dict_cache)
 
     return CachedStager(cache_staged_state_dict=True)
+
+
+def host_cache(state_dict: Any, pin_memory: bool) -> Any:
+    """A state dict shaped like ``state_dict`` whose tensors are new, empty host tensors (a
+    DTensor keeps its spec around a host local tensor): the staging copy's destination.
+
+    DCP's ``_create_cpu_state_dict`` builds each DTensor's entry from a full copy of it (a deep
+    copy on the CPU, ``.to("cpu")`` from a GPU), whose local tensor it then replaces. Those
+    copies are freed only by the cycle collector, so building the cache of a rank's whole
+    state could briefly hold up to twice its share (measured: up to 1.54x extra RSS on 4 FSDP2
+    ranks at the first save). Here nothing is copied. A ShardedTensor (FSDP1) state falls back
+    to DCP's function."""
+    from torch.distributed._shard.sharded_tensor.api import ShardedTensor
+    from torch.distributed._state_dict_utils import _create_cpu_state_dict
+    from torch.distributed.tensor import DTensor
+
+    def empty(t: Any) -> Any:
+        if t.dim() == 0:
+            return torch.tensor(0, dtype=t.dtype)
+        out = torch.empty(tuple(t.size()), dtype=t.dtype)
+        return out.pin_memory() if pin_memory and out.numel() else out
+
+    def build(obj: Any) -> Any:
+        if isinstance(obj, ShardedTensor):
+            raise _Fallback
+        if isinstance(obj, DTensor):
+            if obj.dim() == 0:
+                return obj
+            return DTensor(empty(obj._local_tensor), obj._spec, requires_grad=False)  # type: ignore[no-untyped-call]
+        if isinstance(obj, torch.Tensor):
+            return empty(obj)
+        if isinstance(obj, dict):
+            return {k: build(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            items = [build(v) for v in obj]
+            return tuple(items) if isinstance(obj, tuple) else items
+        return obj  # int, float, str, bytes, None: kept as DCP keeps them
+
+    try:
+        return build(state_dict)
+    except _Fallback:
+        return _create_cpu_state_dict(state_dict, pin_memory=pin_memory)
+
+
+class _Fallback(Exception):
+    """A value :func:`host_cache` leaves to DCP's own function."""
 
 
 def verify(storage: Storage, step: int, marker: dict[str, Any]) -> None:
