@@ -43,6 +43,8 @@ _EP = "10.0.0.1:29500"
         (["--pilot", "0"], "--pilot 0 must be at least 1"),
         (["--pilot", "5", "--pilot-warmup", "-1"], "--pilot-warmup -1 must be 0 or more"),
         (["--restart-delay", "2h"], "restart delay 7200.0 s is not usable"),
+        # a misspelt flag reached the launcher as the command ("command not found")
+        (["--nproc-per-nod", "2"], "no such option: --nproc-per-nod"),
     ],
 )
 def test_run_refuses(

@@ -259,6 +259,13 @@ class LaunchSpec:
             raise InputError(
                 "no command to run", hint="put it after --, e.g. gpuwise run -- python train.py"
             )
+        if self.command[0].startswith("-") and shutil.which(self.command[0]) is None:
+            # an option gpuwise run does not know reaches here as the command's first word
+            raise InputError(
+                f"no such option: {self.command[0]}",
+                hint="see gpuwise run --help; the training command goes after --, "
+                "e.g. gpuwise run --nproc-per-node 2 -- python train.py",
+            )
         if shutil.which(self.command[0]) is None:  # restarting a typo would only fail N more times
             raise _not_runnable(self.command[0])
         python = split_python(self.command)
