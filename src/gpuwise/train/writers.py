@@ -100,8 +100,9 @@ class WriteStrategy(Protocol):
         elsewhere and this storage may hang); the step left unfinished, if any. No collective."""
 
 
-class InlineWriter:
-    """One ``state.pt`` per step, written in the calling thread."""
+class _OneFileWriter:
+    """What the one-``state.pt`` writers share: where and how they write, the last report, and a
+    failed background write kept to be raised on the next call (never dropped)."""
 
     sharded = False
 
@@ -115,6 +116,20 @@ class InlineWriter:
             hooks,
         )
         self.last_report: WriteReport | None = None
+        self._failed: str | None = None
+
+    def _raise_failed(self) -> None:
+        if self._failed is not None:
+            message, self._failed = self._failed, None
+            raise CheckpointError(
+                message,
+                hint="check the storage (space, credentials, network); "
+                "the previous committed checkpoint is still valid",
+            )
+
+
+class InlineWriter(_OneFileWriter):
+    """One ``state.pt`` per step, written in the calling thread."""
 
     def start(self) -> None:
         return None
@@ -152,7 +167,7 @@ class InlineWriter:
         return None
 
 
-class ThreadWriter:
+class ThreadWriter(_OneFileWriter):
     """One ``state.pt`` per step, written by a background thread; at most one write in flight.
 
     The state's tensors are copied into one reusable host buffer (the only time the loop is
@@ -163,23 +178,14 @@ class ThreadWriter:
     pickling the small non-tensor part and torch.save's per-tensor bookkeeping. A failed write
     is raised on the next call, never dropped."""
 
-    sharded = False
-
     def __init__(
         self, storage: Storage, retention: Retention, compress: Compression, hooks: WriteHooks
     ) -> None:
-        self.storage, self.retention, self.compress, self.hooks = (
-            storage,
-            retention,
-            compress,
-            hooks,
-        )
-        self.last_report: WriteReport | None = None
+        super().__init__(storage, retention, compress, hooks)
         self._snapshot = SharedSnapshot(in_process=True)
         self._thread: threading.Thread | None = None
         self._step: int | None = None  # the step in flight
         self._outcome: tuple[str, Any] | None = None  # ("ok", report) or ("error", message)
-        self._failed: str | None = None
 
     def start(self) -> None:
         return None
@@ -269,22 +275,11 @@ class ThreadWriter:
         self._failed = f"checkpoint {step_dir(step)} was not written: {message}"
         return None
 
-    def _raise_failed(self) -> None:
-        if self._failed is not None:
-            message, self._failed = self._failed, None
-            raise CheckpointError(
-                message,
-                hint="check the storage (space, credentials, network); "
-                "the previous committed checkpoint is still valid",
-            )
 
-
-class ProcessWriter:
+class ProcessWriter(_OneFileWriter):
     """One ``state.pt`` per step, written by a background writer process; at most one write in
     flight. The state is copied into a shared host buffer (the only time the loop is blocked);
     a failed write is raised on the next call, never dropped."""
-
-    sharded = False
 
     def __init__(
         self,
@@ -294,20 +289,13 @@ class ProcessWriter:
         hooks: WriteHooks,
         start_method: Literal["fork", "exec"],
     ) -> None:
-        self.storage, self.retention, self.compress, self.hooks = (
-            storage,
-            retention,
-            compress,
-            hooks,
-        )
+        super().__init__(storage, retention, compress, hooks)
         self.start_method = start_method
-        self.last_report: WriteReport | None = None
         self._snapshot = SharedSnapshot()
         self._proc: Any = None
         self._forked = False
         self._results: queue.Queue[Any] = queue.Queue()
         self._pending: tuple[int, int] | None = None  # (job id, step)
-        self._failed: str | None = None  # a failed write's message, raised on the next call
         self._next_id = 0
 
     def start(self) -> None:
@@ -477,15 +465,6 @@ class ProcessWriter:
                 return result.payload  # type: ignore[no-any-return]
             self._failed = f"checkpoint {step_dir(step)} was not written: {result.payload}"
             return None
-
-    def _raise_failed(self) -> None:
-        if self._failed is not None:
-            message, self._failed = self._failed, None
-            raise CheckpointError(
-                message,
-                hint="check the storage (space, credentials, network); "
-                "the previous committed checkpoint is still valid",
-            )
 
 
 def _read_results(proc: Any, results: queue.Queue[Any], snapshot: SharedSnapshot) -> None:
