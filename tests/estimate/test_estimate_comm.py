@@ -153,3 +153,23 @@ def test_a_measured_stack_gets_a_narrower_range_than_an_unknown_one() -> None:
     assert mega.wall_hours_p90 / mega.wall_hours == pytest.approx(q["throughput-known-stack"][1])
     assert unknown.wall_hours_p90 / unknown.wall_hours > mega.wall_hours_p90 / mega.wall_hours
     assert hf.wall_hours_p90 / hf.wall_hours == unknown.wall_hours_p90 / unknown.wall_hours
+
+
+def test_a_stack_keeps_its_narrower_range_only_on_the_generation_it_was_measured_on() -> None:
+    from gpuwise.estimate.measured import default_efficiency, residual_intervals
+
+    q = residual_intervals()
+    model = default_efficiency()
+    assert model.stack_architectures["fms-fsdp"]["transformer-train"] == ("Ampere",)
+    wl = workload_from_options(
+        model="llama-2-7b", zero="3", tokens="1e10", stack="fms-fsdp", micro_batch=2
+    )
+    ampere = estimate_workload(wl, "A100-80GB", 64, calibration=None)
+    hopper = estimate_workload(wl, "H100", 64, calibration=None)
+    assert ampere.wall_hours_p90 / ampere.wall_hours == pytest.approx(
+        q["throughput-known-stack"][1]
+    )
+    assert hopper.wall_hours_p90 / hopper.wall_hours == pytest.approx(q["throughput"][1])
+    assert "none on Hopper" in hopper.mfu_basis and "none on" not in ampere.mfu_basis
+    # the stack's own factor is still the best guess there
+    assert "fitted to 4 measured fms-fsdp" in hopper.mfu_basis

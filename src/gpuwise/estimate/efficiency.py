@@ -57,6 +57,11 @@ class EfficiencyModel:
     (:func:`~gpuwise.estimate.measured.fit_layer_overhead`); 0 = none fitted."""
     gpu_rows: dict[str, int] = field(default_factory=dict)
     """GPU → measured rows fitted (a GPU below :data:`THIN_GPU_ROWS` gets the wider range)."""
+    stack_architectures: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    """stack → class → the GPU architectures its measured rows ran on. A stack's narrower range holds
+    only there: fms-fsdp measured on Ampere says nothing about how it runs on Hopper (its factor is
+    still the best guess; its range is that of a stack never measured). A stack not listed here keeps
+    the narrower range everywhere."""
     whole_run_gpu_hours: float | None = None
     """Stepping GPU-hours from which a pretraining job counts as a whole run (None: the estimator's
     ``WHOLE_RUN_GPU_HOURS``). The published runs are whole runs by definition, so
@@ -69,7 +74,16 @@ class EfficiencyModel:
             return 1.0, "none fitted"
         if klass in self.by_stack.get(stack, {}):
             lf, n = self.by_stack[stack][klass]
-            return math.exp(lf), f"fitted to {n} measured {stack} {klass} runs"
+            basis = f"fitted to {n} measured {stack} {klass} runs"
+            if not self.stack_measured_on(stack, klass, gpu):
+                from gpuwise.hardware import find_gpu
+
+                archs = " and ".join(self.stack_architectures[stack][klass])
+                basis += (
+                    f", all on {archs}; none on {find_gpu(gpu).architecture}, so the range is"
+                    " that of an unmeasured stack"
+                )
+            return math.exp(lf), basis
         if klass in self.by_class:
             lf, n = self.by_class[klass]
             return math.exp(lf), (
@@ -79,6 +93,16 @@ class EfficiencyModel:
         return math.exp(
             self.overall
         ), f"no measured {klass} run: mean of all {self.rows} measured runs"
+
+    def stack_measured_on(self, stack: str, klass: str, gpu: str) -> bool:
+        """Whether ``stack`` has measured ``klass`` rows on ``gpu``'s architecture (True where
+        the model does not record architectures, or no GPU is named)."""
+        archs = self.stack_architectures.get(stack, {}).get(klass)
+        if not archs or not gpu:
+            return True
+        from gpuwise.hardware import find_gpu
+
+        return find_gpu(gpu).architecture in archs
 
     def interval(
         self, klass: str, gpu: str = "", stack: str = "unknown"
@@ -91,7 +115,11 @@ class EfficiencyModel:
             return self.intervals[klass]
         if gpu and self.gpu_rows.get(gpu, 0) < THIN_GPU_ROWS:
             return self.intervals.get("throughput-thin-gpu") or self.intervals.get("throughput")
-        if klass in self.by_stack.get(stack, {}) and "throughput-known-stack" in self.intervals:
+        if (
+            klass in self.by_stack.get(stack, {})
+            and "throughput-known-stack" in self.intervals
+            and self.stack_measured_on(stack, klass, gpu)
+        ):
             return self.intervals["throughput-known-stack"]
         if gpu:
             from gpuwise.hardware import find_gpu

@@ -327,15 +327,23 @@ def fit_efficiency(
             best = (c, fit)
     assert best is not None
     c, (overall, by_class, by_stack, _) = best
+    from gpuwise.hardware import find_gpu
+
     gpu_rows: dict[str, int] = {}
+    archs: dict[str, dict[str, set[str]]] = {}
     for r in rows:
         gpu_rows[r.gpu] = gpu_rows.get(r.gpu, 0) + 1
+        arch = find_gpu(r.gpu).architecture or r.gpu
+        archs.setdefault(r.stack, {}).setdefault(r.klass, set()).add(arch)
     return EfficiencyModel(
         by_class=by_class,
         by_stack=by_stack,
         overall=overall,
         rows=len(rows),
         gpu_rows=gpu_rows,
+        stack_architectures={
+            st: {k: tuple(sorted(a)) for k, a in by.items()} for st, by in archs.items()
+        },
         intervals=dict(intervals or {}),
         attention_factor=c,
         run_efficiency=run_efficiency,
