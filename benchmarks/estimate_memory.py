@@ -11,6 +11,9 @@ against published fine-tuning figures.
    ``torch.cuda.max_memory_allocated`` would see for activations, minus kernel workspaces.
 4. Published figures: PEFT README (T0_3B on one A100-80GB: full fine-tune 47.14 GB, LoRA 14.4 GB)
    and QLoRA (Dettmers et al. 2023: a 65B model fine-tunes on one 48 GB GPU).
+5. Measured peaks of multi-GPU runs (validation only, ``data/validation_memory.csv``): torchtitan's
+   FSDP, context-, tensor- and pipeline-parallel Llama 3.1 runs on H100s, each row built by
+   ``gpuwise estimate``'s own argument parser, with the signed error and its median.
 
 Still unmeasured without a GPU: CUDA context, allocator fragmentation, cuBLAS/NCCL workspaces,
 FlashAttention's CUDA kernels (the CPU SDPA path saves the same q/k/v/out/logsumexp tensors).
@@ -454,6 +457,61 @@ def main() -> None:
     print(
         "\nbreakdown (GiB) of the QLoRA 65B case:",
         ", ".join(f"{k} {v:.2f}" for k, v in est.memory.breakdown.items() if v),
+    )
+    print_validation_memory()
+
+
+def print_validation_memory() -> None:
+    """Measured peak memory of multi-GPU runs (validation_memory.csv) against the estimate, each
+    row parsed by ``gpuwise estimate``'s own argument parser."""
+    import shlex
+    import statistics
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+    from gpuwise.cli.estimate import estimate_inputs
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_memory.csv")
+        .read_text("utf-8")
+    )
+    print(
+        "\nmeasured peaks of multi-GPU runs (validation only; the measured figure is PyTorch's peak "
+        "reserved memory, the maximum over all GPUs)"
+    )
+    print(f"{'row':74s} {'measured':>9s} {'gpuwise':>8s} {'error':>7s}  largest terms (GiB)")
+    print("-" * 130)
+    errs = []
+    for r in commented_csv(text):
+        argv = [*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]]
+        inputs = estimate_inputs([*argv, "--no-calibration"])
+        est = estimate_workload(
+            inputs.workload,
+            inputs.setup.gpu,
+            inputs.gpus,
+            gpus_per_node=inputs.setup.gpus_per_node,
+            inter_node_gbit_s=inputs.setup.inter_node_gbit_s,
+            calibration=None,
+            suggest=False,
+        )
+        measured = float(r["measured_gib"])
+        err = est.memory.per_gpu_gib / measured - 1
+        errs.append(err)
+        wl = inputs.workload
+        label = (
+            f"{r['source_id']} {wl.model.name} x{inputs.gpus} tp{wl.tensor_parallel} "
+            f"pp{wl.pipeline_parallel} cp{wl.context_parallel} mb{wl.micro_batch} "
+            f"s{wl.seq_len} {wl.grad_ckpt} {wl.precision}"
+        )
+        top = sorted(est.memory.breakdown.items(), key=lambda kv: -kv[1])[:3]
+        print(
+            f"{label:74s} {measured:9.1f} {est.memory.per_gpu_gib:8.1f} {err:+7.0%}  "
+            + ", ".join(f"{k} {v:.1f}" for k, v in top)
+        )
+    print(
+        f"median |error| {statistics.median(abs(e) for e in errs):.0%}, signed "
+        f"{statistics.median(errs):+.0%}, over {len(errs)} rows"
     )
 
 
