@@ -173,6 +173,40 @@ def test_comm_buffers(zero: int, dp: int, expected: float) -> None:
     assert comm_buffer_bytes(wl, dp) == pytest.approx(expected)
 
 
+def test_fsdp_in_a_pipeline_keeps_the_stage_gathered_and_its_gradients_in_fp32() -> None:
+    pipelined = workload_from_options(
+        model="llama-2-7b", task="pretrain", zero=3, pipeline_parallel=2, tensor_parallel=2
+    )
+    stage = 6_738_415_616 / 4  # the 7B's parameters on one TP x PP rank
+    assert comm_buffer_bytes(pipelined, 8) == pytest.approx(stage * (2 + 4))
+    # without a pipeline FSDP gathers one block at a time: far less
+    flat = pipelined.with_changes(pipeline_parallel=1)
+    assert comm_buffer_bytes(flat, 8) < stage
+
+
+def test_fsdp_over_context_parallel_ranks_alone_has_gather_buffers() -> None:
+    # FSDP 1 x CP 8: the states shard over the 8 CP ranks, so blocks are gathered
+    wl = workload_from_options(model="llama-3.1-8b", task="pretrain", zero=3, context_parallel=8)
+    assert comm_buffer_bytes(wl, 1) > 0
+    assert comm_buffer_bytes(wl.with_changes(context_parallel=1), 1) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("stack", "fused"),
+    [("megatron", True), ("unknown", True), ("torchtitan", False), ("hf", False)],
+)
+def test_model_parallel_means_fused_kernels_except_on_plain_pytorch_stacks(
+    stack: str, fused: bool
+) -> None:
+    wl = workload_from_options(model="llama-2-7b", tensor_parallel=2, stack=stack)
+    assert wl.uses_fused_kernels is fused
+    assert workload_from_options(
+        model="llama-2-7b", tensor_parallel=2, stack=stack, fused_kernels="on"
+    ).uses_fused_kernels
+    # unfused, the loss keeps an fp32 copy and an fp32 gradient of the logits
+    assert logits_bytes(wl) == pytest.approx(4096 * 32000 / 2 * (2 if fused else 2 + 4 + 4))
+
+
 def test_breakdown_has_every_term_and_overheads() -> None:
     wl = workload_from_options(model="llama-2-7b", task="finetune")
     br = memory_breakdown_bytes(wl, 1)
@@ -241,3 +275,26 @@ def test_torchtitan_selective_layer_recomputes_every_second_block() -> None:
     s, h = 4096, 4096
     block = layer_activation_bytes(wl.model, s, 1)
     assert activation_bytes(wl) == pytest.approx(16 * block + 16 * 2 * s * h + block)
+
+
+def test_validation_memory_rows_are_gpuwise_estimate_command_lines() -> None:
+    import shlex
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+    from gpuwise.cli.estimate import estimate_inputs
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_memory.csv")
+        .read_text("utf-8")
+    )
+    rows = list(commented_csv(text))
+    assert len(rows) >= 10
+    for r in rows:
+        argv = [*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]]
+        inputs = estimate_inputs([*argv, "--no-calibration"])
+        wl = inputs.workload
+        assert inputs.gpus == int(r["gpus"]) and inputs.gpus % wl.non_data_parallel == 0
+        # a measured peak the source's 96 GB GPUs could hold, and its source named
+        assert 0 < float(r["measured_gib"]) <= 96 * 1e9 / 2**30 and r["source"]

@@ -354,6 +354,17 @@ def inference_activation_bytes(wl: Workload) -> float:
     return b * s * width * act + logits
 
 
+# FSDP (ZeRO-3) inside a pipeline: torchtitan does not reshard a stage's weights after forward when
+# pipelining ("to avoid per-microbatch all-gathers": pytorch/torchtitan torchtitan/models/llama3/
+# parallelize.py, apply_fsdp, reshard_after_forward = not pp_enabled), and PyTorch's pipeline stage
+# runs every micro-batch's backward with set_requires_gradient_sync(False) and
+# set_reshard_after_backward(False), reducing only after the last one (pytorch/pytorch
+# torch/distributed/pipelining/stage.py, backward_maybe_with_nosync). So each GPU holds its stage's
+# weights gathered in bf16 (2 bytes) and their gradients unsharded in the fp32 reduce dtype (4 bytes;
+# FSDP2 accumulates unsynced gradients in reduce_dtype) for the whole step.
+PIPELINED_FSDP_BYTES_PER_PARAM = 2.0 + 4.0
+
+
 def comm_buffer_bytes(wl: Workload, dp: int) -> float:
     """Communication buffers per GPU for data parallelism.
 
@@ -363,8 +374,13 @@ def comm_buffer_bytes(wl: Workload, dp: int) -> float:
     - ZeRO-3 / FSDP: the all-gathered weights of the current and the prefetched unit (one block)
       and that unit's unsharded gradients before the reduce-scatter (FSDP docs: forward/backward
       prefetch; Zhao et al. 2023 "PyTorch FSDP", Sec. 3.2).
+    - ZeRO-3 / FSDP under a pipeline (PyTorch's pipelining, as torchtitan runs it): the stage's
+      weights stay gathered for the whole step and its gradients accumulate unsharded in fp32 until
+      the last micro-batch's backward — :data:`PIPELINED_FSDP_BYTES_PER_PARAM` per stage parameter.
     """
-    if dp <= 1 or wl.task == "inference":
+    # the data-parallel group: DP × CP (Megatron-Core's distributed optimizer and FSDP2 reduce and
+    # shard over both; see _per_gpu_params)
+    if dp * wl.context_parallel <= 1 or wl.task == "inference":
         return 0.0
     m, shard = wl.model, wl.tensor_parallel * wl.pipeline_parallel
     train = trainable_params(wl) / shard
@@ -378,6 +394,8 @@ def comm_buffer_bytes(wl: Workload, dp: int) -> float:
         return train * grad_b
     if wl.zero in (1, 2):
         return 2 * min(_ZERO_BUCKET_ELEMENTS, train) * wb
+    if wl.pipeline_parallel > 1:
+        return train * PIPELINED_FSDP_BYTES_PER_PARAM
     unit = (
         max(m.layer_params(), m.vocab * m.hidden) if m.is_transformer else m.total_params
     ) / shard

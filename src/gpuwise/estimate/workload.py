@@ -59,6 +59,8 @@ STACKS: tuple[Stack, ...] = (
 )
 """Training stacks ``--stack`` names: NeMo/Megatron-Core, torchtitan, MosaicML llm-foundry, IBM
 fms-fsdp, Lightning lit-gpt/LitGPT, DeepSpeed, Hugging Face Trainer/Accelerate; ``unknown``: none said."""
+UNFUSED_STACKS: frozenset[str] = frozenset({"torchtitan", "fms-fsdp", "lit-gpt", "hf"})
+"""Stacks whose layers are plain PyTorch modules: no fused kernels unless ``--fused-kernels on``."""
 RECOMPUTE_SEARCH: tuple[GradCkpt, ...] = ("none", "selective", "full")
 """The recompute modes the planner's settings search tries, least recompute first."""
 AUTO_RECOMPUTE: tuple[GradCkpt, ...] = (
@@ -366,7 +368,13 @@ class Workload:
 
     @property
     def uses_fused_kernels(self) -> bool:
+        """Fused norm, SwiGLU and cross-entropy kernels: as given, else Megatron's (the stack that
+        model parallelism usually means) — but not on stacks built from plain PyTorch modules, whose
+        loss upcasts the logits to fp32 (pytorch/torchtitan torchtitan/components/loss.py,
+        cross_entropy_loss: ``cross_entropy(pred.flatten(0, 1).float(), ...)``)."""
         if self.fused_kernels is None:
+            if self.stack in UNFUSED_STACKS:
+                return False
             return self.tensor_parallel > 1 or self.pipeline_parallel > 1
         return self.fused_kernels
 
