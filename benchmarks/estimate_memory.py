@@ -14,6 +14,8 @@ against published fine-tuning figures.
 5. Measured peaks of multi-GPU runs (validation only, ``data/validation_memory.csv``): torchtitan's
    FSDP, context-, tensor- and pipeline-parallel Llama 3.1 runs on H100s, each row built by
    ``gpuwise estimate``'s own argument parser, with the signed error and its median.
+6. The longest sequence a published QLoRA setup trained (``data/validation_max_context.csv``:
+   Unsloth's Hugging Face + FlashAttention-2 baseline) against the longest gpuwise says fits.
 
 Still unmeasured without a GPU: CUDA context, allocator fragmentation, cuBLAS/NCCL workspaces,
 FlashAttention's CUDA kernels (the CPU SDPA path saves the same q/k/v/out/logsumexp tensors).
@@ -459,6 +461,7 @@ def main() -> None:
         ", ".join(f"{k} {v:.2f}" for k, v in est.memory.breakdown.items() if v),
     )
     print_validation_memory()
+    print_max_context()
 
 
 def print_validation_memory() -> None:
@@ -513,6 +516,44 @@ def print_validation_memory() -> None:
         f"median |error| {statistics.median(abs(e) for e in errs):.0%}, signed "
         f"{statistics.median(errs):+.0%}, over {len(errs)} rows"
     )
+
+
+def _longest_that_fits(argv: list[str]) -> int:
+    """The longest --seq-len (to 16 tokens) for which ``gpuwise estimate ARGV`` says it fits."""
+    from gpuwise.cli.estimate import estimate_inputs
+
+    def fits(seq: int) -> bool:
+        inputs = estimate_inputs([*argv, "--seq-len", str(seq), "--no-calibration"])
+        est = estimate_workload(
+            inputs.workload, inputs.setup.gpu, inputs.gpus, calibration=None, suggest=False
+        )
+        return est.memory.fits
+
+    lo, hi = 0, 1 << 21
+    while hi - lo > 16:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def print_max_context() -> None:
+    """Published longest trainable sequences (validation_max_context.csv) against gpuwise's."""
+    import shlex
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_max_context.csv")
+        .read_text("utf-8")
+    )
+    print("\nlongest sequence that trains (validation only; QLoRA of Llama 3.1 8B, batch 1)")
+    print(f"{'source':12s} {'GPU':10s} {'published':>10s} {'gpuwise':>8s} {'ratio':>6s}")
+    for r in commented_csv(text):
+        argv = [*shlex.split(r["options"]), "--gpu", r["gpu"]]
+        ours, theirs = _longest_that_fits(argv), int(r["measured_max_seq"])
+        print(f"{r['source_id']:12s} {r['gpu']:10s} {theirs:10,d} {ours:8,d} {ours / theirs:5.2f}x")
 
 
 if __name__ == "__main__":

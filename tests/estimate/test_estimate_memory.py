@@ -6,6 +6,7 @@ import pytest
 
 from gpuwise.estimate.memory import (
     QLORA_BITS_PER_PARAM,
+    activation_bytes,
     comm_buffer_bytes,
     kv_cache_bytes,
     layer_activation_bytes,
@@ -139,7 +140,7 @@ def test_qlora_base_weights_are_4_127_bits_for_linear_layers() -> None:
     adapters = m.lora_params(16, "all-linear") * 2  # QLoRA keeps adapters in bf16 (qlora.py)
     expected = (
         m.linear_params * QLORA_BITS_PER_PARAM / 8
-        + (m.total_params - m.linear_params) * 2
+        + (m.total_params - m.linear_params) * 4  # PEFT casts the rest to fp32
         + adapters
     )
     assert w == pytest.approx(expected)
@@ -275,6 +276,15 @@ def test_torchtitan_selective_layer_recomputes_every_second_block() -> None:
     s, h = 4096, 4096
     block = layer_activation_bytes(wl.model, s, 1)
     assert activation_bytes(wl) == pytest.approx(16 * block + 16 * 2 * s * h + block)
+
+
+def test_qlora_keeps_fp32_block_inputs_as_peft_prepares_the_model() -> None:
+    # prepare_model_for_kbit_training casts the embedding to fp32: the residual stream, and each
+    # checkpointed block input, is 4 bytes per value; LoRA on the same model keeps 2
+    kw = {"model": "llama-2-7b", "grad_ckpt": "full", "seq_len": 4096, "micro_batch": 1}
+    qlora = activation_bytes(workload_from_options(task="qlora", **kw))
+    lora = activation_bytes(workload_from_options(task="lora", **kw))
+    assert qlora - lora == pytest.approx(2.0 * 4096 * 4096 * 32)
 
 
 def test_validation_memory_rows_are_gpuwise_estimate_command_lines() -> None:

@@ -45,6 +45,13 @@ _OPTIMIZER_BYTES = {"adamw": 8.0, "adamw8bit": 2.0, "sgd": 4.0}
 # QLoRA base weights: 4-bit NF4 plus double-quantised constants, 0.127 bits per parameter
 # (Dettmers et al. 2023, "QLoRA", Sec. 3 "Double Quantization": 8/64 + 32/(64·256) = 0.127 bits).
 QLORA_BITS_PER_PARAM = 4.0 + 0.127
+# QLoRA as its recipes run it: PEFT's prepare_model_for_kbit_training "cast[s] all non INT8 parameters to
+# fp32" (huggingface/peft src/peft/utils/other.py) — the embeddings, norms and LM head the 4-bit loader
+# left unquantised become fp32 (4 bytes), and with an fp32 embedding the residual stream between the
+# blocks is fp32 too (residual + block output promotes to fp32), so each checkpointed block input is
+# 4 bytes per value.
+QLORA_UNQUANTIZED_BYTES = 4.0
+QLORA_RESIDUAL_BYTES = 4.0
 # DeepSpeed ZeRO-1/2 bucket defaults: reduce_bucket_size = allgather_bucket_size = 5e8 elements
 # (deepspeed.ai/docs/config-json, "ZeRO optimizations").
 _ZERO_BUCKET_ELEMENTS = 5e8
@@ -143,7 +150,8 @@ def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
     if wl.task == "qlora":
         base_params = m.total_params
         base_b = (
-            m.linear_params * QLORA_BITS_PER_PARAM / 8 + (m.total_params - m.linear_params) * 2.0
+            m.linear_params * QLORA_BITS_PER_PARAM / 8
+            + (m.total_params - m.linear_params) * QLORA_UNQUANTIZED_BYTES
         ) / base_params
     else:
         base_params, base_b = m.total_params, _WEIGHT_BYTES[wl.precision]
@@ -280,7 +288,8 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
         if m.decoder_layers
         else 0.0
     )
-    layer_input = act_bytes * s * b * m.hidden / (tp if wl.uses_sequence_parallel else 1)
+    residual_bytes = QLORA_RESIDUAL_BYTES if wl.task == "qlora" else act_bytes
+    layer_input = residual_bytes * s * b * m.hidden / (tp if wl.uses_sequence_parallel else 1)
     if wl.grad_ckpt == "full":
         # keep each layer's input (2·sbh, Korthikanti Table 2) and recompute one layer at a time
         return layer_input * m.total_layers + max(enc, dec)
