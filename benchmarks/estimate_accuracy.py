@@ -526,7 +526,7 @@ def _size_band(size_bytes: float) -> str:
 
 def print_collectives() -> None:
     """alpha + n*beta against published nccl-tests timings (validation_collectives.csv), then the
-    median signed error per source, per node count and per message-size band."""
+    median signed error per source, node count, network and message-size band."""
     from importlib import resources
 
     from gpuwise.base.datafiles import commented_csv
@@ -543,7 +543,13 @@ def print_collectives() -> None:
         f"\n  {'source':13s} {'GPU':9s} {'nodes':>5s} {'GPUs':>4s} {'collective':14s} {'MiB':>6s} "
         f"{'measured us':>11s} {'gpuwise us':>10s} {'alpha':>6s} {'error':>7s}"
     )
-    groups: dict[str, dict[str, list[float]]] = {"source": {}, "nodes": {}, "size": {}}
+    groups: dict[str, dict[str, list[float]]] = {
+        "source": {},
+        "nodes": {},
+        "net": {},
+        "size": {},
+        "cell": {},
+    }
     for r in commented_csv(text):
         n, size, gpn = int(r["gpus"]), float(r["bytes"]), int(r["gpus_per_node"])
         net = network_for(find_gpu(r["gpu"]), gpn, float(r["inter_node_gbps"]))
@@ -554,19 +560,32 @@ def print_collectives() -> None:
             f"  {r['source_id']:13s} {r['gpu']:9s} {nodes:5d} {n:4d} {r['collective']:14s} "
             f"{size / 2**20:6.0f} {meas:11.0f} {pred:10.0f} {alpha * 1e6 / pred:6.0%} {err:+7.0%}"
         )
-        for key, value in (("source", r["source_id"]), ("nodes", str(nodes))):
+        gbps = f"{float(r['inter_node_gbps']):g}" if nodes > 1 else "one node"
+        for key, value in (("source", r["source_id"]), ("nodes", str(nodes)), ("net", gbps)):
             groups[key].setdefault(value, []).append(err)
         groups["size"].setdefault(_size_band(size), []).append(err)
+        groups["cell"].setdefault(f"{gbps} | {_size_band(size)}", []).append(err)
     ordered = {
         "source": list(groups["source"]),
         "nodes": sorted(groups["nodes"], key=int),
+        "net": sorted(groups["net"], key=lambda v: float(v) if v[0].isdigit() else 0.0),
         "size": [b for b in _SIZE_BANDS if b in groups["size"]],
     }
-    for key, title in (("source", "source"), ("nodes", "nodes"), ("size", "message size")):
+    ordered["cell"] = [
+        f"{g} | {b}" for g in ordered["net"] for b in _SIZE_BANDS if f"{g} | {b}" in groups["cell"]
+    ]
+    titles = {
+        "source": "source",
+        "nodes": "nodes",
+        "net": "Gbit/s per node",
+        "size": "message size",
+        "cell": "Gbit/s per node | message size",
+    }
+    for key, title in titles.items():
         print(f"  median signed error by {title}:")
         for value in ordered[key]:
             errs = groups[key][value]
-            print(f"    {value:13s} {len(errs):3d} rows  {statistics.median(errs):+5.0%}")
+            print(f"    {value:24s} {len(errs):3d} rows  {statistics.median(errs):+5.0%}")
 
 
 def print_finetune_validation() -> None:
