@@ -59,7 +59,7 @@ from gpuwise.estimate.measured import (
     run_gpu_hours,
 )
 from gpuwise.estimate.options import OPTIONS
-from gpuwise.estimate.throughput import PublishedRun, load_published_runs
+from gpuwise.estimate.throughput import Network, PublishedRun, load_published_runs
 from gpuwise.hardware import GpuSpec, find_gpu
 
 # GPU-hours rows that come from the same stack as throughput rows share its fold.
@@ -498,12 +498,39 @@ def print_outside_check() -> None:
     )
 
 
+_RING_SHARE = {"all-reduce": 1.0, "all-gather": 0.5, "reduce-scatter": 0.5}
+
+
+def nccl_tests_seconds(kind: str, size_bytes: float, n: int, net: Network) -> tuple[float, float]:
+    """gpuwise's (wire, latency) seconds for one nccl-tests row of ``kind`` and nccl-tests' size column.
+
+    For all-gather and reduce-scatter that size is the whole gathered (or reduced) array, so each GPU
+    moves (n-1)/n of it, half an all-reduce of the same size (nccl-tests' bus bandwidth is algbw ×
+    (n-1)/n there, × 2(n-1)/n for all-reduce; the FSDP step's 1.5 all-reduces for 2 all-gathers and
+    a reduce-scatter count the same way); the latency is ``collective_latency_s`` of that kind."""
+    from gpuwise.estimate.throughput import allreduce_seconds, collective_latency_s
+
+    if kind not in _RING_SHARE:
+        raise ValueError(f"unknown collective {kind!r}: one of {', '.join(_RING_SHARE)}")
+    wire = _RING_SHARE[kind] * allreduce_seconds(size_bytes, n, net)
+    return wire, collective_latency_s(kind, n, net)
+
+
+_SIZE_BANDS = ("< 16 MiB", "16-256 MiB", "> 256 MiB")
+
+
+def _size_band(size_bytes: float) -> str:
+    mib = size_bytes / 2**20
+    return _SIZE_BANDS[0] if mib < 16 else _SIZE_BANDS[1] if mib <= 256 else _SIZE_BANDS[2]
+
+
 def print_collectives() -> None:
-    """alpha + n*beta against published nccl-tests timings (validation_collectives.csv)."""
+    """alpha + n*beta against published nccl-tests timings (validation_collectives.csv), then the
+    median signed error per source, node count, network and message-size band."""
     from importlib import resources
 
     from gpuwise.base.datafiles import commented_csv
-    from gpuwise.estimate.throughput import allreduce_seconds, collective_latency_s, network_for
+    from gpuwise.estimate.throughput import network_for
 
     text = (
         resources.files("gpuwise.estimate")
@@ -511,21 +538,54 @@ def print_collectives() -> None:
         .read_text("utf-8")
     )
     print(
-        "\nCOLLECTIVES vs nccl-tests (validation only):"
-        f"\n  {'source':13s} {'GPU':5s} {'GPUs':>4s} {'collective':10s} {'MB':>6s} {'measured us':>11s} "
-        f"{'gpuwise us':>10s} {'error':>7s}"
+        "\nCOLLECTIVES vs nccl-tests (validation only; error = gpuwise / measured - 1, "
+        "- = gpuwise too fast; alpha = latency share of gpuwise's time):"
+        f"\n  {'source':13s} {'GPU':9s} {'nodes':>5s} {'GPUs':>4s} {'collective':14s} {'MiB':>6s} "
+        f"{'measured us':>11s} {'gpuwise us':>10s} {'alpha':>6s} {'error':>7s}"
     )
+    groups: dict[str, dict[str, list[float]]] = {
+        "source": {},
+        "nodes": {},
+        "net": {},
+        "size": {},
+        "cell": {},
+    }
     for r in commented_csv(text):
-        n, size = int(r["gpus"]), float(r["bytes"])
-        net = network_for(find_gpu(r["gpu"]), int(r["gpus_per_node"]), float(r["inter_node_gbps"]))
-        pred = (
-            allreduce_seconds(size, n, net) + collective_latency_s(r["collective"], n, net)
-        ) * 1e6
-        meas = float(r["time_us"])
+        n, size, gpn = int(r["gpus"]), float(r["bytes"]), int(r["gpus_per_node"])
+        net = network_for(find_gpu(r["gpu"]), gpn, float(r["inter_node_gbps"]))
+        wire, alpha = nccl_tests_seconds(r["collective"], size, n, net)
+        pred, meas = (wire + alpha) * 1e6, float(r["time_us"])
+        err, nodes = pred / meas - 1, math.ceil(n / gpn)
         print(
-            f"  {r['source_id']:13s} {r['gpu']:5s} {n:4d} {r['collective']:10s} {size / 2**20:6.1f} "
-            f"{meas:11.0f} {pred:10.0f} {pred / meas - 1:+7.0%}"
+            f"  {r['source_id']:13s} {r['gpu']:9s} {nodes:5d} {n:4d} {r['collective']:14s} "
+            f"{size / 2**20:6.0f} {meas:11.0f} {pred:10.0f} {alpha * 1e6 / pred:6.0%} {err:+7.0%}"
         )
+        gbps = f"{float(r['inter_node_gbps']):g}" if nodes > 1 else "one node"
+        for key, value in (("source", r["source_id"]), ("nodes", str(nodes)), ("net", gbps)):
+            groups[key].setdefault(value, []).append(err)
+        groups["size"].setdefault(_size_band(size), []).append(err)
+        groups["cell"].setdefault(f"{gbps} | {_size_band(size)}", []).append(err)
+    ordered = {
+        "source": list(groups["source"]),
+        "nodes": sorted(groups["nodes"], key=int),
+        "net": sorted(groups["net"], key=lambda v: float(v) if v[0].isdigit() else 0.0),
+        "size": [b for b in _SIZE_BANDS if b in groups["size"]],
+    }
+    ordered["cell"] = [
+        f"{g} | {b}" for g in ordered["net"] for b in _SIZE_BANDS if f"{g} | {b}" in groups["cell"]
+    ]
+    titles = {
+        "source": "source",
+        "nodes": "nodes",
+        "net": "Gbit/s per node",
+        "size": "message size",
+        "cell": "Gbit/s per node | message size",
+    }
+    for key, title in titles.items():
+        print(f"  median signed error by {title}:")
+        for value in ordered[key]:
+            errs = groups[key][value]
+            print(f"    {value:24s} {len(errs):3d} rows  {statistics.median(errs):+5.0%}")
 
 
 def print_finetune_validation() -> None:
