@@ -462,40 +462,84 @@ def print_meta_405b() -> None:
     )
 
 
+@functools.cache
+def catalog_gpus() -> frozenset[str]:
+    """The GPUs the bundled price catalog offers: the GPUs issue 32 says matter."""
+    from importlib import resources
+
+    from gpuwise.catalog import load_catalog
+
+    bundled = resources.files("gpuwise.catalog").joinpath("data/offers.csv.gz")
+    with resources.as_file(bundled) as path:
+        return frozenset(o.gpu for o in load_catalog([path]).offers)
+
+
+def _outside_summary(label: str, errs: list[float], rule: list[float], held: list[bool]) -> str:
+    return (
+        f"  {label}: {len(errs)} rows, median |error| gpuwise "
+        f"{statistics.median([abs(e) for e in errs]):.1%} (signed {statistics.median(errs):+.1%}), "
+        f"40% rule {statistics.median([abs(e) for e in rule]):.1%} (signed "
+        f"{statistics.median(rule):+.1%}); p10-p90 holds {sum(held)}/{len(held)} = "
+        f"{sum(held) / len(held):.0%}"
+    )
+
+
 def print_outside_check() -> None:
     """The validation-only throughput rows (nothing is fitted to them), predicted with the shipped fit
-    through the CLI's argument path, next to the rule; the range is the one the estimate prints."""
+    through the CLI's argument path, next to the rule; the range is the one the estimate prints.
+    The headline counts GPUs the catalog offers (issue 32: "GPUs the catalog carries are the GPUs
+    that matter; others may stay out, said so"); the others are printed and summed apart."""
     from gpuwise.estimate.measured import default_efficiency
 
     runs, same, _ = cli_runs("validation_throughput.csv")
     eff = default_efficiency()
+    offered = catalog_gpus()
     print(
         f"\nOUTSIDE CHECK: {len(runs)} validation-only rows (validation_throughput.csv; none fitted; "
         f"{same}/{len(runs)} built by the CLI exactly as the loader builds them)\n"
         f"  {'source':9s} {'GPU':6s} {'GPUs':>4s} {'row':48s} {'measured':>9s} {'gpuwise':>8s} "
         f"{'in p10-p90':>10s} {'40% rule':>8s}"
     )
-    errs: list[float] = []
-    rule: list[float] = []
-    held = 0
+    # (source, in the catalog) -> (errors, rule errors, inside the range)
+    groups: dict[tuple[str, bool], tuple[list[float], list[float], list[bool]]] = {}
     for r in runs:
         est = estimate_with(r, eff)
         pred = r.per_gpu(est.tokens_per_second, est.samples_per_second)
         q = eff.interval(workload_class(r.workload), r.gpu, r.workload.stack) or (1.0, 1.0)
         inside = q[0] <= r.value / pred <= q[1]  # measured time / predicted time
-        held += inside
-        errs.append(pred / r.value - 1)
-        rule.append(_rule40(r, _row_precision(r)) / r.value - 1)
+        err, rule = pred / r.value - 1, _rule40(r, _row_precision(r)) / r.value - 1
+        e, ru, h = groups.setdefault((r.source_id, r.gpu in offered), ([], [], []))
+        e.append(err)
+        ru.append(rule)
+        h.append(inside)
         tp = dict(r.options).get("tensor_parallel", "1")
+        mark = "" if r.gpu in offered else "  (not in the catalog)"
         print(
             f"  {r.source_id:9s} {r.gpu:6s} {r.gpus:4d} {r.label + ' tp' + tp:48s} {r.value:9,.0f} "
-            f"{errs[-1]:+8.1%} {'yes' if inside else 'no':>10s} {rule[-1]:+8.1%}"
+            f"{err:+8.1%} {'yes' if inside else 'no':>10s} {rule:+8.1%}{mark}"
         )
-    print(
-        f"  median |error| gpuwise {statistics.median([abs(e) for e in errs]):.1%} (signed "
-        f"{statistics.median(errs):+.1%}), 40% rule {statistics.median([abs(e) for e in rule]):.1%} "
-        f"(signed {statistics.median(rule):+.1%}); p10-p90 holds {held}/{len(runs)}"
-    )
+
+    def pooled(keep: Callable[[str, bool], bool]) -> tuple[list[float], list[float], list[bool]]:
+        chosen = [v for k, v in groups.items() if keep(*k)]
+        return (
+            [x for v in chosen for x in v[0]],
+            [x for v in chosen for x in v[1]],
+            [x for v in chosen for x in v[2]],
+        )
+
+    print("  by source (catalog GPUs):")
+    for src in dict.fromkeys(k[0] for k in groups if k[1]):
+        print(_outside_summary(f"  {src:9s}", *pooled(lambda s, c, src=src: c and s == src)))
+    print(_outside_summary("GPUs in the catalog", *pooled(lambda s, c: c)))
+    if any(not c for _, c in groups):
+        gpus = sorted({r.gpu for r in runs if r.gpu not in offered})
+        print(
+            _outside_summary(
+                f"GPUs not in the catalog ({', '.join(gpus)}; shown, not counted)",
+                *pooled(lambda s, c: not c),
+            )
+        )
+    print(_outside_summary("all rows", *pooled(lambda s, c: True)))
 
 
 _RING_SHARE = {"all-reduce": 1.0, "all-gather": 0.5, "reduce-scatter": 0.5}
