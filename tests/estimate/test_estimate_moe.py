@@ -117,6 +117,23 @@ def test_grad_ckpt_auto_takes_the_least_recompute_that_fits_or_is_tight() -> Non
     assert est.workload.grad_ckpt == "none"
 
 
+@pytest.mark.parametrize(("task", "stack"), [("qlora", "unknown"), ("lora", "hf")])
+def test_grad_ckpt_auto_follows_recipes_that_checkpoint_by_default(task: str, stack: str) -> None:
+    # issue 32: memory would allow no recompute, but QLoRA recipes (PEFT) and TRL checkpoint anyway
+    wl = workload_from_options(
+        model="llama-2-7b", task=task, stack=stack, seq_len="1024", grad_ckpt="auto"
+    )
+    est = estimate_workload(wl, "A100-80GB", 1, calibration=None, suggest=False)
+    assert est.workload.grad_ckpt == "full"
+    assert any("--grad-ckpt auto" in n for n in est.notes)
+    plain = wl.with_changes(grad_ckpt="none")
+    assert estimate_workload(plain, "A100-80GB", 1, calibration=None, suggest=False).memory.fits
+    # a LoRA without such a recipe still takes the least that fits
+    other = workload_from_options(model="llama-2-7b", task="lora", seq_len="1024", grad_ckpt="auto")
+    est = estimate_workload(other, "A100-80GB", 1, calibration=None, suggest=False)
+    assert est.workload.grad_ckpt == "none"
+
+
 def test_flash_attention_3_is_hopper_only_and_faster() -> None:
     wl = workload_from_options(model="llama-3.1-8b", seq_len="16384", zero="3")
     fa2 = estimate_workload(wl, "H100", 8, calibration=None, suggest=False)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwise.catalog import Offer
-from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner import PlanOption, PlanRequest, load_spot_defaults, plan_offers
+from gpuwise.planner.rank import TIE_WITHIN
 
 from .toy import NO_STARTUP, ToyModel
 
@@ -64,12 +66,11 @@ def test_plan_invariants(
     )
     plan = plan_offers(offers, ToyModel(), request, spot=SPOT, reserved={}, startup=NO_STARTUP)
     opts = plan.options
-    key = {
-        "cost": lambda o: o.cost_usd,
-        "time": lambda o: o.hours,
-        "balanced": lambda o: o.cost_usd * o.hours,
-    }[objective]
-    assert all(key(a) <= key(b) * (1 + 1e-9) + 1e-6 for a, b in itertools.pairwise(opts))
+    if objective == "cost":
+        _assert_cost_order(opts, deadline)
+    else:
+        key = {"time": lambda o: o.hours, "balanced": lambda o: o.cost_usd * o.hours}[objective]
+        assert all(key(a) <= key(b) * (1 + 1e-9) + 1e-6 for a, b in itertools.pairwise(opts))
     assert [o.rank for o in opts] == list(range(1, len(opts) + 1))
     for o in opts:
         assert o.fits and o.per_gpu_memory_gib <= o.capacity_gib
@@ -89,3 +90,23 @@ def test_plan_invariants(
             assert any(p.cost_usd <= o.cost_usd and p.hours <= o.hours for p in front)
     assert (not opts) == (plan.reason is not None)
     assert all(r.reason for r in plan.rejected)
+
+
+def _assert_cost_order(opts: Sequence[PlanOption], deadline: float | None) -> None:
+    """The cost objective's order (planner.rank.choose): the options within TIE_WITHIN of the
+    cheapest come first, faster first; then the others, cheapest first. With a deadline the option
+    that reaches the asked confidence may be moved first, so the order is checked after the first."""
+    if not opts:
+        return
+    cheapest = min(o.cost_usd for o in opts)
+    tied = {id(o) for o in opts if o.cost_usd <= cheapest * (1 + TIE_WITHIN) + 1e-9}
+    after = list(opts[1:])
+    flags = [id(o) in tied for o in after]
+    assert flags == sorted(flags, reverse=True)  # every tied option before every other one
+    block = [o for o in after if id(o) in tied]
+    others = [o for o in after if id(o) not in tied]
+    assert all(a.hours <= b.hours * (1 + 1e-9) + 1e-9 for a, b in itertools.pairwise(block))
+    assert all(a.cost_usd <= b.cost_usd * (1 + 1e-9) + 1e-6 for a, b in itertools.pairwise(others))
+    if deadline is None:  # nothing moves the first: the fastest of the tied
+        assert id(opts[0]) in tied
+        assert all(opts[0].hours <= o.hours * (1 + 1e-9) + 1e-9 for o in block)

@@ -53,7 +53,7 @@ from gpuwise.estimate.throughput import (
     peak_flops,
     training_flops_per_token,
 )
-from gpuwise.estimate.workload import AUTO_RECOMPUTE, Workload
+from gpuwise.estimate.workload import AUTO_RECOMPUTE, Workload, recipe_recompute
 from gpuwise.hardware import GpuSpec, find_gpu
 from gpuwise.units import BYTES_PER_GIB
 
@@ -285,11 +285,18 @@ def _least_recompute(
     cal: GpuCalibration | None,
     eff: EfficiencyModel,
 ) -> Workload:
-    """``grad_ckpt="auto"``: the least of :data:`AUTO_RECOMPUTE` under which the configuration fits
+    """``grad_ckpt="auto"``: what the recipe does where the common recipe for the task and stack
+    checkpoints by default (:func:`~gpuwise.estimate.workload.recipe_recompute`: QLoRA, Hugging Face
+    fine-tunes); otherwise the least of :data:`AUTO_RECOMPUTE` under which the configuration fits
     or is tight (over only by the assumed fragmentation allowance) — how a configuration that ran is
     taken; full recompute when none does."""
     if not wl.is_training:
         return wl.with_changes(grad_ckpt="none")
+    recipe = recipe_recompute(wl.task, wl.stack)
+    if recipe is not None:  # the recipe checkpoints whether or not memory needs it
+        mode, why = recipe
+        note = f"--grad-ckpt auto: {why}"
+        return wl.with_changes(grad_ckpt=mode, notes=(*wl.notes, note))
     for mode in AUTO_RECOMPUTE:
         candidate = wl.with_changes(grad_ckpt=mode)
         est = _estimate(candidate, spec, gpus, gpn, inter_gbit, cal, None, eff)

@@ -61,6 +61,21 @@ STACKS: tuple[Stack, ...] = (
 fms-fsdp, Lightning lit-gpt/LitGPT, DeepSpeed, Hugging Face Trainer/Accelerate; ``unknown``: none said."""
 UNFUSED_STACKS: frozenset[str] = frozenset({"torchtitan", "fms-fsdp", "lit-gpt", "hf"})
 """Stacks whose layers are plain PyTorch modules: no fused kernels unless ``--fused-kernels on``."""
+
+
+def recipe_recompute(task: str, stack: str) -> tuple[GradCkpt, str] | None:
+    """(recompute, why) where the common recipe for ``task`` on ``stack`` checkpoints activations by
+    default, else None. QLoRA recipes checkpoint: QLoRA paper (Dettmers et al. 2023) Sec. 4 and
+    PEFT's ``prepare_model_for_kbit_training(use_gradient_checkpointing=True)`` default. Hugging
+    Face TRL's SFTConfig turns gradient_checkpointing on by default (trl/trainer/sft_config.py:
+    "Defaults to True instead of False"), so ``--stack hf`` fine-tunes checkpoint too."""
+    if task == "qlora":
+        return "full", "qlora: gradient checkpointing on (full), as QLoRA recipes do"
+    if stack == "hf" and task in ("finetune", "lora"):
+        return "full", "--stack hf: gradient checkpointing on (full), TRL SFTConfig's default"
+    return None
+
+
 RECOMPUTE_SEARCH: tuple[GradCkpt, ...] = ("none", "selective", "full")
 """The recompute modes the planner's settings search tries, least recompute first."""
 AUTO_RECOMPUTE: tuple[GradCkpt, ...] = (
@@ -470,21 +485,10 @@ def workload_from_options(**options: str | float | bool | ModelConfig | None) ->
     grad_ckpt = o["grad_ckpt"]
     stack = _choice(str(o["stack"]), STACKS, "stack")
     if grad_ckpt is None:
-        # QLoRA recipes checkpoint activations: QLoRA paper (Dettmers et al. 2023) Sec. 4 and PEFT's
-        # prepare_model_for_kbit_training(use_gradient_checkpointing=True) default. Hugging Face TRL's
-        # SFTConfig turns gradient_checkpointing on by default (trl/trainer/sft_config.py: "Defaults to
-        # True instead of False"), so --stack hf fine-tunes checkpoint too.
-        hf_tune = stack == "hf" and t in ("finetune", "lora")
-        grad_ckpt = "full" if t == "qlora" or hf_tune else "none"
-        if t == "qlora":
-            notes.append(
-                "qlora: gradient checkpointing on (full), as QLoRA recipes do; --grad-ckpt none to change"
-            )
-        elif hf_tune:
-            notes.append(
-                "--stack hf: gradient checkpointing on (full), TRL SFTConfig's default; "
-                "--grad-ckpt none to change"
-            )
+        checkpointed = recipe_recompute(t, stack)
+        grad_ckpt = checkpointed[0] if checkpointed else "none"
+        if checkpointed:
+            notes.append(f"{checkpointed[1]}; --grad-ckpt none to change")
     master = _choice(str(o["master_weights"]), ("fp32", "bf16"), "master_weights")
     states = _choice(str(o["optimizer_states"]), ("auto", "fp32", "bf16"), "optimizer_states")
     kernel = _choice(str(o["attention_kernel"]), ("flash1", "flash2", "flash3"), "attention_kernel")
