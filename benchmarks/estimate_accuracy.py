@@ -632,6 +632,47 @@ def print_collectives() -> None:
             print(f"    {value:24s} {len(errs):3d} rows  {statistics.median(errs):+5.0%}")
 
 
+def print_scaling_series() -> None:
+    """Published series (validation_scaling.csv) relative to their first row: the shape of the
+    model along sequence length and context parallelism, whatever the absolute speed."""
+    import shlex
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+    from gpuwise.estimate import estimate_workload
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_scaling.csv")
+        .read_text("utf-8")
+    )
+    print(
+        "\nSERIES, relative to their first row (validation only; ratios, not absolute speed):\n"
+        f"  {'series':11s} {'row':46s} {'measured':>9s} {'gpuwise':>8s} {'error':>7s}"
+    )
+    first: dict[str, tuple[float, float]] = {}
+    for r in commented_csv(text):
+        argv = [*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]]
+        inputs = estimate_inputs([*argv, "--no-calibration"])
+        est = estimate_workload(
+            inputs.workload,
+            inputs.setup.gpu,
+            inputs.gpus,
+            calibration=None,
+            suggest=False,
+            **inputs.setup.kwargs(),
+        )
+        ours, theirs = est.tokens_per_second / inputs.gpus, float(r["tokens_per_s_per_gpu"])
+        base = first.setdefault(r["series"], (ours, theirs))
+        wl = inputs.workload
+        label = f"{wl.model.name} cp{wl.context_parallel} s{wl.seq_len} tp{wl.tensor_parallel} pp{wl.pipeline_parallel}"
+        rel_ours, rel_theirs = ours / base[0], theirs / base[1]
+        print(
+            f"  {r['series']:11s} {label:46s} {rel_theirs:9.3f} {rel_ours:8.3f} "
+            f"{rel_ours / rel_theirs - 1:+7.0%}"
+        )
+
+
 def print_finetune_validation() -> None:
     """QLoRA's dequantisation against LitGPT's measured QLoRA - LoRA time per iteration (the
     validation-only file; nothing is fitted to it), and QLoRA / LoRA by sequence length."""
@@ -773,6 +814,7 @@ def main() -> None:
     run_res = print_gpu_hours()
     print_meta_405b()
     print_outside_check()
+    print_scaling_series()
     print_collectives()
     print_finetune_validation()
     print_large_dp()
