@@ -173,3 +173,27 @@ def test_a_stack_keeps_its_narrower_range_only_on_the_generation_it_was_measured
     assert "none on Hopper" in hopper.mfu_basis and "none on" not in ampere.mfu_basis
     # the stack's own factor is still the best guess there
     assert "fitted to 4 measured fms-fsdp" in hopper.mfu_basis
+
+
+def test_validation_series_are_command_lines_whose_first_row_is_the_base() -> None:
+    import shlex
+    from importlib import resources
+
+    from gpuwise.base.datafiles import commented_csv
+    from gpuwise.cli.estimate import estimate_inputs
+
+    text = (
+        resources.files("gpuwise.estimate")
+        .joinpath("data/validation_scaling.csv")
+        .read_text("utf-8")
+    )
+    seen: dict[str, int] = {}
+    for r in commented_csv(text):
+        argv = [*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]]
+        wl = estimate_inputs([*argv, "--no-calibration"]).workload
+        # one setting moves along a series: its first row has no context parallelism
+        if r["series"] not in seen:
+            assert wl.context_parallel == 1
+        seen[r["series"]] = seen.get(r["series"], 0) + 1
+        assert float(r["tokens_per_s_per_gpu"]) > 0 and r["source"]
+    assert seen and all(n >= 2 for n in seen.values())
