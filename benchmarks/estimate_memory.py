@@ -548,12 +548,12 @@ def print_max_context() -> None:
         .joinpath("data/validation_max_context.csv")
         .read_text("utf-8")
     )
-    print("\nlongest sequence that trains (validation only; QLoRA of Llama 3.1 8B, batch 1)")
-    print(f"{'source':12s} {'GPU':10s} {'published':>10s} {'gpuwise':>8s} {'ratio':>6s}")
+    print("\nlongest sequence that trains (validation only; QLoRA, batch 1)")
+    print(f"{'source':14s} {'GPU':10s} {'published':>10s} {'gpuwise':>8s} {'ratio':>6s}")
     for r in commented_csv(text):
         argv = [*shlex.split(r["options"]), "--gpu", r["gpu"]]
         ours, theirs = _longest_that_fits(argv), int(r["measured_max_seq"])
-        print(f"{r['source_id']:12s} {r['gpu']:10s} {theirs:10,d} {ours:8,d} {ours / theirs:5.2f}x")
+        print(f"{r['source_id']:14s} {r['gpu']:10s} {theirs:10,d} {ours:8,d} {ours / theirs:5.2f}x")
 
 
 if __name__ == "__main__":

@@ -140,7 +140,7 @@ def test_qlora_base_weights_are_4_127_bits_for_linear_layers() -> None:
     adapters = m.lora_params(16, "all-linear") * 2  # QLoRA keeps adapters in bf16 (qlora.py)
     expected = (
         m.linear_params * QLORA_BITS_PER_PARAM / 8
-        + (m.total_params - m.linear_params) * 4  # PEFT casts the rest to fp32
+        + (m.total_params - m.linear_params) * 2  # TRL and the QLoRA code keep them in bf16
         + adapters
     )
     assert w == pytest.approx(expected)
@@ -183,6 +183,24 @@ def test_fsdp_in_a_pipeline_keeps_the_stage_gathered_and_its_gradients_in_fp32()
     # without a pipeline FSDP gathers one block at a time: far less
     flat = pipelined.with_changes(pipeline_parallel=1)
     assert comm_buffer_bytes(flat, 8) < stage
+    # fp32 training gathers 4-byte weights
+    fp32 = pipelined.with_changes(precision="fp32")
+    assert comm_buffer_bytes(fp32, 8) == pytest.approx(stage * (4 + 4))
+    # LoRA: the frozen stage stays gathered too, but only the adapters have gradients
+    lora = workload_from_options(
+        model="llama-2-7b", task="lora", zero=3, pipeline_parallel=2, tensor_parallel=2
+    )
+    adapters = lora.model.lora_params(16, "all-linear") / 4
+    assert comm_buffer_bytes(lora, 8) == pytest.approx(stage * 2 + adapters * 4)
+    # Megatron and DeepSpeed do not pipeline ZeRO-3 this way
+    assert comm_buffer_bytes(pipelined.with_changes(stack="deepspeed"), 8) < stage
+
+
+def test_fsdp_in_a_pipeline_splits_the_experts_by_expert_parallelism() -> None:
+    kw = {"model": "qwen3-30b-a3b", "zero": 3, "pipeline_parallel": 2}
+    ep1 = comm_buffer_bytes(workload_from_options(**kw), 8)
+    ep8 = comm_buffer_bytes(workload_from_options(expert_parallel=8, **kw), 8)
+    assert ep8 < ep1 / 4  # the routed experts are almost all of the 30B
 
 
 def test_fsdp_over_context_parallel_ranks_alone_has_gather_buffers() -> None:

@@ -45,12 +45,12 @@ _OPTIMIZER_BYTES = {"adamw": 8.0, "adamw8bit": 2.0, "sgd": 4.0}
 # QLoRA base weights: 4-bit NF4 plus double-quantised constants, 0.127 bits per parameter
 # (Dettmers et al. 2023, "QLoRA", Sec. 3 "Double Quantization": 8/64 + 32/(64·256) = 0.127 bits).
 QLORA_BITS_PER_PARAM = 4.0 + 0.127
-# QLoRA as its recipes run it: PEFT's prepare_model_for_kbit_training "cast[s] all non INT8 parameters to
-# fp32" (huggingface/peft src/peft/utils/other.py) — the embeddings, norms and LM head the 4-bit loader
-# left unquantised become fp32 (4 bytes), and with an fp32 embedding the residual stream between the
-# blocks is fp32 too (residual + block output promotes to fp32), so each checkpointed block input is
-# 4 bytes per value.
-QLORA_UNQUANTIZED_BYTES = 4.0
+# QLoRA's residual stream is fp32: PEFT's prepare_model_for_kbit_training "cast[s] all non INT8
+# parameters to fp32" (huggingface/peft src/peft/utils/other.py); TRL's SFTTrainer then casts the
+# embeddings and LM head back to bf16 (trl peft_module_casting_to_bf16), as the QLoRA reference code
+# does, but keeps the norms in fp32. A Llama RMSNorm returns weight × normalised input, fp32 with an
+# fp32 weight, and a bitsandbytes 4-bit layer returns its input's dtype, so from the first block on
+# the residual additions — and each checkpointed block input — are fp32: 4 bytes per value.
 QLORA_RESIDUAL_BYTES = 4.0
 # DeepSpeed ZeRO-1/2 bucket defaults: reduce_bucket_size = allgather_bucket_size = 5e8 elements
 # (deepspeed.ai/docs/config-json, "ZeRO optimizations").
@@ -135,6 +135,18 @@ def _per_gpu_params(wl: Workload, params: float, dp: int, sharded: bool) -> floa
     return dense / shard / zdp + experts / (shard * ep) / max(1.0, zdp / ep)
 
 
+def _base_weights(wl: Workload) -> tuple[float, float]:
+    """(parameters, bytes per parameter) of the model's own weights in training: QLoRA keeps the
+    blocks' linear layers in 4 bit and the rest in 16 bit; otherwise the training weight dtype."""
+    m = wl.model
+    if wl.task == "qlora":
+        quantized = m.linear_params * QLORA_BITS_PER_PARAM / 8
+        return m.total_params, (quantized + (m.total_params - m.linear_params) * 2.0) / (
+            m.total_params
+        )
+    return m.total_params, _WEIGHT_BYTES[wl.precision]
+
+
 def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
     """Weights, gradients, optimizer states and master weights per GPU (ZeRO paper Sec. 3.1, 5).
 
@@ -147,14 +159,7 @@ def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
         return {
             "weights": _per_gpu_params(wl, m.total_params, dp, False) * weight_bytes_per_param(wl)
         }
-    if wl.task == "qlora":
-        base_params = m.total_params
-        base_b = (
-            m.linear_params * QLORA_BITS_PER_PARAM / 8
-            + (m.total_params - m.linear_params) * QLORA_UNQUANTIZED_BYTES
-        ) / base_params
-    else:
-        base_params, base_b = m.total_params, _WEIGHT_BYTES[wl.precision]
+    base_params, base_b = _base_weights(wl)
     z = wl.zero
     train_all = trainable_params(wl)
     mixed = wl.precision != "fp32"
@@ -370,8 +375,10 @@ def inference_activation_bytes(wl: Workload) -> float:
 # set_reshard_after_backward(False), reducing only after the last one (pytorch/pytorch
 # torch/distributed/pipelining/stage.py, backward_maybe_with_nosync). So each GPU holds its stage's
 # weights gathered in bf16 (2 bytes) and their gradients unsharded in the fp32 reduce dtype (4 bytes;
-# FSDP2 accumulates unsynced gradients in reduce_dtype) for the whole step.
-PIPELINED_FSDP_BYTES_PER_PARAM = 2.0 + 4.0
+# FSDP2 accumulates unsynced gradients in reduce_dtype) for the whole step. Only PyTorch stacks
+# pipeline FSDP: Megatron-Core shards no weights (its distributed optimizer is ZeRO-1) and DeepSpeed's
+# pipeline engine accepts ZeRO-1 only.
+PIPELINED_FSDP_GRAD_BYTES = 4.0
 
 
 def comm_buffer_bytes(wl: Workload, dp: int) -> float:
@@ -385,7 +392,8 @@ def comm_buffer_bytes(wl: Workload, dp: int) -> float:
       prefetch; Zhao et al. 2023 "PyTorch FSDP", Sec. 3.2).
     - ZeRO-3 / FSDP under a pipeline (PyTorch's pipelining, as torchtitan runs it): the stage's
       weights stay gathered for the whole step and its gradients accumulate unsharded in fp32 until
-      the last micro-batch's backward — :data:`PIPELINED_FSDP_BYTES_PER_PARAM` per stage parameter.
+      the last micro-batch's backward: every stage parameter in the weight dtype (experts split by
+      expert parallelism) plus :data:`PIPELINED_FSDP_GRAD_BYTES` per trainable one.
     """
     # the data-parallel group: DP × CP (Megatron-Core's distributed optimizer and FSDP2 reduce and
     # shard over both; see _per_gpu_params)
@@ -403,8 +411,13 @@ def comm_buffer_bytes(wl: Workload, dp: int) -> float:
         return train * grad_b
     if wl.zero in (1, 2):
         return 2 * min(_ZERO_BUCKET_ELEMENTS, train) * wb
-    if wl.pipeline_parallel > 1:
-        return train * PIPELINED_FSDP_BYTES_PER_PARAM
+    if wl.pipeline_parallel > 1 and wl.stack not in ("megatron", "deepspeed"):
+        # the whole stage stays gathered (frozen weights too; experts split by EP) in the weight
+        # dtype, and the trainable parameters' gradients accumulate unsharded in fp32
+        base_params, base_b = _base_weights(wl)
+        gathered = _per_gpu_params(wl, base_params, dp, False) * base_b
+        grads = _per_gpu_params(wl, trainable_params(wl), dp, False) * PIPELINED_FSDP_GRAD_BYTES
+        return gathered + grads
     unit = (
         max(m.layer_params(), m.vocab * m.hidden) if m.is_transformer else m.total_params
     ) / shard

@@ -59,8 +59,11 @@ STACKS: tuple[Stack, ...] = (
 )
 """Training stacks ``--stack`` names: NeMo/Megatron-Core, torchtitan, MosaicML llm-foundry, IBM
 fms-fsdp, Lightning lit-gpt/LitGPT, DeepSpeed, Hugging Face Trainer/Accelerate; ``unknown``: none said."""
-UNFUSED_STACKS: frozenset[str] = frozenset({"torchtitan", "fms-fsdp", "lit-gpt", "hf"})
-"""Stacks whose layers are plain PyTorch modules: no fused kernels unless ``--fused-kernels on``."""
+UNFUSED_STACKS: frozenset[str] = frozenset({"torchtitan", "hf"})
+"""Stacks whose layers and loss are plain eager PyTorch: no fused kernels unless ``--fused-kernels on``.
+torchtitan's loss is eager unless training is compiled (torchtitan compiles it with the model since
+commit bbb1b61, April 2025; compile is off by default): pass ``--fused-kernels on`` for a compiled run.
+LitGPT's chunked cross-entropy and fms-fsdp's compiled default are neither, so they keep the default."""
 
 
 def recipe_recompute(task: str, stack: str) -> tuple[GradCkpt, str] | None:
