@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from gpuwise.errors import EstimateError, InputError
@@ -164,7 +164,20 @@ def compute_estimate(
         )
     cal_doc = _resolve_calibration(calibration)
     cal = cal_doc.for_gpu(spec.name) if cal_doc else None
-    return _estimate(workload, spec, gpus, gpn, inter_node_gbit_s, cal, fixes, efficiency)
+    return _estimate(workload, _Setup(spec, gpus, gpn, inter_node_gbit_s, cal, efficiency), fixes)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What one estimate runs on, resolved once: the GPU, how many, how many share a node, the
+    network per node, that GPU's calibration and the framework factors."""
+
+    spec: GpuSpec
+    gpus: int
+    gpn: int
+    inter_gbit: float
+    cal: GpuCalibration | None
+    eff: EfficiencyModel
 
 
 def _overheads(cal: GpuCalibration | None) -> Overheads:
@@ -181,17 +194,12 @@ def _overheads(cal: GpuCalibration | None) -> Overheads:
     return o
 
 
-def _setup(
-    wl: Workload,
-    spec: GpuSpec,
-    gpus: int,
-    gpn: int,
-    inter_gbit: float,
-    cal: GpuCalibration | None,
-    notes: list[str],
+def _shared(
+    wl: Workload, setup: _Setup, notes: list[str]
 ) -> tuple[Workload, int, MemoryEstimate, dict[str, float], Network, int, str]:
     """Checks and what training and inference share: (workload, dp, memory, breakdown bytes, network,
     nodes, interconnect)."""
+    spec, gpus, gpn, cal = setup.spec, setup.gpus, setup.gpn, setup.cal
     shard = wl.non_data_parallel
     if gpus % shard:
         raise EstimateError(
@@ -248,43 +256,26 @@ def _setup(
         headroom_gib=capacity_gib - per_gpu,
         breakdown={k: v / BYTES_PER_GIB for k, v in breakdown_b.items()},
     )
-    net = network_for(spec, gpn, inter_gbit)
+    net = network_for(spec, gpn, setup.inter_gbit)
     nodes = math.ceil(gpus / gpn)
     if gpus == 1:
         interconnect = "single GPU"
     else:
         interconnect = net.intra_kind + (
-            f"; {inter_gbit:g} Gbit/s per node across {nodes} nodes" if nodes > 1 else ""
+            f"; {setup.inter_gbit:g} Gbit/s per node across {nodes} nodes" if nodes > 1 else ""
         )
     return wl, dp, memory, breakdown_b, net, nodes, interconnect
 
 
-def _estimate(
-    wl: Workload,
-    spec: GpuSpec,
-    gpus: int,
-    gpn: int,
-    inter_gbit: float,
-    cal: GpuCalibration | None,
-    fixes: FixSearch | None,
-    eff: EfficiencyModel,
-) -> Estimate:
+def _estimate(wl: Workload, setup: _Setup, fixes: FixSearch | None) -> Estimate:
     if wl.grad_ckpt == "auto":
-        wl = _least_recompute(wl, spec, gpus, gpn, inter_gbit, cal, eff)
+        wl = _least_recompute(wl, setup)
     if wl.is_training:
-        return _estimate_training(wl, spec, gpus, gpn, inter_gbit, cal, fixes, eff)
-    return _estimate_inference(wl, spec, gpus, gpn, inter_gbit, cal, fixes, eff)
+        return _estimate_training(wl, setup, fixes)
+    return _estimate_inference(wl, setup, fixes)
 
 
-def _least_recompute(
-    wl: Workload,
-    spec: GpuSpec,
-    gpus: int,
-    gpn: int,
-    inter_gbit: float,
-    cal: GpuCalibration | None,
-    eff: EfficiencyModel,
-) -> Workload:
+def _least_recompute(wl: Workload, setup: _Setup) -> Workload:
     """``grad_ckpt="auto"``: what the recipe does where the common recipe for the task and stack
     checkpoints by default (:func:`~gpuwise.estimate.workload.recipe_recompute`: QLoRA, Hugging Face
     fine-tunes); otherwise the least of :data:`AUTO_RECOMPUTE` under which the configuration fits
@@ -299,7 +290,7 @@ def _least_recompute(
         return wl.with_changes(grad_ckpt=mode, notes=(*wl.notes, note))
     for mode in AUTO_RECOMPUTE:
         candidate = wl.with_changes(grad_ckpt=mode)
-        est = _estimate(candidate, spec, gpus, gpn, inter_gbit, cal, None, eff)
+        est = _estimate(candidate, setup, None)
         if est.memory.verdict != "does not fit":
             break
     note = f"--grad-ckpt auto: {mode} recompute, the least that fits or is tight"
@@ -307,36 +298,18 @@ def _least_recompute(
 
 
 def _suggestions(
-    wl: Workload,
-    spec: GpuSpec,
-    gpus: int,
-    gpn: int,
-    inter_gbit: float,
-    cal: GpuCalibration | None,
-    memory: MemoryEstimate,
-    fixes: FixSearch | None,
-    tps: float,
-    eff: EfficiencyModel,
+    wl: Workload, setup: _Setup, memory: MemoryEstimate, fixes: FixSearch | None, tps: float
 ) -> tuple[Suggestion, ...]:
     if fixes is not None and not memory.fits:
-        return tuple(fixes(wl, spec, gpus, gpn, inter_gbit, cal, tps, eff))
+        s = setup
+        return tuple(fixes(wl, s.spec, s.gpus, s.gpn, s.inter_gbit, s.cal, tps, s.eff))
     return ()
 
 
-def _estimate_training(
-    wl: Workload,
-    spec: GpuSpec,
-    gpus: int,
-    gpn: int,
-    inter_gbit: float,
-    cal: GpuCalibration | None,
-    fixes: FixSearch | None,
-    eff: EfficiencyModel,
-) -> Estimate:
+def _estimate_training(wl: Workload, setup: _Setup, fixes: FixSearch | None) -> Estimate:
+    spec, gpus, gpn, cal, eff = setup.spec, setup.gpus, setup.gpn, setup.cal, setup.eff
     notes = list(wl.notes)
-    wl, dp, memory, _, net, nodes, interconnect = _setup(
-        wl, spec, gpus, gpn, inter_gbit, cal, notes
-    )
+    wl, dp, memory, _, net, nodes, interconnect = _shared(wl, setup, notes)
     m = wl.model
     seq = wl.effective_seq_len
     adapter = trainable_params(wl) if wl.task in ("lora", "qlora") else 0.0
@@ -456,7 +429,7 @@ def _estimate_training(
         total_tokens=total,
         wall_hours=wall,
         gpu_hours=wall * gpus if wall is not None else None,
-        suggestions=_suggestions(wl, spec, gpus, gpn, inter_gbit, cal, memory, fixes, tps, eff),
+        suggestions=_suggestions(wl, setup, memory, fixes, tps),
         inference=None,
         notes=tuple(notes),
         goodput=gput,
@@ -492,20 +465,10 @@ def _training_notes(wl: Workload, seq: int, fits: bool) -> list[str]:
     return notes
 
 
-def _estimate_inference(
-    wl: Workload,
-    spec: GpuSpec,
-    gpus: int,
-    gpn: int,
-    inter_gbit: float,
-    cal: GpuCalibration | None,
-    fixes: FixSearch | None,
-    eff: EfficiencyModel,
-) -> Estimate:
+def _estimate_inference(wl: Workload, setup: _Setup, fixes: FixSearch | None) -> Estimate:
+    spec, gpus, gpn, cal, eff = setup.spec, setup.gpus, setup.gpn, setup.cal, setup.eff
     notes = list(wl.notes)
-    wl, dp, memory, breakdown_b, net, nodes, interconnect = _setup(
-        wl, spec, gpus, gpn, inter_gbit, cal, notes
-    )
+    wl, dp, memory, breakdown_b, net, nodes, interconnect = _shared(wl, setup, notes)
     m = wl.model
     prec, prec_note = compute_precision(wl, spec)
     if prec_note:
@@ -615,7 +578,7 @@ def _estimate_inference(
         total_tokens=total,
         wall_hours=wall,
         gpu_hours=wall * gpus if wall is not None else None,
-        suggestions=_suggestions(wl, spec, gpus, gpn, inter_gbit, cal, memory, fixes, tps, eff),
+        suggestions=_suggestions(wl, setup, memory, fixes, tps),
         inference=inference,
         notes=tuple(notes),
         goodput=1.0,
@@ -634,4 +597,4 @@ def quick_estimate(
     eff: EfficiencyModel,
 ) -> Estimate:
     """An estimate without suggestions (used by the fix search)."""
-    return _estimate(wl, spec, gpus, gpn, inter_gbit, cal, None, eff)
+    return _estimate(wl, _Setup(spec, gpus, gpn, inter_gbit, cal, eff), None)
