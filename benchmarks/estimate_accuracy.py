@@ -639,7 +639,7 @@ def print_scaling_series() -> None:
     from importlib import resources
 
     from gpuwise.base.datafiles import commented_csv
-    from gpuwise.estimate import estimate_workload
+    from gpuwise.cli.estimate import estimate_argv
 
     text = (
         resources.files("gpuwise.estimate")
@@ -652,19 +652,10 @@ def print_scaling_series() -> None:
     )
     first: dict[str, tuple[float, float]] = {}
     for r in commented_csv(text):
-        argv = [*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]]
-        inputs = estimate_inputs([*argv, "--no-calibration"])
-        est = estimate_workload(
-            inputs.workload,
-            inputs.setup.gpu,
-            inputs.gpus,
-            calibration=None,
-            suggest=False,
-            **inputs.setup.kwargs(),
-        )
-        ours, theirs = est.tokens_per_second / inputs.gpus, float(r["tokens_per_s_per_gpu"])
+        est = estimate_argv([*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]])
+        ours, theirs = est.tokens_per_second / est.gpus, float(r["tokens_per_s_per_gpu"])
         base = first.setdefault(r["series"], (ours, theirs))
-        wl = inputs.workload
+        wl = est.workload
         label = f"{wl.model.name} cp{wl.context_parallel} s{wl.seq_len} tp{wl.tensor_parallel} pp{wl.pipeline_parallel}"
         rel_ours, rel_theirs = ours / base[0], theirs / base[1]
         print(

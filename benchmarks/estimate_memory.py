@@ -472,7 +472,7 @@ def print_validation_memory() -> None:
     from importlib import resources
 
     from gpuwise.base.datafiles import commented_csv
-    from gpuwise.cli.estimate import estimate_inputs
+    from gpuwise.cli.estimate import estimate_argv
 
     text = (
         resources.files("gpuwise.estimate")
@@ -487,23 +487,13 @@ def print_validation_memory() -> None:
     print("-" * 130)
     errs = []
     for r in commented_csv(text):
-        argv = [*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]]
-        inputs = estimate_inputs([*argv, "--no-calibration"])
-        est = estimate_workload(
-            inputs.workload,
-            inputs.setup.gpu,
-            inputs.gpus,
-            gpus_per_node=inputs.setup.gpus_per_node,
-            inter_node_gbit_s=inputs.setup.inter_node_gbit_s,
-            calibration=None,
-            suggest=False,
-        )
+        est = estimate_argv([*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]])
         measured = float(r["measured_gib"])
         err = est.memory.per_gpu_gib / measured - 1
         errs.append(err)
-        wl = inputs.workload
+        wl = est.workload
         label = (
-            f"{r['source_id']} {wl.model.name} x{inputs.gpus} tp{wl.tensor_parallel} "
+            f"{r['source_id']} {wl.model.name} x{est.gpus} tp{wl.tensor_parallel} "
             f"pp{wl.pipeline_parallel} cp{wl.context_parallel} mb{wl.micro_batch} "
             f"s{wl.seq_len} {wl.grad_ckpt} {wl.precision}"
         )
@@ -520,14 +510,10 @@ def print_validation_memory() -> None:
 
 def _longest_that_fits(argv: list[str]) -> int:
     """The longest --seq-len (to 16 tokens) for which ``gpuwise estimate ARGV`` says it fits."""
-    from gpuwise.cli.estimate import estimate_inputs
+    from gpuwise.cli.estimate import estimate_argv
 
     def fits(seq: int) -> bool:
-        inputs = estimate_inputs([*argv, "--seq-len", str(seq), "--no-calibration"])
-        est = estimate_workload(
-            inputs.workload, inputs.setup.gpu, inputs.gpus, calibration=None, suggest=False
-        )
-        return est.memory.fits
+        return estimate_argv([*argv, "--seq-len", str(seq)]).memory.fits
 
     lo, hi = 0, 1 << 21
     while hi - lo > 16:

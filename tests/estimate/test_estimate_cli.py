@@ -455,3 +455,18 @@ def test_a_large_pipeline_bubble_is_named_with_the_schedule_that_shrinks_it(cli:
         "4",
     )
     assert forced.json()["step_time_s"] == one.json()["step_time_s"]  # 1 micro-batch: no gain
+
+
+def test_estimate_argv_is_what_the_command_estimates_without_calibration() -> None:
+    from gpuwise.cli.estimate import estimate_argv
+    from gpuwise.estimate import estimate_workload, workload_from_options
+
+    argv = ["--model", "llama-2-7b", "--zero", "3", "--gpu", "H100", "--gpus", "16"]
+    ours = estimate_argv([*argv, "--inter-node-gbps", "400"])
+    wl = workload_from_options(model="llama-2-7b", zero=3)
+    lib = estimate_workload(wl, "H100", 16, inter_node_gbit_s=400, calibration=None, suggest=False)
+    assert ours.gpus == 16 and ours.tokens_per_second == pytest.approx(lib.tokens_per_second)
+    assert ours.memory.per_gpu_gib == pytest.approx(lib.memory.per_gpu_gib)
+    # the network flag reaches the estimate: a slower network is slower
+    slow = estimate_argv([*argv, "--inter-node-gbps", "50"])
+    assert slow.tokens_per_second < ours.tokens_per_second

@@ -157,6 +157,22 @@ def estimate_inputs(args: Sequence[str]) -> EstimateInputs:
     )
 
 
+def estimate_argv(args: Sequence[str]) -> Estimate:
+    """The estimate ``gpuwise estimate ARGS`` would print, without calibration or suggestions: how
+    the accuracy benchmarks price a published row written as a command line."""
+    from gpuwise.estimate import estimate_workload
+
+    inputs = estimate_inputs([*args, "--no-calibration"])
+    return estimate_workload(
+        inputs.workload,
+        inputs.setup.gpu,
+        inputs.gpus,
+        calibration=None,
+        suggest=False,
+        **inputs.setup.kwargs(),
+    )
+
+
 def _setup(
     request: WorkloadRequest,
     gpu: str | None,
