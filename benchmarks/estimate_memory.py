@@ -485,12 +485,14 @@ def print_validation_memory() -> None:
     )
     print(f"{'row':74s} {'measured':>9s} {'gpuwise':>8s} {'error':>7s}  largest terms (GiB)")
     print("-" * 130)
-    errs = []
+    errs: list[float] = []
+    by_source: dict[str, list[float]] = {}
     for r in commented_csv(text):
         est = estimate_argv([*shlex.split(r["options"]), "--gpu", r["gpu"], "--gpus", r["gpus"]])
         measured = float(r["measured_gib"])
         err = est.memory.per_gpu_gib / measured - 1
         errs.append(err)
+        by_source.setdefault(r["source_id"], []).append(err)
         wl = est.workload
         label = (
             f"{r['source_id']} {wl.model.name} x{est.gpus} tp{wl.tensor_parallel} "
@@ -502,8 +504,14 @@ def print_validation_memory() -> None:
             f"{label:74s} {measured:9.1f} {est.memory.per_gpu_gib:8.1f} {err:+7.0%}  "
             + ", ".join(f"{k} {v:.1f}" for k, v in top)
         )
+    for src in dict.fromkeys(by_source):
+        e = by_source[src]
+        print(
+            f"  {src:16s} median |error| {statistics.median(abs(x) for x in e):.0%}, signed "
+            f"{statistics.median(e):+.0%}, over {len(e)} rows"
+        )
     print(
-        f"median |error| {statistics.median(abs(e) for e in errs):.0%}, signed "
+        f"all rows: median |error| {statistics.median(abs(e) for e in errs):.0%}, signed "
         f"{statistics.median(errs):+.0%}, over {len(errs)} rows"
     )
 
@@ -538,7 +546,12 @@ def print_max_context() -> None:
     print(f"{'source':14s} {'GPU':10s} {'published':>10s} {'gpuwise':>8s} {'ratio':>6s}")
     for r in commented_csv(text):
         argv = [*shlex.split(r["options"]), "--gpu", r["gpu"]]
-        ours, theirs = _longest_that_fits(argv), int(r["measured_max_seq"])
+        ours = _longest_that_fits(argv)
+        if r["measured_max_seq"] == "OOM":  # no length trained
+            said = "fits nothing" if ours == 0 else f"says up to {ours:,d} fits"
+            print(f"{r['source_id']:14s} {r['gpu']:10s} {'OOM':>10s} {ours:8,d}  gpuwise {said}")
+            continue
+        theirs = int(r["measured_max_seq"])
         print(f"{r['source_id']:14s} {r['gpu']:10s} {theirs:10,d} {ours:8,d} {ours / theirs:5.2f}x")
 
 

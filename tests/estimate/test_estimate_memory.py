@@ -192,8 +192,8 @@ def test_fsdp_in_a_pipeline_keeps_the_stage_gathered_and_its_gradients_in_fp32()
     )
     adapters = lora.model.lora_params(16, "all-linear") / 4
     assert comm_buffer_bytes(lora, 8) == pytest.approx(stage * 2 + adapters * 4)
-    # Megatron and DeepSpeed do not pipeline ZeRO-3 this way
-    assert comm_buffer_bytes(pipelined.with_changes(stack="deepspeed"), 8) < stage
+    # Megatron does not pipeline sharded weights this way (DeepSpeed refuses ZeRO-3 with a pipeline)
+    assert comm_buffer_bytes(pipelined.with_changes(stack="megatron"), 8) < stage
 
 
 def test_fsdp_in_a_pipeline_splits_the_experts_by_expert_parallelism() -> None:
@@ -257,6 +257,9 @@ def test_workload_checks_reject_bad_combinations() -> None:
         Workload(model=m, tensor_parallel=3)  # does not divide 32 heads
     with pytest.raises(InputError):
         Workload(model=m, tokens=float("nan"))
+    with pytest.raises(EstimateError, match="DeepSpeed's pipeline engine"):
+        Workload(model=m, stack="deepspeed", zero=3, pipeline_parallel=2)
+    Workload(model=m, stack="deepspeed", zero=1, pipeline_parallel=2)  # ZeRO-1 is what it takes
     with pytest.raises(InputError, match="not both"):
         Workload(
             model=m, tokens=1e9, samples=1e4
@@ -296,6 +299,20 @@ def test_torchtitan_selective_layer_recomputes_every_second_block() -> None:
     assert activation_bytes(wl) == pytest.approx(16 * block + 16 * 2 * s * h + block)
 
 
+def test_qlora_unquantised_weights_stay_fp32_unless_the_run_is_bf16() -> None:
+    # PEFT makes them fp32; TRL and the QLoRA code cast embeddings and LM head back only with bf16
+    bf16 = workload_from_options(model="llama-2-7b", task="qlora")
+    fp16 = workload_from_options(model="llama-2-7b", task="qlora", precision="fp16")
+    rest = bf16.model.total_params - bf16.model.linear_params
+    gap = model_state_bytes(fp16, 1)["weights"] - model_state_bytes(bf16, 1)["weights"]
+    assert gap == pytest.approx(rest * 2)
+    # LitGPT does not go through PEFT: 16-bit weights, 16-bit residual
+    lit = fp16.with_changes(stack="lit-gpt")
+    assert model_state_bytes(lit, 1)["weights"] == pytest.approx(
+        model_state_bytes(bf16, 1)["weights"]
+    )
+
+
 def test_qlora_keeps_fp32_block_inputs_as_peft_prepares_the_model() -> None:
     # prepare_model_for_kbit_training casts the embedding to fp32: the residual stream, and each
     # checkpointed block input, is 4 bytes per value; LoRA on the same model keeps 2
@@ -303,6 +320,8 @@ def test_qlora_keeps_fp32_block_inputs_as_peft_prepares_the_model() -> None:
     qlora = activation_bytes(workload_from_options(task="qlora", **kw))
     lora = activation_bytes(workload_from_options(task="lora", **kw))
     assert qlora - lora == pytest.approx(2.0 * 4096 * 4096 * 32)
+    lit = activation_bytes(workload_from_options(task="qlora", stack="lit-gpt", **kw))
+    assert lit == pytest.approx(lora)
 
 
 def test_validation_memory_rows_are_gpuwise_estimate_command_lines() -> None:

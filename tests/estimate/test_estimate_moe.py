@@ -128,7 +128,9 @@ def test_grad_ckpt_auto_follows_recipes_that_checkpoint_by_default(task: str, st
     assert any("--grad-ckpt auto" in n for n in est.notes)
     plain = wl.with_changes(grad_ckpt="none")
     assert estimate_workload(plain, "A100-80GB", 1, calibration=None, suggest=False).memory.fits
-    # a LoRA without such a recipe still takes the least that fits
+    # LitGPT's QLoRA does not checkpoint, and neither does a LoRA without such a recipe
+    lit = workload_from_options(model="llama-2-7b", task="qlora", stack="lit-gpt", seq_len="1024")
+    assert lit.grad_ckpt == "none"
     other = workload_from_options(model="llama-2-7b", task="lora", seq_len="1024", grad_ckpt="auto")
     est = estimate_workload(other, "A100-80GB", 1, calibration=None, suggest=False)
     assert est.workload.grad_ckpt == "none"

@@ -52,6 +52,9 @@ QLORA_BITS_PER_PARAM = 4.0 + 0.127
 # fp32 weight, and a bitsandbytes 4-bit layer returns its input's dtype, so from the first block on
 # the residual additions — and each checkpointed block input — are fp32: 4 bytes per value.
 QLORA_RESIDUAL_BYTES = 4.0
+# Stacks whose QLoRA goes through PEFT's prepare_model_for_kbit_training (Hugging Face and the
+# unknown stack, taken as Hugging Face for fine-tuning); LitGPT and others keep 16-bit norms.
+_PEFT_STACKS = frozenset({"unknown", "hf"})
 # DeepSpeed ZeRO-1/2 bucket defaults: reduce_bucket_size = allgather_bucket_size = 5e8 elements
 # (deepspeed.ai/docs/config-json, "ZeRO optimizations").
 _ZERO_BUCKET_ELEMENTS = 5e8
@@ -141,10 +144,25 @@ def _base_weights(wl: Workload) -> tuple[float, float]:
     m = wl.model
     if wl.task == "qlora":
         quantized = m.linear_params * QLORA_BITS_PER_PARAM / 8
-        return m.total_params, (quantized + (m.total_params - m.linear_params) * 2.0) / (
-            m.total_params
-        )
+        rest = m.total_params - m.linear_params
+        return m.total_params, (quantized + rest * qlora_unquantized_bytes(wl)) / m.total_params
     return m.total_params, _WEIGHT_BYTES[wl.precision]
+
+
+def qlora_unquantized_bytes(wl: Workload) -> float:
+    """Bytes per parameter of what QLoRA's 4-bit loader leaves unquantised (embeddings, norms, LM
+    head): PEFT's prepare_model_for_kbit_training makes them fp32, and TRL and the QLoRA reference
+    code cast embeddings and LM head back to bf16 only in a bf16 run (``args.bf16``), so an fp16
+    run keeps them in fp32. Stacks without PEFT (LitGPT) keep the training dtype."""
+    if wl.stack not in _PEFT_STACKS or wl.precision == "bf16":
+        return 2.0
+    return 4.0
+
+
+def qlora_residual_bytes(wl: Workload, act_bytes: float) -> float:
+    """Bytes per value of QLoRA's residual stream: fp32 where PEFT's fp32 norms make it so
+    (:data:`QLORA_RESIDUAL_BYTES`), the activation dtype elsewhere."""
+    return QLORA_RESIDUAL_BYTES if wl.task == "qlora" and wl.stack in _PEFT_STACKS else act_bytes
 
 
 def model_state_bytes(wl: Workload, dp: int) -> dict[str, float]:
@@ -293,7 +311,7 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
         if m.decoder_layers
         else 0.0
     )
-    residual_bytes = QLORA_RESIDUAL_BYTES if wl.task == "qlora" else act_bytes
+    residual_bytes = qlora_residual_bytes(wl, act_bytes)
     layer_input = residual_bytes * s * b * m.hidden / (tp if wl.uses_sequence_parallel else 1)
     if wl.grad_ckpt == "full":
         # keep each layer's input (2·sbh, Korthikanti Table 2) and recompute one layer at a time

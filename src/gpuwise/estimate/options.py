@@ -180,8 +180,9 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         None,
         "Activation recomputation: none | selective (Megatron) | selective-op | selective-layer "
-        "(torchtitan) | full | auto (the least recompute that fits or is tight) "
-        "(default none; qlora, and finetune/lora with --stack hf: full).",
+        "(torchtitan) | full | auto (what the recipe does where it checkpoints by default, else "
+        "the least recompute that fits or is tight) "
+        "(default none; qlora except --stack lit-gpt, and finetune/lora with --stack hf: full).",
         panel=PARALLEL_PANEL,
         choices=("none", "selective", "full", "selective-op", "selective-layer", "auto"),
         follows="no recompute: the default of Megatron-Core and Hugging Face Trainer; "

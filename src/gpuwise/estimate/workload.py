@@ -37,7 +37,8 @@ GRAD_CKPT: tuple[GradCkpt, ...] = (
 ``selective-op`` and ``selective-layer`` are torchtitan's ``selective_ac_option = "op"`` (save the
 matmul and attention outputs named in its policy, recompute the rest) and ``= "2"`` (full
 recomputation of every second block); see :func:`gpuwise.estimate.memory.activation_bytes`.
-``auto`` is resolved by the estimator to the least of :data:`AUTO_RECOMPUTE` under which the
+``auto`` is resolved by the estimator to what the recipe does where the common recipe checkpoints
+by default (:func:`recipe_recompute`), else to the least of :data:`AUTO_RECOMPUTE` under which the
 configuration fits or is tight (a measured configuration taken as it ran)."""
 Offload = Literal["none", "optimizer", "gradients", "params"]
 OFFLOADS: tuple[Offload, ...] = ("none", "optimizer", "gradients", "params")
@@ -69,10 +70,12 @@ LitGPT's chunked cross-entropy and fms-fsdp's compiled default are neither, so t
 def recipe_recompute(task: str, stack: str) -> tuple[GradCkpt, str] | None:
     """(recompute, why) where the common recipe for ``task`` on ``stack`` checkpoints activations by
     default, else None. QLoRA recipes checkpoint: QLoRA paper (Dettmers et al. 2023) Sec. 4 and
-    PEFT's ``prepare_model_for_kbit_training(use_gradient_checkpointing=True)`` default. Hugging
-    Face TRL's SFTConfig turns gradient_checkpointing on by default (trl/trainer/sft_config.py:
-    "Defaults to True instead of False"), so ``--stack hf`` fine-tunes checkpoint too."""
-    if task == "qlora":
+    PEFT's ``prepare_model_for_kbit_training(use_gradient_checkpointing=True)`` default (LitGPT's
+    QLoRA, which does not use PEFT, does not checkpoint: Lightning-AI/litgpt finetune/lora.py).
+    Hugging Face TRL's SFTConfig turns gradient_checkpointing on by default (trl/trainer/sft_config.py:
+    "Defaults to True instead of False"; the plain Trainer's default is off), so ``--stack hf``
+    fine-tunes checkpoint too."""
+    if task == "qlora" and stack != "lit-gpt":  # LitGPT's QLoRA does not checkpoint
         return "full", "qlora: gradient checkpointing on (full), as QLoRA recipes do"
     if stack == "hf" and task in ("finetune", "lora"):
         return "full", "--stack hf: gradient checkpointing on (full), TRL SFTConfig's default"
@@ -88,8 +91,8 @@ AUTO_RECOMPUTE: tuple[GradCkpt, ...] = (
     "selective-layer",
     "full",
 )
-"""``grad_ckpt="auto"`` (a measured configuration taken as it ran): the least recompute that fits or
-is tight, in the order of the time each mode adds — Megatron's attention core, torchtitan's op-level
+"""``grad_ckpt="auto"`` (a measured configuration taken as it ran), where no recipe default applies:
+the least recompute that fits or is tight, in the order of the time each mode adds — Megatron's attention core, torchtitan's op-level
 policy (0.38 of the matmuls + memory-bound work), every second block (half a forward), every block."""
 
 # Sanity bounds: beyond these a value is a typo, not a workload.
@@ -289,6 +292,13 @@ class Workload:
             raise EstimateError(
                 "QLoRA computes in 16 bit on a 4-bit base",
                 hint="use precision='bf16' (or 'fp16') with task='qlora'",
+            )
+        if self.stack == "deepspeed" and self.pipeline_parallel > 1 and self.zero >= 2:
+            # DeepSpeed's pipeline engine refuses ZeRO-2/3 (deepspeed.ai "Pipeline Parallelism":
+            # "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism")
+            raise EstimateError(
+                f"DeepSpeed's pipeline engine takes ZeRO stage 0 or 1, not {self.zero}",
+                hint="use --zero 1 with --pipeline-parallel, or no pipeline with --zero 3",
             )
         if (
             self.micro_batch
