@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,8 +49,23 @@ def test_step_0_is_committed_waited_for_and_closed_on_two_ranks(tmp_path: Path) 
     ]
     r = subprocess.run(cmd, capture_output=True, text=True, env=NO_CLOUD_ENV, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
-    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    lines = _json_objects(r.stdout)
     assert sorted(d["rank"] for d in lines) == [0, 1]
     assert all(d["committed"] == 0 for d in lines), lines
     marker = json.loads((ckpt / "step-000000000" / "COMMIT.json").read_text())
     assert marker["step"] == 0 and marker["world_size"] == 2
+
+
+def _json_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object in ``text``: the two ranks share torchrun's stdout, and their lines can
+    arrive run together (``{...}{...}``), so objects are read where they start, not by line."""
+    decoder, out, i = json.JSONDecoder(), [], 0
+    while (start := text.find("{", i)) != -1:
+        try:
+            obj, i = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            i = start + 1
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
