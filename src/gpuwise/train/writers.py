@@ -118,6 +118,12 @@ class _OneFileWriter:
         self.last_report: WriteReport | None = None
         self._failed: str | None = None
 
+    def in_flight(self) -> int | None:
+        return None
+
+    def write_done(self) -> bool:
+        return self.in_flight() is None
+
     def _raise_failed(self) -> None:
         if self._failed is not None:
             message, self._failed = self._failed, None
@@ -133,12 +139,6 @@ class InlineWriter(_OneFileWriter):
 
     def start(self) -> None:
         return None
-
-    def in_flight(self) -> int | None:
-        return None
-
-    def write_done(self) -> bool:
-        return True
 
     def save(self, request: SaveRequest) -> Literal["async", "sync"]:
         if _rank() != 0:
@@ -193,9 +193,6 @@ class ThreadWriter(_OneFileWriter):
     def in_flight(self) -> int | None:
         self._collect(0.0)
         return self._step
-
-    def write_done(self) -> bool:
-        return self.in_flight() is None
 
     def save(self, request: SaveRequest) -> Literal["async", "sync"]:
         self._raise_failed()
@@ -304,9 +301,6 @@ class ProcessWriter(_OneFileWriter):
     def in_flight(self) -> int | None:
         self._collect(0.0)
         return self._pending[1] if self._pending else None
-
-    def write_done(self) -> bool:
-        return self.in_flight() is None
 
     def save(self, request: SaveRequest) -> Literal["async", "sync"]:
         from gpuwise.train._writer import MapBuffer, WriteJob
