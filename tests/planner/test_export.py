@@ -10,35 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuwise.catalog import Offer
 from gpuwise.errors import PlanError
 from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
 from gpuwise.planner.export import grace_period_seconds, k8s_manifest, skypilot_task, to_yaml
 
-from .toy import NO_STARTUP, ToyModel
+from .toy import NO_STARTUP, ToyModel, offer
 
 SCHEMAS = json.loads((Path(__file__).parent / "data" / "skypilot_schemas.json").read_text())
-
-
-def offer(
-    cloud: str, region: str, itype: str, gpu: str, count: float, od: float, spot: float | None
-) -> Offer:
-    return Offer(
-        cloud=cloud,
-        region=region,
-        zone=None,
-        instance_type=itype,
-        gpu=gpu,
-        gpu_count=count,
-        gpu_memory_gib=None,
-        vcpus=None,
-        memory_gib=None,
-        on_demand_usd_per_hour=od,
-        spot_usd_per_hour=spot,
-        arch="x86_64",
-        source="test",
-        as_of="2026-11",
-    )
 
 
 OFFERS = [

@@ -12,25 +12,20 @@ from gpuwise.catalog import Offer
 from gpuwise.planner import PlanOption, PlanRequest, load_spot_defaults, plan_offers
 from gpuwise.planner.rank import TIE_WITHIN
 
-from .toy import NO_STARTUP, ToyModel
+from .toy import NO_STARTUP, ToyModel, offer
 
 SPOT = load_spot_defaults()
 
 offers_st = st.lists(
     st.builds(
-        lambda cloud, region, gpu, count, od, disc: Offer(
-            cloud=cloud,
-            region=region,
-            zone=None,
-            instance_type=f"{gpu.lower()}-x{count}",
-            gpu=gpu,
-            gpu_count=count,
-            gpu_memory_gib=None,
-            vcpus=None,
-            memory_gib=None,
-            on_demand_usd_per_hour=od,
-            spot_usd_per_hour=None if disc is None else od * disc,
-            arch="x86_64",
+        lambda cloud, region, gpu, count, od, disc: offer(
+            cloud,
+            region,
+            f"{gpu.lower()}-x{count}",
+            gpu,
+            count,
+            od,
+            None if disc is None else od * disc,
             source="t",
             as_of="t",
         ),
@@ -47,31 +42,12 @@ offers_st = st.lists(
 )
 
 
-def _offer(instance: str, gpu: str, count: int, od: float, spot: float | None) -> Offer:
-    return Offer(
-        cloud="aws",
-        region="r1",
-        zone=None,
-        instance_type=instance,
-        gpu=gpu,
-        gpu_count=count,
-        gpu_memory_gib=None,
-        vcpus=None,
-        memory_gib=None,
-        on_demand_usd_per_hour=od,
-        spot_usd_per_hour=spot,
-        arch="x86_64",
-        source="t",
-        as_of="t",
-    )
-
-
 # near-equal costs at different speeds: the cost objective's 2% tie band orders them faster first
 # (hypothesis found this catalog; random catalogs rarely have such ties)
 _TIED = [
-    _offer("h100-x1", "H100", 1, 1.0, None),
-    _offer("h100-x8", "H100", 8, 3.5, None),
-    _offer("a100-x4", "A100", 4, 1.5, 0.57421875),
+    offer("aws", "r1", "h100-x1", "H100", 1, 1.0, None, source="t", as_of="t"),
+    offer("aws", "r1", "h100-x8", "H100", 8, 3.5, None, source="t", as_of="t"),
+    offer("aws", "r1", "a100-x4", "A100", 4, 1.5, 0.57421875, source="t", as_of="t"),
 ]
 
 

@@ -16,36 +16,7 @@ from gpuwise.errors import InputError
 from gpuwise.planner import PlanRequest, load_spot_defaults, plan_offers
 from gpuwise.planner.spot import spot_outcome
 
-from .toy import NO_STARTUP, ToyModel
-
-
-def offer(
-    cloud: str,
-    region: str,
-    itype: str,
-    gpu: str,
-    count: float,
-    od: float | None,
-    spot: float | None = None,
-    zone: str | None = None,
-) -> Offer:
-    return Offer(
-        cloud=cloud,
-        region=region,
-        zone=zone,
-        instance_type=itype,
-        gpu=gpu,
-        gpu_count=count,
-        gpu_memory_gib=None,
-        vcpus=None,
-        memory_gib=None,
-        on_demand_usd_per_hour=od,
-        spot_usd_per_hour=spot,
-        arch="x86_64",
-        source="test",
-        as_of="2026-11",
-    )
-
+from .toy import NO_STARTUP, ToyModel, offer
 
 A100X8 = offer("aws", "us-east-1", "p4d.24xlarge", "A100", 8, 32.0)  # 12.5 h, $400
 H100X8 = offer("aws", "us-east-1", "p5.48xlarge", "H100", 8, 98.0)  # 4.17 h, $408.33

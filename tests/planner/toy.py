@@ -10,10 +10,44 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwise.catalog import Offer
 from gpuwise.errors import HardwareError
 from gpuwise.planner.model import Evaluation
 from gpuwise.planner.network import InstanceNetwork
 from gpuwise.planner.startup import StartupCosts
+
+
+def offer(
+    cloud: str,
+    region: str,
+    itype: str,
+    gpu: str,
+    count: float,
+    od: float | None,
+    spot: float | None = None,
+    zone: str | None = None,
+    *,
+    source: str = "test",
+    as_of: str = "2026-11",
+) -> Offer:
+    """A catalog offer with only what the planner tests vary (no vCPU or memory figures)."""
+    return Offer(
+        cloud=cloud,
+        region=region,
+        zone=zone,
+        instance_type=itype,
+        gpu=gpu,
+        gpu_count=count,
+        gpu_memory_gib=None,
+        vcpus=None,
+        memory_gib=None,
+        on_demand_usd_per_hour=od,
+        spot_usd_per_hour=spot,
+        arch="x86_64",
+        source=source,
+        as_of=as_of,
+    )
+
 
 NO_STARTUP = StartupCosts(
     provision_hours=0.0, image_gib=0.0, download_gbit_s=1.0, startup_hours=0.0, scarce_gpus=()
