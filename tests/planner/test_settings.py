@@ -12,6 +12,7 @@ from gpuwise.planner.network import UNKNOWN, instance_network
 from gpuwise.planner.settings import as_given, search_inference, search_training
 
 from .toy import NO_STARTUP
+from .toy import offer as _offer
 
 
 def offer(
@@ -25,22 +26,7 @@ def offer(
     zone: str | None = None,
     spot: float | None = None,
 ) -> Offer:
-    return Offer(
-        cloud=cloud,
-        region=region,
-        zone=zone,
-        instance_type=itype,
-        gpu=gpu,
-        gpu_count=count,
-        gpu_memory_gib=None,
-        vcpus=96.0,
-        memory_gib=1024.0,
-        on_demand_usd_per_hour=od,
-        spot_usd_per_hour=spot,
-        arch="x86_64",
-        source="test",
-        as_of="2026-11",
-    )
+    return _offer(cloud, region, itype, gpu, count, od, spot, zone, vcpus=96.0, memory_gib=1024.0)
 
 
 LORA_8B = workload_from_options(

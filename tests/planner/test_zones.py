@@ -13,6 +13,7 @@ from gpuwise.planner.export import k8s_manifest, skypilot_task, zone_id_notes
 
 from .test_export import validate_skypilot
 from .toy import NO_STARTUP, ToyModel
+from .toy import offer as _offer
 
 
 def offer(
@@ -24,21 +25,8 @@ def offer(
     gpu: str = "H100",
     count: int = 8,
 ) -> Offer:
-    return Offer(
-        cloud="aws",
-        region=region,
-        zone=zone,
-        instance_type=itype,
-        gpu=gpu,
-        gpu_count=count,
-        gpu_memory_gib=None,
-        vcpus=192.0,
-        memory_gib=2048.0,
-        on_demand_usd_per_hour=98.0,
-        spot_usd_per_hour=spot,
-        arch="x86_64",
-        source="test",
-        as_of="2026-11",
+    return _offer(
+        "aws", region, itype, gpu, count, 98.0, spot, zone, vcpus=192.0, memory_gib=2048.0
     )
 
 

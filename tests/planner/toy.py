@@ -29,8 +29,10 @@ def offer(
     *,
     source: str = "test",
     as_of: str = "2026-11",
+    vcpus: float | None = None,
+    memory_gib: float | None = None,
 ) -> Offer:
-    """A catalog offer with only what the planner tests vary (no vCPU or memory figures)."""
+    """A catalog offer with what the planner tests vary (by default no vCPU or memory figures)."""
     return Offer(
         cloud=cloud,
         region=region,
@@ -39,8 +41,8 @@ def offer(
         gpu=gpu,
         gpu_count=count,
         gpu_memory_gib=None,
-        vcpus=None,
-        memory_gib=None,
+        vcpus=vcpus,
+        memory_gib=memory_gib,
         on_demand_usd_per_hour=od,
         spot_usd_per_hour=spot,
         arch="x86_64",
