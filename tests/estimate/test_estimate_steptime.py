@@ -19,7 +19,9 @@ from gpuwise.estimate.measured import (
 )
 from gpuwise.estimate.model import get_preset
 from gpuwise.estimate.steptime import (
+    DEFAULT_BANDWIDTH_FRACTION,
     FLASH1_SLOWDOWN,
+    FP8_CAST_BYTES,
     QLORA_DEQUANT_FACTOR,
     achievable_matmul,
     goodput,
@@ -144,6 +146,79 @@ def test_fp8_speeds_up_only_the_matmuls_it_covers() -> None:
     assert b.step_parts["matmul_s"] < a.step_parts["matmul_s"]
     assert b.step_parts["attention_s"] == pytest.approx(a.step_parts["attention_s"])
     assert b.step_parts["memory_bound_s"] == pytest.approx(a.step_parts["memory_bound_s"])
+
+
+def test_linear_io_per_token_counts_each_projection_of_a_llama_block() -> None:
+    """Llama 3 8B (hidden 4096, 8 KV heads of 128, MLP 14336, gated, 32 layers): per layer, inputs
+    q, k, v, o = 3·4096 + 4096 and gate, up, down = 2·4096 + 14336; output gradients
+    4096 + 2·1024 + 4096 and 2·14336 + 4096."""
+    from gpuwise.estimate.parts import _linear_io_per_token
+
+    inputs, outputs = _linear_io_per_token(get_preset("llama-3-8b"))
+    assert inputs == 32 * (4 * 4096 + 2 * 4096 + 14336)
+    assert outputs == 32 * (2 * 4096 + 2 * 1024 + 2 * 14336 + 4096)
+
+
+def test_torch_float8_pays_its_casts_and_transformer_engine_does_not() -> None:
+    """torchao's float8 casts every linear's input, weight and gradient in kernels of its own
+    (FP8_CAST_BYTES): torchtitan's fp8 is slower than Transformer Engine's on the same workload,
+    rowwise slower than tensorwise; bf16 casts nothing."""
+    base = workload_from_options(
+        model="llama-3-8b",
+        seq_len=8192,
+        zero=3,
+        global_batch=8,
+        tokens="1e9",
+        precision="fp8",
+        stack="torchtitan",
+    )
+    assert base.float8_recipe == "tensorwise"  # torchtitan's recipe
+    te, tw, rw = (_est(base.with_changes(fp8_recipe=r)) for r in ("te", "tensorwise", "rowwise"))
+    assert te.step_parts["fp8_cast_s"] == 0.0
+    assert 0 < tw.step_parts["fp8_cast_s"] < rw.step_parts["fp8_cast_s"]
+    assert te.tokens_per_second > tw.tokens_per_second > rw.tokens_per_second
+    # the count: 4 bytes per activation element, 8 per weight element per micro-batch (8 GPUs, one
+    # 8192-token micro-batch each, no recompute), at the time the step model gives memory traffic
+    act, weight = FP8_CAST_BYTES["tensorwise"]
+    inputs, outputs = 32 * (6 * 4096 + 14336), 32 * (3 * 4096 + 2 * 1024 + 2 * 14336)
+    m = get_preset("llama-3-8b")
+    cast_bytes = act * (inputs + outputs) * 8192 + weight * m.linear_params
+    bf16 = _est(base.with_changes(precision="bf16"))
+    assert bf16.step_parts["fp8_cast_s"] == 0.0
+    bw = find_gpu("H100").memory_bandwidth_tb_s * 1e12 * DEFAULT_BANDWIDTH_FRACTION
+    assert tw.step_parts["fp8_cast_s"] == pytest.approx(cast_bytes / bw, rel=1e-9)
+    assert any("fp8 recipe tensorwise" in n for n in tw.notes)
+
+
+def test_fp8_on_a_stack_without_a_known_recipe_says_what_it_assumed() -> None:
+    wl = workload_from_options(model="llama-3-8b", zero=3, tokens="1e9", precision="fp8")
+    assert wl.stack == "unknown" and wl.float8_recipe == "te"
+    notes = _est(wl).notes
+    assert any("--fp8-recipe tensorwise" in n for n in notes)
+    nemo = _est(wl.with_changes(stack="megatron")).notes
+    assert any("fp8 recipe te" in n for n in nemo)
+    assert not any("--fp8-recipe tensorwise" in n for n in nemo)
+
+
+def test_validation_rows_run_the_fp8_recipe_their_source_states() -> None:
+    """The outside check estimates each float8 row with the recipe its source names (torchao's
+    tensorwise and rowwise tables, OLMo-core's torchao linears); rows that state none get the stack's."""
+    runs = [
+        r for r in load_measured_runs("validation_throughput.csv") if r.workload.precision == "fp8"
+    ]
+    by_recipe = {r.workload.float8_recipe for r in runs if "rowwise" in r.source}
+    assert by_recipe == {"rowwise"}
+    olmo = [r for r in runs if r.source_id == "olmo-core"]
+    assert olmo and all(r.workload.float8_recipe == "tensorwise" for r in olmo)
+    jax = [r for r in runs if r.source_id in ("paxml", "maxtext")]
+    assert jax and all(r.workload.fp8_recipe == "auto" for r in jax)
+    fitted = [r for r in load_measured_runs() if r.workload.precision == "fp8"]
+    assert fitted and all(r.workload.float8_recipe == "te" for r in fitted)
+
+
+def test_unknown_fp8_recipe_is_refused_with_the_choices() -> None:
+    with pytest.raises(InputError, match="tensorwise"):
+        workload_from_options(model="llama-3-8b", precision="fp8", fp8_recipe="blockwise")
 
 
 def test_qlora_pays_its_dequantisation() -> None:

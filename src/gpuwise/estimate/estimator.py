@@ -39,6 +39,7 @@ from gpuwise.estimate.result import Estimate, InferenceEstimate, MemoryEstimate,
 from gpuwise.estimate.steptime import (
     CNN_INFER_TRAFFIC_PASSES,
     DEFAULT_BANDWIDTH_FRACTION,
+    FP8_CAST_BYTES,
     QLORA_DEQUANT_BYTES,
     STARTUP_HOURS,
     achievable_matmul,
@@ -53,7 +54,7 @@ from gpuwise.estimate.throughput import (
     peak_flops,
     training_flops_per_token,
 )
-from gpuwise.estimate.workload import AUTO_RECOMPUTE, Workload, recipe_recompute
+from gpuwise.estimate.workload import AUTO_RECOMPUTE, TE_STACKS, Workload, recipe_recompute
 from gpuwise.hardware import GpuSpec, find_gpu
 from gpuwise.units import BYTES_PER_GIB
 
@@ -450,6 +451,25 @@ def _training_notes(wl: Workload, seq: int, fits: bool) -> list[str]:
             "fp8: the blocks' linear layers run at the FP8 rate; attention, LM head and memory-bound work "
             "do not speed up; MFU is relative to the FP8 dense peak; weights and states as in bf16"
         )
+        recipe = wl.float8_recipe
+        if recipe == "te":
+            notes.append(
+                "fp8 recipe te (Transformer Engine: casts fused into the neighbouring kernels, as in "
+                "the fitted NeMo and llm-foundry fp8 rows)"
+                + (
+                    ""
+                    if wl.fp8_recipe == "te" or wl.stack in TE_STACKS
+                    else f"; --stack {wl.stack} has no known fp8 recipe: PyTorch-native float8 "
+                    "(torchao) casts in kernels of its own, --fp8-recipe tensorwise counts them"
+                )
+            )
+        else:
+            act, weight = FP8_CAST_BYTES[recipe]
+            notes.append(
+                f"fp8 recipe {recipe} (torchao float8): every linear layer's input and output "
+                f"gradient cast at {act:g} bytes per element, its weight at {weight:g} bytes per "
+                "element per micro-batch, at the memory bandwidth"
+            )
     if wl.task == "qlora":
         notes.append(
             f"qlora: the 4-bit base weights are dequantised in every pass over them "

@@ -166,6 +166,7 @@ def measured_options(r: dict[str, str]) -> dict[str, str]:
         "fused_kernels": "on" if r["fused"] == "true" else "off",
         "sequence_parallel": "on" if r["parallelism"] == "megatron" else "off",
         "stack": r["stack"] if r["stack"] in STACKS else "unknown",
+        "fp8_recipe": r.get("fp8_recipe") or "auto",
     }
     if r["parallelism"] == "hsdp":
         opts["shard_within_node"] = "on"

@@ -312,6 +312,18 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         ),
     ),
     OptionSpec(
+        "fp8_recipe",
+        "choice",
+        "auto",
+        "fp8 training: how tensors are scaled and cast. auto (the stack's: tensorwise for "
+        "torchtitan, te otherwise) | te (Transformer Engine, casts fused) | tensorwise | rowwise "
+        "(PyTorch-native torchao float8, which casts every linear's input, weight and gradient).",
+        panel=PARALLEL_PANEL,
+        choices=("auto", "te", "tensorwise", "rowwise"),
+        follows="torchtitan docs/float8.md: torchao Float8Linear with tensor-wise dynamic scales; "
+        "NeMo/Megatron-Core and llm-foundry amp_fp8: Transformer Engine",
+    ),
+    OptionSpec(
         "shard_within_node",
         "switch",
         False,

@@ -24,6 +24,7 @@ from gpuwise.estimate.steptime import (
     ACTIVATION_TRAFFIC_PASSES,
     CNN_TRAIN_TRAFFIC_PASSES,
     DEFAULT_BANDWIDTH_FRACTION,
+    FP8_CAST_BYTES,
     OPTIMIZER_TRAFFIC_BYTES,
     QLORA_DEQUANT_BYTES,
     StepParts,
@@ -48,7 +49,7 @@ from gpuwise.hardware import GpuSpec
 from gpuwise.units import BYTES_PER_GIB
 
 if TYPE_CHECKING:
-    pass
+    from gpuwise.estimate.model import ModelConfig
 from gpuwise.estimate.result import InferenceEstimate
 
 
@@ -217,6 +218,18 @@ def train_parts(
                 2.0 * n * tok_gpu * SELECTIVE_OP_MATMUL_SHARE / (mm if prec != "fp8" else mm16)
                 + memory / 3
             )
+    cast = 0.0
+    if prec == "fp8" and m.is_transformer:
+        act_bytes, weight_bytes = FP8_CAST_BYTES[wl.float8_recipe]
+        inputs, outputs = _linear_io_per_token(m)
+        again = (
+            inputs if wl.grad_ckpt == "full" else 0.0
+        )  # the recomputed forward casts its inputs again
+        micro_batches = tokens / (dp * wl.micro_batch * seq)
+        cast = (
+            act_bytes * (inputs + outputs + again) * tok_gpu
+            + weight_bytes * m.linear_params / (tp * pp) * micro_batches
+        ) / bw
     dequant = 0.0
     if wl.task == "qlora":  # per micro-batch, per pass over the 4-bit base weights (see .steptime)
         passes = 2.0 + (1.0 if wl.grad_ckpt == "full" else 0.0)
@@ -235,8 +248,24 @@ def train_parts(
         optimizer_s=optimizer,
         framework_factor=factor,
         attention_factor=attention_factor,
+        fp8_cast_s=cast,
     )
     return parts, gb, basis
+
+
+def _linear_io_per_token(m: ModelConfig) -> tuple[float, float]:
+    """(input, output) elements of every block linear layer one token passes through, over all layers:
+    q, k, v and the attention output; the MLP's up (and gate) and down projections, of the
+    ``experts_per_token`` experts an MoE token is routed to. A float8 recipe casts each linear's input
+    in the forward pass and its output gradient in the backward pass (each linear casts its own copy:
+    q, k and v three times the same hidden state)."""
+    h, q, kv, f = m.hidden, m.heads * m.d_head, m.n_kv * m.d_head, m.ffn
+    n_attn = m.layers + 2 * m.decoder_layers
+    n_mlp = (m.layers + m.decoder_layers) * max(1, m.experts_per_token)
+    up = 2 if m.gated_mlp else 1
+    inputs = n_attn * (3 * h + q) + n_mlp * (up * h + f)
+    outputs = n_attn * (q + 2 * kv + h) + n_mlp * (up * f + h)
+    return float(inputs), float(outputs)
 
 
 BUBBLE_NOTE_SHARE = 0.2

@@ -26,6 +26,9 @@ A training step is the sum of
   bandwidth, per micro-batch — a fixed cost per pass, so its share falls as sequences grow (LitGPT's
   resource tables, Lightning-AI/litgpt ``tutorials/resource-tables.md``, A100-40GB, micro-batch 1, time
   LoRA with ``bnb.nf4`` at 1.09× (phi-1.5) to 2.00× (Llama 2 13B) the bf16 LoRA step);
+- **fp8 casts**: PyTorch-native float8 (torchao, ``--fp8-recipe tensorwise|rowwise``) casts every
+  linear layer's input, output gradient and weight to fp8 in kernels of its own: :data:`FP8_CAST_BYTES`
+  per element at the achievable memory bandwidth (Transformer Engine fuses them: nothing added);
 - **exposed communication and the pipeline bubble**: :mod:`.throughput`.
 
 What no formula gives (kernel launch gaps, data loading, framework overheads) is one multiplicative
@@ -103,6 +106,23 @@ QLORA_DEQUANT_FACTOR = (1.47 + 1.56) / 2
 QLORA_DEQUANT_BYTES = 0.5 + 2.0 + 2.0
 
 
+# PyTorch-native float8 (torchao Float8Linear) casts each linear layer's bf16 input, weight and output
+# gradient to fp8 in kernels of its own: (bytes per element of every linear's input and output gradient,
+# bytes per weight element per micro-batch), from torchao's own roofline of those casts
+# (pytorch/ao torchao/testing/float8/roofline_utils.py, get_tensor_memory_traffic_ovhd_s, commit
+# 042170ff), compiled (the max-abs pass of an activation fused into the kernel before it, as its
+# enable_fusion_modeling counts). tensorwise: activations read 2 bytes and write fp8 twice (row- and
+# column-major) = 4; weights read 2 for the max-abs, then 2 + 1 for each of the two casts = 8. rowwise:
+# activations 1 + 2 (first kernel, one read fused) + 2 + 1 = 6; weights 2 + 1, 2 + 2 (transpose),
+# 2 + 1 = 10. Transformer Engine (``te``) fuses its casts into the neighbouring kernels (a norm writes
+# fp8): nothing is added, and what remains is in the framework factor fitted to its rows.
+FP8_CAST_BYTES: dict[str, tuple[float, float]] = {
+    "te": (0.0, 0.0),
+    "tensorwise": (4.0, 8.0),
+    "rowwise": (6.0, 10.0),
+}
+
+
 @dataclass(frozen=True)
 class Achievable:
     """The matmul fraction of one GPU/precision and where it comes from."""
@@ -167,11 +187,13 @@ class StepParts:
     """Multiplies the compute parts (what the named parts miss; fitted, see :mod:`.measured`)."""
     attention_factor: float = 1.0
     """Multiplies the attention time (the FlashAttention version in use; fitted, see :mod:`.measured`)."""
+    fp8_cast_s: float = 0.0
+    """PyTorch-native float8's casts to fp8 (:data:`FP8_CAST_BYTES`), at the memory bandwidth."""
 
     @property
     def raw_other_s(self) -> float:
         """Compute parts other than attention and the optimizer, before the factors."""
-        return self.matmul_s + self.memory_s + self.recompute_s + self.dequant_s
+        return self.matmul_s + self.memory_s + self.recompute_s + self.dequant_s + self.fp8_cast_s
 
     @property
     def compute_s(self) -> float:
@@ -185,6 +207,7 @@ class StepParts:
             "memory_bound_s": self.memory_s,
             "recompute_s": self.recompute_s,
             "dequant_s": self.dequant_s,
+            "fp8_cast_s": self.fp8_cast_s,
             "optimizer_s": self.optimizer_s,
             "framework_factor": self.framework_factor,
             "attention_factor": self.attention_factor,

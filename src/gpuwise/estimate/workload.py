@@ -60,6 +60,19 @@ STACKS: tuple[Stack, ...] = (
 )
 """Training stacks ``--stack`` names: NeMo/Megatron-Core, torchtitan, MosaicML llm-foundry, IBM
 fms-fsdp, Lightning lit-gpt/LitGPT, DeepSpeed, Hugging Face Trainer/Accelerate; ``unknown``: none said."""
+Fp8Recipe = Literal["auto", "te", "tensorwise", "rowwise"]
+FP8_RECIPES: tuple[Fp8Recipe, ...] = ("auto", "te", "tensorwise", "rowwise")
+"""``--fp8-recipe``: how fp8 training scales and casts its tensors. ``te``: NVIDIA Transformer Engine
+(Megatron-Core/NeMo, llm-foundry's ``amp_fp8``), whose casts are fused into the neighbouring kernels;
+``tensorwise`` and ``rowwise``: PyTorch-native float8 (torchao ``Float8Linear``, dynamic scaling per
+tensor or per row), which casts every linear layer's input, weight and output gradient in kernels of
+its own (:data:`gpuwise.estimate.steptime.FP8_CAST_BYTES`)."""
+STACK_FP8_RECIPE: dict[str, Fp8Recipe] = {"torchtitan": "tensorwise"}
+"""The fp8 recipe a stack runs when ``--fp8-recipe auto``: torchtitan swaps ``nn.Linear`` for torchao's
+``Float8Linear`` with tensor-wise dynamic scales (pytorch/torchtitan docs/float8.md). Every other stack
+gets ``te``, the recipe of the fp8 rows gpuwise is fitted on (NeMo/Megatron-Core and llm-foundry, both
+Transformer Engine), and a note when the stack is not megatron or llm-foundry."""
+TE_STACKS: frozenset[str] = frozenset({"megatron", "llm-foundry"})
 UNFUSED_STACKS: frozenset[str] = frozenset({"torchtitan", "hf"})
 """Stacks whose layers and loss are plain eager PyTorch: no fused kernels unless ``--fused-kernels on``.
 torchtitan's loss is eager unless training is compiled (torchtitan compiles it with the model since
@@ -206,6 +219,8 @@ class Workload:
     """The training stack (:data:`STACKS`): its measured framework factor where gpuwise has rows from
     it, and its gradient bucketing; ``unknown`` gets the central estimate of all measured stacks with
     the range of a stack never seen."""
+    fp8_recipe: Fp8Recipe = "auto"
+    """fp8 training only (:data:`FP8_RECIPES`): ``auto`` = the stack's (:data:`STACK_FP8_RECIPE`)."""
     shard_within_node: bool = False
     """Hybrid sharding (FSDP ``HYBRID_SHARD``, HSDP; DeepSpeed ZeRO++ hpZ): ZeRO shards the states only
     over the GPUs of one node and keeps a copy per node; across nodes, one gradient all-reduce per step."""
@@ -407,6 +422,13 @@ class Workload:
         return self.fused_kernels
 
     @property
+    def float8_recipe(self) -> Fp8Recipe:
+        """The fp8 recipe in use: as given, else the stack's (``te`` where the stack has none known)."""
+        if self.fp8_recipe != "auto":
+            return self.fp8_recipe
+        return STACK_FP8_RECIPE.get(self.stack, "te")
+
+    @property
     def non_data_parallel(self) -> int:
         """Tensor × pipeline × context parallel: the GPUs that are not data-parallel copies."""
         return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
@@ -544,6 +566,7 @@ def workload_from_options(**options: str | float | bool | ModelConfig | None) ->
         output_len=whole("output_len"),
         requests=_count_option(o["requests"], "requests"),
         stack=stack,  # type: ignore[arg-type]
+        fp8_recipe=_choice(str(o["fp8_recipe"]), FP8_RECIPES, "fp8_recipe"),  # type: ignore[arg-type]
         shard_within_node=_switch(o["shard_within_node"], "shard_within_node") or False,
         notes=tuple(notes),
     )
