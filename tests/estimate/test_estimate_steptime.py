@@ -221,6 +221,20 @@ def test_unknown_fp8_recipe_is_refused_with_the_choices() -> None:
         workload_from_options(model="llama-3-8b", precision="fp8", fp8_recipe="blockwise")
 
 
+def test_selective_recompute_with_flash_attention_says_it_saves_nothing() -> None:
+    """Megatron's selective recompute drops the attention scores FlashAttention never stores: same
+    memory as no recompute, more time, and the estimate says so."""
+    none = workload_from_options(model="llama-2-7b", seq_len=4096, zero=3, tokens="1e9")
+    sel = none.with_changes(grad_ckpt="selective")
+    a, b = _est(none, "A100-80GB"), _est(sel, "A100-80GB")
+    assert b.memory.per_gpu_gib == pytest.approx(a.memory.per_gpu_gib)
+    assert b.step_time_s > a.step_time_s
+    assert any("saves no memory" in n for n in b.notes)
+    assert not any("saves no memory" in n for n in a.notes)
+    eager = _est(sel.with_changes(flash_attention=False), "A100-80GB")
+    assert not any("saves no memory" in n for n in eager.notes)
+
+
 def test_qlora_pays_its_dequantisation() -> None:
     lora = workload_from_options(
         model="llama-2-7b", task="lora", seq_len=2048, grad_ckpt="full", samples="1000"

@@ -470,6 +470,12 @@ def _training_notes(wl: Workload, seq: int, fits: bool) -> list[str]:
                 f"gradient cast at {act:g} bytes per element, its weight at {weight:g} bytes per "
                 "element per micro-batch, at the memory bandwidth"
             )
+    if wl.grad_ckpt == "selective" and wl.uses_flash_attention and m.is_transformer:
+        notes.append(
+            "--grad-ckpt selective with FlashAttention saves no memory (FlashAttention keeps no "
+            "score matrix for it to drop) and recomputes the attention core (a third more attention "
+            "time): --grad-ckpt none needs as little; selective-op, selective-layer or full save memory"
+        )
     if wl.task == "qlora":
         notes.append(
             f"qlora: the 4-bit base weights are dequantised in every pass over them "
