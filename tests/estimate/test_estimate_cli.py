@@ -297,7 +297,7 @@ def test_a_configuration_over_only_by_the_fragmentation_allowance_is_tight(cli: 
     r = cli(*args)
     assert r.code == 0, r.stderr
     text = " ".join(r.stdout.split())
-    assert "Tight: 83.1 GiB per GPU" in text and "79.2 GiB without" in text
+    assert "Tight: 83.6 GiB per GPU" in text and "79.7 GiB without" in text
     assert "Does not fit" not in text
     doc = cli(*args, "--json").json()
     assert doc["memory"]["verdict"] == "tight" and doc["memory"]["fits"] is False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gpuwise.estimate.memory import (
@@ -156,9 +158,43 @@ def test_lora_has_no_gradients_or_states_for_the_frozen_base() -> None:
     )
 
 
-def test_logits_are_bsv_times_compute_copy_fp32_copy_and_fp32_grad() -> None:
+def test_unfused_logits_peak_in_the_loss_backward_at_three_fp32_copies() -> None:
+    """Upcast to fp32 before cross_entropy (Hugging Face, torchtitan): the backward holds the saved
+    log-softmax output, its incoming gradient and the gradient it writes, 4 bytes a value each."""
     wl = workload_from_options(model="gpt2", task="pretrain", micro_batch=8, seq_len=1024)
-    assert logits_bytes(wl) == 8 * 1024 * 50257 * (2 + 4 + 4)
+    assert not wl.uses_fused_kernels
+    assert logits_bytes(wl) == 8 * 1024 * 50257 * (4 + 4 + 4)
+    fp32 = wl.with_changes(precision="fp32")
+    assert logits_bytes(fp32) == logits_bytes(wl)
+    assert logits_bytes(wl.with_changes(fused_kernels=True)) == 8 * 1024 * 50257 * 2
+
+
+def test_torch_keeps_only_the_fp32_log_softmax_output_for_the_loss_backward() -> None:
+    """What the count above rests on, checked on real torch: of the logits-sized tensors, autograd
+    saves only the fp32 log-softmax output (not the 16-bit logits, not their fp32 copy), and the loss
+    backward writes a new fp32 gradient of that size."""
+    torch = pytest.importorskip("torch")
+    n, v = 64, 1000
+    hidden = torch.randn(n, 32, dtype=torch.bfloat16, requires_grad=True)
+    head = torch.randn(v, 32, dtype=torch.bfloat16)
+    target = torch.randint(0, v, (n,))
+    saved: dict[
+        int, tuple[Any, tuple[int, ...]]
+    ] = {}  # by storage: nll_loss saves the same log-probs
+
+    def pack(t: Any) -> Any:
+        saved[t.untyped_storage().data_ptr()] = (t.dtype, tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logits = hidden @ head.T  # the LM head, 16-bit
+        loss = torch.nn.functional.cross_entropy(logits.float(), target)
+    big = [dtype for dtype, shape in saved.values() if shape == (n, v)]
+    assert big == [torch.float32]  # one fp32 (n, v) tensor: the log-softmax output
+    grads: list[Any] = []
+    logits.register_hook(lambda g: grads.append(g))
+    loss.backward()
+    assert grads[0].shape == (n, v) and grads[0].dtype == torch.bfloat16
 
 
 @pytest.mark.parametrize(
@@ -222,8 +258,8 @@ def test_model_parallel_means_fused_kernels_except_on_plain_pytorch_stacks(
     assert workload_from_options(
         model="llama-2-7b", tensor_parallel=2, stack=stack, fused_kernels="on"
     ).uses_fused_kernels
-    # unfused, the loss keeps an fp32 copy and an fp32 gradient of the logits
-    assert logits_bytes(wl) == pytest.approx(4096 * 32000 / 2 * (2 if fused else 2 + 4 + 4))
+    # unfused, the loss backward holds three fp32 copies of the logits
+    assert logits_bytes(wl) == pytest.approx(4096 * 32000 / 2 * (2 if fused else 4 + 4 + 4))
 
 
 def test_breakdown_has_every_term_and_overheads() -> None:

@@ -355,7 +355,7 @@ def test_fused_kernels_drop_the_fp32_copies() -> None:
     wl = workload_from_options(model="llama-2-7b", seq_len=4096, micro_batch=2)
     fused = replace(wl, fused_kernels=True)
     s, b, v = 4096, 2, 32000
-    assert logits_bytes(wl) == s * b * v * (2 + 4 + 4)
+    assert logits_bytes(wl) == s * b * v * (4 + 4 + 4)
     assert logits_bytes(fused) == s * b * v * 2
     # each of the 2 RMSNorms per layer keeps its 16-bit input only (no fp32 copy): 4·h bytes less
     # per norm; the fused SwiGLU keeps gate+up and its output, not act(gate): 2·ffn bytes less

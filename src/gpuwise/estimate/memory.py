@@ -334,17 +334,23 @@ def activation_bytes(wl: Workload, *, tp: int | None = None) -> float:
 
 
 def logits_bytes(wl: Workload) -> float:
-    """LM-head logits and loss: b·s·V values in the compute dtype, an fp32 copy for the
-    cross-entropy (Hugging Face upcasts logits before the loss) and the fp32 gradient of the logits.
-    A fused cross-entropy (``fused_kernels``) writes the gradient into the logits' own buffer and
-    keeps no fp32 copy: b·s·V values in the compute dtype only."""
+    """LM-head logits and loss at their peak, b·s·V values each. Unfused (Hugging Face, torchtitan:
+    the logits are upcast to fp32 before ``cross_entropy``), the peak is the loss's backward: the
+    log-softmax output autograd saved (fp32), the gradient nll_loss hands it (dense, fp32) and the
+    gradient log-softmax writes (fp32) live at once — 12 bytes a value (PyTorch derivatives.yaml:
+    ``log_softmax`` backward is ``_log_softmax_backward_data(grad, result, ...)``, it keeps its
+    result, not its input). The forward's peak is lower: the 16-bit logits, their fp32 copy and the
+    log-softmax output (2 + 4 + 4). A fused cross-entropy (``fused_kernels``) writes the gradient into
+    the logits' own buffer and keeps no fp32 copy: b·s·V values in the compute dtype only."""
     m = wl.model
     if not m.has_lm_head or (m.arch == "encoder" and wl.task != "pretrain"):
         return 0.0
     act_bytes = 4.0 if wl.precision == "fp32" else 2.0
     seq = -(-wl.effective_seq_len // wl.context_parallel)
     values = wl.micro_batch * seq * m.vocab / wl.tensor_parallel
-    return values * (act_bytes if wl.uses_fused_kernels else act_bytes + 4.0 + 4.0)
+    if wl.uses_fused_kernels:
+        return values * act_bytes
+    return values * max(act_bytes + 4.0 + 4.0, 3 * 4.0)
 
 
 def kv_cache_bytes(wl: Workload, batch: int | None = None) -> float:
