@@ -216,6 +216,14 @@ def test_validation_rows_run_the_fp8_recipe_their_source_states() -> None:
     assert fitted and all(r.workload.float8_recipe == "te" for r in fitted)
 
 
+def test_an_fp8_recipe_without_fp8_is_said_to_be_ignored() -> None:
+    wl = workload_from_options(model="llama-3-8b", zero=3, tokens="1e9", fp8_recipe="rowwise")
+    est = _est(wl)
+    assert any("--fp8-recipe rowwise applies to fp8 training only" in n for n in est.notes)
+    assert est.step_parts["fp8_cast_s"] == 0.0
+    assert not any("applies to fp8" in n for n in _est(wl.with_changes(fp8_recipe="auto")).notes)
+
+
 def test_unknown_fp8_recipe_is_refused_with_the_choices() -> None:
     with pytest.raises(InputError, match="tensorwise"):
         workload_from_options(model="llama-3-8b", precision="fp8", fp8_recipe="blockwise")

@@ -470,6 +470,11 @@ def _training_notes(wl: Workload, seq: int, fits: bool) -> list[str]:
                 f"gradient cast at {act:g} bytes per element, its weight at {weight:g} bytes per "
                 "element per micro-batch, at the memory bandwidth"
             )
+    if wl.fp8_recipe != "auto" and wl.precision != "fp8":
+        notes.append(
+            f"--fp8-recipe {wl.fp8_recipe} applies to fp8 training only: ignored at "
+            f"--precision {wl.precision}"
+        )
     if wl.grad_ckpt == "selective" and wl.uses_flash_attention and m.is_transformer:
         notes.append(
             "--grad-ckpt selective with FlashAttention saves no memory (FlashAttention keeps no "
