@@ -220,6 +220,18 @@ def throughput_set(
     return out, by_class
 
 
+def class_residuals() -> dict[str, list[float]]:
+    """|log residual| of every row by workload class, predicted by a fit on all the other rows (its
+    stack's and class's other rows included): how far a class's own rows stray from its fitted
+    factor, which the pooled range does not see for a class with few rows (MoE)."""
+    runs = list(cli_runs()[0])
+    out: dict[str, list[float]] = collections.defaultdict(list)
+    for i, r in enumerate(runs):
+        eff = fit_efficiency(runs[:i] + runs[i + 1 :])
+        out[workload_class(r.workload)].append(abs(log_residual(r, eff)))
+    return out
+
+
 def known_stack_residuals() -> list[float]:
     """|log residual| of every row run with a ``--stack`` the fit knows, predicted by a fit on all
     the other rows (its stack's other rows included): the error a user of a measured stack sees."""
@@ -855,7 +867,9 @@ def main() -> None:
             "# narrower than throughput (a new stack's error is not smaller than the spread between stacks);",
             "# throughput-thin-gpu: GPUs with fewer than 5 measured rows get w = the 90th percentile (wider);",
             "# throughput-known-stack: --stack names a stack with measured rows: w = the 80th percentile of its",
-            "# rows' errors when each row is left out of the fit (its stack's other rows stay in).",
+            "# rows' errors when each row is left out of the fit (its stack's other rows stay in);",
+            "# class:<workload class>: a class (5 rows or more) whose rows, each left out of the fit, err more",
+            "# than throughput's w: w = their 80th percentile; its estimates get the wider of this and the above.",
             "class,rows,log_p10,log_p90",
         ]
         pooled = [abs(x) for v in by_class.values() for x in v]
@@ -873,6 +887,10 @@ def main() -> None:
             if len(xs) >= THIN_GPU_ROWS:
                 wa = max(_q(xs, 0.8), w)
                 lines.append(f"throughput:{arch},{len(xs)},{-wa:.4f},{wa:.4f}")
+        for klass, xs in sorted(class_residuals().items()):
+            wc = _q(xs, 0.8)
+            if len(xs) >= THIN_GPU_ROWS and wc > w:
+                lines.append(f"class:{klass},{len(xs)},{-wc:.4f},{wc:.4f}")
         wr = _q([abs(x) for x in run_res], 0.8)
         lines.append(f"pretraining-run,{len(run_res)},{-wr:.4f},{wr:.4f}")
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")

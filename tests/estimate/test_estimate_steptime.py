@@ -336,6 +336,39 @@ def test_error_bars_come_from_the_cross_validated_residuals() -> None:
     assert thin.wall_hours_p90 == pytest.approx(thin.wall_hours * q["throughput-thin-gpu"][1])
 
 
+def test_a_class_whose_rows_stray_gets_its_own_wider_range() -> None:
+    """MoE's six fitted rows, each left out, miss by far more than the pooled range: an MoE estimate
+    gets that wider range (and a dense one does not); a wider GPU or stack rule still wins."""
+    from gpuwise.estimate.efficiency import EfficiencyModel
+
+    q = residual_intervals()
+    moe_lo, moe_hi = q["class:transformer-moe-train"]
+    assert moe_hi > q["throughput"][1] and moe_lo * moe_hi == pytest.approx(1.0)
+    assert "class:transformer-train" not in q  # the dense class keeps the pooled range
+    wl = workload_from_options(
+        model="qwen3-30b-a3b",
+        seq_len=4096,
+        zero=3,
+        grad_ckpt="full",
+        expert_parallel=8,
+        tokens="1e9",
+    )
+    est = _est(wl)
+    assert est.wall_hours_p90 == pytest.approx(est.wall_hours * moe_hi)
+    toy = EfficiencyModel(
+        rows=1,
+        intervals={
+            "throughput": (0.8, 1.25),
+            "throughput-thin-gpu": (0.25, 4.0),
+            "class:transformer-moe-train": (0.5, 2.0),
+        },
+        gpu_rows={"H100": 50},
+    )
+    assert toy.interval("transformer-moe-train", "H100") == (0.5, 2.0)
+    assert toy.interval("transformer-train", "H100") == (0.8, 1.25)
+    assert toy.interval("transformer-moe-train", "B200") == (0.25, 4.0)  # thin GPU: wider still
+
+
 def test_framework_factor_is_fitted_only_to_the_rows_it_is_given() -> None:
     runs = list(load_measured_runs())
     full = fit_efficiency(runs)

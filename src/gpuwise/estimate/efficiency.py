@@ -110,9 +110,17 @@ class EfficiencyModel:
         """(p10, p90) multipliers of a predicted time for ``klass`` (``pretraining-run`` or a
         workload class; every workload class uses the ``throughput`` range — that of a stack the fit
         never saw — widened to ``throughput-thin-gpu`` on a GPU with few measured rows, narrowed to
-        ``throughput-known-stack`` for a stack with measured rows of that class)."""
+        ``throughput-known-stack`` for a stack with measured rows of that class; and never narrower
+        than ``class:<klass>``, the range of a class whose own rows stray further from its factor)."""
         if klass in self.intervals:
             return self.intervals[klass]
+        base = self._workload_interval(klass, gpu, stack)
+        own = self.intervals.get(f"class:{klass}")
+        if own is None or (base is not None and base[1] >= own[1]):
+            return base
+        return own
+
+    def _workload_interval(self, klass: str, gpu: str, stack: str) -> tuple[float, float] | None:
         if gpu and self.gpu_rows.get(gpu, 0) < THIN_GPU_ROWS:
             return self.intervals.get("throughput-thin-gpu") or self.intervals.get("throughput")
         if (
