@@ -50,7 +50,6 @@ from gpuwise.cli.estimate import estimate_inputs
 from gpuwise.estimate.efficiency import THIN_GPU_ROWS, UNIT_EFFICIENCY, workload_class
 from gpuwise.estimate.measured import (
     MeasuredRun,
-    default_efficiency,
     estimate_with,
     fit_efficiency,
     fit_run_efficiency,
@@ -767,18 +766,16 @@ def print_large_dp(rows: list[tuple[MeasuredRun, float, float]]) -> None:
         for r, res, _ in rows
         if r.gpus >= 64
         and r.workload.tensor_parallel == r.workload.pipeline_parallel == 1
-        and "400 Gbit/s per node" in estimate_with(r, default_efficiency(), None).interconnect
+        and r.inter_node_gbit_s == 400.0
     ]
     print(
-        "  measured data-parallel runs on >= 64 GPUs over 400 Gbit/s in the fitted set "
-        "(leave-one-stack-out; + = gpuwise too fast; 'default': the source states no network and "
-        "the estimator's 400 Gbit/s for the GPU stands in):"
+        "  measured data-parallel runs on >= 64 GPUs over a stated 400 Gbit/s in the fitted set "
+        "(leave-one-stack-out; + = gpuwise too fast):"
     )
     for r, res in anchors:
-        net = "stated" if r.inter_node_gbit_s else "default"
         print(
             f"    {r.source_id:10s} {r.gpu:10s} x{r.gpus:<5d} {r.label:52s} {r.value:7,.0f} tok/s "
-            f"{net:8s} gpuwise {math.exp(res) - 1:+6.1%}"
+            f"gpuwise {math.exp(res) - 1:+6.1%}"
         )
 
 

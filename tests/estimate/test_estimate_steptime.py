@@ -188,6 +188,46 @@ def test_torch_float8_pays_its_casts_and_transformer_engine_does_not() -> None:
     bw = find_gpu("H100").memory_bandwidth_tb_s * 1e12 * DEFAULT_BANDWIDTH_FRACTION
     assert tw.step_parts["fp8_cast_s"] == pytest.approx(cast_bytes / bw, rel=1e-9)
     assert any("fp8 recipe tensorwise" in n for n in tw.notes)
+    assert tw.to_dict()["workload"]["fp8_recipe"] == "tensorwise"
+    assert te.to_dict()["workload"]["fp8_recipe"] == "te"
+
+
+@pytest.mark.parametrize(
+    ("changes", "tokens_per_gpu", "weight_casts", "recast"),
+    [
+        ({}, 8192, 1.0, 0.0),  # 8 GPUs x 1 micro-batch of 8192 tokens
+        ({"global_batch": 16}, 16384, 2.0, 0.0),  # 2 micro-batches: the weights cast twice
+        ({"grad_ckpt": "full"}, 8192, 1.0, 1.0),  # the recomputed forward casts again
+        ({"grad_ckpt": "selective-layer"}, 8192, 1.0, 0.5),  # every second block again
+        # TP 2: each GPU's linears are half as wide and see the tokens of 2 GPUs; 2 micro-batches of
+        # half the weights each
+        ({"tensor_parallel": 2}, 8192, 1.0, 0.0),
+    ],
+)
+def test_the_cast_count_follows_micro_batches_recompute_and_tensor_parallelism(
+    changes: dict[str, Any], tokens_per_gpu: int, weight_casts: float, recast: float
+) -> None:
+    from gpuwise.estimate.steptime import FP8_WEIGHT_FORWARD_BYTES
+
+    wl = workload_from_options(
+        model="llama-3-8b",
+        seq_len=8192,
+        zero=3,
+        global_batch=8,
+        tokens="1e9",
+        precision="fp8",
+        stack="torchtitan",
+    ).with_changes(**changes)
+    act, weight = FP8_CAST_BYTES["tensorwise"]
+    inputs, outputs = 32 * (6 * 4096 + 14336), 32 * (3 * 4096 + 2 * 1024 + 2 * 14336)
+    params = get_preset("llama-3-8b").linear_params
+    expected = (
+        act * (inputs + outputs) * tokens_per_gpu
+        + weight * params * weight_casts
+        + recast * (act * inputs * tokens_per_gpu + FP8_WEIGHT_FORWARD_BYTES["tensorwise"] * params)
+    )
+    bw = find_gpu("H100").memory_bandwidth_tb_s * 1e12 * DEFAULT_BANDWIDTH_FRACTION
+    assert _est(wl).step_parts["fp8_cast_s"] == pytest.approx(expected / bw, rel=1e-9)
 
 
 def test_fp8_on_a_stack_without_a_known_recipe_says_what_it_assumed() -> None:
@@ -222,6 +262,12 @@ def test_an_fp8_recipe_without_fp8_is_said_to_be_ignored() -> None:
     assert any("--fp8-recipe rowwise applies to fp8 training only" in n for n in est.notes)
     assert est.step_parts["fp8_cast_s"] == 0.0
     assert not any("applies to fp8" in n for n in _est(wl.with_changes(fp8_recipe="auto")).notes)
+    serve = wl.with_changes(task="inference", precision="fp8")
+    assert any("ignored for inference" in n for n in _est(serve).notes)
+    cnn = workload_from_options(model="resnet-50", precision="fp8", fp8_recipe="tensorwise")
+    notes = _est(cnn).notes
+    assert any("transformer blocks only" in n for n in notes)
+    assert not any("fp8 recipe tensorwise" in n for n in notes)
 
 
 def test_unknown_fp8_recipe_is_refused_with_the_choices() -> None:
@@ -461,6 +507,7 @@ def test_json_keeps_its_fields_and_adds_the_new_ones(cli: Any) -> None:
     assert doc["wall_hours_p10"] is None and doc["wall_hours_p90"] is None
     assert doc["suggestions"]
     assert doc["workload"]["flash_attention_version"] == 2
+    assert doc["workload"]["stack"] == "unknown" and doc["workload"]["fp8_recipe"] is None
     assert set(doc["step_parts"]) >= {
         "matmul_s",
         "attention_s",

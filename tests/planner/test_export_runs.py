@@ -267,7 +267,10 @@ def _run_task(task: dict[str, object], workdir: Path, venv: Path, nproc: int) ->
 
 
 def test_an_exported_8_gpu_plan_on_2_ranks_is_refused(venv: Path, tmp_path: Path) -> None:
-    task, workdir, ckpt = _exported(tmp_path, "--max-gpus", "8", "--max-nodes", "1", steps=3)
+    # the fastest plan on one node of at most 8 GPUs (the cheapest may use fewer)
+    task, workdir, ckpt = _exported(
+        tmp_path, "--max-gpus", "8", "--max-nodes", "1", "--objective", "time", steps=3
+    )
     assert "--nproc-per-node 8" in str(task["run"])
     # a machine with 2 GPUs where 8 were planned (one CPU rank stands for each)
     task["run"] = str(task["run"]).replace("--nproc-per-node 8", "--nproc-per-node 2")

@@ -452,7 +452,12 @@ def _training_notes(wl: Workload, seq: int, fits: bool) -> list[str]:
             "do not speed up; MFU is relative to the FP8 dense peak; weights and states as in bf16"
         )
         recipe = wl.float8_recipe
-        if recipe == "te":
+        if not m.is_transformer:
+            if wl.fp8_recipe != "auto":
+                notes.append(
+                    f"--fp8-recipe {wl.fp8_recipe}: casts are counted for transformer blocks only"
+                )
+        elif recipe == "te":
             notes.append(
                 "fp8 recipe te (Transformer Engine: casts fused into the neighbouring kernels, as in "
                 "the fitted NeMo and llm-foundry fp8 rows)"
@@ -576,6 +581,10 @@ def _estimate_inference(wl: Workload, setup: _Setup, fixes: FixSearch | None) ->
         notes.append("give --requests for hours to serve a workload")
     if wl.precision == "fp8":
         notes.append("fp8: MFU is relative to the FP8 dense peak; 1-byte weights and KV cache")
+    if wl.fp8_recipe != "auto":
+        notes.append(
+            f"--fp8-recipe {wl.fp8_recipe} applies to fp8 training only: ignored for inference"
+        )
     p10 = p90 = None
     if wall is not None:
         q = model.interval(klass, spec.name)

@@ -25,6 +25,7 @@ from gpuwise.estimate.steptime import (
     CNN_TRAIN_TRAFFIC_PASSES,
     DEFAULT_BANDWIDTH_FRACTION,
     FP8_CAST_BYTES,
+    FP8_WEIGHT_FORWARD_BYTES,
     OPTIMIZER_TRAFFIC_BYTES,
     QLORA_DEQUANT_BYTES,
     StepParts,
@@ -220,15 +221,23 @@ def train_parts(
             )
     cast = 0.0
     if prec == "fp8" and m.is_transformer:
-        act_bytes, weight_bytes = FP8_CAST_BYTES[wl.float8_recipe]
+        recipe = wl.float8_recipe
+        act_bytes, weight_bytes = FP8_CAST_BYTES[recipe]
         inputs, outputs = _linear_io_per_token(m)
-        again = (
-            inputs if wl.grad_ckpt == "full" else 0.0
-        )  # the recomputed forward casts its inputs again
-        micro_batches = tokens / (dp * wl.micro_batch * seq)
+        weights = (
+            m.linear_params / (tp * pp) * tokens / (dp * wl.micro_batch * seq)
+        )  # per micro-batch
+        # a recomputed forward casts its inputs and weights again: all of it under full recompute,
+        # every second block's under selective-layer, the unsaved matmuls' under selective-op
+        again = {
+            "full": 1.0,
+            "selective-layer": 1.0 / SELECTIVE_LAYER_EVERY,
+            "selective-op": SELECTIVE_OP_MATMUL_SHARE,
+        }.get(wl.grad_ckpt, 0.0)
         cast = (
-            act_bytes * (inputs + outputs + again) * tok_gpu
-            + weight_bytes * m.linear_params / (tp * pp) * micro_batches
+            act_bytes * (inputs + outputs) * tok_gpu
+            + weight_bytes * weights
+            + again * (act_bytes * inputs * tok_gpu + FP8_WEIGHT_FORWARD_BYTES[recipe] * weights)
         ) / bw
     dequant = 0.0
     if wl.task == "qlora":  # per micro-batch, per pass over the 4-bit base weights (see .steptime)
@@ -257,8 +266,9 @@ def _linear_io_per_token(m: ModelConfig) -> tuple[float, float]:
     """(input, output) elements of every block linear layer one token passes through, over all layers:
     q, k, v and the attention output; the MLP's up (and gate) and down projections, of the
     ``experts_per_token`` experts an MoE token is routed to. A float8 recipe casts each linear's input
-    in the forward pass and its output gradient in the backward pass (each linear casts its own copy:
-    q, k and v three times the same hidden state)."""
+    in the forward pass and its output gradient in the backward pass. Each linear is counted casting
+    its own copy (q, k and v three times the same hidden state), as eager torchao does; torch.compile
+    may merge identical casts, so this is an upper bound (by about 15% for a Llama block)."""
     h, q, kv, f = m.hidden, m.heads * m.d_head, m.n_kv * m.d_head, m.ffn
     n_attn = m.layers + 2 * m.decoder_layers
     n_mlp = (m.layers + m.decoder_layers) * max(1, m.experts_per_token)

@@ -184,6 +184,11 @@ class Estimate:
                 if wl.uses_flash_attention
                 else "eager",
                 "fused_kernels": wl.uses_fused_kernels,
+                "stack": wl.stack,
+                "shard_within_node": wl.shard_within_node,
+                "fp8_recipe": wl.float8_recipe
+                if wl.precision == "fp8" and wl.is_training
+                else None,
                 "lora_rank": wl.lora_rank if wl.task in ("lora", "qlora") else None,
                 "lora_targets": wl.lora_targets if wl.task in ("lora", "qlora") else None,
                 "prompt_len": wl.prompt_len if wl.task == "inference" else None,

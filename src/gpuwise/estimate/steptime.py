@@ -121,6 +121,10 @@ FP8_CAST_BYTES: dict[str, tuple[float, float]] = {
     "tensorwise": (4.0, 8.0),
     "rowwise": (6.0, 10.0),
 }
+# A recomputed forward casts again what the forward cast: the inputs (the activation bytes above) and
+# the weight's forward cast — tensorwise its max-abs pass and the row-major cast (2 + 3), rowwise the
+# row-major cast (2 + 1) — by the same roofline.
+FP8_WEIGHT_FORWARD_BYTES: dict[str, float] = {"te": 0.0, "tensorwise": 5.0, "rowwise": 3.0}
 
 
 @dataclass(frozen=True)
