@@ -262,6 +262,17 @@ def test_model_parallel_means_fused_kernels_except_on_plain_pytorch_stacks(
     assert logits_bytes(wl) == pytest.approx(4096 * 32000 / 2 * (2 if fused else 4 + 4 + 4))
 
 
+def test_megatron_fuses_without_model_parallelism_too() -> None:
+    """Megatron-Core's layers are Transformer Engine modules and its loss is its own in-place
+    cross-entropy at TP 1 too; an unknown stack at TP 1 keeps the Hugging Face eager default."""
+    one = workload_from_options(model="llama-2-7b", stack="megatron")
+    assert one.tensor_parallel == one.pipeline_parallel == 1 and one.uses_fused_kernels
+    assert not workload_from_options(model="llama-2-7b").uses_fused_kernels
+    assert not workload_from_options(
+        model="llama-2-7b", stack="megatron", fused_kernels="off"
+    ).uses_fused_kernels
+
+
 def test_breakdown_has_every_term_and_overheads() -> None:
     wl = workload_from_options(model="llama-2-7b", task="finetune")
     br = memory_breakdown_bytes(wl, 1)

@@ -284,8 +284,9 @@ WORKLOAD_OPTIONS: tuple[OptionSpec, ...] = (
         "fused_kernels",
         "choice",
         "auto",
-        "Fused norm and cross-entropy kernels: auto (on with tensor or pipeline parallelism, as "
-        "Megatron-Core with Transformer Engine; off otherwise, as Hugging Face eager) | on | off.",
+        "Fused norm and cross-entropy kernels: auto (on with --stack megatron or with tensor or "
+        "pipeline parallelism, as Megatron-Core with Transformer Engine; off otherwise and with "
+        "--stack torchtitan or hf, as plain PyTorch) | on | off.",
         panel=PARALLEL_PANEL,
         choices=("auto", "on", "off"),
         follows=f"{_MC} + Transformer Engine fuse norms and the vocab-parallel cross-entropy; "

@@ -73,6 +73,10 @@ STACK_FP8_RECIPE: dict[str, Fp8Recipe] = {"torchtitan": "tensorwise"}
 gets ``te``, the recipe of the fp8 rows gpuwise is fitted on (NeMo/Megatron-Core and llm-foundry, both
 Transformer Engine), and a note when the stack is not megatron or llm-foundry."""
 TE_STACKS: frozenset[str] = frozenset({"megatron", "llm-foundry"})
+FUSED_STACKS: frozenset[str] = frozenset({"megatron"})
+"""Stacks that fuse norms and the loss whatever the parallelism: Megatron-Core builds its layers from
+Transformer Engine modules (fused LayerNorm/RMSNorm) and computes the loss with its own
+vocab-parallel cross-entropy, which works in place on the logits, with tensor parallelism or not."""
 UNFUSED_STACKS: frozenset[str] = frozenset({"torchtitan", "hf"})
 """Stacks whose layers and loss are plain eager PyTorch: no fused kernels unless ``--fused-kernels on``.
 torchtitan's loss is eager unless training is compiled (torchtitan compiles it with the model since
@@ -418,6 +422,8 @@ class Workload:
         if self.fused_kernels is None:
             if self.stack in UNFUSED_STACKS:
                 return False
+            if self.stack in FUSED_STACKS:
+                return True
             return self.tensor_parallel > 1 or self.pipeline_parallel > 1
         return self.fused_kernels
 
