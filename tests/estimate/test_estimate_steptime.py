@@ -206,16 +206,14 @@ def test_the_cast_count_follows_micro_batches_recompute_and_tensor_parallelism(
     """The count: 4 bytes per element of every linear's input and output gradient, 8 per weight
     element per micro-batch, and what a recomputed forward casts again, at the time the step model
     gives memory traffic."""
-    from gpuwise.estimate.steptime import FP8_WEIGHT_FORWARD_BYTES
-
     wl = _fp8_torchtitan_8b().with_changes(**changes)
-    act, weight = FP8_CAST_BYTES["tensorwise"]
+    act, weight, weight_forward = FP8_CAST_BYTES["tensorwise"]
     inputs, outputs = 32 * (6 * 4096 + 14336), 32 * (3 * 4096 + 2 * 1024 + 2 * 14336)
     params = get_preset("llama-3-8b").linear_params
     expected = (
         act * (inputs + outputs) * tokens_per_gpu
         + weight * params * weight_casts
-        + recast * (act * inputs * tokens_per_gpu + FP8_WEIGHT_FORWARD_BYTES["tensorwise"] * params)
+        + recast * (act * inputs * tokens_per_gpu + weight_forward * params)
     )
     bw = find_gpu("H100").memory_bandwidth_tb_s * 1e12 * DEFAULT_BANDWIDTH_FRACTION
     assert _est(wl).step_parts["fp8_cast_s"] == pytest.approx(expected / bw, rel=1e-9)

@@ -440,6 +440,39 @@ def _estimate_training(wl: Workload, setup: _Setup, fixes: FixSearch | None) -> 
     )
 
 
+def _fp8_recipe_notes(wl: Workload) -> list[str]:
+    """What the fp8 recipe adds to a training step, or that an explicit ``--fp8-recipe`` is ignored."""
+    if wl.precision != "fp8":
+        if wl.fp8_recipe == "auto":
+            return []
+        return [
+            f"--fp8-recipe {wl.fp8_recipe} applies to fp8 training only: ignored at "
+            f"--precision {wl.precision}"
+        ]
+    if not wl.model.is_transformer:
+        if wl.fp8_recipe == "auto":
+            return []
+        return [f"--fp8-recipe {wl.fp8_recipe}: casts are counted for transformer blocks only"]
+    recipe = wl.float8_recipe
+    if recipe != "te":
+        casts = FP8_CAST_BYTES[recipe]
+        return [
+            f"fp8 recipe {recipe} (torchao float8): every linear layer's input and output "
+            f"gradient cast at {casts.activation:g} bytes per element, its weight at "
+            f"{casts.weight:g} bytes per element per micro-batch, at the memory bandwidth"
+        ]
+    note = (
+        "fp8 recipe te (Transformer Engine: casts fused into the neighbouring kernels, as in "
+        "the fitted NeMo and llm-foundry fp8 rows)"
+    )
+    if wl.fp8_recipe != "te" and wl.stack not in TE_STACKS:
+        note += (
+            f"; --stack {wl.stack} has no known fp8 recipe: PyTorch-native float8 (torchao) "
+            "casts in kernels of its own, --fp8-recipe tensorwise counts them"
+        )
+    return [note]
+
+
 def _training_notes(wl: Workload, seq: int, fits: bool) -> list[str]:
     """What the training estimate assumed about the model, precision and recipe, in words."""
     m = wl.model
@@ -451,35 +484,7 @@ def _training_notes(wl: Workload, seq: int, fits: bool) -> list[str]:
             "fp8: the blocks' linear layers run at the FP8 rate; attention, LM head and memory-bound work "
             "do not speed up; MFU is relative to the FP8 dense peak; weights and states as in bf16"
         )
-        recipe = wl.float8_recipe
-        if not m.is_transformer:
-            if wl.fp8_recipe != "auto":
-                notes.append(
-                    f"--fp8-recipe {wl.fp8_recipe}: casts are counted for transformer blocks only"
-                )
-        elif recipe == "te":
-            notes.append(
-                "fp8 recipe te (Transformer Engine: casts fused into the neighbouring kernels, as in "
-                "the fitted NeMo and llm-foundry fp8 rows)"
-                + (
-                    ""
-                    if wl.fp8_recipe == "te" or wl.stack in TE_STACKS
-                    else f"; --stack {wl.stack} has no known fp8 recipe: PyTorch-native float8 "
-                    "(torchao) casts in kernels of its own, --fp8-recipe tensorwise counts them"
-                )
-            )
-        else:
-            act, weight = FP8_CAST_BYTES[recipe]
-            notes.append(
-                f"fp8 recipe {recipe} (torchao float8): every linear layer's input and output "
-                f"gradient cast at {act:g} bytes per element, its weight at {weight:g} bytes per "
-                "element per micro-batch, at the memory bandwidth"
-            )
-    if wl.fp8_recipe != "auto" and wl.precision != "fp8":
-        notes.append(
-            f"--fp8-recipe {wl.fp8_recipe} applies to fp8 training only: ignored at "
-            f"--precision {wl.precision}"
-        )
+    notes.extend(_fp8_recipe_notes(wl))
     if wl.grad_ckpt == "selective" and wl.uses_flash_attention and m.is_transformer:
         notes.append(
             "--grad-ckpt selective with FlashAttention saves no memory (FlashAttention keeps no "

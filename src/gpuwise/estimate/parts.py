@@ -25,7 +25,6 @@ from gpuwise.estimate.steptime import (
     CNN_TRAIN_TRAFFIC_PASSES,
     DEFAULT_BANDWIDTH_FRACTION,
     FP8_CAST_BYTES,
-    FP8_WEIGHT_FORWARD_BYTES,
     OPTIMIZER_TRAFFIC_BYTES,
     QLORA_DEQUANT_BYTES,
     StepParts,
@@ -221,8 +220,7 @@ def train_parts(
             )
     cast = 0.0
     if prec == "fp8" and m.is_transformer:
-        recipe = wl.float8_recipe
-        act_bytes, weight_bytes = FP8_CAST_BYTES[recipe]
+        casts = FP8_CAST_BYTES[wl.float8_recipe]
         inputs, outputs = _linear_io_per_token(m)
         weights = (
             m.linear_params / (tp * pp) * tokens / (dp * wl.micro_batch * seq)
@@ -235,9 +233,9 @@ def train_parts(
             "selective-op": SELECTIVE_OP_MATMUL_SHARE,
         }.get(wl.grad_ckpt, 0.0)
         cast = (
-            act_bytes * (inputs + outputs) * tok_gpu
-            + weight_bytes * weights
-            + again * (act_bytes * inputs * tok_gpu + FP8_WEIGHT_FORWARD_BYTES[recipe] * weights)
+            casts.activation * (inputs + outputs) * tok_gpu
+            + casts.weight * weights
+            + again * (casts.activation * inputs * tok_gpu + casts.weight_forward * weights)
         ) / bw
     dequant = 0.0
     if wl.task == "qlora":  # per micro-batch, per pass over the 4-bit base weights (see .steptime)

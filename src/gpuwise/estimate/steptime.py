@@ -55,6 +55,7 @@ import functools
 import statistics
 from dataclasses import dataclass
 from importlib import resources
+from typing import NamedTuple
 
 from gpuwise.base.datafiles import commented_csv
 from gpuwise.hardware import GpuSpec
@@ -116,15 +117,25 @@ QLORA_DEQUANT_BYTES = 0.5 + 2.0 + 2.0
 # activations 1 + 2 (first kernel, one read fused) + 2 + 1 = 6; weights 2 + 1, 2 + 2 (transpose),
 # 2 + 1 = 10. Transformer Engine (``te``) fuses its casts into the neighbouring kernels (a norm writes
 # fp8): nothing is added, and what remains is in the framework factor fitted to its rows.
-FP8_CAST_BYTES: dict[str, tuple[float, float]] = {
-    "te": (0.0, 0.0),
-    "tensorwise": (4.0, 8.0),
-    "rowwise": (6.0, 10.0),
-}
-# A recomputed forward casts again what the forward cast: the inputs (the activation bytes above) and
-# the weight's forward cast — tensorwise its max-abs pass and the row-major cast (2 + 3), rowwise the
+# A recomputed forward casts again what the forward cast: the inputs (the activation bytes) and the
+# weight's forward cast — tensorwise its max-abs pass and the row-major cast (2 + 3), rowwise the
 # row-major cast (2 + 1) — by the same roofline.
-FP8_WEIGHT_FORWARD_BYTES: dict[str, float] = {"te": 0.0, "tensorwise": 5.0, "rowwise": 3.0}
+class Fp8CastBytes(NamedTuple):
+    """Bytes one fp8 recipe moves to cast to fp8, per element."""
+
+    activation: float
+    """Of every linear's input (forward) and output gradient (backward)."""
+    weight: float
+    """Of the weight, per micro-batch (forward and backward casts)."""
+    weight_forward: float
+    """Of the weight, what a recomputed forward casts again."""
+
+
+FP8_CAST_BYTES: dict[str, Fp8CastBytes] = {
+    "te": Fp8CastBytes(0.0, 0.0, 0.0),
+    "tensorwise": Fp8CastBytes(4.0, 8.0, 5.0),
+    "rowwise": Fp8CastBytes(6.0, 10.0, 3.0),
+}
 
 
 @dataclass(frozen=True)
