@@ -684,6 +684,42 @@ def print_scaling_series() -> None:
         )
 
 
+def print_dp_series() -> None:
+    """Data-parallel weak scaling (validation_dp_scaling.csv): per-GPU throughput relative to the
+    first row of each series as the GPU count grows with the per-GPU work fixed, measured and
+    gpuwise (the shipped fit, each row through the CLI's argument path)."""
+    from gpuwise.estimate.measured import default_efficiency, estimate_with
+
+    runs, same, _ = cli_runs("validation_dp_scaling.csv")
+    eff = default_efficiency()
+    print(
+        "\nDATA-PARALLEL SCALING SERIES (validation only; validation_dp_scaling.csv, llm-foundry's FSDP "
+        f"tables; {same}/{len(runs)} built by the CLI\n  as the loader builds them): tokens/s per GPU "
+        "relative to the series' first row; error = gpuwise ratio / measured ratio - 1"
+        f"\n  {'series':20s} {'GPUs':>5s} {'network':>9s} {'measured':>9s} {'gpuwise':>8s} {'error':>7s}"
+    )
+    first: dict[str, tuple[float, float]] = {}
+    errors: list[float] = []
+    for r in runs:
+        est = estimate_with(r, eff)
+        ours = est.tokens_per_second / est.gpus
+        base = first.setdefault(r.source_id, (ours, r.value))
+        rel_ours, rel_theirs = ours / base[0], r.value / base[1]
+        if (ours, r.value) != base:
+            errors.append(rel_ours / rel_theirs - 1)
+        net = f"{r.inter_node_gbit_s:,.0f}" if r.inter_node_gbit_s else "unstated"
+        print(
+            f"  {r.source_id:20s} {r.gpus:5d} {net:>9s} {rel_theirs:9.3f} {rel_ours:8.3f} "
+            f"{rel_ours / rel_theirs - 1:+7.1%}"
+        )
+    inside = sum(abs(e) <= 0.20 for e in errors)
+    print(
+        f"  {len(errors)} rows past a series' first: within 20% {inside}/{len(errors)}; signed median "
+        f"{statistics.median(errors):+.1%}, largest {max(errors, key=abs):+.1%} (+ = gpuwise loses less "
+        "per GPU than the runs did)"
+    )
+
+
 def print_finetune_validation() -> None:
     """QLoRA's dequantisation against LitGPT's measured QLoRA - LoRA time per iteration (the
     validation-only file; nothing is fitted to it), and QLoRA / LoRA by sequence length."""
@@ -731,15 +767,15 @@ def print_finetune_validation() -> None:
 
 def print_large_dp(rows: list[tuple[MeasuredRun, float, float]]) -> None:
     """Per-GPU throughput of a 7B on A100s over 400 Gbit/s from 8 to 1,024 GPUs (prediction only:
-    no published series is in the project's data): FSDP full sharding and hybrid sharding, at
+    no published series at 400 Gbit/s is in the project's data): FSDP full sharding and hybrid sharding, at
     micro-batch 2 x 4,096 tokens and 1 x 2,048 (less compute to hide the per-block gathers); then
     the measured rows that are large data-parallel runs on 400 Gbit/s, leave-one-stack-out."""
     from gpuwise.estimate import estimate_workload, workload_from_options
 
     print(
         "\nLARGE DATA-PARALLEL: llama-2-7b, A100-80GB, 400 Gbit/s per node, ZeRO-3, no recompute, global "
-        "batch 1,024 sequences\n  (2,048 from 1,024 GPUs) — prediction only, no measured series in the "
-        "project's data; tokens/s per GPU (exposed communication per step)"
+        "batch 1,024 sequences\n  (2,048 from 1,024 GPUs) — prediction only, no measured series at 400 "
+        "Gbit/s in the project's data; tokens/s per GPU (exposed communication per step)"
         f"\n  {'GPUs':>5s} {'FSDP mb2 s4096':>20s} {'HSDP mb2 s4096':>20s} {'FSDP mb1 s2048':>20s} "
         f"{'HSDP mb1 s2048':>20s}"
     )
@@ -843,6 +879,7 @@ def main() -> None:
     print_meta_405b()
     print_outside_check()
     print_scaling_series()
+    print_dp_series()
     print_collectives()
     print_finetune_validation()
     print_large_dp(rows)

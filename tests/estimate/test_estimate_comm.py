@@ -197,3 +197,25 @@ def test_validation_series_are_command_lines_whose_first_row_is_the_base() -> No
         seen[r["series"]] = seen.get(r["series"], 0) + 1
         assert float(r["tokens_per_s_per_gpu"]) > 0 and r["source"]
     assert seen and all(n >= 2 for n in seen.values())
+
+
+def test_data_parallel_series_fix_the_per_gpu_work_and_grow_the_gpus() -> None:
+    held = load_measured_runs("validation_dp_scaling.csv")
+    fitted = {(r.gpu, r.gpus, r.value) for r in load_measured_runs()}
+    series: dict[str, list] = {}
+    for r in held:
+        series.setdefault(r.source_id, []).append(r)
+    assert len(series) >= 5
+    for rows in series.values():
+        assert len(rows) >= 2
+        assert [r.gpus for r in rows] == sorted({r.gpus for r in rows})  # one row per size, growing
+        base = rows[0].workload
+        for r in rows:
+            wl = r.workload
+            # weak scaling: one micro-batch per GPU per step, nothing else moves
+            assert wl.global_batch == wl.micro_batch * r.gpus
+            assert wl.with_changes(global_batch=base.global_batch) == base
+            assert r.gpu == rows[0].gpu and r.inter_node_gbit_s == rows[0].inter_node_gbit_s
+            assert ((r.gpu, r.gpus, r.value) in fitted) == ("also a fitted row" in r.source)
+    assert any(r.workload.zero == 2 for r in held)  # SHARD_GRAD_OP rows read as ZeRO-2
+

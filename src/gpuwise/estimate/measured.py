@@ -48,7 +48,7 @@ _TASKS = {
     "infer": "inference",
 }
 _PRECISIONS = {"tf32": "fp32", "fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
-_ZERO = {"fsdp": 3, "hsdp": 3, "ddp": 0, "megatron": 1}
+_ZERO = {"fsdp": 3, "hsdp": 3, "zero2": 2, "ddp": 0, "megatron": 1}
 
 
 @dataclass(frozen=True)
