@@ -219,3 +219,15 @@ def test_data_parallel_series_fix_the_per_gpu_work_and_grow_the_gpus() -> None:
             assert ((r.gpu, r.gpus, r.value) in fitted) == ("also a fitted row" in r.source)
     assert any(r.workload.zero == 2 for r in held)  # SHARD_GRAD_OP rows read as ZeRO-2
 
+
+def test_sharded_data_parallel_past_128_gpus_says_what_published_series_lose() -> None:
+    wl = workload_from_options(model="llama-2-7b", zero="3", micro_batch=2, seq_len=2048)
+
+    def noted(w: Any, gpus: int) -> bool:
+        est = estimate_workload(w, "H100", gpus, calibration=None, suggest=False)
+        return any("llm-foundry's published FSDP tables" in n for n in est.notes)
+
+    assert noted(wl, 256)
+    assert not noted(wl, 128)
+    assert not noted(wl.with_changes(zero=1), 256)
+    assert not noted(wl.with_changes(tensor_parallel=8), 512)  # 64 data-parallel ranks
