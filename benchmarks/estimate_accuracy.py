@@ -219,29 +219,19 @@ def throughput_set(
     return out, by_class
 
 
-def class_residuals() -> dict[str, list[float]]:
-    """|log residual| of every row by workload class, predicted by a fit on all the other rows (its
-    stack's and class's other rows included): how far a class's own rows stray from its fitted
-    factor, which the pooled range does not see for a class with few rows (MoE)."""
-    runs = list(cli_runs()[0])
-    out: dict[str, list[float]] = collections.defaultdict(list)
-    for i, r in enumerate(runs):
-        eff = fit_efficiency(runs[:i] + runs[i + 1 :])
-        out[workload_class(r.workload)].append(abs(log_residual(r, eff)))
-    return out
-
-
-def known_stack_residuals() -> list[float]:
-    """|log residual| of every row run with a ``--stack`` the fit knows, predicted by a fit on all
-    the other rows (its stack's other rows included): the error a user of a measured stack sees."""
+def row_out_residuals() -> list[tuple[MeasuredRun, float, bool]]:
+    """[(run, |log residual|, its stack is measured)] for every row, predicted by a fit on all the
+    other rows (its stack's and class's other rows included). Those of a row run with a ``--stack``
+    the fit knows for its class are the error a user of a measured stack sees; grouped by workload
+    class, they say how far a class's own rows stray from its fitted factor, which the pooled range
+    does not see for a class with few rows (MoE)."""
     runs = list(cli_runs()[0])
     out = []
     for i, r in enumerate(runs):
-        if r.workload.stack == "unknown":
-            continue
         eff = fit_efficiency(runs[:i] + runs[i + 1 :])
-        if workload_class(r.workload) in eff.by_stack.get(r.workload.stack, {}):
-            out.append(abs(log_residual(r, eff)))
+        stack = r.workload.stack
+        known = stack != "unknown" and workload_class(r.workload) in eff.by_stack.get(stack, {})
+        out.append((r, abs(log_residual(r, eff)), known))
     return out
 
 
@@ -703,9 +693,10 @@ def print_dp_series() -> None:
     for r in runs:
         est = estimate_with(r, eff)
         ours = est.tokens_per_second / est.gpus
+        later = r.source_id in first
         base = first.setdefault(r.source_id, (ours, r.value))
         rel_ours, rel_theirs = ours / base[0], r.value / base[1]
-        if (ours, r.value) != base:
+        if later:
             errors.append(rel_ours / rel_theirs - 1)
         net = f"{r.inter_node_gbit_s:,.0f}" if r.inter_node_gbit_s else "unstated"
         print(
@@ -911,7 +902,8 @@ def main() -> None:
         lines.append(f"throughput,{len(pooled)},{-w:.4f},{w:.4f}")
         w90 = _q(pooled, 0.9)
         lines.append(f"throughput-thin-gpu,{len(pooled)},{-w90:.4f},{w90:.4f}")
-        known = known_stack_residuals()
+        row_out = row_out_residuals()
+        known = [x for _, x, measured in row_out if measured]
         wk = _q(known, 0.8)
         lines.append(f"throughput-known-stack,{len(known)},{-wk:.4f},{wk:.4f}")
         by_arch: dict[str, list[float]] = collections.defaultdict(list)
@@ -921,7 +913,10 @@ def main() -> None:
             if len(xs) >= THIN_GPU_ROWS:
                 wa = max(_q(xs, 0.8), w)
                 lines.append(f"throughput:{arch},{len(xs)},{-wa:.4f},{wa:.4f}")
-        for klass, xs in sorted(class_residuals().items()):
+        by_klass: dict[str, list[float]] = collections.defaultdict(list)
+        for r, x, _ in row_out:
+            by_klass[workload_class(r.workload)].append(x)
+        for klass, xs in sorted(by_klass.items()):
             wc = _q(xs, 0.8)
             if len(xs) >= THIN_GPU_ROWS and wc > w:
                 lines.append(f"class:{klass},{len(xs)},{-wc:.4f},{wc:.4f}")
